@@ -1,0 +1,1 @@
+"""The command line: cyclopts commands, registered lazily so --help stays fast."""

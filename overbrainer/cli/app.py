@@ -1,0 +1,29 @@
+"""The command tree. Every command is registered by import path, so ``--help`` and tab
+completion import none of the heavy modules (trio, httpx, asyncssh, eventsourcing)."""
+
+from cyclopts import App
+
+from overbrainer import __version__
+
+app = App(
+    name="overbrainer",
+    version=__version__,
+    help=(
+        "Fine-tune language models with Axolotl on this machine, over SSH, or on a Runpod "
+        "pod that is deleted once its results are home. Global option: -C DIR names the "
+        "project directory (default: the current one)."
+    ),
+)
+
+app.command("overbrainer.cli.init_cmd:init", name="init")
+app.command("overbrainer.cli.config_cmd:app", name="config")
+app.command("overbrainer.cli.train_cmd:app", name="train")
+app.command("overbrainer.cli.runs_cmd:app", name="runs")
+app.command("overbrainer.cli.events_cmd:events", name="events")
+app.command("overbrainer.cli.pod_cmd:app", name="pod")
+
+# Words that name a command, so the actor of an event can say which command appended it.
+COMMAND_WORDS = frozenset(
+    {"init", "config", "check", "train", "attach", "cancel", "runs", "ls", "show", "events",
+     "pod", "rm", "store", "migrate"}
+)

@@ -1,0 +1,97 @@
+"""``main``: global options, error reporting and exit codes for every command."""
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from overbrainer.errors import OverbrainerError
+
+
+def _split_global(argv: Sequence[str]) -> tuple[Path, list[str]]:
+    """Take ``-C DIR`` (also ``-CDIR``, ``--project DIR``) off the front of ``argv``."""
+    project = Path.cwd()
+    rest = list(argv)
+    while rest:
+        head = rest[0]
+        if head in ("-C", "--project"):
+            if len(rest) < 2:
+                raise _Usage("-C needs a directory: overbrainer -C DIR COMMAND")
+            project = Path(rest[1])
+            rest = rest[2:]
+        elif head.startswith("-C") and len(head) > 2:
+            project = Path(head[2:])
+            rest = rest[1:]
+        else:
+            break
+    return project, rest
+
+
+class _Usage(Exception):
+    pass
+
+
+def _command_name(tokens: Sequence[str], words: frozenset[str]) -> str:
+    names: list[str] = []
+    for token in tokens:
+        if token not in words:
+            break
+        names.append(token)
+    return " ".join(names) or "overbrainer"
+
+
+def _flatten(error: BaseException) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        found: list[BaseException] = []
+        for inner in error.exceptions:
+            found.extend(_flatten(inner))
+        return found
+    return [error]
+
+
+def report(error: OverbrainerError) -> int:
+    """Print ``error`` the way every command does and return its exit code."""
+    print(f"error: {error}", file=sys.stderr, flush=True)
+    return error.exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``overbrainer`` command line and return its exit code."""
+    from cyclopts import CycloptsError
+
+    from overbrainer.cli.app import COMMAND_WORDS, app
+    from overbrainer.cli.context import Invocation, set_current
+
+    tokens = list(sys.argv[1:] if argv is None else argv)
+    try:
+        project_dir, rest = _split_global(tokens)
+    except _Usage as usage:
+        print(f"error: {usage}", file=sys.stderr)
+        return 2
+    set_current(
+        Invocation(
+            project_dir=project_dir,
+            command=_command_name(rest, COMMAND_WORDS),
+            argv=tuple(tokens),
+        )
+    )
+    try:
+        result = app(rest, exit_on_error=False, print_error=True, result_action="return_value")
+    except CycloptsError:
+        return 2
+    except SystemExit as leaving:
+        return leaving.code if isinstance(leaving.code, int) else 0
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except OverbrainerError as error:
+        return report(error)
+    except BaseExceptionGroup as group:
+        inner = _flatten(group)
+        known = [e for e in inner if isinstance(e, OverbrainerError)]
+        if known and len(known) == len(inner):
+            return report(known[0])
+        if inner and all(isinstance(e, KeyboardInterrupt) for e in inner):
+            print("error: interrupted", file=sys.stderr)
+            return 130
+        raise
+    return result if isinstance(result, int) else 0

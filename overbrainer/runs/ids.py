@@ -1,0 +1,40 @@
+"""Run IDs: ``YYYYMMDD-HHMMSS-xxxx``, UTC creation time and four random hex digits."""
+
+import re
+import secrets
+from datetime import UTC, datetime
+
+from overbrainer.errors import OverbrainerError
+
+_SAFE = re.compile(r"^[A-Za-z0-9-]+$")
+_SHAPE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
+
+
+class BadRunId(OverbrainerError):
+    """A run ID that could escape the runs directory or is not an ID at all."""
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """A fresh run ID for a run created at ``now`` (default: the current UTC time)."""
+    moment = (now or datetime.now(UTC)).astimezone(UTC)
+    return f"{moment:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+def check_run_id(run_id: str) -> str:
+    """Return ``run_id`` if it is only letters, digits and ``-``; refuse anything else.
+
+    Every path built from a run ID goes through here first, so ``../x``, ``/tmp/x`` or
+    ``a/b`` never reach the filesystem.
+    """
+    if not run_id or len(run_id) > 64 or not _SAFE.match(run_id) or run_id.startswith("-"):
+        shown = run_id.encode("unicode_escape").decode("ascii")[:80]
+        raise BadRunId(
+            f"{shown!r} is not a run ID: run IDs look like 20260101-120000-ab12 "
+            "(letters, digits and '-' only); list them with `overbrainer runs ls`"
+        )
+    return run_id
+
+
+def looks_like_run_id(run_id: str) -> bool:
+    """Whether ``run_id`` has the exact shape overbrainer gives its run IDs."""
+    return bool(_SHAPE.match(run_id))
