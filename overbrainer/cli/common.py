@@ -1,0 +1,52 @@
+"""What several commands share: opening the event store, printing JSON lines."""
+
+import json
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from overbrainer.cli.context import Invocation
+from overbrainer.errors import OverbrainerError
+
+
+def store_url(invocation: Invocation) -> str | None:
+    """``[store] url`` (env over file), read leniently so listing runs never needs a valid
+    training configuration."""
+    environ = invocation.environ()
+    if environ.get("OVERBRAINER_STORE__URL"):
+        return environ["OVERBRAINER_STORE__URL"]
+    path = invocation.project_dir / "overbrainer.toml"
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as error:
+        raise OverbrainerError(
+            f"cannot read {path.name}: {error}; fix it (see `overbrainer config check`)"
+        ) from error
+    store = data.get("store")
+    url = store.get("url") if isinstance(store, dict) else None
+    return url if isinstance(url, str) and url else None
+
+
+def open_store(invocation: Invocation) -> Any:
+    """The run store of the invocation's project, stamped with its actor."""
+    from overbrainer.events.actor import Actor
+    from overbrainer.events.store import RunStore
+
+    return RunStore(store_url(invocation), invocation.project_dir,
+                    Actor.here(invocation.command))
+
+
+def print_json(data: Any) -> None:
+    """One JSON object on one line of stdout."""
+    sys.stdout.write(json.dumps(data, sort_keys=True) + "\n")
+
+
+def project_path(invocation: Invocation, path: Path) -> str:
+    """``path`` relative to the project when it is inside it (shorter messages)."""
+    try:
+        return str(path.relative_to(invocation.project_dir))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,88 @@
+"""``events RUN``: the run's audit log replayed, one line per event."""
+
+import sys
+import time
+from typing import Annotated
+
+from cyclopts import Parameter
+
+from overbrainer.cli.common import open_store, print_json
+from overbrainer.cli.context import current
+from overbrainer.errors import UsageError
+
+_FOLLOW_POLL = 0.2
+
+
+def events(
+    run: str,
+    *,
+    json: Annotated[bool, Parameter(negative=())] = False,
+    at: Annotated[int | None, Parameter(help="Print the run and pod as they were after event N.")]
+    = None,
+    follow: Annotated[bool, Parameter(negative=())] = False,
+) -> int:
+    """Replay a run's events: sequence, UTC time, name, what happened, fields and actor.
+
+    --follow keeps printing events as other processes append them, until the run has ended
+    and no pod of it may bill (or Ctrl-C).
+    """
+    from overbrainer.events.aggregate import RunLog
+    from overbrainer.projections.timeline import line
+    from overbrainer.runs.ids import check_run_id
+
+    invocation = current()
+    check_run_id(run)
+    if at is not None and (at < 0 or follow):
+        raise UsageError("--at takes an event number >= 0 and does not go with --follow")
+    store = open_store(invocation)
+    try:
+        records = store.history(run)
+        if not records:
+            store.get(run)  # raises the "no run" error
+        if at is not None:
+            if at > len(records):
+                raise UsageError(f"run {run} has {len(records)} events; --at takes 0..{len(records)}")
+            state = RunLog()
+            for record in records[:at]:
+                state.apply(record.event, record.at)
+            data = state.to_json()
+            data["at"] = at
+            if json:
+                print_json(data)
+            else:
+                _print_state(data)
+            return 0
+        state = RunLog()
+        out = sys.stdout
+        for record in records:
+            out.write((_json_line(record) if json else line(record, state)) + "\n")
+            state.apply(record.event, record.at)
+        out.flush()
+        if not follow:
+            return 0
+        seen = len(records)
+        while not (state.final and not state.pod.may_bill()):
+            time.sleep(_FOLLOW_POLL)
+            for record in store.history(run)[seen:]:
+                out.write((_json_line(record) if json else line(record, state)) + "\n")
+                state.apply(record.event, record.at)
+                seen += 1
+            out.flush()
+        return 0
+    finally:
+        store.close()
+
+
+def _json_line(record: object) -> str:
+    import json as _json
+
+    return _json.dumps(record.to_json(), sort_keys=True)  # type: ignore[attr-defined]
+
+
+def _print_state(data: dict[str, object]) -> None:
+    import json as _json
+
+    sys.stdout.write(_json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+__all__ = ["events", "print_json"]

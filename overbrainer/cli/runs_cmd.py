@@ -1,0 +1,131 @@
+"""``runs ls`` and ``runs show``: the runs view, read without any network."""
+
+import sys
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from cyclopts import App, Parameter
+
+from overbrainer.cli.common import open_store, print_json
+from overbrainer.cli.context import current
+
+app = App(name="runs", help="List and show this project's runs (no network).")
+
+
+def _spend(state: Any, now: datetime) -> str:
+    pod = state.pod
+    if pod.spend is not None:
+        return f"${pod.spend:.2f}"
+    if pod.cost_per_hour is not None and pod.created_at and pod.may_bill():
+        try:
+            started = datetime.fromisoformat(pod.created_at.replace("Z", "+00:00"))
+        except ValueError:
+            return ""
+        hours = max(0.0, (now - started).total_seconds() / 3600)
+        return f"~${pod.cost_per_hour * hours:.2f}"
+    return ""
+
+
+def _progress(metrics: dict[str, Any]) -> str:
+    step, total = metrics.get("step"), metrics.get("max_steps")
+    if step is None:
+        return ""
+    if total:
+        return f"{step}/{total} ({100 * step / total:.0f}%)"
+    return str(step)
+
+
+def _row(state: Any, now: datetime) -> dict[str, Any]:
+    run, pod = state.run, state.pod
+    return {
+        "id": run.run_id, "state": run.state, "target": run.target, "kind": run.kind,
+        "created": run.created_at, "progress": _progress(run.metrics),
+        "pod": pod.pod_id or "", "pod_status": pod.status if pod.pod_id else "",
+        "spend": _spend(state, now), "note": run.note or "",
+    }
+
+
+@app.command(name="ls")
+def ls(*, json: Annotated[bool, Parameter(negative=())] = False) -> int:
+    """One line per run: id, state, target, created, progress, pod and spend."""
+    from overbrainer.projections.view import RunsView, view_path
+
+    invocation = current()
+    store = open_store(invocation)
+    view = RunsView(view_path(invocation.project_dir), str(store.url))
+    try:
+        view.catch_up(store)
+        states = view.runs()
+    finally:
+        view.close()
+        store.close()
+    now = datetime.now(UTC)
+    rows = [_row(state, now) for state in states]
+    if json:
+        for row in rows:
+            print_json(row)
+        return 0
+    if not rows:
+        print("no runs yet: start one with `overbrainer train`", file=sys.stderr)
+        return 0
+    heads = ["RUN", "STATE", "TARGET", "CREATED", "PROGRESS", "POD", "SPEND"]
+    table = [[r["id"], r["state"], r["target"], (r["created"] or "")[:16].replace("T", " "),
+              r["progress"], f"{r['pod']} {r['pod_status']}".strip(), r["spend"]]
+             for r in rows]
+    widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(heads)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip()]
+    out += ["  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip() for t in table]
+    sys.stdout.write("\n".join(out) + "\n")
+    return 0
+
+
+@app.command(name="show")
+def show(run: str, *, json: Annotated[bool, Parameter(negative=())] = False) -> int:
+    """The run's record, its pod, a metrics summary and where its files are."""
+    from overbrainer.projections.files import run_dir, write_projections
+    from overbrainer.runs.ids import check_run_id
+
+    invocation = current()
+    check_run_id(run)
+    store = open_store(invocation)
+    try:
+        state = store.get(run)
+    finally:
+        store.close()
+    directory = run_dir(invocation.project_dir, run)
+    # The cache files may be missing (deleted, or a run started from another checkout).
+    write_projections(invocation.project_dir, state)
+    data = state.to_json()
+    if json:
+        data["files"] = str(directory)
+        print_json(data)
+        return 0
+    r, p = state.run, state.pod
+    lines = [
+        f"run {r.run_id}: {r.state}" + (f" ({r.message})" if r.message else ""),
+        f"  target     {r.target} ({r.kind}), remote dir {r.remote_dir}",
+        f"  model      {r.adapter} of {r.base_model}" if r.base_model else "",
+        f"  created    {r.created_at}",
+        f"  updated    {r.updated_at} ({r.version} events: `overbrainer events {r.run_id}`)",
+    ]
+    if r.job:
+        lines.append(f"  job        pid {r.job['pid']} in {r.job['dir']}"
+                     + (f", container {r.job['container']}" if r.job.get("container") else ""))
+    if r.metrics:
+        lines.append("  metrics    " + ", ".join(f"{k} {v}" for k, v in sorted(r.metrics.items())))
+    if r.artifacts:
+        lines.append(f"  artifacts  {r.artifacts['files']} files, {r.artifacts['bytes']} bytes,"
+                     " verified")
+    if r.note:
+        lines.append(f"  note       {r.note}")
+    if p.pod_id or p.attempts:
+        rate = f", ${p.cost_per_hour:.2f}/h" if p.cost_per_hour is not None else ""
+        lines.append(f"  pod        {p.pod_id or '(none)'}: {p.status}"
+                     f" ({p.gpu_type or '?'}, {p.data_center or '?'}{rate})")
+        if p.spend is not None:
+            lines.append(f"  spend      ${p.spend:.2f} over {p.uptime_seconds or 0:.0f} s")
+        if p.strays:
+            lines.append("  strays     " + ", ".join(sorted(p.strays)))
+    lines.append(f"  files      {directory}")
+    sys.stdout.write("\n".join(line for line in lines if line) + "\n")
+    return 0

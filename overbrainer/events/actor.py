@@ -1,0 +1,47 @@
+"""Who appended an event: the command, user, host, process and overbrainer version."""
+
+import getpass
+import os
+import socket
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from overbrainer import __version__
+
+
+@dataclass(frozen=True)
+class Actor:
+    """The stamp every event carries."""
+
+    command: str
+    user: str
+    host: str
+    pid: int
+    version: str
+
+    @classmethod
+    def here(cls, command: str) -> "Actor":
+        """The actor for ``command`` run by this process."""
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):  # no passwd entry (containers)
+            user = str(os.getuid())
+        return cls(command=command, user=user, host=socket.gethostname(), pid=os.getpid(),
+                   version=__version__)
+
+    def to_json(self) -> dict[str, Any]:
+        """As JSON primitives."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Actor":
+        """Tolerant of missing keys (older or hand-made logs)."""
+        return cls(
+            command=str(data.get("command", "?")), user=str(data.get("user", "?")),
+            host=str(data.get("host", "?")), pid=int(data.get("pid", 0) or 0),
+            version=str(data.get("version", "?")),
+        )
+
+    def describe(self) -> str:
+        """``train attach by alice@laptop (pid 42, v0.3.0)``."""
+        return f"{self.command} by {self.user}@{self.host} (pid {self.pid}, v{self.version})"

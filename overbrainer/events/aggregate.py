@@ -1,0 +1,305 @@
+"""The run aggregate: a run's and its pod's state as a fold of the run's events.
+
+Pure: no I/O, no clock. ``apply`` refuses an event that does not follow from the state
+(``InvalidTransition``), so a command that re-decides after a concurrent append never
+records a transition twice.
+"""
+
+import copy
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from overbrainer.events import types as ev
+
+
+class InvalidTransition(ValueError):
+    """An event that cannot follow the current state of its run."""
+
+
+@dataclass
+class PodView:
+    """The pod side of a run: its attempts, its current pod and every pod it ever had."""
+
+    keep: bool = False
+    host_public_key: str | None = None
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    pod_id: str | None = None
+    status: str = "none"  # none, creating, created, ready, job_running, awaiting_retrieval,
+    # kept, deleting, deleted
+    gpu_type: str | None = None
+    data_center: str | None = None
+    cost_per_hour: float | None = None
+    created_at: str | None = None
+    deadline: str | None = None
+    endpoint: dict[str, Any] | None = None
+    verdict: str | None = None
+    delete_reason: str | None = None
+    deleted_by: str | None = None
+    uptime_seconds: float | None = None
+    spend: float | None = None
+    # Every pod id this run ever had, with its last known status here.
+    pods: dict[str, str] = field(default_factory=dict)
+    strays: dict[str, str] = field(default_factory=dict)
+
+    def may_bill(self) -> bool:
+        """Whether some pod of this run may still exist (and bill)."""
+        alive = {"creating", "created", "ready", "job_running", "awaiting_retrieval", "kept",
+                 "deleting"}
+        return self.status in alive or bool(self.strays) or any(
+            status in alive for status in self.pods.values()
+        )
+
+
+@dataclass
+class RunView:
+    """A run's state: what ``run.json`` holds."""
+
+    run_id: str = ""
+    state: str = "none"
+    target: str = ""
+    kind: str = ""
+    remote_dir: str = ""
+    settings_digest: str = ""
+    base_model: str = ""
+    adapter: str = ""
+    keep_pod: bool = False
+    created_at: str | None = None
+    updated_at: str | None = None
+    job: dict[str, Any] | None = None
+    message: str | None = None
+    exit_code: int | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    cancel_requested: bool = False
+    interrupted_stage: str | None = None
+    detached: bool = False
+    artifacts: dict[str, Any] | None = None
+    note: str | None = None
+    version: int = 0
+
+
+@dataclass
+class RunLog:
+    """The whole aggregate state: the run and its pod."""
+
+    run: RunView = field(default_factory=RunView)
+    pod: PodView = field(default_factory=PodView)
+
+    @property
+    def exists(self) -> bool:
+        """Whether the run was created."""
+        return self.run.state != "none"
+
+    @property
+    def final(self) -> bool:
+        """Whether the run reached a final state."""
+        return self.run.state in ev.FINAL_STATES
+
+    def copy(self) -> "RunLog":
+        """An independent copy (decisions try events on a copy first)."""
+        return copy.deepcopy(self)
+
+    def to_json(self) -> dict[str, Any]:
+        """Both halves as JSON primitives."""
+        return {"run": asdict(self.run), "pod": asdict(self.pod)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "RunLog":
+        """The inverse of :meth:`to_json` (used by the runs view)."""
+        return cls(run=RunView(**data["run"]), pod=PodView(**data["pod"]))
+
+    def apply(self, event: ev.Event, at: str) -> None:
+        """Fold ``event``, appended at ISO time ``at``, into this state."""
+        if not self.exists and not isinstance(event, ev.RunCreated):
+            raise InvalidTransition(f"{event.name} before run.Created")
+        handler = _HANDLERS.get(type(event))
+        if handler is None:  # pragma: no cover - every catalogue type has one
+            raise InvalidTransition(f"no rule for {event.name}")
+        handler(self, event, at)
+        self.run.version += 1
+        self.run.updated_at = at
+
+
+def fold(records: Iterable[tuple[ev.Event, str]]) -> RunLog:
+    """The state after ``records`` (events with their times), from nothing."""
+    state = RunLog()
+    for event, at in records:
+        state.apply(event, at)
+    return state
+
+
+# ---- rules ----------------------------------------------------------------------------
+
+
+def _created(s: RunLog, e: ev.RunCreated, at: str) -> None:
+    if s.exists:
+        raise InvalidTransition(f"run {s.run.run_id} already exists")
+    s.run = RunView(
+        run_id=e.run_id, state="preparing", target=e.target, kind=e.kind,
+        remote_dir=e.remote_dir, settings_digest=e.settings_digest, base_model=e.base_model,
+        adapter=e.adapter, keep_pod=e.keep_pod, created_at=at,
+    )
+    s.pod = PodView(keep=e.keep_pod)
+
+
+def _job_started(s: RunLog, e: ev.JobStarted, at: str) -> None:
+    if s.run.state != "preparing":
+        raise InvalidTransition(f"job started while the run is {s.run.state}")
+    s.run.state = "running"
+    s.run.job = {"dir": e.job_dir, "pid": e.pid, "container": e.container, "started_at": at}
+
+
+def _ended(s: RunLog, e: ev.RunEnded, at: str) -> None:
+    if s.final:
+        raise InvalidTransition(f"run already {s.run.state}")
+    if e.state not in ev.FINAL_STATES:
+        raise InvalidTransition(f"{e.state} is not a final state")
+    s.run.state = e.state
+    s.run.message = e.message
+    s.run.exit_code = e.exit_code
+    if e.metrics:
+        s.run.metrics = dict(e.metrics)
+
+
+def _cancel_requested(s: RunLog, e: ev.CancelRequested, at: str) -> None:
+    s.run.cancel_requested = True
+
+
+def _interrupted(s: RunLog, e: ev.Interrupted, at: str) -> None:
+    if s.run.state != "preparing":
+        raise InvalidTransition("interrupted before the job, but the job had started")
+    s.run.interrupted_stage = e.stage
+
+
+def _detached(s: RunLog, e: ev.Detached, at: str) -> None:
+    if s.run.state != "running":
+        raise InvalidTransition(f"detached from a run that is {s.run.state}")
+    s.run.detached = True
+    if e.metrics:
+        s.run.metrics = dict(e.metrics)
+
+
+def _artifacts(s: RunLog, e: ev.ArtifactsRetrieved, at: str) -> None:
+    s.run.artifacts = {"files": e.files, "bytes": e.bytes, "manifest_digest": e.manifest_digest,
+                       "at": at}
+
+
+def _note_added(s: RunLog, e: ev.NoteAdded, at: str) -> None:
+    s.run.note = e.note
+
+
+def _note_cleared(s: RunLog, e: ev.NoteCleared, at: str) -> None:
+    s.run.note = None
+
+
+def _keys(s: RunLog, e: ev.KeysGenerated, at: str) -> None:
+    s.pod.host_public_key = e.host_public_key
+
+
+def _attempt_sent(s: RunLog, e: ev.AttemptSent, at: str) -> None:
+    if s.run.state != "preparing":
+        raise InvalidTransition("a pod is created only before the job starts")
+    if s.pod.status not in ("none", "deleted"):
+        raise InvalidTransition(f"attempt {e.n} while pod {s.pod.pod_id} is {s.pod.status}")
+    s.pod.attempts.append({"n": e.n, "pod_name": e.pod_name, "gpu_type": e.gpu_type,
+                           "deadline": e.deadline, "sent_at": at, "result": None,
+                           "detail": "", "pod_id": None})
+    s.pod.status = "creating"
+    s.pod.deadline = e.deadline
+
+
+def _attempt_resolved(s: RunLog, e: ev.AttemptResolved, at: str) -> None:
+    for attempt in s.pod.attempts:
+        if attempt["n"] == e.n:
+            attempt.update(result=e.result, detail=e.detail, pod_id=e.pod_id)
+            break
+    else:
+        raise InvalidTransition(f"attempt {e.n} was never sent")
+    if s.pod.status == "creating" and e.result != "created":
+        s.pod.status = "none" if s.pod.pod_id is None else s.pod.status
+
+
+def _pod_created(s: RunLog, e: ev.PodCreated, at: str) -> None:
+    s.pod.pod_id = e.pod_id
+    s.pod.status = "created"
+    s.pod.gpu_type = e.gpu_type
+    s.pod.data_center = e.data_center
+    s.pod.cost_per_hour = e.cost_per_hour
+    s.pod.created_at = e.created_at or at
+    s.pod.endpoint = None
+    s.pod.verdict = None
+    s.pod.delete_reason = s.pod.deleted_by = None
+    s.pod.uptime_seconds = s.pod.spend = None
+    s.pod.pods[e.pod_id] = "created"
+
+
+def _current(s: RunLog, pod_id: str, what: str) -> None:
+    if s.pod.pod_id != pod_id:
+        raise InvalidTransition(f"{what} for pod {pod_id}, not the run's pod {s.pod.pod_id}")
+
+
+def _endpoint(s: RunLog, e: ev.EndpointSeen, at: str) -> None:
+    _current(s, e.pod_id, "endpoint")
+    s.pod.endpoint = {"host": e.host, "port": e.port, "user": e.user}
+
+
+def _ready(s: RunLog, e: ev.PodReady, at: str) -> None:
+    _current(s, e.pod_id, "ready")
+    s.pod.verdict = e.verdict
+    s.pod.status = s.pod.pods[e.pod_id] = "ready"
+
+
+def _job_running(s: RunLog, e: ev.PodJobRunning, at: str) -> None:
+    _current(s, e.pod_id, "job running")
+    s.pod.status = s.pod.pods[e.pod_id] = "job_running"
+
+
+def _awaiting(s: RunLog, e: ev.AwaitingRetrieval, at: str) -> None:
+    _current(s, e.pod_id, "awaiting retrieval")
+    s.pod.status = s.pod.pods[e.pod_id] = "awaiting_retrieval"
+
+
+def _kept(s: RunLog, e: ev.PodKept, at: str) -> None:
+    _current(s, e.pod_id, "kept")
+    s.pod.status = s.pod.pods[e.pod_id] = "kept"
+
+
+def _deleting(s: RunLog, e: ev.PodDeleting, at: str) -> None:
+    if s.pod.pods.get(e.pod_id) == "deleted":
+        raise InvalidTransition(f"pod {e.pod_id} is already deleted")
+    s.pod.pods[e.pod_id] = "deleting"
+    if s.pod.pod_id == e.pod_id:
+        s.pod.status = "deleting"
+        s.pod.delete_reason = e.reason
+
+
+def _deleted(s: RunLog, e: ev.PodDeleted, at: str) -> None:
+    s.pod.pods[e.pod_id] = "deleted"
+    s.pod.strays.pop(e.pod_id, None)
+    if s.pod.pod_id == e.pod_id:
+        s.pod.status = "deleted"
+        s.pod.deleted_by = e.by
+        s.pod.uptime_seconds = e.uptime_seconds
+        s.pod.spend = e.spend
+
+
+def _stray(s: RunLog, e: ev.StrayRecorded, at: str) -> None:
+    s.pod.strays[e.pod_id] = e.reason
+    s.pod.pods.setdefault(e.pod_id, "stray")
+
+
+def _stray_dropped(s: RunLog, e: ev.StrayDropped, at: str) -> None:
+    s.pod.strays.pop(e.pod_id, None)
+    s.pod.pods[e.pod_id] = "deleted"
+
+
+_HANDLERS: dict[type[ev.Event], Any] = {
+    ev.RunCreated: _created, ev.JobStarted: _job_started, ev.RunEnded: _ended,
+    ev.CancelRequested: _cancel_requested, ev.Interrupted: _interrupted,
+    ev.Detached: _detached, ev.ArtifactsRetrieved: _artifacts, ev.NoteAdded: _note_added,
+    ev.NoteCleared: _note_cleared, ev.KeysGenerated: _keys, ev.AttemptSent: _attempt_sent,
+    ev.AttemptResolved: _attempt_resolved, ev.PodCreated: _pod_created,
+    ev.EndpointSeen: _endpoint, ev.PodReady: _ready, ev.PodJobRunning: _job_running,
+    ev.AwaitingRetrieval: _awaiting, ev.PodKept: _kept, ev.PodDeleting: _deleting,
+    ev.PodDeleted: _deleted, ev.StrayRecorded: _stray, ev.StrayDropped: _stray_dropped,
+}

@@ -1,0 +1,273 @@
+"""The event catalogue: every transition of a run and of its pod.
+
+Events are plain frozen dataclasses of JSON primitives. They know nothing of storage: the
+store wraps each in an envelope with its time and actor. A name (``run.Created``,
+``pod.Deleted``) identifies a type in the log, so renaming a class never breaks history.
+"""
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+JsonValue = str | int | float | bool | None | list[Any] | dict[str, Any]
+
+RunStateName = Literal["preparing", "running", "succeeded", "failed", "cancelled"]
+FINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
+
+# Why a pod was deleted, and who deleted it.
+DeleteReason = Literal[
+    "retrieved", "interrupted", "not_ready", "duplicate", "job_not_started", "deadline",
+    "refused", "requested", "gone", "cancelled", "failed",
+]
+DeletedBy = Literal["client", "watchdog", "pod_rm", "found_gone"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    """Base of every event: ``name`` is its stable identifier in the log."""
+
+    name: ClassVar[str] = ""
+
+    def fields(self) -> dict[str, Any]:
+        """The event's payload as JSON primitives."""
+        return dataclasses.asdict(self)
+
+
+# ---- run -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunCreated(Event):
+    """A run was created: what it trains, where, and a digest of the settings used."""
+
+    name: ClassVar[str] = "run.Created"
+    run_id: str
+    target: str
+    kind: str
+    remote_dir: str
+    settings_digest: str
+    base_model: str = ""
+    adapter: str = ""
+    keep_pod: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobStarted(Event):
+    """The job was spawned on the target and its pid recorded."""
+
+    name: ClassVar[str] = "run.JobStarted"
+    job_dir: str
+    pid: int
+    container: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunEnded(Event):
+    """The run reached a final state."""
+
+    name: ClassVar[str] = "run.Ended"
+    state: str
+    message: str | None = None
+    exit_code: int | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CancelRequested(Event):
+    """Somebody asked for the run's job to stop."""
+
+    name: ClassVar[str] = "run.CancelRequested"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Interrupted(Event):
+    """Ctrl-C before the job existed: ``stage`` says where it stopped."""
+
+    name: ClassVar[str] = "run.Interrupted"
+    stage: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Detached(Event):
+    """The command stopped following; the job keeps running."""
+
+    name: ClassVar[str] = "run.Detached"
+    reason: str = "interrupted"
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArtifactsRetrieved(Event):
+    """The job's results came home and matched the target's manifest."""
+
+    name: ClassVar[str] = "run.ArtifactsRetrieved"
+    files: int
+    bytes: int
+    manifest_digest: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoteAdded(Event):
+    """A note on the run (for instance: artifacts not retrieved)."""
+
+    name: ClassVar[str] = "run.NoteAdded"
+    note: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoteCleared(Event):
+    """The run's note no longer holds."""
+
+    name: ClassVar[str] = "run.NoteCleared"
+
+
+# ---- pod -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class KeysGenerated(Event):
+    """The run's client key and pod host key exist; only the host's public key is here."""
+
+    name: ClassVar[str] = "pod.KeysGenerated"
+    host_public_key: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttemptSent(Event):
+    """A create request is about to leave (appended durably before it does)."""
+
+    name: ClassVar[str] = "pod.AttemptSent"
+    n: int
+    pod_name: str
+    gpu_type: str
+    deadline: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttemptResolved(Event):
+    """What became of attempt ``n``."""
+
+    name: ClassVar[str] = "pod.AttemptResolved"
+    n: int
+    result: str
+    detail: str = ""
+    pod_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodCreated(Event):
+    """Runpod placed the pod: the run's current pod from now on."""
+
+    name: ClassVar[str] = "pod.Created"
+    pod_id: str
+    gpu_type: str
+    data_center: str | None = None
+    cost_per_hour: float | None = None
+    created_at: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EndpointSeen(Event):
+    """The pod's direct SSH endpoint (it may change across restarts)."""
+
+    name: ClassVar[str] = "pod.EndpointSeen"
+    pod_id: str
+    host: str
+    port: int
+    user: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodReady(Event):
+    """SSH answered with the pinned key and the watchdog's verdict was read."""
+
+    name: ClassVar[str] = "pod.Ready"
+    pod_id: str
+    verdict: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodJobRunning(Event):
+    """The run's job runs on the pod."""
+
+    name: ClassVar[str] = "pod.JobRunning"
+    pod_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class AwaitingRetrieval(Event):
+    """The job ended but its results are not home: the pod waits (bounded by its watchdog)."""
+
+    name: ClassVar[str] = "pod.AwaitingRetrieval"
+    pod_id: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodKept(Event):
+    """--keep-pod: the pod stays until ``pod rm``."""
+
+    name: ClassVar[str] = "pod.Kept"
+    pod_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodDeleting(Event):
+    """A delete is about to be sent (appended before it leaves)."""
+
+    name: ClassVar[str] = "pod.Deleting"
+    pod_id: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodDeleted(Event):
+    """The pod is confirmed gone."""
+
+    name: ClassVar[str] = "pod.Deleted"
+    pod_id: str
+    by: str
+    uptime_seconds: float | None = None
+    spend: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StrayRecorded(Event):
+    """A pod of this run that is not its current pod (a duplicate of an ambiguous create)."""
+
+    name: ClassVar[str] = "pod.StrayRecorded"
+    pod_id: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class StrayDropped(Event):
+    """A stray pod is gone."""
+
+    name: ClassVar[str] = "pod.StrayDropped"
+    pod_id: str
+
+
+CATALOGUE: dict[str, type[Event]] = {
+    cls.name: cls
+    for cls in (
+        RunCreated, JobStarted, RunEnded, CancelRequested, Interrupted, Detached,
+        ArtifactsRetrieved, NoteAdded, NoteCleared, KeysGenerated, AttemptSent,
+        AttemptResolved, PodCreated, EndpointSeen, PodReady, PodJobRunning, AwaitingRetrieval,
+        PodKept, PodDeleting, PodDeleted, StrayRecorded, StrayDropped,
+    )
+}
+
+
+class UnknownEvent(ValueError):
+    """A stored event whose name this version does not know."""
+
+
+def event_from(name: str, data: dict[str, Any]) -> Event:
+    """Rebuild an event from its stored name and payload (unknown keys are ignored, so an
+    older overbrainer can still read a newer log)."""
+    cls = CATALOGUE.get(name)
+    if cls is None:
+        raise UnknownEvent(name)
+    known = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in known})

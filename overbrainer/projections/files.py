@@ -1,0 +1,41 @@
+"""``runs/<id>/run.json`` and ``runs/<id>/pod.json``: caches of a run's state, always
+rebuildable from its events, rewritten atomically after every append."""
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from overbrainer.events.aggregate import RunLog
+from overbrainer.runs.ids import check_run_id
+
+
+def run_dir(project_dir: Path, run_id: str) -> Path:
+    """``runs/<id>/`` of the project (the ID is checked first: it never escapes ``runs/``)."""
+    return project_dir / "runs" / check_run_id(run_id)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON so a reader sees the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, sort_keys=True)
+            handle.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_projections(project_dir: Path, state: RunLog) -> None:
+    """Rewrite the run's ``run.json`` (and ``pod.json`` for a Runpod run)."""
+    if not state.exists:
+        return
+    directory = run_dir(project_dir, state.run.run_id)
+    data = state.to_json()
+    write_json_atomic(directory / "run.json", data["run"])
+    if state.run.kind == "runpod":
+        write_json_atomic(directory / "pod.json", data["pod"])

@@ -1,0 +1,144 @@
+"""One sentence per event. ``train`` prints the events it appends through ``describe`` as
+they happen, and ``events RUN`` replays them through it, so both tell the same story."""
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from overbrainer.events import types as ev
+from overbrainer.events.actor import Actor
+from overbrainer.events.aggregate import RunLog
+from overbrainer.events.store import Recorded
+
+
+def _rate(rate: float | None) -> str:
+    return f"${rate:.2f}/h" if rate is not None else "rate unknown"
+
+
+def _money(amount: float | None) -> str:
+    return f"${amount:.2f}" if amount is not None else "unknown"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown"
+    whole = int(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def _metrics(metrics: dict[str, Any]) -> str:
+    parts = []
+    if metrics.get("step") is not None:
+        total = metrics.get("max_steps")
+        parts.append(f"step {metrics['step']}/{total}" if total else f"step {metrics['step']}")
+    for key in ("loss", "eval_loss"):
+        if metrics.get(key) is not None:
+            parts.append(f"{key} {float(metrics[key]):.4g}")
+    return ", ".join(parts)
+
+
+def _created(e: ev.RunCreated, s: RunLog | None) -> str:
+    keep = ", keeping its pod (--keep-pod)" if e.keep_pod else ""
+    model = f" {e.adapter} of {e.base_model}" if e.base_model else ""
+    return f"created run {e.run_id}:{model} on target {e.target} ({e.kind}){keep}"
+
+
+def _job_started(e: ev.JobStarted, s: RunLog | None) -> str:
+    where = f" in container {e.container}" if e.container else ""
+    return f"started the job (pid {e.pid}{where}) in {e.job_dir}"
+
+
+def _ended(e: ev.RunEnded, s: RunLog | None) -> str:
+    why = f": {e.message}" if e.message else ""
+    numbers = _metrics(e.metrics)
+    return f"run {e.state}{why}" + (f" ({numbers})" if numbers else "")
+
+
+def _detached(e: ev.Detached, s: RunLog | None) -> str:
+    numbers = _metrics(e.metrics)
+    return f"stopped following ({e.reason}); the job keeps running" + (
+        f" at {numbers}" if numbers else "")
+
+
+def _artifacts(e: ev.ArtifactsRetrieved, s: RunLog | None) -> str:
+    return f"retrieved {e.files} files ({e.bytes} bytes), every checksum verified"
+
+
+def _attempt_sent(e: ev.AttemptSent, s: RunLog | None) -> str:
+    return f"attempt {e.n}: asking Runpod for pod {e.pod_name} on {e.gpu_type} (deadline {e.deadline})"
+
+
+def _attempt_resolved(e: ev.AttemptResolved, s: RunLog | None) -> str:
+    pod = f" pod {e.pod_id}" if e.pod_id else ""
+    detail = f": {e.detail}" if e.detail else ""
+    return f"attempt {e.n} {e.result.replace('_', ' ')}{pod}{detail}"
+
+
+def _pod_created(e: ev.PodCreated, s: RunLog | None) -> str:
+    where = ", ".join(x for x in (e.gpu_type, e.data_center, _rate(e.cost_per_hour)) if x)
+    return f"created pod {e.pod_id} ({where}); waiting for SSH"
+
+
+def _endpoint(e: ev.EndpointSeen, s: RunLog | None) -> str:
+    return f"pod {e.pod_id} answers SSH at {e.user}@{e.host}:{e.port}"
+
+
+def _deleted(e: ev.PodDeleted, s: RunLog | None) -> str:
+    by = {"client": "by overbrainer", "watchdog": "by its watchdog", "pod_rm": "by pod rm",
+          "found_gone": "found gone"}.get(e.by, e.by)
+    return (f"pod {e.pod_id} deleted ({by}) after {_duration(e.uptime_seconds)}, "
+            f"spend {_money(e.spend)}")
+
+
+_SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
+    ev.RunCreated: _created,
+    ev.JobStarted: _job_started,
+    ev.RunEnded: _ended,
+    ev.CancelRequested: lambda e, s: "cancel requested",
+    ev.Interrupted: lambda e, s: f"interrupted before the job started ({e.stage})",
+    ev.Detached: _detached,
+    ev.ArtifactsRetrieved: _artifacts,
+    ev.NoteAdded: lambda e, s: f"note: {e.note}",
+    ev.NoteCleared: lambda e, s: "note cleared",
+    ev.KeysGenerated: lambda e, s: "generated the run's SSH client key and pod host key",
+    ev.AttemptSent: _attempt_sent,
+    ev.AttemptResolved: _attempt_resolved,
+    ev.PodCreated: _pod_created,
+    ev.EndpointSeen: _endpoint,
+    ev.PodReady: lambda e, s: f"pod {e.pod_id} ready (watchdog: {e.verdict})",
+    ev.PodJobRunning: lambda e, s: f"the job runs on pod {e.pod_id}",
+    ev.AwaitingRetrieval: lambda e, s: f"pod {e.pod_id} awaits retrieval of the results"
+    + (f" ({e.detail})" if e.detail else ""),
+    ev.PodKept: lambda e, s: f"pod {e.pod_id} kept (--keep-pod); only `pod rm` removes it",
+    ev.PodDeleting: lambda e, s: f"deleting pod {e.pod_id} ({e.reason.replace('_', ' ')})",
+    ev.PodDeleted: _deleted,
+    ev.StrayRecorded: lambda e, s: f"stray pod {e.pod_id} recorded ({e.reason})",
+    ev.StrayDropped: lambda e, s: f"stray pod {e.pod_id} is gone",
+}
+
+
+def describe(event: ev.Event, state: RunLog | None = None) -> str:
+    """The sentence for ``event`` (``state`` is the run before it, when known)."""
+    return _SENTENCES[type(event)](event, state)
+
+
+def _field(value: Any) -> str:
+    if isinstance(value, str):
+        return value if value and " " not in value and len(value) < 60 else json.dumps(value)
+    return json.dumps(value, sort_keys=True)
+
+
+def line(record: Recorded, state: RunLog | None = None) -> str:
+    """One ``events`` line: sequence, UTC time, name, sentence, fields and actor."""
+    fields = " ".join(f"{k}={_field(v)}" for k, v in record.event.fields().items()
+                      if v not in (None, "", {}, []))
+    actor = Actor.from_json(record.actor).describe()
+    time = record.at[:19].replace("T", " ") + "Z"
+    return (f"{record.seq:>5}  {time}  {record.event.name:<22} {describe(record.event, state)}"
+            f"  [{fields}]  — {actor}")
