@@ -50,7 +50,10 @@ def events(
             if json:
                 print_json(data)
             else:
-                _print_state(data)
+                from overbrainer.projections.summary import summary_lines
+
+                sys.stdout.write(f"after event {at} of {len(records)}:\n")
+                sys.stdout.write("\n".join(summary_lines(state)) + "\n")
             return 0
         state = RunLog()
         out = sys.stdout
@@ -77,12 +80,6 @@ def _json_line(record: object) -> str:
     import json as _json
 
     return _json.dumps(record.to_json(), sort_keys=True)  # type: ignore[attr-defined]
-
-
-def _print_state(data: dict[str, object]) -> None:
-    import json as _json
-
-    sys.stdout.write(_json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 __all__ = ["events", "print_json"]

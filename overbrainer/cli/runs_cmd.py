@@ -100,32 +100,9 @@ def show(run: str, *, json: Annotated[bool, Parameter(negative=())] = False) -> 
         data["files"] = str(directory)
         print_json(data)
         return 0
-    r, p = state.run, state.pod
-    lines = [
-        f"run {r.run_id}: {r.state}" + (f" ({r.message})" if r.message else ""),
-        f"  target     {r.target} ({r.kind}), remote dir {r.remote_dir}",
-        f"  model      {r.adapter} of {r.base_model}" if r.base_model else "",
-        f"  created    {r.created_at}",
-        f"  updated    {r.updated_at} ({r.version} events: `overbrainer events {r.run_id}`)",
-    ]
-    if r.job:
-        lines.append(f"  job        pid {r.job['pid']} in {r.job['dir']}"
-                     + (f", container {r.job['container']}" if r.job.get("container") else ""))
-    if r.metrics:
-        lines.append("  metrics    " + ", ".join(f"{k} {v}" for k, v in sorted(r.metrics.items())))
-    if r.artifacts:
-        lines.append(f"  artifacts  {r.artifacts['files']} files, {r.artifacts['bytes']} bytes,"
-                     " verified")
-    if r.note:
-        lines.append(f"  note       {r.note}")
-    if p.pod_id or p.attempts:
-        rate = f", ${p.cost_per_hour:.2f}/h" if p.cost_per_hour is not None else ""
-        lines.append(f"  pod        {p.pod_id or '(none)'}: {p.status}"
-                     f" ({p.gpu_type or '?'}, {p.data_center or '?'}{rate})")
-        if p.spend is not None:
-            lines.append(f"  spend      ${p.spend:.2f} over {p.uptime_seconds or 0:.0f} s")
-        if p.strays:
-            lines.append("  strays     " + ", ".join(sorted(p.strays)))
+    from overbrainer.projections.summary import summary_lines
+
+    lines = summary_lines(state)
     lines.append(f"  files      {directory}")
-    sys.stdout.write("\n".join(line for line in lines if line) + "\n")
+    sys.stdout.write("\n".join(lines) + "\n")
     return 0

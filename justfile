@@ -1,0 +1,27 @@
+# overbrainer's recipes. `just` comes with the dev extra (rust-just).
+
+venv := ".venv"
+py := venv + "/bin/python"
+
+# List the recipes.
+default:
+    @just --list
+
+# Create the virtual environment and install overbrainer with its dev tools.
+install:
+    python3 -m venv {{venv}}
+    {{py}} -m pip install -q --upgrade pip
+    {{py}} -m pip install -q -e '.[dev]'
+
+# The test suite (what CI runs).
+test *args:
+    {{py}} -m pytest {{args}}
+
+# ruff and mypy (strict on overbrainer/).
+lint:
+    {{venv}}/bin/ruff check overbrainer tests bench
+    {{venv}}/bin/mypy
+
+# Speed and memory figures, each beside the floor it is compared with.
+bench:
+    {{py}} -m bench

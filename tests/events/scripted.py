@@ -1,0 +1,56 @@
+"""A scripted history that uses every event type of the catalogue, across three runs."""
+
+from overbrainer.events import types as ev
+
+RUN_A = "20260101-100000-aaaa"  # a kept Runpod run: attempts, a stray, detach, retrieval
+RUN_B = "20260101-110000-bbbb"  # a cancelled local run whose artifacts came later
+RUN_C = "20260101-120000-cccc"  # a Runpod run interrupted while provisioning
+
+SCRIPT: list[tuple[str, ev.Event]] = [
+    (RUN_A, ev.RunCreated(run_id=RUN_A, target="gpu", kind="runpod", remote_dir="overbrainer/a",
+                          settings_digest="d1", base_model="Qwen/Qwen3-0.6B", adapter="lora",
+                          keep_pod=True)),
+    (RUN_A, ev.KeysGenerated(host_public_key="ssh-ed25519 AAAAhost")),
+    (RUN_A, ev.AttemptSent(n=1, pod_name=f"overbrainer-{RUN_A}-1", gpu_type="NVIDIA A100",
+                           deadline="2026-01-01T16:00:00Z")),
+    (RUN_A, ev.AttemptResolved(n=1, result="no_capacity", detail="no A100 in EU-RO-1")),
+    (RUN_A, ev.AttemptSent(n=2, pod_name=f"overbrainer-{RUN_A}-2", gpu_type="NVIDIA A40",
+                           deadline="2026-01-01T16:00:00Z")),
+    (RUN_A, ev.AttemptResolved(n=2, result="created", pod_id="k3x9")),
+    (RUN_A, ev.PodCreated(pod_id="k3x9", gpu_type="NVIDIA A40", data_center="EU-RO-1",
+                          cost_per_hour=0.53, created_at="2026-01-01T10:00:05Z")),
+    (RUN_A, ev.StrayRecorded(pod_id="dup1", reason="duplicate of an ambiguous create")),
+    (RUN_A, ev.PodDeleting(pod_id="dup1", reason="duplicate")),
+    (RUN_A, ev.StrayDropped(pod_id="dup1")),
+    (RUN_A, ev.EndpointSeen(pod_id="k3x9", host="203.0.113.7", port=22022, user="root")),
+    (RUN_A, ev.PodReady(pod_id="k3x9", verdict="ready")),
+    (RUN_A, ev.JobStarted(job_dir="overbrainer/a", pid=4242)),
+    (RUN_A, ev.PodJobRunning(pod_id="k3x9")),
+    (RUN_A, ev.Detached(reason="interrupted", metrics={"step": 3, "max_steps": 10})),
+    (RUN_A, ev.AwaitingRetrieval(pod_id="k3x9", detail="output/adapter.bin did not verify")),
+    (RUN_A, ev.ArtifactsRetrieved(files=4, bytes=1234, manifest_digest="m1")),
+    (RUN_A, ev.RunEnded(state="succeeded", exit_code=0,
+                        metrics={"step": 10, "max_steps": 10, "loss": 0.5, "eval_loss": 0.7})),
+    (RUN_A, ev.PodKept(pod_id="k3x9")),
+    (RUN_A, ev.PodDeleting(pod_id="k3x9", reason="requested")),
+    (RUN_A, ev.PodDeleted(pod_id="k3x9", by="pod_rm", uptime_seconds=3600.0, spend=0.53)),
+    (RUN_B, ev.RunCreated(run_id=RUN_B, target="here", kind="local", remote_dir="runs/b",
+                          settings_digest="d2", base_model="m", adapter="full")),
+    (RUN_B, ev.JobStarted(job_dir="runs/b", pid=77)),
+    (RUN_B, ev.CancelRequested()),
+    (RUN_B, ev.RunEnded(state="cancelled", message="cancelled by the user")),
+    (RUN_B, ev.NoteAdded(note="artifacts not retrieved")),
+    (RUN_B, ev.ArtifactsRetrieved(files=2, bytes=10, manifest_digest="m2")),
+    (RUN_B, ev.NoteCleared()),
+    (RUN_C, ev.RunCreated(run_id=RUN_C, target="gpu", kind="runpod", remote_dir="overbrainer/c",
+                          settings_digest="d3")),
+    (RUN_C, ev.KeysGenerated(host_public_key="ssh-ed25519 AAAAother")),
+    (RUN_C, ev.AttemptSent(n=1, pod_name=f"overbrainer-{RUN_C}-1", gpu_type="NVIDIA A40",
+                           deadline="2026-01-01T18:00:00Z")),
+    (RUN_C, ev.AttemptResolved(n=1, result="created", pod_id="zz9")),
+    (RUN_C, ev.PodCreated(pod_id="zz9", gpu_type="NVIDIA A40", cost_per_hour=0.5)),
+    (RUN_C, ev.Interrupted(stage="waiting for SSH")),
+    (RUN_C, ev.PodDeleting(pod_id="zz9", reason="interrupted")),
+    (RUN_C, ev.PodDeleted(pod_id="zz9", by="client", uptime_seconds=30.0, spend=0.0042)),
+    (RUN_C, ev.RunEnded(state="failed", message="interrupted before the job started")),
+]

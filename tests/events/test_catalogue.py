@@ -1,0 +1,218 @@
+"""Every event type, folded into run.json, pod.json, the runs view and the events output,
+each compared with its expected value; then rebuilt from the log alone."""
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from overbrainer.cli.main import main
+from overbrainer.events import types as ev
+from overbrainer.events.actor import Actor
+from overbrainer.events.journal import Journal
+from overbrainer.events.store import RunStore
+from tests.events.scripted import RUN_A, RUN_B, RUN_C, SCRIPT
+
+T = "<time>"
+
+
+def _times(data: Any) -> Any:
+    """Replace the append times (not known in advance) by a placeholder."""
+    if isinstance(data, dict):
+        return {k: (T if k in {"created_at", "updated_at", "at", "started_at", "sent_at", "created"}
+                    and isinstance(v, str) and v.startswith("2026-11") else _times(v))
+                for k, v in data.items()}
+    if isinstance(data, list):
+        return [_times(v) for v in data]
+    return data
+
+
+EXPECTED_RUN_A = {
+    "run_id": RUN_A, "state": "succeeded", "target": "gpu", "kind": "runpod",
+    "remote_dir": "overbrainer/a", "settings_digest": "d1", "base_model": "Qwen/Qwen3-0.6B",
+    "adapter": "lora", "keep_pod": True, "created_at": T, "updated_at": T,
+    "job": {"dir": "overbrainer/a", "pid": 4242, "container": None, "started_at": T},
+    "message": None, "exit_code": 0,
+    "metrics": {"step": 10, "max_steps": 10, "loss": 0.5, "eval_loss": 0.7},
+    "cancel_requested": False, "interrupted_stage": None, "detached": True,
+    "artifacts": {"files": 4, "bytes": 1234, "manifest_digest": "m1", "at": T},
+    "note": None, "version": 21,
+}
+EXPECTED_POD_A = {
+    "keep": True, "host_public_key": "ssh-ed25519 AAAAhost",
+    "attempts": [
+        {"n": 1, "pod_name": f"overbrainer-{RUN_A}-1", "gpu_type": "NVIDIA A100",
+         "deadline": "2026-01-01T16:00:00Z", "sent_at": T, "result": "no_capacity",
+         "detail": "no A100 in EU-RO-1", "pod_id": None},
+        {"n": 2, "pod_name": f"overbrainer-{RUN_A}-2", "gpu_type": "NVIDIA A40",
+         "deadline": "2026-01-01T16:00:00Z", "sent_at": T, "result": "created", "detail": "",
+         "pod_id": "k3x9"},
+    ],
+    "pod_id": "k3x9", "status": "deleted", "gpu_type": "NVIDIA A40", "data_center": "EU-RO-1",
+    "cost_per_hour": 0.53, "created_at": "2026-01-01T10:00:05Z",
+    "deadline": "2026-01-01T16:00:00Z",
+    "endpoint": {"host": "203.0.113.7", "port": 22022, "user": "root"}, "verdict": "ready",
+    "delete_reason": "requested", "deleted_by": "pod_rm", "uptime_seconds": 3600.0,
+    "spend": 0.53, "pods": {"k3x9": "deleted", "dup1": "deleted"}, "strays": {},
+}
+EXPECTED_RUN_B = {
+    "run_id": RUN_B, "state": "cancelled", "target": "here", "kind": "local",
+    "remote_dir": "runs/b", "settings_digest": "d2", "base_model": "m", "adapter": "full",
+    "keep_pod": False, "created_at": T, "updated_at": T,
+    "job": {"dir": "runs/b", "pid": 77, "container": None, "started_at": T},
+    "message": "cancelled by the user", "exit_code": None, "metrics": {},
+    "cancel_requested": True, "interrupted_stage": None, "detached": False,
+    "artifacts": {"files": 2, "bytes": 10, "manifest_digest": "m2", "at": T},
+    "note": None, "version": 7,
+}
+EXPECTED_POD_C = {
+    "keep": False, "host_public_key": "ssh-ed25519 AAAAother",
+    "attempts": [{"n": 1, "pod_name": f"overbrainer-{RUN_C}-1", "gpu_type": "NVIDIA A40",
+                  "deadline": "2026-01-01T18:00:00Z", "sent_at": T, "result": "created",
+                  "detail": "", "pod_id": "zz9"}],
+    "pod_id": "zz9", "status": "deleted", "gpu_type": "NVIDIA A40", "data_center": None,
+    "cost_per_hour": 0.5, "created_at": T, "deadline": "2026-01-01T18:00:00Z",
+    "endpoint": None, "verdict": None, "delete_reason": "interrupted", "deleted_by": "client",
+    "uptime_seconds": 30.0, "spend": 0.0042, "pods": {"zz9": "deleted"}, "strays": {},
+}
+
+EXPECTED_SENTENCES_A = [
+    f"created run {RUN_A}: lora of Qwen/Qwen3-0.6B on target gpu (runpod), keeping its pod "
+    "(--keep-pod)",
+    "generated the run's SSH client key and pod host key",
+    f"attempt 1: asking Runpod for pod overbrainer-{RUN_A}-1 on NVIDIA A100 "
+    "(deadline 2026-01-01T16:00:00Z)",
+    "attempt 1 no capacity: no A100 in EU-RO-1",
+    f"attempt 2: asking Runpod for pod overbrainer-{RUN_A}-2 on NVIDIA A40 "
+    "(deadline 2026-01-01T16:00:00Z)",
+    "attempt 2 created pod k3x9",
+    "created pod k3x9 (NVIDIA A40, EU-RO-1, $0.53/h); waiting for SSH",
+    "stray pod dup1 recorded (duplicate of an ambiguous create)",
+    "deleting pod dup1 (duplicate)",
+    "stray pod dup1 is gone",
+    "pod k3x9 answers SSH at root@203.0.113.7:22022",
+    "pod k3x9 ready (watchdog: ready)",
+    "started the job (pid 4242) in overbrainer/a",
+    "the job runs on pod k3x9",
+    "stopped following (interrupted); the job keeps running at step 3/10",
+    "pod k3x9 awaits retrieval of the results (output/adapter.bin did not verify)",
+    "retrieved 4 files (1234 bytes), every checksum verified",
+    "run succeeded (step 10/10, loss 0.5, eval_loss 0.7)",
+    "pod k3x9 kept (--keep-pod); only `pod rm` removes it",
+    "deleting pod k3x9 (requested)",
+    "pod k3x9 deleted (by pod rm) after 1h00m, spend $0.53",
+]
+
+EXPECTED_ROWS = [
+    {"id": RUN_A, "state": "succeeded", "target": "gpu", "kind": "runpod", "created": T,
+     "progress": "10/10 (100%)", "pod": "k3x9", "pod_status": "deleted", "spend": "$0.53",
+     "note": ""},
+    {"id": RUN_B, "state": "cancelled", "target": "here", "kind": "local", "created": T,
+     "progress": "", "pod": "", "pod_status": "", "spend": "", "note": ""},
+    {"id": RUN_C, "state": "failed", "target": "gpu", "kind": "runpod", "created": T,
+     "progress": "", "pod": "zz9", "pod_status": "deleted", "spend": "$0.00", "note": ""},
+]
+
+
+def _cli(capsys: pytest.CaptureFixture[str], project: Path, *args: str) -> tuple[int, str, str]:
+    code = main(["-C", str(project), *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _sentences(output: str) -> list[str]:
+    # "<seq>  <date> <time>Z  <name> <sentence>  [fields]  — actor"
+    found = []
+    for text in output.splitlines():
+        match = re.match(r"\s*\d+  \S+ \S+Z  \S+\s+(.*?)  \[.*\]  — ", text)
+        assert match, text
+        found.append(match.group(1))
+    return found
+
+
+async def _record_script(project: Path) -> None:
+    store = RunStore(None, project, Actor.here("test script"))
+    journal = Journal(store, project)
+    try:
+        for run_id, event in SCRIPT:
+            if isinstance(event, ev.RunCreated):
+                await journal.create(event)
+            else:
+                await journal.append(run_id, [event])
+    finally:
+        store.close()
+
+
+def _check_everything(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = project / "runs"
+    assert _times(json.loads((runs / RUN_A / "run.json").read_text())) == EXPECTED_RUN_A
+    assert _times(json.loads((runs / RUN_A / "pod.json").read_text())) == EXPECTED_POD_A
+    assert _times(json.loads((runs / RUN_B / "run.json").read_text())) == EXPECTED_RUN_B
+    assert not (runs / RUN_B / "pod.json").exists()  # a local run has no pod
+    assert _times(json.loads((runs / RUN_C / "pod.json").read_text())) == EXPECTED_POD_C
+    run_c = json.loads((runs / RUN_C / "run.json").read_text())
+    assert (run_c["state"], run_c["interrupted_stage"]) == ("failed", "waiting for SSH")
+
+    code, out, _ = _cli(capsys, project, "runs", "ls", "--json")
+    assert code == 0
+    assert [_times(json.loads(row)) for row in out.splitlines()] == EXPECTED_ROWS
+
+    code, out, _ = _cli(capsys, project, "events", RUN_A)
+    assert code == 0
+    assert _sentences(out) == EXPECTED_SENTENCES_A
+    code, out, _ = _cli(capsys, project, "events", RUN_A, "--json")
+    lines = [json.loads(row) for row in out.splitlines()]
+    assert [row["seq"] for row in lines] == list(range(1, 22))
+    assert [row["event"] for row in lines] == [e.name for r, e in SCRIPT if r == RUN_A]
+    assert all(row["actor"]["command"] == "test script" for row in lines)
+
+
+async def test_every_event_type_is_folded_into_every_projection(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    used = {type(event) for _, event in SCRIPT}
+    assert used == set(ev.CATALOGUE.values()), "the script must use every event type"
+    await _record_script(tmp_path)
+    # Run through runs show too, which rewrites the caches it finds missing.
+    _check_everything(tmp_path, capsys)
+
+    # The files and the view are caches: delete them and everything comes back the same.
+    shutil.rmtree(tmp_path / "runs")
+    (tmp_path / ".overbrainer" / "view.sqlite").unlink()
+    for run_id in (RUN_A, RUN_B, RUN_C):
+        code, _, _ = _cli(capsys, tmp_path, "runs", "show", run_id)
+        assert code == 0
+    _check_everything(tmp_path, capsys)
+
+
+async def test_events_at_n_shows_the_state_after_event_n(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await _record_script(tmp_path)
+    code, out, _ = _cli(capsys, tmp_path, "events", RUN_A, "--at", "7", "--json")
+    assert code == 0
+    state = json.loads(out)
+    assert state["at"] == 7
+    assert state["run"]["state"] == "preparing"
+    assert state["run"]["version"] == 7
+    assert state["pod"]["pod_id"] == "k3x9"
+    assert state["pod"]["status"] == "created"
+    assert [a["result"] for a in state["pod"]["attempts"]] == ["no_capacity", "created"]
+
+    code, out, _ = _cli(capsys, tmp_path, "events", RUN_A, "--at", "14", "--json")
+    state = json.loads(out)
+    assert (state["run"]["state"], state["pod"]["status"]) == ("running", "job_running")
+
+    code, out, _ = _cli(capsys, tmp_path, "events", RUN_A, "--at", "0", "--json")
+    assert json.loads(out)["run"]["state"] == "none"
+
+    code, out, err = _cli(capsys, tmp_path, "events", RUN_A, "--at", "99")
+    assert code == 2
+    assert "has 21 events" in err
+
+    code, out, _ = _cli(capsys, tmp_path, "events", RUN_A, "--at", "21")
+    assert code == 0
+    assert "succeeded" in out and "k3x9" in out

@@ -1,0 +1,49 @@
+"""Two processes appending to the same run at once lose no event and both finish."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from overbrainer.events import types as ev
+from overbrainer.events.actor import Actor
+from overbrainer.events.store import RunStore
+
+RUN = "20260102-000000-abcd"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_two_processes_appending_lose_nothing(tmp_path: Path) -> None:
+    store = RunStore(None, tmp_path, Actor.here("test"))
+    store.create(ev.RunCreated(run_id=RUN, target="here", kind="local", remote_dir="runs/x",
+                               settings_digest="d"))
+    store.append(RUN, lambda _: [ev.JobStarted(job_dir="runs/x", pid=1)])
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.events.append_worker", str(tmp_path), RUN, tag, "150"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
+        )
+        for tag in ("one", "two")
+    ]
+    for worker in workers:
+        assert worker.stdout is not None and worker.stdout.readline().strip() == "READY"
+    for worker in workers:
+        assert worker.stdin is not None
+        worker.stdin.write("go\n")
+        worker.stdin.flush()
+    for worker in workers:
+        out, _ = worker.communicate(timeout=120)
+        assert worker.returncode == 0
+        assert out.strip() == "DONE"
+
+    history = store.history(RUN)
+    notes = [r.event.note for r in history if isinstance(r.event, ev.NoteAdded)]
+    assert sorted(notes) == sorted([f"{t}-{i}" for t in ("one", "two") for i in range(150)])
+    # Each worker's own appends stay in its order.
+    for tag in ("one", "two"):
+        mine = [n for n in notes if n.startswith(tag)]
+        assert mine == [f"{tag}-{i}" for i in range(150)]
+    assert [r.seq for r in history] == list(range(1, len(history) + 1))
+    ends = [r for r in history if isinstance(r.event, ev.RunEnded)]
+    assert len(ends) == 1, "the loser re-decided on the fresh state and appended nothing"
+    assert {r.actor["command"] for r in history} == {"test", "worker one", "worker two"}
+    store.close()
