@@ -54,14 +54,55 @@ def report(error: OverbrainerError) -> int:
     return error.exit_code
 
 
+_HELP = """\
+Usage: overbrainer [-C DIR] COMMAND [ARGS]
+
+Fine-tune language models with Axolotl on this machine, over SSH, or on a Runpod pod
+that is deleted once its results are home and verified.
+
+Commands:
+  init [DIR]                 write overbrainer.toml, .env.example, data/ and .gitignore
+  config check               print the resolved configuration (secrets masked) or every problem
+  train [--target NAME] [--keep-pod]
+                             create a run, start its job, follow it, bring the results home
+  train attach RUN           follow a started run again, then collect it and end its pod
+  train cancel RUN           stop the run's job, collect what it left, end its pod
+  runs ls [--json]           one line per run: state, target, progress, pod, spend (no network)
+  runs show RUN [--json]     a run's record, pod, metrics and files
+  events RUN [--json] [--at N] [--follow]
+                             the run's audit log: every transition, when, by whom
+  pod ls [--json]            the account's overbrainer pods, each classified
+  pod rm RUN [--force]       delete every pod of a run and wait until they are gone
+
+Options:
+  -C DIR                     the project directory (default: the current one)
+  -h, --help                 this help; `overbrainer COMMAND --help` for a command's
+  --version                  overbrainer's version
+"""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``overbrainer`` command line and return its exit code."""
+    tokens = list(sys.argv[1:] if argv is None else argv)
+    # The top-level help and version answer without importing the command tree: they must
+    # stay fast (every shell completion and every newcomer starts here).
+    if tokens in ([], ["--help"], ["-h"]):
+        sys.stdout.write(_HELP)
+        return 0
+    if tokens == ["--version"]:
+        from overbrainer import __version__
+
+        sys.stdout.write(f"{__version__}\n")
+        return 0
+    return _run(tokens)
+
+
+def _run(tokens: list[str]) -> int:
     from cyclopts import CycloptsError
 
     from overbrainer.cli.app import COMMAND_WORDS, app
     from overbrainer.cli.context import Invocation, set_current
 
-    tokens = list(sys.argv[1:] if argv is None else argv)
     try:
         project_dir, rest = _split_global(tokens)
     except _Usage as usage:

@@ -1,0 +1,1 @@
+"""overbrainer's benchmarks: ``python -m bench`` (or ``just bench``)."""

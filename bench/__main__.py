@@ -1,0 +1,24 @@
+"""Run every benchmark and print one table: each figure beside the floor it is compared with."""
+
+import sys
+
+from bench import cli_speed
+
+
+def main() -> int:
+    """Run the benchmarks named on the command line (default: all)."""
+    wanted = set(sys.argv[1:]) or {"cli"}
+    rows: list[tuple[str, str, str, str]] = []
+    if "cli" in wanted:
+        rows += cli_speed.run()
+    width = [max(len(r[i]) for r in [*rows, ("what", "figure", "floor", "aim")]) for i in range(4)]
+    head = ("what", "figure", "floor", "aim")
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(head, width, strict=True)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in width) + "|")
+    for row in rows:
+        print("| " + " | ".join(c.ljust(w) for c, w in zip(row, width, strict=True)) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
