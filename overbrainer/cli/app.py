@@ -8,6 +8,9 @@ from overbrainer import __version__
 app = App(
     name="overbrainer",
     version=__version__,
+    backend="trio",
+    # main() reports a Ctrl-C that comes before a command holds its SIGINT receiver.
+    suppress_keyboard_interrupt=False,
     help=(
         "Fine-tune language models with Axolotl on this machine, over SSH, or on a Runpod "
         "pod that is deleted once its results are home. Global option: -C DIR names the "

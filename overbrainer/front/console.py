@@ -1,0 +1,124 @@
+"""The front end: the one object commands talk to for everything a person sees.
+
+Results go to stdout; progress, events, warnings and notices to stderr. On a terminal the
+training progress is a live line (rich); elsewhere it is a plain line at most every
+``throttle`` seconds. Evaluation losses are always printed.
+"""
+
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from overbrainer.events.aggregate import RunLog
+from overbrainer.events.store import Recorded
+from overbrainer.front.progress import progress_text
+from overbrainer.train.metrics import MetricsSummary
+
+
+class Front:
+    """What a command shows, and where."""
+
+    def __init__(
+        self,
+        out: TextIO | None = None,
+        err: TextIO | None = None,
+        *,
+        terminal: bool | None = None,
+        throttle: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.terminal = self.err.isatty() if terminal is None else terminal
+        self.throttle = throttle
+        self._clock = clock
+        self._last_plain: float | None = None
+        self._last_text = ""
+        self._last_eval: float | None = None
+        self._live: Any = None
+
+    # -- lines -----------------------------------------------------------------------
+
+    def result(self, text: str) -> None:
+        """A result line on stdout (the final ``train:`` line, listings)."""
+        self._above()
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def info(self, text: str) -> None:
+        """A line of commentary on stderr."""
+        self._err_line(text)
+
+    def warn(self, text: str) -> None:
+        """``warning: …`` on stderr."""
+        self._err_line(f"warning: {text}")
+
+    def notice(self, text: str) -> None:
+        """A notice (a second Ctrl-C during shielded work, say) on stderr."""
+        self._err_line(text)
+
+    def event(self, record: Recorded, state: RunLog) -> None:
+        """An event just appended, told by the same renderer as ``events RUN``."""
+        from overbrainer.projections.timeline import describe
+
+        self._err_line(f"{record.event.name}: {describe(record.event, state)}")
+
+    # -- progress --------------------------------------------------------------------
+
+    def progress(self, summary: MetricsSummary, spend: float | None = None) -> None:
+        """Show training progress; a new evaluation loss is always printed on its own line."""
+        if summary.eval_loss is not None and summary.eval_loss != self._last_eval:
+            self._last_eval = summary.eval_loss
+            step = f" at step {summary.step}" if summary.step is not None else ""
+            self._err_line(f"eval_loss {summary.eval_loss:.4g}{step}")
+        text = progress_text(summary, spend)
+        if text == self._last_text:
+            return
+        self._last_text = text
+        if self.terminal:
+            self._live_update(text)
+            return
+        now = self._clock()
+        if self._last_plain is None or now - self._last_plain >= self.throttle:
+            self._last_plain = now
+            self._err_line(f"progress: {text}")
+
+    def progress_done(self, summary: MetricsSummary, spend: float | None = None) -> None:
+        """The last progress line, whatever the throttle."""
+        text = progress_text(summary, spend)
+        self.close()
+        if text != "waiting for the first metrics":
+            self._err_line(f"progress: {text}")
+
+    def close(self) -> None:
+        """Stop the live line, if any."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    # -- internals -------------------------------------------------------------------
+
+    def _live_update(self, text: str) -> None:
+        from rich.console import Console
+        from rich.live import Live
+        from rich.text import Text
+
+        if self._live is None:
+            console = Console(file=self.err, force_terminal=True)
+            self._live = Live(Text(text), console=console, transient=True,
+                              auto_refresh=False)
+            self._live.start()
+        self._live.update(Text(text), refresh=True)
+
+    def _above(self) -> None:
+        # Lines printed while the live line shows go above it.
+        if self._live is not None:
+            self._live.refresh()
+
+    def _err_line(self, text: str) -> None:
+        if self._live is not None:
+            self._live.console.print(text, markup=False, highlight=False, soft_wrap=True)
+            return
+        self.err.write(text + "\n")
+        self.err.flush()

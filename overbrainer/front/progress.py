@@ -1,0 +1,57 @@
+"""Training progress as one line: step/max, percent, epoch, loss, learning rate, ETA and,
+on Runpod, the spend so far."""
+
+import math
+
+from overbrainer.train.metrics import MetricsSummary
+
+
+def _duration(seconds: float) -> str:
+    whole = max(0, int(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def _number(value: float) -> str:
+    if math.isnan(value) or math.isinf(value):
+        return str(value)
+    return f"{value:.4g}"
+
+
+def eta_seconds(summary: MetricsSummary) -> float | None:
+    """Time left, from the pace since the first step (None until it can be told)."""
+    if (summary.step is None or not summary.max_steps or summary.started_at is None
+            or summary.last_time is None or summary.step <= 0):
+        return None
+    elapsed = summary.last_time - summary.started_at
+    if elapsed <= 0:
+        return None
+    return elapsed / summary.step * max(0, summary.max_steps - summary.step)
+
+
+def progress_text(summary: MetricsSummary, spend: float | None = None) -> str:
+    """``step 30/100 (30%), epoch 0.90, loss 1.234, lr 2e-04, ETA 3m10s, spend $0.12``."""
+    parts: list[str] = []
+    if summary.step is not None:
+        if summary.max_steps:
+            parts.append(f"step {summary.step}/{summary.max_steps} "
+                         f"({100 * (summary.fraction or 0):.0f}%)")
+        else:
+            parts.append(f"step {summary.step}")
+    if summary.epoch is not None:
+        parts.append(f"epoch {summary.epoch:.2f}")
+    if summary.loss is not None:
+        parts.append(f"loss {_number(summary.loss)}")
+    if summary.learning_rate is not None:
+        parts.append(f"lr {summary.learning_rate:.2e}")
+    eta = eta_seconds(summary)
+    if eta is not None:
+        parts.append(f"ETA {_duration(eta)}")
+    if spend is not None:
+        parts.append(f"spend ${spend:.2f}")
+    return ", ".join(parts) if parts else "waiting for the first metrics"

@@ -1,0 +1,40 @@
+"""What a job's end means for its run: pure decisions, tested without any I/O."""
+
+from dataclasses import dataclass
+
+from overbrainer.exec.base import JobState, JobStatus
+from overbrainer.train.metrics import MetricsSummary
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The final state a job's end gives its run, and why."""
+
+    state: str
+    message: str | None
+    exit_code: int | None
+
+
+def judge(job: JobState, summary: MetricsSummary, *, has_output: bool, run_id: str) -> Verdict:
+    """A run succeeds only when its job exited 0, wrote at least one metrics line and left
+    something under ``output/``; every other end is a failure naming its reason (or a
+    cancellation)."""
+    log = f"runs/{run_id}/job.log"
+    if job.status is JobStatus.cancelled:
+        return Verdict("cancelled", "cancelled", None)
+    if job.status is JobStatus.lost:
+        return Verdict("failed", "the job vanished without an exit code (lost: killed, or its "
+                       f"machine restarted); see {log}", None)
+    if job.status is not JobStatus.exited:
+        raise ValueError(f"the job has not ended ({job.status})")
+    code = job.exit_code
+    if code is None:
+        return Verdict("failed", f"the job's exit code is unreadable; see {log}", None)
+    if code != 0:
+        return Verdict("failed", f"the job exited with code {code}; see {log}", code)
+    if summary.lines - summary.malformed <= 0:
+        return Verdict("failed", "the job exited 0 without writing any metrics: the metrics "
+                       f"plugin was not loaded; see {log}", 0)
+    if not has_output:
+        return Verdict("failed", f"the job exited 0 but left nothing under output/; see {log}", 0)
+    return Verdict("succeeded", None, 0)

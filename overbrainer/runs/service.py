@@ -1,0 +1,298 @@
+"""A run's life on a target that runs jobs: create, start (shielded), follow (raced),
+settle, collect and cancel (shielded), every transition appended to the run's log.
+
+The decisions (what a job's end means for the run) are pure functions at the bottom of
+``outcome.py``; this module drives the executor, the journal and the front end.
+"""
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+
+from overbrainer.errors import OverbrainerError
+from overbrainer.events import types as ev
+from overbrainer.events.aggregate import RunLog
+from overbrainer.events.journal import Journal
+from overbrainer.exec.base import Executor, JobState, JobStatus, TargetUnreachable
+from overbrainer.exec.manifest import verify
+from overbrainer.front.console import Front
+from overbrainer.front.interrupts import Interrupts
+from overbrainer.runs.outcome import Verdict, judge
+from overbrainer.train.metrics import MetricsSummary, parse_metrics_lines
+
+RETRIEVED_PATHS = ("output", "metrics.jsonl", "job.log")
+METRICS_FILE = "metrics.jsonl"
+POLL_SECONDS = 1.0
+READ_LIMIT = 1 << 20
+MAX_FAILED_POLLS = 5
+START_LIMIT = 300.0
+CANCEL_LIMIT = 60.0
+COLLECT_LIMIT = 3600.0
+NOT_RETRIEVED = "artifacts not retrieved"
+
+
+def attach_hint(run_id: str) -> str:
+    """How to follow a run again."""
+    return f"follow it again with `overbrainer train attach {run_id}`"
+
+
+class FollowLost(OverbrainerError):
+    """Following gave up after too many failed polls; the job keeps running."""
+
+
+@dataclass
+class Session:
+    """What the run operations of one command share."""
+
+    journal: Journal
+    front: Front
+    interrupts: Interrupts
+    project_dir: Path
+
+    def run_dir(self, run_id: str) -> Path:
+        """``runs/<id>/`` in the project."""
+        from overbrainer.projections.files import run_dir
+
+        return run_dir(self.project_dir, run_id)
+
+
+@dataclass
+class Job:
+    """A run's job on its target. ``in_place``: the target's run dir is the local one."""
+
+    run_id: str
+    executor: Executor
+    remote_dir: str
+    in_place: bool = False
+
+
+@dataclass
+class Followed:
+    """What following saw: the job's end and the metrics up to it."""
+
+    state: JobState
+    summary: MetricsSummary = field(default_factory=MetricsSummary)
+
+
+def compact(summary: MetricsSummary) -> dict[str, int | float | str | None]:
+    """The metrics summary as stored in events (no bookkeeping fields, no unknowns)."""
+    keep = ("step", "max_steps", "epoch", "loss", "eval_loss", "learning_rate", "lines",
+            "malformed")
+    data = summary.to_dict()
+    return {k: data[k] for k in keep if data.get(k) is not None}
+
+
+# ---- start ----------------------------------------------------------------------------
+
+
+async def start(
+    session: Session, job: Job, commands: list[list[str]], *,
+    env: Mapping[str, str], secrets: Mapping[str, str], container: str | None = None,
+) -> RunLog:
+    """Upload the run and spawn its job, recording it — never interrupted: a job spawned but
+    not recorded would be a job nothing finds again."""
+
+    async def work() -> RunLog:
+        if not job.in_place:
+            await job.executor.upload(session.run_dir(job.run_id), job.remote_dir)
+        handle = await job.executor.spawn(job.remote_dir, commands, env=env, secrets=secrets,
+                                          container=container)
+        return await session.journal.append(job.run_id, [ev.JobStarted(
+            job_dir=job.remote_dir, pid=handle.pid, container=handle.container)])
+
+    return await session.interrupts.shield(f"starting the job of run {job.run_id}",
+                                           START_LIMIT, work)
+
+
+# ---- follow ---------------------------------------------------------------------------
+
+
+async def watch(session: Session, job: Job, *, poll: float = POLL_SECONDS,
+                spend: Callable[[], float | None] | None = None) -> Followed:
+    """Follow the job until it ends: poll its status, show new metrics lines, then drain
+    the metrics file. Up to ``MAX_FAILED_POLLS`` consecutive failures to reach the target
+    are warned about and retried; one more gives up (the job keeps running)."""
+    summary = MetricsSummary()
+    offset = 0
+    failures = 0
+    while True:
+        try:
+            state = await job.executor.status(job.remote_dir)
+            summary, offset = await _read_metrics(job, summary, offset, final=state.ended)
+            failures = 0
+        except TargetUnreachable as error:
+            failures += 1
+            if failures > MAX_FAILED_POLLS:
+                raise FollowLost(
+                    f"lost contact with {job.executor.location} {failures} times in a row "
+                    f"({error}); the job of run {job.run_id} keeps running: "
+                    f"{attach_hint(job.run_id)}"
+                ) from error
+            session.front.warn(f"cannot reach {job.executor.location} ({error}); "
+                               f"retrying ({failures}/{MAX_FAILED_POLLS})")
+            await trio.sleep(poll)
+            continue
+        session.front.progress(summary, spend() if spend else None)
+        if state.ended:
+            session.front.progress_done(summary, spend() if spend else None)
+            return Followed(state=state, summary=summary)
+        await trio.sleep(poll)
+
+
+async def _read_metrics(job: Job, summary: MetricsSummary, offset: int,
+                        *, final: bool) -> tuple[MetricsSummary, int]:
+    # After the end, drain the file completely; while running, one bounded read per poll.
+    while True:
+        data = await job.executor.read_file(f"{job.remote_dir}/{METRICS_FILE}", offset,
+                                            READ_LIMIT)
+        events, malformed, consumed = parse_metrics_lines(data, final=final and
+                                                          len(data) < READ_LIMIT)
+        summary = summary.with_events(events, malformed)
+        offset += consumed
+        if not final or len(data) < READ_LIMIT or consumed == 0:
+            return summary, offset
+
+
+async def follow(session: Session, job: Job, *, poll: float = POLL_SECONDS) -> Followed | None:
+    """``watch`` raced against Ctrl-C: None when Ctrl-C stopped following."""
+    finished = await session.interrupts.race(lambda: watch(session, job, poll=poll))
+    return None if finished is None else finished.value
+
+
+async def detach(session: Session, run_id: str, reason: str = "interrupted") -> RunLog:
+    """Record that following stopped while the job keeps running."""
+
+    def decide(state: RunLog) -> list[ev.Event]:
+        if state.run.state != "running":
+            return []
+        return [ev.Detached(reason=reason, metrics=state.run.metrics)]
+
+    return await session.journal.append(run_id, decide)
+
+
+# ---- collect and settle ---------------------------------------------------------------
+
+
+@dataclass
+class Retrieval:
+    """What a collection brought home, or why it could not."""
+
+    ok: bool
+    files: int = 0
+    bytes: int = 0
+    digest: str = ""
+    problem: str = ""
+
+
+async def collect(session: Session, job: Job) -> Retrieval:
+    """Bring the job's results home and check every file against the target's manifest
+    (none missing, none different, none extra); record the retrieval."""
+    local = session.run_dir(job.run_id)
+    try:
+        expected = await job.executor.manifest(job.remote_dir, RETRIEVED_PATHS)
+        if not job.in_place:
+            await job.executor.download(job.remote_dir, RETRIEVED_PATHS, local)
+    except OverbrainerError as error:
+        return Retrieval(ok=False, problem=str(error))
+    problems = verify(expected, local, RETRIEVED_PATHS)
+    if problems:
+        return Retrieval(ok=False, problem="; ".join(problems[:5]))
+    size = sum((local / name).stat().st_size for name in expected)
+    digest = hashlib.sha256(json.dumps(expected, sort_keys=True).encode()).hexdigest()
+    retrieval = Retrieval(ok=True, files=len(expected), bytes=size, digest=digest)
+
+    def decide(state: RunLog) -> list[ev.Event]:
+        events: list[ev.Event] = [ev.ArtifactsRetrieved(files=retrieval.files,
+                                                        bytes=retrieval.bytes,
+                                                        manifest_digest=digest)]
+        if state.run.note and state.run.note.startswith(NOT_RETRIEVED):
+            events.append(ev.NoteCleared())
+        return events
+
+    await session.journal.append(job.run_id, decide)
+    return retrieval
+
+
+async def settle(session: Session, job: Job, followed: Followed) -> tuple[RunLog, Retrieval]:
+    """Turn the job's end into the run's outcome — shielded, since collecting has begun.
+
+    A would-be success whose results cannot be retrieved stays ``running`` so
+    ``train attach`` retries; a failed or cancelled run whose results cannot be retrieved
+    gets a note saying so.
+    """
+
+    async def work() -> tuple[RunLog, Retrieval]:
+        has_output = await _has_output(job)
+        verdict = judge(followed.state, followed.summary, has_output=has_output,
+                        run_id=job.run_id)
+        retrieval = await collect(session, job)
+        return await _record(session, job.run_id, verdict, followed.summary, retrieval), retrieval
+
+    return await session.interrupts.shield(f"collecting the results of run {job.run_id}",
+                                           COLLECT_LIMIT, work)
+
+
+async def _has_output(job: Job) -> bool:
+    try:
+        files = await job.executor.manifest(job.remote_dir, ("output",))
+    except OverbrainerError:
+        return False
+    return bool(files)
+
+
+async def _record(session: Session, run_id: str, verdict: Verdict, summary: MetricsSummary,
+                  retrieval: Retrieval) -> RunLog:
+    metrics = compact(summary)
+
+    def decide(state: RunLog) -> list[ev.Event]:
+        if state.final:
+            return []  # another process recorded the end meanwhile: its result stands
+        if verdict.state == "succeeded" and not retrieval.ok:
+            return []  # stays running: `train attach` collects again
+        events: list[ev.Event] = [ev.RunEnded(state=verdict.state, message=verdict.message,
+                                              exit_code=verdict.exit_code, metrics=metrics)]
+        if not retrieval.ok and state.run.note is None:
+            events.append(ev.NoteAdded(note=f"{NOT_RETRIEVED}: {retrieval.problem}"))
+        return events
+
+    return await session.journal.append(run_id, decide)
+
+
+# ---- cancel ---------------------------------------------------------------------------
+
+
+async def cancel(session: Session, job: Job) -> tuple[RunLog, JobState, Retrieval | None]:
+    """Stop the job (its whole process group), collect what it left and record the end —
+    never interrupted. A job that had already ended is left alone: its real result stands."""
+
+    async def work() -> tuple[RunLog, JobState, Retrieval | None]:
+        before = await job.executor.status(job.remote_dir)
+        if before.ended and before.status is not JobStatus.cancelled:
+            return await session.journal.state(job.run_id), before, None
+        await session.journal.append(job.run_id, lambda s: [] if s.final or
+                                     s.run.cancel_requested else [ev.CancelRequested()])
+        after = await job.executor.cancel(job.remote_dir)
+        if after.status is not JobStatus.cancelled:
+            return await session.journal.state(job.run_id), after, None
+        retrieval = await collect(session, job)
+        verdict = Verdict(state="cancelled", message="cancelled", exit_code=None)
+        summary = await _summary_from_local(session, job)
+        state = await _record(session, job.run_id, verdict, summary, retrieval)
+        return state, after, retrieval
+
+    return await session.interrupts.shield(f"cancelling the job of run {job.run_id}",
+                                           CANCEL_LIMIT + COLLECT_LIMIT, work)
+
+
+async def _summary_from_local(session: Session, job: Job) -> MetricsSummary:
+    path = session.run_dir(job.run_id) / METRICS_FILE
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return MetricsSummary()
+    events, malformed, _ = parse_metrics_lines(data, final=True)
+    return MetricsSummary().with_events(events, malformed)
