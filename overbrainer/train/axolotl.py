@@ -1,0 +1,258 @@
+"""The Axolotl side of a run: ``axolotl.yaml``, the trainer commands, the job's environment
+and the run directory they need.
+
+A run directory holds everything the job reads, with paths relative to it (the job runs
+there, on whatever target)::
+
+    axolotl.yaml            rendered by render_config / write_config
+    overbrainer_metrics.py  the metrics plugin, found through PYTHONPATH=.
+    data/train.jsonl        copied from the project
+    data/eval.jsonl         copied when the project's is not empty
+"""
+
+import copy
+import shutil
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from overbrainer.config.model import MANAGED_AXOLOTL_KEYS, TrainingSettings
+from overbrainer.errors import OverbrainerError
+from overbrainer.train.data import EVAL_FILE, TRAIN_FILE, DataFiles, check_data
+
+CONFIG_FILE = "axolotl.yaml"
+"""The config file's name in the run directory."""
+
+PLUGIN_FILE = "overbrainer_metrics.py"
+"""The metrics plugin's file name, in the package and in the run directory."""
+
+PLUGIN = "overbrainer_metrics.OverbrainerMetricsPlugin"
+"""How ``axolotl.yaml`` names the metrics plugin (module on ``PYTHONPATH``, then class)."""
+
+METRICS_FILE = "metrics.jsonl"
+"""The metrics file, relative to the run directory."""
+
+METRICS_ENV = "OVERBRAINER_METRICS"
+"""The variable telling the plugin where to write (set for the job by overbrainer)."""
+
+OUTPUT_DIR = "output"
+"""Axolotl's ``output_dir``, relative to the run directory."""
+
+PREPARED_DIR = "prepared"
+"""Axolotl's ``dataset_prepared_path``, relative to the run directory."""
+
+MERGED_DIR = f"{OUTPUT_DIR}/merged"
+"""Where ``axolotl merge-lora`` writes the merged model."""
+
+# Names (lower case, "_" and " " read as "-") of chat templates and model families whose
+# templates render an assistant turn's ``reasoning_content``.
+_REASONING_NAMES = (
+    "qwen3",
+    "qwq",
+    "deepseek-r1",
+    "r1-distill",
+    "gpt-oss",
+    "phi-4-reasoning",
+    "phi-4-mini-reasoning",
+    "magistral",
+    "exaone-deep",
+    "smollm3",
+    "seed-oss",
+    "glm-4.5",
+    "glm-4.6",
+    "glm4-5",
+    "kimi-k2",
+    "olmo-3-think",
+)
+# Axolotl chat_template values that defer to the base model's own template.
+_TOKENIZER_TEMPLATES = ("tokenizer_default", "tokenizer_default_fallback_")
+
+
+def _dataset(path: Path) -> dict[str, Any]:
+    """A ``chat_template`` dataset entry for the JSONL file at ``path`` (run-relative)."""
+    return {
+        "path": path.as_posix(),
+        "type": "chat_template",
+        "field_messages": "messages",
+        "field_thinking": "reasoning_content",
+        "roles_to_train": ["assistant"],
+        "train_on_eos": "turn",
+        "ds_type": "json",
+    }
+
+
+def render_config(training: TrainingSettings, *, has_eval: bool) -> dict[str, Any]:
+    """The content of ``axolotl.yaml`` for ``training`` (SPEC §6).
+
+    The eval set (``test_datasets``, with ``evals_per_epoch``) is there only with
+    ``has_eval``: without an eval set Axolotl has nothing to evaluate. ``axolotl_extra`` is
+    merged last, key by key; it may not touch the keys overbrainer manages.
+    """
+    managed = sorted(MANAGED_AXOLOTL_KEYS & training.axolotl_extra.keys())
+    if managed:
+        # The settings refuse these already; a second guard, because a lost plugin or
+        # output_dir would make the run fail only after the job has cost its time.
+        raise OverbrainerError(
+            f"training.axolotl_extra may not set {', '.join(managed)}: overbrainer manages "
+            "them; remove them from overbrainer.toml"
+        )
+    cfg: dict[str, Any] = {
+        "base_model": training.base_model,
+        "datasets": [_dataset(TRAIN_FILE)],
+        "val_set_size": 0,
+    }
+    if has_eval:
+        cfg["test_datasets"] = [_dataset(EVAL_FILE)]
+    cfg.update(
+        {
+            "num_epochs": training.epochs,
+            "learning_rate": training.learning_rate,
+            "micro_batch_size": training.micro_batch_size,
+            "gradient_accumulation_steps": training.gradient_accumulation_steps,
+            "sequence_len": training.sequence_len,
+            "optimizer": training.optimizer,
+            "lr_scheduler": training.lr_scheduler,
+            "sample_packing": training.sample_packing,
+        }
+    )
+    if has_eval:
+        cfg["evals_per_epoch"] = training.evals_per_epoch
+    cfg["saves_per_epoch"] = training.saves_per_epoch
+    if training.adapter in ("lora", "qlora"):
+        cfg.update(
+            {
+                "adapter": training.adapter,
+                "lora_r": training.lora_r,
+                "lora_alpha": training.lora_alpha,
+                "lora_dropout": training.lora_dropout,
+                "lora_target_linear": True,
+            }
+        )
+        if training.adapter == "qlora":
+            cfg["load_in_4bit"] = True
+    if training.hub_model_id is not None:
+        cfg["hub_model_id"] = training.hub_model_id
+    cfg["output_dir"] = f"./{OUTPUT_DIR}"
+    cfg["dataset_prepared_path"] = f"./{PREPARED_DIR}"
+    cfg["plugins"] = [PLUGIN]
+    for key, value in training.axolotl_extra.items():
+        cfg[key] = copy.deepcopy(value)
+    return cfg
+
+
+def dump_config(cfg: dict[str, Any]) -> str:
+    """``cfg`` as YAML, keys in their order."""
+    return yaml.safe_dump(cfg, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
+def write_config(run_dir: Path, training: TrainingSettings, has_eval: bool) -> Path:
+    """Write ``run_dir/axolotl.yaml`` and return its path."""
+    path = run_dir / CONFIG_FILE
+    path.write_text(dump_config(render_config(training, has_eval=has_eval)), encoding="utf-8")
+    return path
+
+
+def trainer_commands(training: TrainingSettings, axolotl: str = "axolotl") -> list[list[str]]:
+    """The commands the job runs in the run directory, in order.
+
+    ``axolotl`` is the executable (a venv's ``bin/axolotl`` or the name on ``PATH``). The
+    merge only follows a lora/qlora training (a full fine-tune has nothing to merge).
+    """
+    commands = [[axolotl, "train", CONFIG_FILE]]
+    if training.merge and training.adapter in ("lora", "qlora"):
+        commands.append([axolotl, "merge-lora", CONFIG_FILE])
+    return commands
+
+
+def job_environment(*, pythonpath: str | None = None) -> dict[str, str]:
+    """The variables overbrainer sets for the job (over the environment it inherits).
+
+    ``PYTHONPATH`` starts with ``.``, the run directory, where the plugin module is;
+    ``pythonpath`` (an inherited value) follows it. The caller drops the user's own
+    ``OVERBRAINER_*`` variables before adding these.
+    """
+    path = "." if not pythonpath else f".:{pythonpath}"
+    return {"PYTHONPATH": path, METRICS_ENV: METRICS_FILE}
+
+
+def _normalized(name: str) -> str:
+    return name.lower().replace("_", "-").replace(" ", "-")
+
+
+def _keeps_reasoning(name: str) -> bool:
+    normalized = _normalized(name)
+    return any(known in normalized for known in _REASONING_NAMES)
+
+
+def reasoning_template_warning(
+    training: TrainingSettings, *, has_reasoning: bool = True
+) -> str | None:
+    """A warning when the chat template is unlikely to render ``reasoning_content``.
+
+    A name heuristic: a ``chat_template_jinja`` in ``axolotl_extra`` must mention
+    ``reasoning_content``; otherwise a named ``chat_template``, or else the base model
+    (whose own template Axolotl uses by default), must be one known to carry reasoning
+    (Qwen3, QwQ, DeepSeek-R1, gpt-oss, Phi-4-reasoning, …). ``has_reasoning=False`` (no
+    example has a reasoning trace) means there is nothing to lose: no warning.
+    """
+    if not has_reasoning:
+        return None
+    extra = training.axolotl_extra
+    fix = (
+        "set training.axolotl_extra.chat_template to a template that renders it (e.g. "
+        '"qwen3") or chat_template_jinja to one that uses message.reasoning_content'
+    )
+    lost = "the reasoning traces (reasoning_content) of the training examples may be dropped"
+    jinja = extra.get("chat_template_jinja")
+    if isinstance(jinja, str) and jinja.strip():
+        if "reasoning_content" in jinja:
+            return None
+        return (
+            "training.axolotl_extra.chat_template_jinja never mentions reasoning_content: "
+            f"{lost}; {fix}"
+        )
+    template = extra.get("chat_template")
+    if (
+        isinstance(template, str)
+        and template.strip()
+        and template != "jinja"
+        and not template.startswith(_TOKENIZER_TEMPLATES)
+    ):
+        if _keeps_reasoning(template):
+            return None
+        return (
+            f"training.axolotl_extra.chat_template {template!r} is not known to render "
+            f"reasoning_content: {lost}; {fix}"
+        )
+    if _keeps_reasoning(training.base_model):
+        return None
+    return (
+        f"the chat template of {training.base_model} is not known to render "
+        f"reasoning_content: {lost}; {fix}"
+    )
+
+
+def plugin_source() -> bytes:
+    """The metrics plugin module, as shipped with the package."""
+    return resources.files("overbrainer.train").joinpath(PLUGIN_FILE).read_bytes()
+
+
+def prepare_run_dir(
+    run_dir: Path, project_dir: Path, training: TrainingSettings, data: DataFiles | None = None
+) -> None:
+    """Fill ``run_dir`` with what the job reads: the data, the plugin and ``axolotl.yaml``.
+
+    ``data`` is the result of :func:`check_data` on ``project_dir`` (checked here when not
+    given). The eval set is copied, and configured, only when it has examples.
+    """
+    if data is None:
+        data = check_data(project_dir)
+    data_dir = run_dir / TRAIN_FILE.parent
+    data_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(data.train_path, run_dir / TRAIN_FILE)
+    if data.eval_path is not None:
+        shutil.copyfile(data.eval_path, run_dir / EVAL_FILE)
+    (run_dir / PLUGIN_FILE).write_bytes(plugin_source())
+    write_config(run_dir, training, data.has_eval)

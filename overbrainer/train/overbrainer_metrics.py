@@ -1,0 +1,199 @@
+"""The overbrainer metrics plugin for Axolotl.
+
+This file is copied into every run directory and imported there by Axolotl, which finds it
+through ``PYTHONPATH`` when the config names ``overbrainer_metrics.OverbrainerMetricsPlugin``
+under ``plugins:``. It therefore imports nothing from overbrainer and only the standard
+library at module level: Axolotl and transformers are looked up lazily, so the module also
+imports (and its line format can be tested) where neither is installed.
+
+On the main process only, the plugin's callback appends one JSON line per event to the file
+named by ``$OVERBRAINER_METRICS`` (``metrics.jsonl`` in the working directory when unset)::
+
+    {"event":"begin","time":1700000000.123,"max_steps":120}
+    {"event":"log","time":…,"step":10,"epoch":0.25,"max_steps":120,"loss":1.234,…}
+
+Each line is written whole by one ``write`` on a file opened for appending, so a reader never
+sees half a line unless the process dies in the middle of that very call.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+METRICS_ENV = "OVERBRAINER_METRICS"
+"""The environment variable naming the metrics file."""
+
+DEFAULT_METRICS_FILE = "metrics.jsonl"
+"""The metrics file when ``$OVERBRAINER_METRICS`` is unset (relative to the working directory)."""
+
+LOG_KEYS = ("loss", "eval_loss", "learning_rate", "grad_norm")
+"""The values of a trainer log that become fields of a ``log`` line."""
+
+_NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
+
+_log = logging.getLogger("overbrainer_metrics")
+
+
+def _plain(value: object) -> object:
+    """``value`` as a JSON primitive, or ``None`` to leave the field out.
+
+    Tensors and numpy scalars (anything with ``.item()``) become Python numbers; a NaN or an
+    infinite loss is kept, spelled as a string, because a diverging run is worth seeing and
+    bare ``NaN`` is not JSON.
+    """
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    item = getattr(value, "item", None)
+    if callable(item) and not isinstance(value, (int, float)):
+        try:
+            value = item()
+        except (TypeError, ValueError, RuntimeError):
+            return None
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        number = float(value)
+        if math.isnan(number):
+            return "NaN"
+        return _NON_FINITE.get(number, number)
+    return None
+
+
+def metrics_line(event: str, **fields: object) -> str:
+    """One metrics line (with its trailing newline) for ``event`` and ``fields``.
+
+    ``time`` defaults to now (seconds since the epoch); fields whose value is ``None`` or not
+    a number, string or boolean are left out. The same function serves the plugin and the
+    stand-in trainer of the tests, so both write exactly one format.
+    """
+    record: dict[str, object] = {"event": event}
+    stamp = fields.pop("time", None)
+    record["time"] = round(float(stamp) if isinstance(stamp, (int, float)) else time.time(), 3)
+    for key, value in fields.items():
+        plain = _plain(value)
+        if plain is not None:
+            record[key] = plain
+    return json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n"
+
+
+def append_line(path: str | os.PathLike[str], line: str) -> None:
+    """Append ``line`` to ``path`` with a single write on an ``O_APPEND`` descriptor.
+
+    No fsync: the line only has to survive this process, not the machine.
+    """
+    data = line.encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        written = os.write(fd, data)
+        # A regular file takes the whole buffer at once; finish a short write all the same.
+        while written < len(data):
+            written += os.write(fd, data[written:])
+    finally:
+        os.close(fd)
+
+
+def _is_main_process(state: object) -> bool:
+    """Whether this process is the one that writes (rank 0 of the whole job)."""
+    flag = getattr(state, "is_world_process_zero", None)
+    if isinstance(flag, bool):
+        return flag
+    for name in ("RANK", "LOCAL_RANK"):
+        rank = os.environ.get(name)
+        if rank is not None and rank.strip():
+            return rank.strip() == "0"
+    return True
+
+
+class MetricsCallback:
+    """The callback's behaviour, independent of transformers.
+
+    Its methods follow ``transformers.TrainerCallback`` (``args, state, control, **kwargs``);
+    :func:`new_callback` mixes it into a real ``TrainerCallback`` when transformers is there.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path: str | os.PathLike[str] = (
+            path or os.environ.get(METRICS_ENV) or DEFAULT_METRICS_FILE
+        )
+        self._failed = False
+
+    def _write(self, state: object, event: str, **fields: object) -> None:
+        if not _is_main_process(state):
+            return
+        try:
+            append_line(self.path, metrics_line(event, **fields))
+        except OSError as error:
+            # Metrics must never stop a paid training run: warn once, keep training.
+            if not self._failed:
+                self._failed = True
+                _log.warning("cannot append to the metrics file %s: %s", self.path, error)
+
+    def on_train_begin(self, args: object, state: object, control: object, **kwargs: Any) -> None:
+        """Write the ``begin`` line with the planned number of steps."""
+        self._write(state, "begin", max_steps=getattr(state, "max_steps", None))
+
+    def on_log(
+        self,
+        args: object,
+        state: object,
+        control: object,
+        logs: Mapping[str, object] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Write a ``log`` line with the step, epoch and the known values of ``logs``."""
+        values = {key: logs[key] for key in LOG_KEYS if logs is not None and key in logs}
+        self._write(
+            state,
+            "log",
+            step=getattr(state, "global_step", None),
+            epoch=getattr(state, "epoch", None),
+            max_steps=getattr(state, "max_steps", None),
+            **values,
+        )
+
+
+def new_callback(path: str | os.PathLike[str] | None = None) -> MetricsCallback:
+    """A metrics callback: a ``transformers.TrainerCallback`` when transformers is importable,
+    else a plain :class:`MetricsCallback` (for tests and the stand-in trainer)."""
+    try:
+        base: type = importlib.import_module("transformers").TrainerCallback
+    except ImportError:
+        return MetricsCallback(path)
+    # MetricsCallback first, so its methods win over TrainerCallback's no-op ones.
+    cls = cast(
+        "type[MetricsCallback]",
+        type("OverbrainerMetricsCallback", (MetricsCallback, base), {"__module__": __name__}),
+    )
+    return cls(path)
+
+
+def _plugin_base() -> type:
+    """Axolotl's ``BasePlugin`` where Axolotl is installed, else ``object``."""
+    try:
+        base: type = importlib.import_module("axolotl.integrations.base").BasePlugin
+    except ImportError:
+        return object
+    return base
+
+
+if TYPE_CHECKING:
+    _PluginBase = object
+else:
+    _PluginBase = _plugin_base()
+
+
+class OverbrainerMetricsPlugin(_PluginBase):
+    """The Axolotl plugin: adds the metrics callback before the trainer is built."""
+
+    def add_callbacks_pre_trainer(self, cfg: object, model: object) -> list[Any]:
+        """The callbacks Axolotl attaches to its trainer: the metrics callback."""
+        return [new_callback()]

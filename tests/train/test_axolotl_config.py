@@ -1,0 +1,283 @@
+"""axolotl.yaml, the trainer commands, the job environment and the run directory."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from overbrainer.errors import OverbrainerError
+from overbrainer.train import overbrainer_metrics
+from overbrainer.train.axolotl import (
+    dump_config,
+    job_environment,
+    prepare_run_dir,
+    reasoning_template_warning,
+    render_config,
+    trainer_commands,
+    write_config,
+)
+from tests.train.conftest import example, settings, write_jsonl
+
+TRAIN_SET = {
+    "path": "data/train.jsonl",
+    "type": "chat_template",
+    "field_messages": "messages",
+    "field_thinking": "reasoning_content",
+    "roles_to_train": ["assistant"],
+    "train_on_eos": "turn",
+    "ds_type": "json",
+}
+
+
+def test_render_lora_config_has_every_setting() -> None:
+    cfg = render_config(
+        settings(epochs=2, learning_rate=1e-5, lora_r=8, sample_packing=False), has_eval=False
+    )
+    assert cfg == {
+        "base_model": "Qwen/Qwen3-0.6B",
+        "datasets": [TRAIN_SET],
+        "val_set_size": 0,
+        "num_epochs": 2,
+        "learning_rate": 1e-5,
+        "micro_batch_size": 2,
+        "gradient_accumulation_steps": 4,
+        "sequence_len": 4096,
+        "optimizer": "adamw_torch_fused",
+        "lr_scheduler": "cosine",
+        "sample_packing": False,
+        "saves_per_epoch": 1,
+        "adapter": "lora",
+        "lora_r": 8,
+        "lora_alpha": 32,
+        "lora_dropout": 0.05,
+        "lora_target_linear": True,
+        "output_dir": "./output",
+        "dataset_prepared_path": "./prepared",
+        "plugins": ["overbrainer_metrics.OverbrainerMetricsPlugin"],
+    }
+
+
+def test_yaml_loads_back_equal(tmp_path: Path) -> None:
+    training = settings(
+        adapter="qlora",
+        hub_model_id="me/my-model",
+        axolotl_extra={"bf16": "auto", "special_tokens": {"pad_token": "<|pad|>"}},
+    )
+    path = write_config(tmp_path, training, has_eval=True)
+    assert path == tmp_path / "axolotl.yaml"
+    loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert loaded == render_config(training, has_eval=True)
+    # Key order is kept: the file reads in the order it was rendered.
+    assert list(loaded)[:3] == ["base_model", "datasets", "val_set_size"]
+    assert list(loaded)[-2:] == ["bf16", "special_tokens"]
+
+
+def test_dump_keeps_floats_exact() -> None:
+    cfg = render_config(settings(learning_rate=3.5e-6, lora_dropout=0.1), has_eval=False)
+    loaded = yaml.safe_load(dump_config(cfg))
+    assert loaded["learning_rate"] == 3.5e-6
+    assert loaded["lora_dropout"] == 0.1
+
+
+def test_qlora_loads_in_4bit() -> None:
+    cfg = render_config(settings(adapter="qlora"), has_eval=False)
+    assert cfg["adapter"] == "qlora"
+    assert cfg["load_in_4bit"] is True
+    assert cfg["lora_target_linear"] is True
+
+
+def test_lora_does_not_load_in_4bit() -> None:
+    assert "load_in_4bit" not in render_config(settings(adapter="lora"), has_eval=False)
+
+
+def test_full_fine_tune_has_no_adapter_block() -> None:
+    cfg = render_config(settings(adapter="full"), has_eval=False)
+    for key in ("adapter", "lora_r", "lora_alpha", "lora_dropout", "lora_target_linear"):
+        assert key not in cfg
+    assert "load_in_4bit" not in cfg
+
+
+def test_eval_set_only_with_eval() -> None:
+    without = render_config(settings(evals_per_epoch=2), has_eval=False)
+    assert "test_datasets" not in without
+    assert "evals_per_epoch" not in without
+    with_eval = render_config(settings(evals_per_epoch=2), has_eval=True)
+    assert with_eval["test_datasets"] == [{**TRAIN_SET, "path": "data/eval.jsonl"}]
+    assert with_eval["evals_per_epoch"] == 2
+    # Axolotl refuses a non-zero val_set_size next to test_datasets.
+    assert with_eval["val_set_size"] == 0
+
+
+def test_hub_model_id_only_when_set() -> None:
+    assert "hub_model_id" not in render_config(settings(), has_eval=False)
+    cfg = render_config(settings(hub_model_id="me/adapter"), has_eval=False)
+    assert cfg["hub_model_id"] == "me/adapter"
+
+
+def test_axolotl_extra_is_merged_last() -> None:
+    extra = {"chat_template": "qwen3", "warmup_ratio": 0.1, "lora_target_modules": ["q_proj"]}
+    cfg = render_config(settings(axolotl_extra=extra), has_eval=False)
+    assert list(cfg)[-3:] == ["chat_template", "warmup_ratio", "lora_target_modules"]
+    assert cfg["lora_target_modules"] == ["q_proj"]
+
+
+def test_axolotl_extra_overrides_a_rendered_key_in_place() -> None:
+    # A key the settings do not type (lora_target_linear) can be overridden; it keeps its
+    # place in the file.
+    cfg = render_config(settings(axolotl_extra={"lora_target_linear": False}), has_eval=False)
+    assert cfg["lora_target_linear"] is False
+    assert list(cfg).index("lora_target_linear") < list(cfg).index("output_dir")
+
+
+def test_axolotl_extra_is_copied_not_shared() -> None:
+    training = settings(axolotl_extra={"lora_target_modules": ["q_proj"]})
+    cfg = render_config(training, has_eval=False)
+    cfg["lora_target_modules"].append("v_proj")
+    assert training.axolotl_extra["lora_target_modules"] == ["q_proj"]
+
+
+def test_managed_keys_in_axolotl_extra_are_refused() -> None:
+    # The settings refuse it; model_copy skips validation, so the guard is reached.
+    training = settings().model_copy(update={"axolotl_extra": {"plugins": [], "output_dir": "/"}})
+    with pytest.raises(OverbrainerError, match="output_dir, plugins"):
+        render_config(training, has_eval=False)
+
+
+def test_trainer_commands() -> None:
+    assert trainer_commands(settings()) == [["axolotl", "train", "axolotl.yaml"]]
+    assert trainer_commands(settings(merge=True), "/venv/bin/axolotl") == [
+        ["/venv/bin/axolotl", "train", "axolotl.yaml"],
+        ["/venv/bin/axolotl", "merge-lora", "axolotl.yaml"],
+    ]
+    assert len(trainer_commands(settings(adapter="qlora", merge=True))) == 2
+
+
+def test_job_environment() -> None:
+    env = job_environment()
+    assert env == {"PYTHONPATH": ".", "OVERBRAINER_METRICS": "metrics.jsonl"}
+    assert job_environment(pythonpath="/opt/lib")["PYTHONPATH"] == ".:/opt/lib"
+
+
+@pytest.mark.parametrize(
+    "base_model",
+    [
+        "Qwen/Qwen3-8B",
+        "Qwen/QwQ-32B",
+        "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
+        "openai/gpt-oss-20b",
+        "microsoft/Phi-4-reasoning",
+        "unsloth/qwen3_4b",
+    ],
+)
+def test_no_warning_for_reasoning_models(base_model: str) -> None:
+    assert reasoning_template_warning(settings(base_model=base_model)) is None
+
+
+@pytest.mark.parametrize(
+    "base_model",
+    ["meta-llama/Llama-3.1-8B-Instruct", "mistralai/Mistral-7B-Instruct-v0.3", "google/gemma-2-9b"],
+)
+def test_warning_for_plain_models(base_model: str) -> None:
+    warning = reasoning_template_warning(settings(base_model=base_model))
+    assert warning is not None
+    assert base_model in warning
+    assert "reasoning_content" in warning
+    assert "chat_template" in warning
+
+
+@pytest.mark.parametrize("template", ["chatml", "llama3", "mistral_v1", "gemma"])
+def test_warning_for_plain_template_even_on_a_reasoning_model(template: str) -> None:
+    training = settings(base_model="Qwen/Qwen3-8B", axolotl_extra={"chat_template": template})
+    warning = reasoning_template_warning(training)
+    assert warning is not None
+    assert repr(template) in warning
+
+
+def test_reasoning_template_on_a_plain_model_is_fine() -> None:
+    training = settings(
+        base_model="meta-llama/Llama-3.1-8B", axolotl_extra={"chat_template": "qwen3"}
+    )
+    assert reasoning_template_warning(training) is None
+
+
+def test_tokenizer_default_template_falls_back_to_the_model() -> None:
+    plain = settings(
+        base_model="meta-llama/Llama-3.1-8B", axolotl_extra={"chat_template": "tokenizer_default"}
+    )
+    assert reasoning_template_warning(plain) is not None
+    reasoning = settings(
+        base_model="Qwen/Qwen3-8B",
+        axolotl_extra={"chat_template": "tokenizer_default_fallback_chatml"},
+    )
+    assert reasoning_template_warning(reasoning) is None
+
+
+def test_jinja_template_decides_by_its_text() -> None:
+    keeps = "{% for m in messages %}{{ m.reasoning_content }}{{ m.content }}{% endfor %}"
+    drops = "{% for m in messages %}{{ m.content }}{% endfor %}"
+    ok = settings(
+        base_model="meta-llama/Llama-3.1-8B",
+        axolotl_extra={"chat_template": "jinja", "chat_template_jinja": keeps},
+    )
+    assert reasoning_template_warning(ok) is None
+    bad = settings(
+        base_model="Qwen/Qwen3-8B",
+        axolotl_extra={"chat_template": "jinja", "chat_template_jinja": drops},
+    )
+    warning = reasoning_template_warning(bad)
+    assert warning is not None
+    assert "chat_template_jinja" in warning
+    # The template text itself is not echoed.
+    assert drops not in warning
+
+
+def test_no_warning_without_reasoning_in_the_data() -> None:
+    training = settings(base_model="meta-llama/Llama-3.1-8B")
+    assert reasoning_template_warning(training, has_reasoning=False) is None
+
+
+def test_prepare_run_dir_without_eval(project: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "runs" / "20250101-000000-abcd"
+    run_dir.mkdir(parents=True)
+    training = settings()
+    prepare_run_dir(run_dir, project, training)
+    assert (run_dir / "data" / "train.jsonl").read_bytes() == (
+        project / "data" / "train.jsonl"
+    ).read_bytes()
+    assert not (run_dir / "data" / "eval.jsonl").exists()
+    plugin = Path(overbrainer_metrics.__file__).read_bytes()
+    assert (run_dir / "overbrainer_metrics.py").read_bytes() == plugin
+    cfg = yaml.safe_load((run_dir / "axolotl.yaml").read_text(encoding="utf-8"))
+    assert cfg == render_config(training, has_eval=False)
+
+
+def test_prepare_run_dir_with_eval(project: Path, tmp_path: Path) -> None:
+    write_jsonl(project / "data" / "eval.jsonl", [example()])
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    prepare_run_dir(run_dir, project, settings())
+    assert json.loads((run_dir / "data" / "eval.jsonl").read_text()) == example()
+    cfg = yaml.safe_load((run_dir / "axolotl.yaml").read_text(encoding="utf-8"))
+    assert cfg["test_datasets"][0]["path"] == "data/eval.jsonl"
+    # Every dataset path resolves inside the run directory.
+    for dataset in cfg["datasets"] + cfg["test_datasets"]:
+        assert (run_dir / dataset["path"]).is_file()
+
+
+def test_prepare_run_dir_skips_an_empty_eval_set(project: Path, tmp_path: Path) -> None:
+    (project / "data" / "eval.jsonl").write_text("\n")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    prepare_run_dir(run_dir, project, settings())
+    assert not (run_dir / "data" / "eval.jsonl").exists()
+    cfg = yaml.safe_load((run_dir / "axolotl.yaml").read_text(encoding="utf-8"))
+    assert "test_datasets" not in cfg
+
+
+def test_prepare_run_dir_refuses_missing_data(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    with pytest.raises(OverbrainerError, match=r"train\.jsonl is missing"):
+        prepare_run_dir(run_dir, tmp_path / "empty-project", settings())
+    assert not (run_dir / "axolotl.yaml").exists()

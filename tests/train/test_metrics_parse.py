@@ -1,0 +1,183 @@
+"""Parsing metrics.jsonl in chunks, the summary fold and the final train: line."""
+
+import json
+import math
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from overbrainer.train.metrics import (
+    MetricsEvent,
+    MetricsSummary,
+    format_epoch,
+    format_loss,
+    format_rate,
+    parse_metrics_lines,
+    summary_line,
+)
+from overbrainer.train.overbrainer_metrics import metrics_line
+
+BEGIN = metrics_line("begin", time=100.0, max_steps=20).encode()
+LOG = metrics_line(
+    "log", time=101.0, step=2, epoch=0.1, max_steps=20, loss=1.5, learning_rate=2e-4
+).encode()
+EVAL = metrics_line("log", time=102.0, step=2, epoch=0.1, max_steps=20, eval_loss=1.7).encode()
+
+
+def test_complete_lines_only() -> None:
+    data = BEGIN + LOG + EVAL[:10]
+    events, malformed, consumed = parse_metrics_lines(data)
+    assert [event.event for event in events] == ["begin", "log"]
+    assert malformed == 0
+    assert consumed == len(BEGIN) + len(LOG)
+    # The next read starts at the unfinished line and completes it.
+    rest = data[consumed:] + EVAL[10:]
+    events, malformed, consumed = parse_metrics_lines(rest)
+    assert [event.eval_loss for event in events] == [1.7]
+    assert consumed == len(rest)
+
+
+def test_no_newline_at_all_consumes_nothing() -> None:
+    assert parse_metrics_lines(LOG[:-1]) == ([], 0, 0)
+    assert parse_metrics_lines(b"") == ([], 0, 0)
+
+
+def test_final_read_takes_the_last_line_too() -> None:
+    events, malformed, consumed = parse_metrics_lines(BEGIN + LOG[:-1], final=True)
+    assert [event.event for event in events] == ["begin", "log"]
+    assert consumed == len(BEGIN) + len(LOG) - 1
+    # A line cut in the middle by a killed job counts as malformed.
+    events, malformed, consumed = parse_metrics_lines(BEGIN + LOG[:20], final=True)
+    assert (len(events), malformed, consumed) == (1, 1, len(BEGIN) + 20)
+
+
+def test_a_runaway_line_is_given_up_on() -> None:
+    data = BEGIN + b"x" * 100
+    events, malformed, consumed = parse_metrics_lines(data, max_line=50)
+    assert (len(events), malformed, consumed) == (1, 1, len(data))
+
+
+def test_malformed_lines_are_counted_not_fatal() -> None:
+    bad = [
+        b"not json\n",
+        b"[1, 2]\n",
+        b'{"time": 1}\n',
+        b'{"event": ""}\n',
+        b'{"event": "log", "step": "three"}\n',
+        b'{"event": "log", "step": 1.5}\n',
+        b'{"event": "log", "loss": true}\n',
+        b'{"event": "log", "loss": "NaNa"}\n',
+        b"\xff\xfe\n",
+    ]
+    data = BEGIN + b"".join(bad) + b"\n   \n" + LOG
+    events, malformed, consumed = parse_metrics_lines(data)
+    assert [event.event for event in events] == ["begin", "log"]
+    assert malformed == len(bad)
+    assert consumed == len(data)
+
+
+def test_fields_and_spelled_floats() -> None:
+    data = (
+        b'{"event":"log","time":5,"step":3.0,"max_steps":9,"epoch":1,"loss":"NaN",'
+        b'"eval_loss":"Infinity","grad_norm":"-Infinity","extra":{"a":1}}\n'
+        b'{"event":"future_kind","step":4}\r\n'
+    )
+    (log, future), malformed, _ = parse_metrics_lines(data)
+    assert malformed == 0
+    assert (log.time, log.step, log.max_steps, log.epoch) == (5.0, 3, 9, 1.0)
+    assert log.loss is not None and math.isnan(log.loss)
+    assert log.eval_loss == math.inf
+    assert log.grad_norm == -math.inf
+    assert future == MetricsEvent(event="future_kind", step=4)
+
+
+@given(st.binary(max_size=300), st.integers(min_value=0, max_value=300))
+def test_chunked_reading_never_loses_or_repeats_lines(noise: bytes, cut: int) -> None:
+    lines = [BEGIN, LOG, noise.replace(b"\n", b" ") + b"\n", EVAL]
+    data = b"".join(lines)
+    cut = min(cut, len(data))
+    whole, whole_bad, _ = parse_metrics_lines(data)
+    first, first_bad, consumed = parse_metrics_lines(data[:cut])
+    second, second_bad, _ = parse_metrics_lines(data[consumed:])
+    assert first + second == whole
+    assert first_bad + second_bad == whole_bad
+
+
+def _summary() -> MetricsSummary:
+    events, malformed, _ = parse_metrics_lines(BEGIN + LOG + EVAL + b"junk\n")
+    return MetricsSummary().with_events(events, malformed)
+
+
+def test_summary_fold_keeps_the_latest_known_values() -> None:
+    summary = _summary()
+    assert summary.lines == 3
+    assert summary.malformed == 1
+    assert (summary.step, summary.max_steps, summary.epoch) == (2, 20, 0.1)
+    assert summary.loss == 1.5  # the eval line has no loss: the last one stays
+    assert summary.eval_loss == 1.7
+    assert summary.learning_rate == 2e-4
+    assert summary.started_at == 100.0
+    assert summary.last_time == 102.0
+    assert summary.fraction == 0.1
+
+
+def test_summary_ignores_unknown_events_values() -> None:
+    summary = MetricsSummary().with_event(MetricsEvent(event="future", step=99, loss=0.1))
+    assert summary.lines == 1
+    assert summary.step is None
+    assert summary.loss is None
+
+
+def test_summary_dict_round_trip() -> None:
+    summary = _summary().with_event(MetricsEvent(event="log", loss=math.nan))
+    data = summary.to_dict()
+    assert json.loads(json.dumps(data, allow_nan=False)) == data
+    assert data["loss"] == "NaN"
+    assert data["step"] == 2
+    restored = MetricsSummary.from_dict(data)
+    assert restored.loss is not None and math.isnan(restored.loss)
+    assert restored.to_dict() == data
+    assert MetricsSummary.from_dict({}) == MetricsSummary()
+    assert MetricsSummary.from_dict({"step": "x", "lines": 4, "other": 1}).lines == 4
+
+
+def test_summary_line_full() -> None:
+    summary = MetricsSummary(step=120, max_steps=120, epoch=3.0, loss=0.812345, eval_loss=0.9012345)
+    line = summary_line(
+        "20250101-120000-ab12", "succeeded", summary, "runs/20250101-120000-ab12/output"
+    )
+    assert line == (
+        "train: run 20250101-120000-ab12 succeeded; step 120/120, epoch 3, loss 0.8123, "
+        "eval_loss 0.9012; output in runs/20250101-120000-ab12/output"
+    )
+
+
+def test_summary_line_leaves_out_what_is_unknown() -> None:
+    run = "20250101-120000-ab12"
+    assert summary_line(run, "failed", None, None) == f"train: run {run} failed"
+    assert summary_line(run, "failed", MetricsSummary(), None) == f"train: run {run} failed"
+    partial = MetricsSummary(step=7, epoch=0.333333, loss=12.3456)
+    assert (
+        summary_line(run, "cancelled", partial, None)
+        == f"train: run {run} cancelled; step 7, epoch 0.33, loss 12.35"
+    )
+    assert summary_line(run, "succeeded", None, "runs/x/output") == (
+        f"train: run {run} succeeded; output in runs/x/output"
+    )
+
+
+def test_number_formats() -> None:
+    assert [format_epoch(e) for e in (3.0, 1.5, 0.3333, 0.0, 2.999)] == [
+        "3",
+        "1.5",
+        "0.33",
+        "0",
+        "3",
+    ]
+    assert [format_loss(v) for v in (1.23456, 0.0432109, 123.456, math.nan)] == [
+        "1.235",
+        "0.04321",
+        "123.5",
+        "nan",
+    ]
+    assert [format_rate(v) for v in (2e-4, 1.5e-5)] == ["0.0002", "1.5e-05"]

@@ -1,0 +1,229 @@
+"""The metrics plugin: its line format and its callback, driven with fake trainer states."""
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from overbrainer.train import overbrainer_metrics
+from overbrainer.train.metrics import MetricsEvent, parse_metrics_lines
+from overbrainer.train.overbrainer_metrics import (
+    MetricsCallback,
+    OverbrainerMetricsPlugin,
+    metrics_line,
+    new_callback,
+)
+
+
+class _Tensor:
+    """Stands for a 0-d tensor: a number behind ``.item()``."""
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def item(self) -> float:
+        return self.value
+
+
+def _state(step: int = 0, *, main: bool | None = True, max_steps: int = 10) -> SimpleNamespace:
+    state = SimpleNamespace(global_step=step, epoch=step / max_steps, max_steps=max_steps)
+    if main is not None:
+        state.is_world_process_zero = main
+    return state
+
+
+def _events(path: Path) -> list[MetricsEvent]:
+    events, malformed, consumed = parse_metrics_lines(path.read_bytes())
+    assert malformed == 0
+    assert consumed == path.stat().st_size
+    return events
+
+
+def test_metrics_line_format() -> None:
+    line = metrics_line("log", time=1700000000.123456, step=3, epoch=0.5, loss=1.25, note=None)
+    assert line.endswith("\n")
+    assert line.count("\n") == 1
+    assert json.loads(line) == {
+        "event": "log",
+        "time": 1700000000.123,
+        "step": 3,
+        "epoch": 0.5,
+        "loss": 1.25,
+    }
+    assert line.startswith('{"event":"log","time":')
+
+
+def test_metrics_line_stamps_the_time() -> None:
+    record = json.loads(metrics_line("begin", max_steps=4))
+    assert record["event"] == "begin"
+    assert isinstance(record["time"], float)
+    assert record["time"] > 1.6e9
+
+
+def test_metrics_line_plain_values() -> None:
+    record = json.loads(
+        metrics_line("log", time=1, loss=_Tensor(0.5), grad_norm=math.nan, other=object())
+    )
+    assert record["loss"] == 0.5
+    assert record["grad_norm"] == "NaN"
+    assert "other" not in record
+    infinite = json.loads(metrics_line("log", time=1, loss=math.inf, eval_loss=-math.inf))
+    assert (infinite["loss"], infinite["eval_loss"]) == ("Infinity", "-Infinity")
+
+
+def test_callback_writes_begin_and_log_lines(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    callback = MetricsCallback(path)
+    callback.on_train_begin(None, _state(), None)
+    callback.on_log(
+        None,
+        _state(2),
+        None,
+        logs={"loss": 1.5, "learning_rate": 2e-4, "grad_norm": _Tensor(0.75), "epoch": 0.2},
+    )
+    callback.on_log(None, _state(2), None, logs={"eval_loss": 1.75, "eval_runtime": 3.0})
+    begin, log, evaluation = _events(path)
+    assert begin.event == "begin"
+    assert begin.max_steps == 10
+    assert begin.time is not None
+    assert (log.event, log.step, log.epoch, log.max_steps) == ("log", 2, 0.2, 10)
+    assert (log.loss, log.learning_rate, log.grad_norm) == (1.5, 2e-4, 0.75)
+    assert log.eval_loss is None
+    assert evaluation.eval_loss == 1.75
+    assert evaluation.loss is None
+    # Trainer values other than the four known ones stay out of the file.
+    assert "eval_runtime" not in path.read_text()
+
+
+def test_callback_writes_on_the_main_process_only(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    callback = MetricsCallback(path)
+    callback.on_train_begin(None, _state(main=False), None)
+    callback.on_log(None, _state(1, main=False), None, logs={"loss": 1.0})
+    assert not path.exists()
+    callback.on_log(None, _state(1, main=True), None, logs={"loss": 1.0})
+    assert [event.step for event in _events(path)] == [1]
+
+
+@pytest.mark.parametrize(
+    ("env", "writes"),
+    [
+        ({}, True),
+        ({"RANK": "0"}, True),
+        ({"RANK": "1"}, False),
+        ({"LOCAL_RANK": "2"}, False),
+        ({"LOCAL_RANK": "0"}, True),
+        ({"RANK": "3", "LOCAL_RANK": "0"}, False),
+    ],
+)
+def test_rank_from_the_environment_without_a_state_flag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], writes: bool
+) -> None:
+    for name in ("RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    path = tmp_path / "metrics.jsonl"
+    MetricsCallback(path).on_train_begin(None, _state(main=None), None)
+    assert path.exists() is writes
+
+
+def test_path_comes_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "elsewhere.jsonl"
+    monkeypatch.setenv("OVERBRAINER_METRICS", str(path))
+    callback = new_callback()
+    callback.on_train_begin(None, _state(), None)
+    assert [event.event for event in _events(path)] == ["begin"]
+
+
+def test_default_path_is_metrics_jsonl_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OVERBRAINER_METRICS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    MetricsCallback().on_train_begin(None, _state(), None)
+    assert len(_events(tmp_path / "metrics.jsonl")) == 1
+
+
+def test_unwritable_metrics_file_never_stops_training(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    callback = MetricsCallback(tmp_path / "missing-dir" / "metrics.jsonl")
+    callback.on_train_begin(None, _state(), None)
+    callback.on_log(None, _state(1), None, logs={"loss": 1.0})
+    warnings = [r for r in caplog.records if r.name == "overbrainer_metrics"]
+    assert len(warnings) == 1
+    assert "cannot append to the metrics file" in warnings[0].getMessage()
+
+
+def test_appends_to_an_existing_file(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(metrics_line("begin", time=1, max_steps=3))
+    MetricsCallback(path).on_log(None, _state(1, max_steps=3), None, logs={"loss": 2.0})
+    assert [event.event for event in _events(path)] == ["begin", "log"]
+
+
+def test_plugin_returns_the_callback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OVERBRAINER_METRICS", str(tmp_path / "m.jsonl"))
+    callbacks = OverbrainerMetricsPlugin().add_callbacks_pre_trainer(cfg={}, model=None)
+    assert len(callbacks) == 1
+    callbacks[0].on_log(None, _state(4), None, logs={"loss": 0.5})
+    assert [event.loss for event in _events(tmp_path / "m.jsonl")] == [0.5]
+
+
+def test_run_dir_copy_imports_standalone(tmp_path: Path) -> None:
+    # The copy in a run directory is imported as a top-level module by a Python that may
+    # have neither overbrainer nor axolotl nor transformers installed.
+    copy = tmp_path / "overbrainer_metrics.py"
+    copy.write_bytes(Path(overbrainer_metrics.__file__).read_bytes())
+    script = (
+        "import sys; sys.modules['overbrainer'] = None\n"
+        "import overbrainer_metrics as m\n"
+        "assert m.OverbrainerMetricsPlugin.__mro__[1] is object\n"
+        "cb = m.OverbrainerMetricsPlugin().add_callbacks_pre_trainer(None, None)[0]\n"
+        "cb.on_train_begin(None, type('S', (), {'max_steps': 7})(), None)\n"
+    )
+    env = {"PYTHONPATH": ".", "OVERBRAINER_METRICS": "out.jsonl", "PATH": "/usr/bin:/bin"}
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    (begin,) = _events(tmp_path / "out.jsonl")
+    assert begin.max_steps == 7
+
+
+def test_plugin_subclasses_axolotl_base_when_installed(tmp_path: Path) -> None:
+    # A minimal stand-in package for axolotl.integrations.base and transformers.
+    base = tmp_path / "axolotl" / "integrations"
+    base.mkdir(parents=True)
+    (tmp_path / "axolotl" / "__init__.py").write_text("")
+    (base / "__init__.py").write_text("")
+    (base / "base.py").write_text("class BasePlugin:\n    def register(self, cfg):\n        pass\n")
+    (tmp_path / "transformers.py").write_text(
+        "class TrainerCallback:\n"
+        "    def on_log(self, args, state, control, **kwargs):\n"
+        "        raise AssertionError('the no-op base method must not win')\n"
+    )
+    module_path = Path(overbrainer_metrics.__file__)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        spec = importlib.util.spec_from_file_location("overbrainer_metrics_probe", module_path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        plugin = module.OverbrainerMetricsPlugin()
+        assert type(plugin).__mro__[1].__module__ == "axolotl.integrations.base"
+        callback = plugin.add_callbacks_pre_trainer(None, None)[0]
+        assert type(callback).__mro__[2].__module__ == "transformers"
+        callback.path = tmp_path / "m.jsonl"
+        callback.on_log(None, _state(1), None, logs={"loss": 3.0})
+        assert [event.loss for event in _events(tmp_path / "m.jsonl")] == [3.0]
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [n for n in sys.modules if n == "transformers" or n.startswith("axolotl")]:
+            del sys.modules[name]
