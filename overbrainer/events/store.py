@@ -114,7 +114,7 @@ class RunStore:
         self._where = describe_store(url)
         env = store_environment(url, project_dir)
         try:
-            self._app = Application(env=env)
+            self._app: Any = Application(env=env)
         except Exception as error:
             raise StoreError(f"cannot open the event store ({self._where}): "
                              f"{type(error).__name__}") from error
@@ -131,6 +131,7 @@ class RunStore:
     def _records(self, run_id: str, after: int = 0) -> Iterator[Recorded]:
         from overbrainer.events.stream import iso, stream_id
 
+        stored: Any
         for stored in self._app.events.get(stream_id(run_id), gt=after or None):
             yield Recorded(run_id=run_id, seq=stored.originator_version, at=iso(stored.timestamp),
                            actor=dict(stored.actor), event=event_from(stored.name, stored.data))
@@ -177,7 +178,7 @@ class RunStore:
 
         found: list[tuple[int, Recorded]] = []
         for note in self.recorder.select_notifications(start=after + 1, limit=limit):
-            stored = self._app.mapper.to_domain_event(note)
+            stored: Any = self._app.mapper.to_domain_event(note)
             found.append((note.id, Recorded(
                 run_id=stored.run_id,
                 seq=stored.originator_version, at=iso(stored.timestamp), actor=dict(stored.actor),
@@ -243,16 +244,19 @@ class RunStore:
 
         sid = stream_id(run_id)
         actor = self.actor.to_json()
+        # The envelopes' fields come from eventsourcing's metaclass, which mypy cannot see.
+        opened: Any = RunStream.Opened
+        recorded: Any = RunStream.Recorded
         out: list[Any] = []
         for i, event in enumerate(events):
             number = version + i + 1
             if number == 1:
-                out.append(RunStream.Opened(
+                out.append(opened(
                     originator_id=sid, originator_version=1, timestamp=now,
                     originator_topic=get_topic(RunStream), run_id=run_id, name=event.name,
                     data=event.fields(), actor=actor))
             else:
-                out.append(RunStream.Recorded(
+                out.append(recorded(
                     originator_id=sid, originator_version=number, timestamp=now,
                     run_id=run_id, name=event.name, data=event.fields(), actor=actor))
         return out

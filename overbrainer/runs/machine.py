@@ -71,11 +71,11 @@ async def open_job(session: Session, plan: Plan, run_id: str) -> AsyncIterator[J
         return
     from overbrainer.exec.local import LocalExecutor
 
-    executor: Executor = LocalExecutor(session.project_dir, runtime=plan.runtime)
+    local: Executor = LocalExecutor(session.project_dir, runtime=plan.runtime)
     try:
-        yield Job(run_id, executor, remote_dir, in_place=True)
+        yield Job(run_id, local, remote_dir, in_place=True)
     finally:
-        await executor.aclose()
+        await local.aclose()
 
 
 def secrets_of(settings: Settings) -> dict[str, str]:
