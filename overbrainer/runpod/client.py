@@ -1,0 +1,693 @@
+"""The Runpod REST API v2 client (async, trio, httpx).
+
+Creates are sent once and never retried: a failed create raises :class:`CreateFailed`
+with a fixed text per status, or :class:`AmbiguousCreate` when a pod may exist anyway.
+Reads, deletes and ``terminate`` are retried on transport errors, 408, 429 (honouring
+``Retry-After``) and 5xx with jittered exponential backoff, bounded in attempts and time.
+Redirects are never followed. No message or exception this module raises holds the API
+key, nor any piece of it of :data:`~overbrainer.runpod.redact.MIN_FRAGMENT` characters.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import math
+import random
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Literal, Self
+
+import httpx
+import trio
+
+from overbrainer import __version__
+from overbrainer.errors import OverbrainerError
+from overbrainer.runpod.models import (
+    BadPodData,
+    Pod,
+    Problem,
+    check_pod_id,
+    parse_pod,
+    parse_problem,
+)
+from overbrainer.runpod.redact import Redactor, one_line
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "ActionRefused",
+    "AmbiguousCreate",
+    "CreateFailed",
+    "CreatePod",
+    "InvalidPodSpec",
+    "PodActionName",
+    "PodNotFound",
+    "RunpodApiError",
+    "RunpodClient",
+    "RunpodError",
+    "create_body",
+]
+
+DEFAULT_BASE_URL = "https://api.runpod.io/v2"
+
+PodActionName = Literal["start", "stop", "restart", "terminate"]
+_ACTIONS: frozenset[str] = frozenset({"start", "stop", "restart", "terminate"})
+
+_MAX_BODY = 16 * 1024 * 1024  # a listing of many pods fits; a runaway answer does not
+_MAX_PAGES = 200
+_DEFAULT_RETRY_AFTER = 10.0  # when a 429 names no wait
+_MAX_RETRY_AFTER = 3600.0
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Transport errors raised before the request left this machine: safe to resend anything.
+_UNSENT: tuple[type[httpx.TransportError], ...] = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.PoolTimeout,
+)
+
+_Retry = Literal["always", "unsent", "never"]
+
+
+# --- errors -------------------------------------------------------------------------
+
+
+class RunpodError(OverbrainerError):
+    """A call to Runpod failed. The message never holds the API key.
+
+    ``status`` is the HTTP status (None when no answer came), ``detail`` what Runpod said
+    (one printable line, redacted; empty if nothing), ``retry_after`` the wait a 429 asked
+    for, in seconds.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        detail: str = "",
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.detail = detail
+        self.retry_after = retry_after
+
+
+class RunpodApiError(RunpodError):
+    """A read, delete or action failed (after its retries, when it has any)."""
+
+
+class PodNotFound(RunpodApiError):
+    """Runpod, in its own error shape, says the pod does not exist (an action's 404)."""
+
+
+class ActionRefused(RunpodApiError):
+    """Runpod refused a pod action for the pod's current status (409)."""
+
+
+class CreateFailed(RunpodError):
+    """A create failed. ``str()`` is a fixed text per status; Runpod's words are in
+    ``detail``.
+
+    ``ambiguous`` is False: Runpod definitely did not create the pod. 400 and 403 mean
+    "try the next candidate", 402 and 422 "stop", 429 "wait ``retry_after`` and resend".
+    """
+
+    ambiguous = False
+
+    @property
+    def text(self) -> str:
+        """The fixed user-facing text."""
+        return str(self)
+
+
+class AmbiguousCreate(CreateFailed):
+    """A create whose outcome is unknown: a pod may have been created and may be billing.
+
+    Raised for transport errors and timeouts, 408, 5xx, and a success answer that cannot be
+    read. Never resend blindly: look for the pod by its run marker first.
+    """
+
+    ambiguous = True
+
+
+class InvalidPodSpec(OverbrainerError):
+    """A create request overbrainer was about to send is not valid; names the field only."""
+
+
+# --- the create body -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CreatePod:
+    """What ``POST /pods`` is asked for, checked before it is sent.
+
+    :meth:`to_json` builds a body of only the fields Runpod's published v2 schema
+    (``CreatePodRequest``) allows: ``name``, ``image``, ``cloud``, ``gpu {id, count}``,
+    ``disk`` (container disk, GB), ``ports``, ``dataCenterIds`` (only when non-empty),
+    ``env``, ``args`` and ``mounts.network`` (only with a network volume). ``env`` may hold
+    the pod's host key, so it is kept out of ``repr`` and out of every error message.
+    """
+
+    name: str
+    image: str
+    gpu_type: str
+    gpu_count: int
+    disk_gb: int
+    data_center_ids: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    args: str = ""
+    network_volume_id: str | None = None
+    volume_mount_path: str = "/workspace"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "data_center_ids", tuple(self.data_center_ids))
+        object.__setattr__(self, "env", dict(self.env))
+        _check_word("name", self.name, spaces=True)
+        _check_word("image", self.image)
+        _check_word("gpu type", self.gpu_type, spaces=True)
+        _check_count("GPU count", self.gpu_count)
+        _check_count("disk size", self.disk_gb)
+        for data_center in self.data_center_ids:
+            _check_word("data center id", data_center)
+        for key, value in self.env.items():
+            if not isinstance(key, str) or not _ENV_KEY.fullmatch(key):
+                raise InvalidPodSpec("a pod environment variable has an unusable name")
+            if not isinstance(value, str) or "\0" in value:
+                raise InvalidPodSpec(f"pod environment variable {key} holds a NUL or no text")
+        if not isinstance(self.args, str) or "\0" in self.args:
+            raise InvalidPodSpec("the pod's container command holds a NUL or no text")
+        if self.network_volume_id is not None:
+            _check_word("network volume id", self.network_volume_id)
+            path = self.volume_mount_path
+            if not path.startswith("/") or not path.isprintable():
+                raise InvalidPodSpec("the network volume mount path is not an absolute path")
+
+    def to_json(self) -> dict[str, object]:
+        """The request body, as Runpod's published schema spells it."""
+        body: dict[str, object] = {
+            "name": self.name,
+            "image": self.image,
+            "cloud": "SECURE",
+            "gpu": {"id": self.gpu_type, "count": self.gpu_count},
+            "disk": self.disk_gb,
+            "ports": ["22/tcp"],
+            "env": dict(self.env),
+            "args": self.args,
+        }
+        if self.data_center_ids:
+            body["dataCenterIds"] = list(self.data_center_ids)
+        if self.network_volume_id is not None:
+            body["mounts"] = {
+                "network": [{"volumeId": self.network_volume_id, "path": self.volume_mount_path}]
+            }
+        return body
+
+
+def create_body(
+    name: str,
+    image: str,
+    gpu_type: str,
+    gpu_count: int,
+    disk_gb: int,
+    data_center_ids: Sequence[str],
+    env: Mapping[str, str],
+    args: str,
+    network_volume_id: str | None = None,
+) -> dict[str, object]:
+    """Build and check a ``POST /pods`` body (see :class:`CreatePod`)."""
+    return CreatePod(
+        name=name,
+        image=image,
+        gpu_type=gpu_type,
+        gpu_count=gpu_count,
+        disk_gb=disk_gb,
+        data_center_ids=data_center_ids,
+        env=env,
+        args=args,
+        network_volume_id=network_volume_id,
+    ).to_json()
+
+
+def _check_word(what: str, value: object, *, spaces: bool = False) -> None:
+    if not isinstance(value, str) or not value or not value.isprintable():
+        raise InvalidPodSpec(f"the pod's {what} is empty or holds control characters")
+    if not spaces and any(ch.isspace() for ch in value):
+        raise InvalidPodSpec(f"the pod's {what} holds spaces")
+
+
+def _check_count(what: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidPodSpec(f"the pod's {what} must be a whole number of at least 1")
+
+
+# --- answers ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Answer:
+    status: int
+    content_type: str | None
+    body: bytes | None  # None: too large or undecodable
+    retry_after: float | None
+
+    def json(self) -> object:
+        if self.body is None:
+            raise ValueError("unreadable answer")
+        return json.loads(self.body)
+
+    def problem(self) -> Problem | None:
+        try:
+            data = self.json()
+        except ValueError:
+            return None
+        return parse_problem(self.status, self.content_type, data)
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds a ``Retry-After`` header asks for (delta-seconds or HTTP-date), capped."""
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    if not math.isfinite(seconds):
+        return None
+    return min(max(seconds, 0.0), _MAX_RETRY_AFTER)
+
+
+_CREATE_TEXTS: dict[int, str] = {
+    400: "Runpod could not place this GPU type in the allowed data centers, or the request "
+    "breaks one of its rules (HTTP 400)",
+    401: "Runpod refused the API key (HTTP 401); check OVERBRAINER_RUNPOD__API_KEY",
+    402: "Runpod refused to create the pod: the account balance is too low (HTTP 402); "
+    "add funds, then run the command again",
+    403: "the API key has no access to this GPU pool (HTTP 403)",
+    404: "Runpod did not find something the create request names, such as its network "
+    "volume (HTTP 404); check the target's network_volume_id",
+    408: "Runpod timed out on the create (HTTP 408); a pod may or may not have been created",
+    409: "Runpod refused the create as conflicting with the account's state (HTTP 409)",
+    422: "Runpod rejected the create request as malformed (HTTP 422); this is a bug in "
+    "overbrainer, please report it",
+}
+
+
+def _create_text(status: int) -> str:
+    if status in _CREATE_TEXTS:
+        return _CREATE_TEXTS[status]
+    if status >= 500:
+        return (
+            f"Runpod failed on the create (HTTP {status}); a pod may or may not have been created"
+        )
+    if 300 <= status < 400:
+        return (
+            f"Runpod answered the create with a redirect (HTTP {status}), which is not "
+            "followed; check OVERBRAINER_RUNPOD__BASE_URL"
+        )
+    return f"Runpod refused the create (HTTP {status})"
+
+
+# --- the client ------------------------------------------------------------------------
+
+
+class RunpodClient:
+    """An authenticated client of Runpod's REST API v2.
+
+    ``transport`` replaces the network (tests pass the fake server's transport). Waits
+    between retries use ``sleep`` (``trio.sleep``: a MockClock drives them) and ``rng`` for
+    jitter. Use ``async with`` or call :meth:`aclose`.
+    """
+
+    def __init__(
+        self,
+        api_key: str,
+        base_url: str = DEFAULT_BASE_URL,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: float = 30.0,
+        max_attempts: int = 5,
+        max_retry_seconds: float = 120.0,
+        backoff_initial: float = 1.0,
+        backoff_max: float = 20.0,
+        rng: random.Random | None = None,
+        sleep: Callable[[float], Awaitable[None]] = trio.sleep,
+    ) -> None:
+        if not api_key or not api_key.isprintable() or any(c.isspace() for c in api_key):
+            raise RunpodError(
+                "the Runpod API key is empty or holds spaces or control characters; "
+                "check OVERBRAINER_RUNPOD__API_KEY"
+            )
+        self._redact = Redactor([api_key])
+        try:
+            url = httpx.URL(base_url.rstrip("/"))
+        except httpx.InvalidURL:
+            url = httpx.URL("invalid:")
+        if url.scheme not in ("http", "https") or not url.host:
+            raise RunpodError(
+                "the Runpod base URL is not an http(s) URL; check OVERBRAINER_RUNPOD__BASE_URL"
+            )
+        self._host = url.host
+        self._max_attempts = max(1, max_attempts)
+        self._max_retry_seconds = max_retry_seconds
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._rng = rng if rng is not None else random.Random()
+        self._sleep = sleep
+        self._http = httpx.AsyncClient(
+            base_url=url,
+            headers={
+                "Authorization": f"Bearer {api_key}",
+                "User-Agent": f"overbrainer/{__version__}",
+                "Accept": "application/json, application/problem+json",
+            },
+            follow_redirects=False,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+            transport=transport,
+        )
+
+    def __repr__(self) -> str:
+        return f"RunpodClient(host={self._host!r})"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    # --- operations ---
+
+    async def create_pod(self, spec: CreatePod) -> Pod:
+        """Create a pod; sent exactly once, never retried.
+
+        Raises CreateFailed (definite: no pod was created) or AmbiguousCreate (a pod may
+        exist). The exception's text is fixed per status; Runpod's detail is in
+        ``detail``. A create cancelled in flight is ambiguous too: shield it.
+        """
+        # Runpod may echo the body in an error, and the env can hold the pod's host key:
+        # hide env values too, by longer pieces (they are long and hold ordinary words).
+        hide_env = Redactor((v for v in spec.env.values() if len(v) >= 16), min_fragment=16)
+
+        def redact(text: str) -> str:
+            return hide_env(self._redact(text))
+
+        try:
+            answer = await self._send("POST", "/pods", spec.to_json(), None)
+        except httpx.TransportError as error:
+            kind = type(error).__name__
+            if isinstance(error, httpx.TimeoutException):
+                text = "Runpod did not answer the create in time"
+            else:
+                text = f"the connection to Runpod failed during the create ({kind})"
+            raise AmbiguousCreate(
+                f"{text}; a pod may or may not have been created",
+                detail=redact(one_line(str(error), 200)),
+            ) from None
+        status = answer.status
+        if 200 <= status < 300:
+            try:
+                return parse_pod(answer.json())
+            except (ValueError, BadPodData):
+                raise AmbiguousCreate(
+                    f"Runpod accepted the create (HTTP {status}) but its answer could not be "
+                    "read; a pod may have been created",
+                    status=status,
+                ) from None
+        detail = self._detail(answer, redact)
+        if status == 429:
+            wait = answer.retry_after if answer.retry_after is not None else _DEFAULT_RETRY_AFTER
+            raise CreateFailed(
+                f"Runpod is rate-limiting requests (HTTP 429) and asked to wait {wait:g} s "
+                "before sending the create again",
+                status=status,
+                detail=detail,
+                retry_after=wait,
+            )
+        error_type = AmbiguousCreate if status == 408 or status >= 500 else CreateFailed
+        raise error_type(_create_text(status), status=status, detail=detail)
+
+    async def get_pod(self, pod_id: str) -> Pod | None:
+        """The pod, or None when Runpod (in its own error shape) says it does not exist."""
+        pid = self._pod_id(pod_id)
+        op = f"read pod {pid}"
+        answer, attempts = await self._call("GET", f"/pods/{pid}", op, "always")
+        if answer.status == 200:
+            pod = self._parse(answer, op)
+            if pod.id != pid:
+                raise RunpodApiError(f"cannot {op}: Runpod answered with another pod", status=200)
+            return pod
+        if answer.status == 404 and answer.problem() is not None:
+            return None
+        raise self._api_error(op, answer, attempts)
+
+    async def list_pods(self) -> list[Pod]:
+        """Every pod of the account, following a ``nextCursor`` if Runpod sends one."""
+        op = "list pods"
+        pods: dict[str, Pod] = {}
+        cursor: str | None = None
+        seen: set[str] = set()
+        for _ in range(_MAX_PAGES):
+            params = {"cursor": cursor} if cursor is not None else None
+            answer, attempts = await self._call("GET", "/pods", op, "always", params=params)
+            if answer.status != 200:
+                raise self._api_error(op, answer, attempts)
+            try:
+                data = answer.json()
+            except ValueError:
+                data = None
+            items = data.get("pods") if isinstance(data, dict) else None
+            if not isinstance(data, dict) or not isinstance(items, list):
+                raise self._api_error(op, answer, attempts)
+            for item in items:
+                try:
+                    pod = parse_pod(item)
+                except BadPodData as error:
+                    raise RunpodApiError(
+                        self._redact(f"cannot {op}: Runpod listed {error}"), status=200
+                    ) from None
+                pods.setdefault(pod.id, pod)
+            next_cursor = data.get("nextCursor")
+            if not isinstance(next_cursor, str) or not next_cursor:
+                return list(pods.values())
+            if next_cursor in seen:
+                raise RunpodApiError(f"cannot {op}: Runpod repeated a page cursor", status=200)
+            seen.add(next_cursor)
+            cursor = next_cursor
+        raise RunpodApiError(f"cannot {op}: more than {_MAX_PAGES} pages", status=200)
+
+    async def delete_pod(self, pod_id: str) -> bool:
+        """Delete a pod: True when Runpod accepted, False when it was already gone."""
+        pid = self._pod_id(pod_id)
+        op = f"delete pod {pid}"
+        answer, attempts = await self._call("DELETE", f"/pods/{pid}", op, "always")
+        if 200 <= answer.status < 300:
+            return True
+        if answer.status == 404 and answer.problem() is not None:
+            return False
+        raise self._api_error(op, answer, attempts)
+
+    async def pod_action(self, pod_id: str, action: PodActionName) -> Pod | None:
+        """Ask for ``start``, ``stop``, ``restart`` or ``terminate``.
+
+        Returns the updated pod, or None for ``terminate`` (no body; also when the pod was
+        already gone). ``terminate`` is retried like a delete; the others only when the
+        request certainly was not processed (429, no connection), as a repeated ``stop``
+        would be refused. Raises ActionRefused (409) or PodNotFound.
+        """
+        pid = self._pod_id(pod_id)
+        if action not in _ACTIONS:
+            raise RunpodError(f"unknown pod action {one_line(repr(action), 40)}")
+        op = f"{action} pod {pid}"
+        retry: _Retry = "always" if action == "terminate" else "unsent"
+        answer, attempts = await self._call(
+            "POST", f"/pods/{pid}/action", op, retry, json_body={"action": action}
+        )
+        if answer.status == 204:
+            return None
+        if answer.status == 200:
+            return self._parse(answer, op)
+        problem = answer.problem()
+        if answer.status == 404 and problem is not None:
+            if action == "terminate":
+                return None
+            raise PodNotFound(
+                f"cannot {op}: Runpod does not know the pod",
+                status=404,
+                detail=self._detail(answer),
+            )
+        if answer.status == 409 and problem is not None:
+            detail = self._detail(answer)
+            raise ActionRefused(
+                self._redact(f"cannot {op}: Runpod refused it for the pod's status ({detail})"),
+                status=409,
+                detail=detail,
+            )
+        raise self._api_error(op, answer, attempts)
+
+    # --- plumbing ---
+
+    def _pod_id(self, pod_id: str) -> str:
+        try:
+            return check_pod_id(pod_id)
+        except BadPodData as error:
+            raise RunpodError(self._redact(f"refusing to call Runpod with an {error}")) from None
+
+    def _parse(self, answer: _Answer, op: str) -> Pod:
+        try:
+            return parse_pod(answer.json())
+        except (ValueError, BadPodData) as error:
+            reason = str(error) if isinstance(error, BadPodData) else "not JSON"
+            raise RunpodApiError(
+                self._redact(f"cannot {op}: Runpod's answer could not be read ({reason})"),
+                status=answer.status,
+            ) from None
+
+    def _detail(self, answer: _Answer, redact: Callable[[str], str] | None = None) -> str:
+        """What Runpod said, as one redacted printable line ('' if nothing)."""
+        redact = redact or self._redact
+        problem = answer.problem()
+        if problem is not None:
+            text = problem.detail
+            if problem.errors:
+                text += " [" + "; ".join(problem.errors) + "]"
+        elif answer.body:
+            text = answer.body[:400].decode("utf-8", "replace")
+        else:
+            return ""
+        # Redact before and after flattening: a key may be split by a line break.
+        return redact(one_line(redact(text), 300))
+
+    def _api_error(self, op: str, answer: _Answer, attempts: int) -> RunpodApiError:
+        status = answer.status
+        problem = answer.problem()
+        if 300 <= status < 400:
+            reason = (
+                f"Runpod answered with a redirect (HTTP {status}), which is not followed; "
+                "check OVERBRAINER_RUNPOD__BASE_URL"
+            )
+        elif status == 401:
+            reason = "Runpod refused the API key (HTTP 401); check OVERBRAINER_RUNPOD__API_KEY"
+        elif status == 403:
+            reason = "the API key has no access to it (HTTP 403)"
+        elif status == 404 and problem is None:
+            reason = (
+                "HTTP 404 not in Runpod's error format (a proxy in between, or a wrong "
+                "OVERBRAINER_RUNPOD__BASE_URL?)"
+            )
+        elif status == 429:
+            reason = "Runpod is rate-limiting requests (HTTP 429)"
+        elif 200 <= status < 300:
+            reason = f"Runpod's answer could not be read (HTTP {status})"
+        else:
+            reason = f"HTTP {status}"
+        if attempts > 1:
+            reason += f" after {attempts} attempts"
+        detail = self._detail(answer)
+        if detail:
+            reason += f" (Runpod said: {detail})" if problem else f" (answer: {detail})"
+        return RunpodApiError(
+            self._redact(f"cannot {op}: {reason}"),
+            status=status,
+            detail=detail,
+            retry_after=answer.retry_after if status == 429 else None,
+        )
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        op: str,
+        retry: _Retry,
+        *,
+        json_body: object = None,
+        params: Mapping[str, str] | None = None,
+    ) -> tuple[_Answer, int]:
+        """Send with retries; return the last answer and how many attempts it took."""
+        start = trio.current_time()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                answer = await self._send(method, path, json_body, params)
+            except httpx.TransportError as error:
+                may_retry = retry == "always" or (retry == "unsent" and isinstance(error, _UNSENT))
+                if may_retry and await self._wait(attempt, start, None):
+                    continue
+                kind = type(error).__name__
+                tries = f" after {attempt} attempts" if attempt > 1 else ""
+                raise RunpodApiError(
+                    self._redact(
+                        f"cannot {op}: {kind} talking to {self._host}{tries} "
+                        f"({one_line(self._redact(str(error)), 200)})"
+                    )
+                ) from None
+            status = answer.status
+            transient = status == 429 or (retry == "always" and (status == 408 or status >= 500))
+            if (
+                retry != "never"
+                and transient
+                and await self._wait(attempt, start, answer.retry_after)
+            ):
+                continue
+            return answer, attempt
+
+    async def _wait(self, attempt: int, start: float, retry_after: float | None) -> bool:
+        """Sleep before the next attempt; False when attempts or time are used up."""
+        if attempt >= self._max_attempts:
+            return False
+        if retry_after is not None:
+            delay = retry_after + self._rng.random() * min(1.0, 0.1 * retry_after)
+        else:
+            base = min(self._backoff_max, self._backoff_initial * 2 ** (attempt - 1))
+            delay = base / 2 + self._rng.random() * base / 2
+        if trio.current_time() + delay - start > self._max_retry_seconds:
+            return False
+        await self._sleep(delay)
+        return True
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        json_body: object,
+        params: Mapping[str, str] | None,
+    ) -> _Answer:
+        request = self._http.build_request(method, path, json=json_body, params=params)
+        response = await self._http.send(request, stream=True)
+        buffer = bytearray()
+        readable = True
+        try:
+            async for chunk in response.aiter_bytes():
+                buffer += chunk
+                if len(buffer) > _MAX_BODY:
+                    readable = False
+                    break
+        except httpx.DecodingError:
+            readable = False
+        finally:
+            await response.aclose()
+        return _Answer(
+            status=response.status_code,
+            content_type=response.headers.get("content-type"),
+            body=bytes(buffer) if readable else None,
+            retry_after=_retry_after(response.headers.get("retry-after")),
+        )

@@ -1,0 +1,257 @@
+"""What Runpod's REST API v2 answers, parsed into typed values that are safe to use.
+
+Everything here is account-provided data: names and ids are sanitized or validated, an
+unknown status becomes ``UNKNOWN``, and an SSH endpoint is only handed out once its host,
+user and port are known to be harmless on an ssh command line. No network, no trio: cheap
+to import.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import NoReturn
+
+from overbrainer.errors import OverbrainerError
+from overbrainer.runpod.redact import one_line
+
+__all__ = [
+    "BadPodData",
+    "Pod",
+    "PodStatus",
+    "Problem",
+    "SshEndpoint",
+    "UnsafeSshEndpoint",
+    "check_pod_id",
+    "parse_pod",
+    "parse_problem",
+]
+
+_POD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+_USERNAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+_HOST_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+
+
+class PodStatus(StrEnum):
+    """A pod's lifecycle status; anything Runpod adds later reads as ``UNKNOWN``."""
+
+    PROVISIONING = "PROVISIONING"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    EXITED = "EXITED"
+    ERROR = "ERROR"
+    TERMINATED = "TERMINATED"
+    UNKNOWN = "UNKNOWN"
+
+
+class BadPodData(ValueError):
+    """Runpod's answer does not describe a usable pod (the message is already one line)."""
+
+
+class UnsafeSshEndpoint(OverbrainerError):
+    """A pod's ``ssh.direct`` holds a value that must never reach an ssh command line."""
+
+
+def check_pod_id(value: object) -> str:
+    """Return ``value`` if it is a pod id safe to put in a URL path, else raise BadPodData."""
+    if isinstance(value, str) and _POD_ID.fullmatch(value):
+        return value
+    _bad("pod id", value)
+
+
+def _bad(what: str, value: object) -> NoReturn:
+    shown = one_line(repr(value), 60) if isinstance(value, str) else type(value).__name__
+    raise BadPodData(f"unusable {what} {shown}")
+
+
+@dataclass(frozen=True)
+class SshEndpoint:
+    """A validated direct SSH endpoint: host name or IP, port, and user name."""
+
+    host: str
+    port: int
+    username: str
+
+    @classmethod
+    def parse(cls, host: object, port: object, username: object) -> SshEndpoint:
+        """Validate the three parts; raise UnsafeSshEndpoint naming the first bad one."""
+        if not isinstance(host, str) or not _host_ok(host):
+            raise UnsafeSshEndpoint(f"pod SSH host {_show(host)} is not a host name or IP")
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise UnsafeSshEndpoint(f"pod SSH port {_show(port)} is not in 1..65535")
+        if not isinstance(username, str) or not _USERNAME.fullmatch(username):
+            raise UnsafeSshEndpoint(f"pod SSH user {_show(username)} is not a plain user name")
+        return cls(host, port, username)
+
+
+def _show(value: object) -> str:
+    return one_line(repr(value), 60)
+
+
+def _host_ok(host: str) -> bool:
+    if not host or len(host) > 253 or host.startswith("-") or "%" in host:
+        return False
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return all(_HOST_LABEL.fullmatch(label) for label in host.split("."))
+    return True
+
+
+@dataclass(frozen=True)
+class Problem:
+    """An RFC 9457 problem as Runpod sends it: ``{title, status, detail, errors?}``."""
+
+    status: int
+    title: str
+    detail: str
+    errors: tuple[str, ...] = ()
+
+
+def parse_problem(status: int, content_type: str | None, data: object) -> Problem | None:
+    """Return the problem if the answer has Runpod's own error shape, else None.
+
+    Runpod's shape: media type ``application/problem+json``, an object with string
+    ``title`` and ``detail`` and an integer ``status`` equal to the HTTP status. A proxy's
+    or a load balancer's error page does not have it -- which is how a 404 from Runpod
+    ("no such pod") is told apart from a 404 from something in between.
+    """
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    if media != "application/problem+json" or not isinstance(data, dict):
+        return None
+    title, code, detail = data.get("title"), data.get("status"), data.get("detail")
+    if not isinstance(title, str) or not isinstance(detail, str):
+        return None
+    if isinstance(code, bool) or not isinstance(code, int) or code != status:
+        return None
+    raw_errors = data.get("errors")
+    errors: tuple[str, ...] = ()
+    if isinstance(raw_errors, list):
+        errors = tuple(e for e in raw_errors if isinstance(e, str))
+    return Problem(status, title, detail, errors)
+
+
+@dataclass(frozen=True)
+class Pod:
+    """A pod as Runpod reported it, with account-provided text made safe to print.
+
+    ``env`` holds the pod's environment exactly as given at create time (the run marker
+    and the pod's host key live there), so it is kept out of ``repr``.
+    """
+
+    id: str
+    name: str
+    status: PodStatus
+    raw_status: str
+    env: Mapping[str, str] = field(repr=False)
+    gpu_id: str | None
+    gpu_count: int | None
+    data_center_id: str | None
+    cost: float
+    created_at: datetime | None
+    started_at: datetime | None
+    ssh_direct: SshEndpoint | None
+    ssh_problem: str | None = None
+
+    def ssh_endpoint(self) -> SshEndpoint | None:
+        """The validated direct SSH endpoint, or None while Runpod shows none.
+
+        Raises UnsafeSshEndpoint if Runpod shows one that is unsafe to use.
+        """
+        if self.ssh_problem is not None:
+            raise UnsafeSshEndpoint(f"pod {self.id}: {self.ssh_problem}")
+        return self.ssh_direct
+
+    @property
+    def billing(self) -> bool:
+        """Whether the pod holds compute that is billed at ``cost`` per hour."""
+        return self.status not in (PodStatus.EXITED, PodStatus.TERMINATED)
+
+
+def parse_pod(data: object) -> Pod:
+    """Parse one pod object of Runpod's answer, tolerating missing or unknown fields.
+
+    Raises BadPodData only when there is no object or no safe ``id``: without an id
+    nothing about the pod can be acted upon.
+    """
+    if not isinstance(data, dict):
+        raise BadPodData(f"a pod is a {type(data).__name__}, not an object")
+    pod_id = check_pod_id(data.get("id"))
+    raw_status = data.get("status")
+    status_text = one_line(raw_status, 40) if isinstance(raw_status, str) else ""
+    try:
+        status = PodStatus(status_text)
+    except ValueError:
+        status = PodStatus.UNKNOWN
+    gpu = data.get("gpu")
+    gpu_id = gpu_count = None
+    if isinstance(gpu, dict):
+        gpu_id = _text(gpu.get("id"), 100)
+        count = gpu.get("count")
+        if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+            gpu_count = count
+    direct, problem = _ssh_direct(data.get("ssh"))
+    return Pod(
+        id=pod_id,
+        name=_text(data.get("name"), 200) or "",
+        status=status,
+        raw_status=status_text,
+        env=_env(data.get("env")),
+        gpu_id=gpu_id,
+        gpu_count=gpu_count,
+        data_center_id=_text(data.get("dataCenterId"), 100),
+        cost=_cost(data.get("cost")),
+        created_at=_time(data.get("createdAt")),
+        started_at=_time(data.get("startedAt")),
+        ssh_direct=direct,
+        ssh_problem=problem,
+    )
+
+
+def _text(value: object, limit: int) -> str | None:
+    return one_line(value, limit) if isinstance(value, str) else None
+
+
+def _env(value: object) -> dict[str, str]:
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _cost(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    cost = float(value)
+    return cost if math.isfinite(cost) and cost >= 0 else 0.0
+
+
+def _time(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def _ssh_direct(ssh: object) -> tuple[SshEndpoint | None, str | None]:
+    if not isinstance(ssh, dict):
+        return None, None
+    direct = ssh.get("direct")
+    if direct is None:
+        return None, None
+    if not isinstance(direct, dict):
+        return None, "ssh.direct is not an object"
+    try:
+        endpoint = SshEndpoint.parse(direct.get("host"), direct.get("port"), direct.get("username"))
+    except UnsafeSshEndpoint as error:
+        return None, str(error)
+    return endpoint, None

@@ -1,0 +1,930 @@
+"""A fake Runpod REST API v2 server, in-process or on loopback.
+
+:class:`FakeRunpod` holds accounts, pods and scripted faults and answers requests the way
+Runpod's published v2 description says (``/v2/pods`` and friends, problem+json errors,
+create bodies validated against the published schema with a Draft 2020-12 validator).
+Time is ``trio.current_time()``: under a ``MockClock`` the lifecycle and every retry wait
+run in virtual time.
+
+Two ways to reach it:
+
+- in-process: ``RunpodClient(key, FAKE_URL, transport=fake.transport())`` (any base URL
+  ending in ``/v2`` works; ``FAKE_URL`` is a fine choice);
+- on loopback: ``async with serve_loopback(fake) as base_url: ...`` (hypercorn, real
+  clock), or from the command line::
+
+      python -m tests.fakes.runpod_api --port 0 --print-url
+
+  which prints the base URL and an account API key, one per line, and serves until
+  SIGINT/SIGTERM.
+
+Hooks (for the fake pod's SSH server and watchdog): ``fake.on_running(pod)`` is awaited
+once per boot when a pod is first observed RUNNING -- until it returns, the pod shows
+``ssh.direct: null``; call ``fake.set_ssh_endpoint(...)`` from it. ``fake.on_stopped`` and
+``fake.on_deleted`` are awaited when a pod stops (stop, restart, ERROR) or goes (delete,
+terminate, vanishing). Hooks must not wait for requests to this fake: start background
+work in a nursery instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import signal
+import string
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from typing import Any
+from urllib.parse import parse_qsl
+
+import httpx
+import trio
+
+from tests.fakes import runpod_schema
+
+FAKE_URL = "http://runpod.fake/v2"
+PREFIX = "/v2"
+
+DEFAULT_GPU_PRICES: dict[str, float] = {
+    "NVIDIA GeForce RTX 4090": 0.69,
+    "NVIDIA A40": 0.40,
+    "NVIDIA H100 80GB HBM3": 2.99,
+}
+DEFAULT_DATA_CENTERS: tuple[str, ...] = ("EU-RO-1", "US-TX-3", "US-KS-2")
+NO_CAPACITY = (
+    "There are no longer any instances available with the requested specifications. "
+    "Please refresh and try again."
+)
+_TITLES = {
+    301: "Moved Permanently",
+    302: "Found",
+    307: "Temporary Redirect",
+    400: "Bad Request",
+    401: "Unauthorized",
+    402: "Payment Required",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    408: "Request Timeout",
+    409: "Conflict",
+    422: "Unprocessable Entity",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
+_ALLOWED_ACTIONS = {
+    "RUNNING": ("stop", "restart", "terminate"),
+    "EXITED": ("start", "terminate"),
+    "ERROR": ("start", "terminate"),
+    "PROVISIONING": ("stop", "terminate"),
+    "STARTING": ("stop", "terminate"),
+}
+_BILLING = frozenset({"PROVISIONING", "STARTING", "RUNNING", "ERROR"})
+
+Hook = Callable[["FakePod"], Awaitable[None]]
+
+
+# --- state ---------------------------------------------------------------------------
+
+
+@dataclass
+class Account:
+    """An account API key with its balance (USD)."""
+
+    key: str
+    balance: float
+
+
+@dataclass
+class SshDirect:
+    """What a running pod shows as ``ssh.direct``."""
+
+    host: str
+    port: int
+    username: str = "root"
+
+
+@dataclass
+class FakePod:
+    """One pod of the fake, with its lifecycle in trio time."""
+
+    id: str
+    owner: str = field(repr=False)
+    body: dict[str, Any] = field(repr=False)
+    gpu_id: str
+    gpu_count: int
+    data_center_id: str
+    price: float  # USD/h while billing
+    created_at: float
+    boot_at: float
+    boot_provisioning: float
+    boot_starting: float
+    halted: str | None = None  # "EXITED" or "ERROR" while held there
+    vanish_at: float | None = None
+    error_at: float | None = None
+    ssh: SshDirect | None = None
+    ssh_ready: bool = False  # on_running has returned for this boot
+    running_seen: bool = False
+    deleted: bool = False
+    linger_reads: int = 0
+    index: int = 0
+
+    @property
+    def name(self) -> str:
+        """The name the create call gave."""
+        return str(self.body.get("name", ""))
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment the create call gave (a copy)."""
+        env = self.body.get("env") or {}
+        return dict(env)
+
+    def phase(self, now: float) -> str:
+        """The status at trio time ``now`` (ignoring deletion)."""
+        if self.halted is not None:
+            return self.halted
+        elapsed = now - self.boot_at
+        if elapsed < self.boot_provisioning:
+            return "PROVISIONING"
+        if elapsed < self.boot_provisioning + self.boot_starting:
+            return "STARTING"
+        return "RUNNING"
+
+    def running_since(self) -> float:
+        """When the current boot reached RUNNING (trio time)."""
+        return self.boot_at + self.boot_provisioning + self.boot_starting
+
+
+@dataclass
+class Fault:
+    """A scripted answer for the next request matching ``route``.
+
+    ``route`` is ``"METHOD /pods"``, ``"METHOD /pods/{id}"``, ``"POST /pods/{id}/action"``
+    or ``"*"``. With ``succeed`` the real handler runs first (its effects stay) and only
+    its answer is replaced; ``status=None`` keeps the real answer. ``timeout`` raises
+    ``httpx.ReadTimeout`` in-process and stalls ``stall_seconds`` on loopback;
+    ``connect_error`` (in-process only) raises ``httpx.ConnectError`` before anything is
+    handled. ``linger_reads`` (deletes) keeps the deleted pod listed for that many reads.
+    """
+
+    route: str
+    status: int | None = 500
+    succeed: bool = False
+    retry_after: float | None = None
+    raw_body: bytes | None = None
+    content_type: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout: bool = False
+    stall_seconds: float = 3600.0
+    connect_error: bool = False
+    error_message: str = "scripted transport failure"
+    linger_reads: int = 0
+    pod_id: str | None = None
+
+
+@dataclass
+class RecordedRequest:
+    """One request as the fake saw it (the Authorization value is never kept)."""
+
+    time: float
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    json: Any
+    auth: str  # "account", "pod:<id>", "none" or "invalid"
+    status: int | None = None
+    schema_errors: list[str] | None = None  # set for create and action bodies
+    fault: bool = False
+
+
+@dataclass
+class FakeRequest:
+    """A request handed to :meth:`FakeRunpod.handle` (transport-independent)."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]  # lower-case names
+    body: bytes
+
+
+@dataclass
+class FakeResponse:
+    """The fake's answer; ``timeout``/``stall_seconds`` tell the front end to misbehave."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes = b""
+    timeout: bool = False
+    stall_seconds: float = 0.0
+    connect_error: bool = False
+    error_message: str = ""
+
+
+class FakeRunpod:
+    """The fake Runpod account(s), pods and scripted faults. See the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        provisioning_seconds: float = 5.0,
+        starting_seconds: float = 10.0,
+        gpu_prices: dict[str, float] | None = None,
+        data_centers: Sequence[str] = DEFAULT_DATA_CENTERS,
+        capacity_per_gpu_type: int = 8,
+        seed: int | None = 0,
+    ) -> None:
+        self.provisioning_seconds = provisioning_seconds
+        self.starting_seconds = starting_seconds
+        self.gpu_prices = dict(gpu_prices if gpu_prices is not None else DEFAULT_GPU_PRICES)
+        self.data_centers = tuple(data_centers)
+        self.capacity: dict[tuple[str, str], int] = {
+            (gpu, dc): capacity_per_gpu_type for gpu in self.gpu_prices for dc in self.data_centers
+        }
+        self.network_volumes: set[str] = set()
+        self.accounts: dict[str, Account] = {}
+        self.pods: dict[str, FakePod] = {}
+        self.requests: list[RecordedRequest] = []
+        self.faults: list[Fault] = []
+        self.page_size: int | None = None  # set to paginate GET /pods with nextCursor
+        self.scoped_keys_can_delete = True
+        self.on_running: Hook | None = None
+        self.on_stopped: Hook | None = None
+        self.on_deleted: Hook | None = None
+        self._scoped: dict[str, str] = {}  # pod-scoped key -> pod id
+        self._next_fates: list[tuple[float | None, float | None]] = []
+        self._rng = random.Random(seed)
+        self._epoch: tuple[float, datetime] | None = None
+
+    # --- set-up and inspection (for tests and the fake pod) ---
+
+    def add_account(self, key: str | None = None, balance: float = 100.0) -> str:
+        """Add an account (a random key unless given); return its API key."""
+        key = key or "rpa_" + self._token(40)
+        self.accounts[key] = Account(key, balance)
+        return key
+
+    def pod_scoped_key(self, pod_id: str) -> str:
+        """The pod's own key (``RUNPOD_API_KEY`` inside it): GET, DELETE, actions on it."""
+        for key, owner in self._scoped.items():
+            if owner == pod_id:
+                return key
+        key = "rpsk_" + self._token(32)
+        self._scoped[key] = pod_id
+        return key
+
+    def set_capacity(self, gpu_id: str, count: int, data_center: str | None = None) -> None:
+        """Set how many GPUs of a type are free in a data center (all of them if None)."""
+        for dc in [data_center] if data_center else self.data_centers:
+            self.capacity[(gpu_id, dc)] = count
+
+    def fail_next(self, route: str, status: int | None = 500, *, times: int = 1, **kw: Any) -> None:
+        """Script the next ``times`` requests matching ``route`` (see :class:`Fault`)."""
+        for _ in range(times):
+            self.faults.append(Fault(route, status, **kw))
+
+    def linger_next_delete(self, reads: int) -> None:
+        """The next delete is accepted (204), but the pod stays listed for ``reads`` reads."""
+        self.faults.append(Fault("DELETE /pods/{id}", None, succeed=True, linger_reads=reads))
+
+    def script_next_pod(
+        self, *, vanish_after: float | None = None, error_after: float | None = None
+    ) -> None:
+        """The next created pod vanishes (404) or ends in ERROR this long after creation."""
+        self._next_fates.append((vanish_after, error_after))
+
+    def vanish(self, pod_id: str) -> None:
+        """Make a pod disappear now, without a delete (it reads 404 from now on)."""
+        self.pods[pod_id].vanish_at = trio.current_time()
+
+    def set_ssh_endpoint(self, pod_id: str, host: str, port: int, username: str = "root") -> None:
+        """What the pod shows as ``ssh.direct`` once RUNNING (call from ``on_running``)."""
+        self.pods[pod_id].ssh = SshDirect(host, port, username)
+
+    def pod(self, pod_id: str) -> FakePod:
+        """A pod by id (deleted ones included)."""
+        return self.pods[pod_id]
+
+    def live_pods(self) -> list[FakePod]:
+        """Pods not deleted and not vanished, in creation order."""
+        now = trio.current_time()
+        return [p for p in self.pods.values() if not p.deleted and not _vanished(p, now)]
+
+    def status(self, pod_id: str) -> str:
+        """A pod's status now: its phase, or TERMINATED once deleted or vanished."""
+        pod = self.pods[pod_id]
+        if pod.deleted or _vanished(pod, trio.current_time()):
+            return "TERMINATED"
+        return self._phase(pod, trio.current_time())
+
+    def pod_env(self, pod_id: str) -> dict[str, str]:
+        """The environment the create call gave the pod."""
+        return self.pods[pod_id].env
+
+    def pod_runtime_env(self, pod_id: str) -> dict[str, str]:
+        """The environment the container sees: the create's plus Runpod's own variables."""
+        pod = self.pods[pod_id]
+        env = pod.env
+        env["RUNPOD_POD_ID"] = pod.id
+        env["RUNPOD_API_KEY"] = self.pod_scoped_key(pod.id)
+        direct = self._direct(pod)
+        env["RUNPOD_PUBLIC_IP"] = direct.host
+        env["RUNPOD_TCP_PORT_22"] = str(direct.port)
+        return env
+
+    def create_requests(self) -> list[RecordedRequest]:
+        """Every ``POST /pods`` received, with its schema verdict."""
+        return [r for r in self.requests if r.method == "POST" and r.path == "/pods"]
+
+    def transport(self) -> FakeTransport:
+        """An httpx transport answering from this fake in-process."""
+        return FakeTransport(self)
+
+    # --- the request handler ---
+
+    async def handle(self, request: FakeRequest) -> FakeResponse:
+        """Answer one request (front-end independent)."""
+        now = trio.current_time()
+        path = request.path
+        if path == PREFIX or path.startswith(PREFIX + "/"):
+            path = path[len(PREFIX) :] or "/"
+        else:
+            path = "/not-v2" + path
+        headers = {k: v for k, v in request.headers.items() if k != "authorization"}
+        if "authorization" in request.headers:
+            headers["authorization"] = "<present>"
+        try:
+            parsed: Any = json.loads(request.body) if request.body else None
+        except ValueError:
+            parsed = _NOT_JSON
+        record = RecordedRequest(
+            now, request.method, path, dict(request.query), headers, parsed, "none"
+        )
+        self.requests.append(record)
+        route = _route(request.method, path)
+        # Every body is checked against the published schema, faulted requests included.
+        schema = {"POST /pods": "CreatePodRequest", "POST /pods/{id}/action": "PodActionRequest"}
+        if route in schema:
+            record.schema_errors = (
+                ["$: not JSON"]
+                if parsed is _NOT_JSON
+                else runpod_schema.errors(schema[route], parsed)
+            )
+        await self._advance(now)
+        fault = self._take_fault(route, path)
+        if fault is not None and fault.connect_error:
+            record.fault = True
+            return FakeResponse(0, [], connect_error=True, error_message=fault.error_message)
+        if fault is not None and not fault.succeed:
+            response = self._fault_response(fault)
+            record.fault = True
+        else:
+            response = await self._dispatch(request, path, parsed, record)
+            if fault is not None:
+                record.fault = True
+                if fault.linger_reads and request.method == "DELETE":
+                    pod_id = path.split("/")[2]
+                    if pod_id in self.pods:
+                        self.pods[pod_id].linger_reads = fault.linger_reads
+                if fault.status is not None or fault.timeout:
+                    response = self._fault_response(fault)
+        record.status = response.status
+        return response
+
+    async def _dispatch(
+        self, request: FakeRequest, path: str, body: Any, record: RecordedRequest
+    ) -> FakeResponse:
+        parts = path.strip("/").split("/")
+        if parts[0] != "pods" or len(parts) > 3 or (len(parts) == 3 and parts[2] != "action"):
+            return _problem(404, "resource not found")
+        auth = self._authenticate(request.headers.get("authorization"))
+        record.auth = auth
+        if auth in ("none", "invalid"):
+            detail = "missing bearer token" if auth == "none" else "invalid api key"
+            return _problem(401, detail)
+        method = request.method
+        pod_id = parts[1] if len(parts) > 1 else None
+        if auth.startswith("pod:"):
+            allowed = pod_id == auth[4:] and (
+                (len(parts) == 2 and method in ("GET", "DELETE"))
+                or (len(parts) == 3 and method == "POST")
+            )
+            if not allowed:
+                return _problem(403, "access denied")
+            owner = self.pods[auth[4:]].owner
+        else:
+            owner = request.headers["authorization"].split(None, 1)[1]
+        if len(parts) == 1:
+            if method == "GET":
+                return self._list(owner, request.query)
+            if method == "POST":
+                return await self._create(owner, body, record)
+            return _problem(405, "The requested method is not allowed for this path.")
+        assert pod_id is not None
+        pod = self.pods.get(pod_id)
+        now = trio.current_time()
+        visible = (
+            pod is not None
+            and pod.owner == owner
+            and not _vanished(pod, now)
+            and (not pod.deleted or pod.linger_reads > 0)
+        )
+        if len(parts) == 3:
+            if method != "POST":
+                return _problem(405, "The requested method is not allowed for this path.")
+            if pod is None or not visible or pod.deleted:
+                return _problem(404, "pod not found")
+            return await self._action(pod, body, record, auth)
+        if pod is None or not visible:
+            return _problem(404, "pod not found")
+        if method == "GET":
+            if pod.deleted:
+                pod.linger_reads -= 1
+            return _json(200, self._render(pod, now))
+        if method == "DELETE":
+            if pod.deleted:
+                return _problem(404, "pod not found")
+            if auth.startswith("pod:") and not self.scoped_keys_can_delete:
+                return _problem(403, "access denied")
+            await self._delete(pod)
+            return FakeResponse(204, _rate_headers())
+        return _problem(405, "The requested method is not allowed for this path.")
+
+    # --- endpoints ---
+
+    def _list(self, owner: str, query: dict[str, str]) -> FakeResponse:
+        now = trio.current_time()
+        pods = [
+            p
+            for p in self.pods.values()
+            if p.owner == owner and not _vanished(p, now) and (not p.deleted or p.linger_reads > 0)
+        ]
+        start = 0
+        cursor = query.get("cursor")
+        if cursor is not None:
+            if not cursor.startswith("page-") or not cursor[5:].isdigit():
+                return _problem(400, "invalid cursor")
+            start = int(cursor[5:])
+        end = len(pods) if self.page_size is None else start + self.page_size
+        page = pods[start:end]
+        for pod in page:
+            if pod.deleted:
+                pod.linger_reads -= 1
+        answer: dict[str, Any] = {"pods": [self._render(p, now) for p in page]}
+        if end < len(pods):
+            answer["nextCursor"] = f"page-{end}"
+        return _json(200, answer)
+
+    async def _create(self, owner: str, body: Any, record: RecordedRequest) -> FakeResponse:
+        if body is _NOT_JSON:
+            return _problem(400, "request body is not valid JSON")
+        errors = record.schema_errors
+        if errors:
+            return _problem(422, "Request validation failed.", errors=errors)
+        if ("gpu" in body) == ("cpu" in body):
+            return _problem(400, "exactly one of gpu or cpu must be set")
+        if "cpu" in body:
+            return _problem(400, "CPU pods are not offered by this fake")
+        if "templateId" in body:
+            return _problem(400, "templates are not offered by this fake")
+        gpu = body["gpu"]
+        if gpu.get("minCudaVersion") and gpu.get("allowedCudaVersions"):
+            return _problem(400, "minCudaVersion and allowedCudaVersions are mutually exclusive")
+        mounts = body.get("mounts") or {}
+        if "persistent" in mounts and "network" in mounts:
+            return _problem(400, "at most one of mounts.persistent and mounts.network")
+        for mount in mounts.get("network", []):
+            if mount["volumeId"] not in self.network_volumes:
+                return _problem(404, f"network volume {mount['volumeId']} not found")
+        gpu_id, count = gpu["id"], gpu.get("count", 1)
+        if gpu_id not in self.gpu_prices:
+            return _problem(400, f"GPU type {gpu_id!r} is not available")
+        wanted = body.get("dataCenterIds") or list(self.data_centers)
+        unknown = [dc for dc in wanted if dc not in self.data_centers]
+        if unknown:
+            return _problem(400, f"unknown data center {unknown[0]!r}")
+        price = round(self.gpu_prices[gpu_id] * count, 4)
+        if self.accounts[owner].balance < price:
+            return _problem(402, "Insufficient balance to create this pod. Add funds and retry.")
+        placed = next((dc for dc in wanted if self._free(gpu_id, dc) >= count), None)
+        if placed is None:
+            return _problem(400, NO_CAPACITY)
+        now = trio.current_time()
+        vanish_after, error_after = self._next_fates.pop(0) if self._next_fates else (None, None)
+        pod = FakePod(
+            id=self._new_id(),
+            owner=owner,
+            body=body,
+            gpu_id=gpu_id,
+            gpu_count=count,
+            data_center_id=placed,
+            price=price,
+            created_at=now,
+            boot_at=now,
+            boot_provisioning=self.provisioning_seconds,
+            boot_starting=self.starting_seconds,
+            vanish_at=None if vanish_after is None else now + vanish_after,
+            error_at=None if error_after is None else now + error_after,
+            index=len(self.pods),
+        )
+        self.pods[pod.id] = pod
+        return _json(201, self._render(pod, now))
+
+    async def _action(
+        self, pod: FakePod, body: Any, record: RecordedRequest, auth: str
+    ) -> FakeResponse:
+        errors = record.schema_errors
+        if errors:
+            return _problem(422, "Request validation failed.", errors=errors)
+        action = body["action"]
+        now = trio.current_time()
+        phase = self._phase(pod, now)
+        if action not in _ALLOWED_ACTIONS.get(phase, ()):
+            return _problem(409, f"cannot {action} a pod that is {phase}")
+        if action == "terminate":
+            if auth.startswith("pod:") and not self.scoped_keys_can_delete:
+                return _problem(403, "access denied")
+            await self._delete(pod)
+            return FakeResponse(204, _rate_headers())
+        if action == "stop":
+            pod.halted = "EXITED"
+            await self._stopped(pod)
+        else:  # start or restart: boot again, skipping provisioning (same machine)
+            if action == "restart":
+                await self._stopped(pod)
+            pod.halted = None
+            pod.boot_at = now
+            pod.boot_provisioning = 0.0
+            pod.boot_starting = self.starting_seconds
+        return _json(200, self._render(pod, now))
+
+    # --- lifecycle ---
+
+    async def _advance(self, now: float) -> None:
+        """Apply what time has done: vanishing, ERROR, first sight of RUNNING (hooks)."""
+        for pod in list(self.pods.values()):
+            if pod.deleted:
+                continue
+            if _vanished(pod, now):
+                pod.deleted = True
+                pod.linger_reads = 0
+                if self.on_deleted is not None:
+                    await self.on_deleted(pod)
+                continue
+            if pod.error_at is not None and now >= pod.error_at and pod.halted is None:
+                pod.error_at = None
+                pod.halted = "ERROR"
+                await self._stopped(pod)
+                continue
+            if pod.phase(now) == "RUNNING" and not pod.running_seen:
+                pod.running_seen = True
+                if self.on_running is not None:
+                    await self.on_running(pod)
+                pod.ssh_ready = True
+
+    async def _stopped(self, pod: FakePod) -> None:
+        was_up = pod.running_seen
+        pod.running_seen = False
+        pod.ssh_ready = False
+        if was_up and self.on_stopped is not None:
+            await self.on_stopped(pod)
+
+    async def _delete(self, pod: FakePod) -> None:
+        pod.deleted = True
+        pod.ssh_ready = False
+        if self.on_deleted is not None:
+            await self.on_deleted(pod)
+
+    def _phase(self, pod: FakePod, now: float) -> str:
+        return pod.phase(now)
+
+    def _free(self, gpu_id: str, dc: str) -> int:
+        used = sum(
+            p.gpu_count
+            for p in self.live_pods()
+            if p.gpu_id == gpu_id and p.data_center_id == dc and p.halted != "EXITED"
+        )
+        return self.capacity.get((gpu_id, dc), 0) - used
+
+    def _direct(self, pod: FakePod) -> SshDirect:
+        # TEST-NET-1 (RFC 5737): a default that can never reach a real machine.
+        return pod.ssh or SshDirect("192.0.2.10", 22000 + pod.index, "root")
+
+    def _render(self, pod: FakePod, now: float) -> dict[str, Any]:
+        """The pod as Runpod's ``Pod`` schema describes it."""
+        phase = self._phase(pod, now)
+        body = pod.body
+        ports = list(body.get("ports", []))
+        direct: dict[str, Any] | None = None
+        runtime: dict[str, Any] | None = None
+        if phase == "RUNNING":
+            ssh = self._direct(pod)
+            runtime = {"uptime": int(now - pod.running_since()), "ports": []}
+            if "22/tcp" in ports:
+                runtime["ports"].append(
+                    {"private": 22, "public": ssh.port, "type": "tcp", "ip": ssh.host}
+                )
+                if pod.ssh_ready:
+                    direct = {
+                        "host": ssh.host,
+                        "port": ssh.port,
+                        "username": ssh.username,
+                        "command": f"ssh {ssh.username}@{ssh.host} -p {ssh.port}",
+                    }
+        proxy = None
+        if phase != "PROVISIONING":
+            user = f"{pod.id}-64411eb2"
+            proxy = {
+                "host": "ssh.runpod.io",
+                "port": 22,
+                "username": user,
+                "command": f"ssh {user}@ssh.runpod.io",
+            }
+        started = self._wall(pod.running_since()) if phase == "RUNNING" else None
+        return {
+            "id": pod.id,
+            "name": pod.name,
+            "image": body.get("image", ""),
+            "args": body.get("args", ""),
+            "disk": body.get("disk", 20),
+            "ports": ports,
+            "env": pod.env,
+            "registry": None,
+            "status": phase,
+            "actions": list(_ALLOWED_ACTIONS.get(phase, ())),
+            "mounts": body.get("mounts", {}),
+            "gpu": {"id": pod.gpu_id, "count": pod.gpu_count},
+            "cloud": body.get("cloud", "SECURE"),
+            "dataCenterId": pod.data_center_id,
+            "cudaVersion": "12.8",
+            "ssh": {"proxy": proxy, "direct": direct},
+            "template": None,
+            "cost": pod.price if phase in _BILLING else 0.0,
+            "locked": False,
+            "globalNetworking": {"enabled": False},
+            "runtime": runtime,
+            "createdAt": self._wall(pod.created_at),
+            "startedAt": started,
+        }
+
+    # --- helpers ---
+
+    def _authenticate(self, header: str | None) -> str:
+        if not header:
+            return "none"
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            return "none"
+        if token in self.accounts:
+            return "account"
+        pod_id = self._scoped.get(token)
+        if pod_id is not None and pod_id in self.pods:
+            return f"pod:{pod_id}"
+        return "invalid"
+
+    def _take_fault(self, route: str, path: str) -> Fault | None:
+        for i, fault in enumerate(self.faults):
+            if fault.route not in ("*", route):
+                continue
+            if fault.pod_id is not None and f"/{fault.pod_id}" not in path:
+                continue
+            return self.faults.pop(i)
+        return None
+
+    def _fault_response(self, fault: Fault) -> FakeResponse:
+        status = fault.status if fault.status is not None else 500
+        headers = _rate_headers()
+        if fault.retry_after is not None:
+            headers.append(("retry-after", f"{fault.retry_after:g}"))
+        if 300 <= status < 400:
+            headers.append(("location", "https://elsewhere.example/v2/pods"))
+        headers.extend(fault.headers.items())
+        if fault.raw_body is not None:
+            content_type = fault.content_type or "application/json"
+            response = FakeResponse(status, [*headers, ("content-type", content_type)])
+            response.body = fault.raw_body
+        else:
+            detail = {
+                429: "rate limit exceeded for the minute window",
+                408: "request timed out",
+            }.get(status, "scripted failure")
+            response = _problem(status, detail)
+            response.headers = [*headers, *response.headers[len(_rate_headers()) :]]
+        response.timeout = fault.timeout
+        response.stall_seconds = fault.stall_seconds if fault.timeout else 0.0
+        return response
+
+    def _new_id(self) -> str:
+        while True:
+            pod_id = self._token(14, string.ascii_lowercase + string.digits)
+            if pod_id not in self.pods:
+                return pod_id
+
+    def _token(self, size: int, alphabet: str = string.ascii_letters + string.digits) -> str:
+        return "".join(self._rng.choice(alphabet) for _ in range(size))
+
+    def _wall(self, at: float) -> str:
+        if self._epoch is None:
+            self._epoch = (trio.current_time(), datetime.now(UTC).replace(microsecond=0))
+        clock0, wall0 = self._epoch
+        moment = wall0 + timedelta(seconds=at - clock0)
+        return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+_NOT_JSON: Any = object()
+
+
+def _vanished(pod: FakePod, now: float) -> bool:
+    return pod.vanish_at is not None and now >= pod.vanish_at
+
+
+def _route(method: str, path: str) -> str:
+    parts = path.strip("/").split("/")
+    if len(parts) >= 2:
+        parts[1] = "{id}"
+    return f"{method} /" + "/".join(parts)
+
+
+def _rate_headers() -> list[tuple[str, str]]:
+    return [
+        ("ratelimit-policy", '"minute";q=600;w=60'),
+        ("ratelimit", '"minute";r=599;t=60'),
+    ]
+
+
+def _json(status: int, data: object) -> FakeResponse:
+    return FakeResponse(
+        status,
+        [*_rate_headers(), ("content-type", "application/json")],
+        json.dumps(data).encode(),
+    )
+
+
+def _problem(status: int, detail: str, *, errors: list[str] | None = None) -> FakeResponse:
+    problem: dict[str, Any] = {
+        "title": _TITLES.get(status, "Error"),
+        "status": status,
+        "detail": detail,
+    }
+    if errors:
+        problem["errors"] = errors
+    return FakeResponse(
+        status,
+        [*_rate_headers(), ("content-type", "application/problem+json")],
+        json.dumps(problem).encode(),
+    )
+
+
+# --- front ends ------------------------------------------------------------------------
+
+
+class FakeTransport(httpx.AsyncBaseTransport):
+    """Answers httpx requests from a :class:`FakeRunpod` in-process (trio's clock)."""
+
+    def __init__(self, fake: FakeRunpod) -> None:
+        self.fake = fake
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Hand the request to the fake; turn scripted failures into httpx errors."""
+        body = await request.aread()
+        answer = await self.fake.handle(
+            FakeRequest(
+                method=request.method,
+                path=request.url.path,
+                query=dict(parse_qsl(request.url.query.decode())),
+                headers={k.lower(): v for k, v in request.headers.items()},
+                body=body,
+            )
+        )
+        if answer.connect_error:
+            raise httpx.ConnectError(answer.error_message, request=request)
+        if answer.timeout:
+            raise httpx.ReadTimeout("scripted read timeout", request=request)
+        return httpx.Response(
+            answer.status, headers=answer.headers, content=answer.body, request=request
+        )
+
+
+class FakeAsgi:
+    """The fake as an ASGI 3 application (for hypercorn)."""
+
+    def __init__(self, fake: FakeRunpod) -> None:
+        self.fake = fake
+
+    async def __call__(
+        self,
+        scope: dict[str, Any],
+        receive: Callable[[], Awaitable[dict[str, Any]]],
+        send: Callable[[dict[str, Any]], Awaitable[None]],
+    ) -> None:
+        """Serve one ASGI connection scope."""
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body", False):
+                break
+        answer = await self.fake.handle(
+            FakeRequest(
+                method=scope["method"],
+                path=scope["path"],
+                query=dict(parse_qsl(scope["query_string"].decode("latin-1"))),
+                headers={
+                    k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]
+                },
+                body=body,
+            )
+        )
+        if answer.timeout or answer.connect_error:
+            await trio.sleep(answer.stall_seconds or 3600.0)
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in answer.headers]
+        await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+        await send({"type": "http.response.body", "body": answer.body})
+
+
+@asynccontextmanager
+async def serve_loopback(
+    fake: FakeRunpod, host: str = "127.0.0.1", port: int = 0
+) -> AsyncIterator[str]:
+    """Serve ``fake`` over real HTTP on loopback; yield its base URL (``.../v2``)."""
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+
+    config = Config()
+    config.bind = [f"{host}:{port}"]
+    config.accesslog = None
+    config.loglevel = "WARNING"
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(serve, FakeAsgi(fake), config)
+        try:
+            yield binds[0].rstrip("/") + PREFIX
+        finally:
+            nursery.cancel_scope.cancel()
+
+
+# --- command line -----------------------------------------------------------------------
+
+
+async def serve_until_signalled(
+    fake: FakeRunpod, key: str, *, host: str = "127.0.0.1", port: int = 0, print_url: bool = True
+) -> None:
+    """Serve ``fake`` on loopback until SIGINT or SIGTERM, printing its URL and ``key``.
+
+    With ``print_url``: the base URL, then the key, one per line (for scripts).
+    """
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with serve_loopback(fake, host, port) as url:
+            if print_url:
+                print(url, flush=True)
+                print(key, flush=True)
+            else:
+                print(f"fake Runpod API v2 at {url}; account API key: {key}", flush=True)
+            async for _ in signals:
+                return
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the fake on loopback until SIGINT or SIGTERM."""
+    parser = argparse.ArgumentParser(prog="python -m tests.fakes.runpod_api")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--print-url", action="store_true", help="print the URL, then the key")
+    parser.add_argument("--api-key", default=None, help="the account key (default: random)")
+    parser.add_argument("--balance", type=float, default=100.0)
+    parser.add_argument("--provisioning-seconds", type=float, default=2.0)
+    parser.add_argument("--starting-seconds", type=float, default=3.0)
+    args = parser.parse_args(argv)
+    fake = FakeRunpod(
+        provisioning_seconds=args.provisioning_seconds,
+        starting_seconds=args.starting_seconds,
+        seed=None,
+    )
+    key = fake.add_account(args.api_key, balance=args.balance)
+    trio.run(
+        partial(serve_until_signalled, fake, key, host=args.host, port=args.port,
+                print_url=args.print_url)
+    )  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

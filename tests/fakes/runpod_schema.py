@@ -1,0 +1,94 @@
+"""Runpod's published REST API v2 schema, as the fake server and the tests use it.
+
+``runpod_openapi.json`` beside this file is data copied from Runpod's published OpenAPI
+description (``openapi-v2.json``): its ``openapi``/``info`` header and the component
+schemas the pod endpoints use (``CreatePodRequest``, ``Pod``, ``ListPodsResponse``,
+``PodActionRequest``, ``ErrorResponse`` and everything they reference). Regenerate it with
+
+    python -m tests.fakes.runpod_schema /path/to/openapi-v2.json
+
+The schema is JSON Schema 2020-12 (OpenAPI 3.1) and uses ``unevaluatedProperties``, so
+validation uses a Draft 2020-12 validator.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+
+SCHEMA_FILE = Path(__file__).with_name("runpod_openapi.json")
+ROOTS = ("CreatePodRequest", "Pod", "ListPodsResponse", "PodActionRequest", "ErrorResponse")
+_PREFIX = "#/components/schemas/"
+
+
+def _refs(node: object) -> Iterator[str]:
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith(_PREFIX):
+            yield ref[len(_PREFIX) :]
+        for value in node.values():
+            yield from _refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _refs(value)
+
+
+def extract(published: dict[str, Any]) -> dict[str, Any]:
+    """The part of the published description the pod endpoints need."""
+    schemas = published["components"]["schemas"]
+    wanted: dict[str, Any] = {}
+    todo = list(ROOTS)
+    while todo:
+        name = todo.pop()
+        if name in wanted:
+            continue
+        wanted[name] = schemas[name]
+        todo.extend(_refs(schemas[name]))
+    return {
+        "openapi": published["openapi"],
+        "info": published["info"],
+        "x-extracted-from": "Runpod REST API v2 published OpenAPI description (openapi-v2.json)",
+        "components": {"schemas": dict(sorted(wanted.items()))},
+    }
+
+
+@cache
+def document() -> dict[str, Any]:
+    """The copied schema document."""
+    data: dict[str, Any] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    return data
+
+
+@cache
+def validator(name: str) -> Draft202012Validator:
+    """A Draft 2020-12 validator for one named component schema."""
+    doc = document()
+    # $ref beside "components" in one root: the refs resolve against this very document.
+    root = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$ref": _PREFIX + name,
+        "components": doc["components"],
+    }
+    Draft202012Validator.check_schema(root)
+    return Draft202012Validator(root)
+
+
+def errors(name: str, instance: object) -> list[str]:
+    """Every violation of the named schema, Runpod style (``$.path: message``), sorted."""
+    found = [
+        f"{error.json_path}: {error.message}" for error in validator(name).iter_errors(instance)
+    ]
+    return sorted(found)
+
+
+if __name__ == "__main__":
+    source = Path(sys.argv[1])
+    extracted = extract(json.loads(source.read_text(encoding="utf-8")))
+    SCHEMA_FILE.write_text(json.dumps(extracted, indent=1, ensure_ascii=False) + "\n", "utf-8")
+    print(f"wrote {SCHEMA_FILE} ({len(extracted['components']['schemas'])} schemas)")

@@ -1,0 +1,378 @@
+"""The fake Runpod v2 server itself: lifecycle, capacity, balance, schema, actions, keys,
+hooks and faults (in-process on MockClock), then over real loopback HTTP and its CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+import trio.testing
+
+from overbrainer.runpod.client import AmbiguousCreate, CreatePod, RunpodClient
+from overbrainer.runpod.models import PodStatus
+from tests.fakes import runpod_schema
+from tests.fakes.runpod_api import FAKE_URL, NO_CAPACITY, FakePod, FakeRunpod, serve_loopback
+
+GPU = "NVIDIA GeForce RTX 4090"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def body(**overrides: Any) -> dict[str, Any]:
+    created: dict[str, Any] = {
+        "name": "overbrainer-r-1",
+        "image": "img:1",
+        "cloud": "SECURE",
+        "gpu": {"id": GPU, "count": 1},
+        "disk": 20,
+        "ports": ["22/tcp"],
+        "env": {"RUN": "r"},
+        "args": "bash -c true",
+    }
+    created.update(overrides)
+    return {k: v for k, v in created.items() if v is not None}
+
+
+@pytest.fixture
+def fake() -> FakeRunpod:
+    return FakeRunpod(provisioning_seconds=5, starting_seconds=10)
+
+
+@pytest.fixture
+def key(fake: FakeRunpod) -> str:
+    return fake.add_account(balance=10.0)
+
+
+@pytest.fixture
+async def http(fake: FakeRunpod, key: str) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(
+        transport=fake.transport(),
+        base_url=FAKE_URL,
+        headers={"Authorization": f"Bearer {key}"},
+    ) as client:
+        yield client
+
+
+def problem_of(response: httpx.Response) -> dict[str, Any]:
+    assert response.headers["content-type"] == "application/problem+json"
+    data: dict[str, Any] = response.json()
+    assert runpod_schema.errors("ErrorResponse", data) == []
+    assert data["status"] == response.status_code
+    return data
+
+
+async def create(http: httpx.AsyncClient, **overrides: Any) -> dict[str, Any]:
+    response = await http.post("/pods", json=body(**overrides))
+    assert response.status_code == 201, response.text
+    pod: dict[str, Any] = response.json()
+    return pod
+
+
+async def test_a_pod_goes_provisioning_starting_running_valid_at_every_step(
+    fake: FakeRunpod, http: httpx.AsyncClient, autojump_clock: trio.testing.MockClock
+) -> None:
+    pod = await create(http)
+    seen = []
+    for _ in range(4):
+        got = (await http.get(f"/pods/{pod['id']}")).json()
+        assert runpod_schema.errors("Pod", got) == []
+        seen.append((got["status"], got["ssh"]["direct"] is not None, got["startedAt"] is not None))
+        assert got["cost"] == 0.69
+        await trio.sleep(6)
+    assert seen == [
+        ("PROVISIONING", False, False),
+        ("STARTING", False, False),
+        ("STARTING", False, False),
+        ("RUNNING", True, True),
+    ]
+    listing = (await http.get("/pods")).json()
+    assert runpod_schema.errors("ListPodsResponse", listing) == []
+    assert [p["id"] for p in listing["pods"]] == [pod["id"]]
+
+
+async def test_capacity_is_per_gpu_type_and_data_center(
+    fake: FakeRunpod, http: httpx.AsyncClient, autojump_clock: trio.testing.MockClock
+) -> None:
+    fake.set_capacity(GPU, 0)
+    fake.set_capacity(GPU, 2, "US-TX-3")
+    first = await create(http, dataCenterIds=["EU-RO-1", "US-TX-3"], gpu={"id": GPU, "count": 2})
+    assert first["dataCenterId"] == "US-TX-3"
+    full = await http.post("/pods", json=body())
+    assert full.status_code == 400 and problem_of(full)["detail"] == NO_CAPACITY
+    assert (await http.delete(f"/pods/{first['id']}")).status_code == 204
+    assert (await create(http))["dataCenterId"] == "US-TX-3"  # the delete freed it
+    other = await create(http, gpu={"id": "NVIDIA A40", "count": 1})
+    assert other["dataCenterId"] == "EU-RO-1"
+
+
+async def test_balance_unknown_gpu_and_rules_are_refused(
+    fake: FakeRunpod, http: httpx.AsyncClient, autojump_clock: trio.testing.MockClock
+) -> None:
+    broke = await http.post("/pods", json=body(gpu={"id": "NVIDIA H100 80GB HBM3", "count": 4}))
+    assert broke.status_code == 402 and "balance" in problem_of(broke)["detail"]
+    unknown = await http.post("/pods", json=body(gpu={"id": "NVIDIA Nope", "count": 1}))
+    assert unknown.status_code == 400 and "NVIDIA Nope" in problem_of(unknown)["detail"]
+    cuda = body(gpu={"id": GPU, "minCudaVersion": "12.1", "allowedCudaVersions": ["12.8"]})
+    assert (await http.post("/pods", json=cuda)).status_code == 400
+    volume = body(mounts={"network": [{"volumeId": "vol9", "path": "/workspace"}]})
+    assert (await http.post("/pods", json=volume)).status_code == 404
+    fake.network_volumes.add("vol9")
+    assert (await http.post("/pods", json=volume)).status_code == 201
+    assert (await http.post("/pods", content=b"{nope")).status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("changed", "expected"),
+    [
+        ({"stopAfter": "1h"}, "'stopAfter' was unexpected"),
+        ({"containerDiskInGb": 20}, "'containerDiskInGb' was unexpected"),
+        ({"gpu": {"id": GPU, "count": 1, "type": "x"}}, "'type' was unexpected"),
+        ({"image": None}, "'image' is a required property"),
+        ({"name": None}, "'name' is a required property"),
+        ({"disk": 0}, "0 is less than the minimum of 1"),
+        ({"cloud": "CHEAP"}, "'CHEAP' is not one of"),
+    ],
+)
+async def test_bodies_outside_the_published_schema_get_422(
+    fake: FakeRunpod,
+    http: httpx.AsyncClient,
+    changed: dict[str, Any],
+    expected: str,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    response = await http.post("/pods", json=body(**changed))
+    assert response.status_code == 422
+    problem = problem_of(response)
+    assert any(expected in error for error in problem["errors"])
+    (recorded,) = fake.create_requests()
+    assert recorded.schema_errors == problem["errors"]
+    assert fake.pods == {}
+
+
+async def test_unauthorized_requests_get_401(
+    fake: FakeRunpod, key: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with httpx.AsyncClient(transport=fake.transport(), base_url=FAKE_URL) as anonymous:
+        missing = await anonymous.get("/pods")
+        wrong = await anonymous.get("/pods", headers={"Authorization": "Bearer rpa_wrong"})
+        basic = await anonymous.get("/pods", headers={"Authorization": f"Basic {key}"})
+    assert [r.status_code for r in (missing, wrong, basic)] == [401, 401, 401]
+    assert problem_of(missing)["detail"] == "missing bearer token"
+    assert [r.auth for r in fake.requests] == ["none", "invalid", "none"]
+    assert all(r.headers.get("authorization") in (None, "<present>") for r in fake.requests)
+
+
+@pytest.mark.parametrize(
+    ("status", "allowed"),
+    [
+        ("PROVISIONING", {"stop", "terminate"}),
+        ("STARTING", {"stop", "terminate"}),
+        ("RUNNING", {"stop", "restart", "terminate"}),
+        ("EXITED", {"start", "terminate"}),
+        ("ERROR", {"start", "terminate"}),
+    ],
+)
+async def test_actions_follow_runpods_status_table(
+    fake: FakeRunpod,
+    http: httpx.AsyncClient,
+    status: str,
+    allowed: set[str],
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    for action in ("start", "stop", "restart", "terminate"):
+        if status == "ERROR":
+            fake.script_next_pod(error_after=1)
+        pod = await create(http)
+        wait = {"PROVISIONING": 0, "STARTING": 6, "RUNNING": 16, "EXITED": 16, "ERROR": 2}
+        await trio.sleep(wait[status])
+        if status == "EXITED":
+            assert (
+                await http.post(f"/pods/{pod['id']}/action", json={"action": "stop"})
+            ).is_success
+        shown = (await http.get(f"/pods/{pod['id']}")).json()
+        assert shown["status"] == status and set(shown["actions"]) == allowed
+        response = await http.post(f"/pods/{pod['id']}/action", json={"action": action})
+        if action not in allowed:
+            assert response.status_code == 409 and status in problem_of(response)["detail"]
+        elif action == "terminate":
+            assert response.status_code == 204 and fake.status(pod["id"]) == "TERMINATED"
+        else:
+            assert response.status_code == 200
+            after = response.json()
+            assert after["status"] == {"stop": "EXITED"}.get(action, "STARTING")
+            assert (after["cost"] == 0) == (action == "stop")
+        await http.delete(f"/pods/{pod['id']}")
+
+
+async def test_a_bad_action_body_gets_422(
+    fake: FakeRunpod, http: httpx.AsyncClient, autojump_clock: trio.testing.MockClock
+) -> None:
+    pod = await create(http)
+    response = await http.post(f"/pods/{pod['id']}/action", json={"action": "explode"})
+    assert response.status_code == 422
+    assert fake.requests[-1].schema_errors == problem_of(response)["errors"]
+
+
+async def test_a_pod_scoped_key_reaches_only_its_own_pod(
+    fake: FakeRunpod, http: httpx.AsyncClient, autojump_clock: trio.testing.MockClock
+) -> None:
+    mine, other = await create(http), await create(http)
+    scoped = fake.pod_scoped_key(mine["id"])
+    assert fake.pod_scoped_key(mine["id"]) == scoped
+    assert fake.pod_runtime_env(mine["id"])["RUNPOD_API_KEY"] == scoped
+    async with httpx.AsyncClient(
+        transport=fake.transport(), base_url=FAKE_URL, headers={"Authorization": f"Bearer {scoped}"}
+    ) as pod_client:
+        assert (await pod_client.get(f"/pods/{mine['id']}")).status_code == 200
+        assert (await pod_client.get(f"/pods/{other['id']}")).status_code == 403
+        assert (await pod_client.get("/pods")).status_code == 403
+        assert (await pod_client.post("/pods", json=body())).status_code == 403
+        assert (await pod_client.delete(f"/pods/{other['id']}")).status_code == 403
+        fake.scoped_keys_can_delete = False
+        assert (await pod_client.delete(f"/pods/{mine['id']}")).status_code == 403
+        terminate = {"action": "terminate"}
+        refused = await pod_client.post(f"/pods/{mine['id']}/action", json=terminate)
+        assert refused.status_code == 403
+        fake.scoped_keys_can_delete = True
+        assert (await pod_client.delete(f"/pods/{mine['id']}")).status_code == 204
+        assert (await pod_client.get(f"/pods/{mine['id']}")).status_code == 404
+    assert fake.requests[-1].auth == f"pod:{mine['id']}"
+    assert fake.status(other["id"]) == "PROVISIONING"
+
+
+async def test_hooks_run_when_a_pod_is_first_seen_running_and_when_it_goes(
+    fake: FakeRunpod, http: httpx.AsyncClient, autojump_clock: trio.testing.MockClock
+) -> None:
+    events: list[tuple[str, str, str]] = []
+    during_hook: list[dict[str, Any]] = []
+
+    async def running(pod: FakePod) -> None:
+        events.append(("running", pod.id, pod.env["RUN"]))
+        during_hook.append((await http.get(f"/pods/{pod.id}")).json())
+        fake.set_ssh_endpoint(pod.id, "127.0.0.1", 2222, "root")
+
+    async def stopped(pod: FakePod) -> None:
+        events.append(("stopped", pod.id, ""))
+
+    async def deleted(pod: FakePod) -> None:
+        events.append(("deleted", pod.id, ""))
+
+    fake.on_running, fake.on_stopped, fake.on_deleted = running, stopped, deleted
+    pod = await create(http)
+    await trio.sleep(15)
+    shown = (await http.get(f"/pods/{pod['id']}")).json()
+    assert during_hook[0]["status"] == "RUNNING" and during_hook[0]["ssh"]["direct"] is None
+    assert shown["ssh"]["direct"]["host"] == "127.0.0.1" and shown["ssh"]["direct"]["port"] == 2222
+    await http.get("/pods")
+    assert events == [("running", pod["id"], "r")]
+    await http.post(f"/pods/{pod['id']}/action", json={"action": "restart"})
+    await trio.sleep(10)
+    await http.get("/pods")
+    await http.delete(f"/pods/{pod['id']}")
+    assert [e[0] for e in events] == ["running", "stopped", "running", "deleted"]
+
+
+async def test_scripted_pods_vanish_or_end_in_error(
+    fake: FakeRunpod, http: httpx.AsyncClient, autojump_clock: trio.testing.MockClock
+) -> None:
+    gone: list[str] = []
+
+    async def deleted(pod: FakePod) -> None:
+        gone.append(pod.id)
+
+    fake.on_deleted = deleted
+    fake.script_next_pod(vanish_after=7)
+    fake.script_next_pod(error_after=7)
+    vanishing, failing = await create(http), await create(http)
+    await trio.sleep(8)
+    assert (await http.get(f"/pods/{vanishing['id']}")).status_code == 404
+    errored = (await http.get(f"/pods/{failing['id']}")).json()
+    assert errored["status"] == "ERROR" and errored["ssh"]["direct"] is None
+    assert [p["id"] for p in (await http.get("/pods")).json()["pods"]] == [failing["id"]]
+    assert gone == [vanishing["id"]]
+    assert (await http.delete(f"/pods/{vanishing['id']}")).status_code == 404
+
+
+async def test_a_delete_can_be_accepted_yet_listed_for_some_reads(
+    fake: FakeRunpod, http: httpx.AsyncClient, autojump_clock: trio.testing.MockClock
+) -> None:
+    pod = await create(http)
+    fake.linger_next_delete(2)
+    assert (await http.delete(f"/pods/{pod['id']}")).status_code == 204
+    listed = [len((await http.get("/pods")).json()["pods"]) for _ in range(3)]
+    assert listed == [1, 1, 0]
+    assert (await http.delete(f"/pods/{pod['id']}")).status_code == 404
+    assert fake.live_pods() == []
+
+
+async def test_scripted_faults_are_consumed_in_order(
+    fake: FakeRunpod, http: httpx.AsyncClient, autojump_clock: trio.testing.MockClock
+) -> None:
+    fake.fail_next("GET /pods", 429, retry_after=12)
+    fake.fail_next("GET /pods", 200, raw_body=b"{broken")
+    fake.fail_next("*", 503)
+    limited = await http.get("/pods")
+    assert limited.status_code == 429 and limited.headers["retry-after"] == "12"
+    assert (await http.get("/pods")).content == b"{broken"
+    assert (await http.get("/pods/whatever")).status_code == 503
+    assert (await http.get("/pods")).status_code == 200
+    fake.fail_next("POST /pods", timeout=True, succeed=True, status=None)
+    with pytest.raises(httpx.ReadTimeout):
+        await http.post("/pods", json=body())
+    assert len(fake.live_pods()) == 1
+    assert [r.fault for r in fake.requests] == [True, True, True, False, True]
+
+
+# --- real loopback HTTP (real clock) --------------------------------------------------
+
+
+async def test_the_client_works_over_real_loopback_http() -> None:
+    fake = FakeRunpod(provisioning_seconds=0, starting_seconds=0)
+    key = fake.add_account()
+    async with serve_loopback(fake) as base_url:
+        assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v2")
+        async with RunpodClient(key, base_url, timeout=0.5) as client:
+            spec = CreatePod(name="overbrainer-l-1", image="img:1", gpu_type=GPU,
+                             gpu_count=1, disk_gb=10, env={"RUN": "l"})  # fmt: skip
+            pod = await client.create_pod(spec)
+            found = await client.get_pod(pod.id)
+            assert found is not None and found.status is PodStatus.RUNNING
+            assert found.ssh_endpoint() is not None
+            assert [p.id for p in await client.list_pods()] == [pod.id]
+            fake.fail_next("POST /pods", timeout=True, succeed=True, status=None, stall_seconds=5)
+            with pytest.raises(AmbiguousCreate):
+                await client.create_pod(spec)
+            assert await client.delete_pod(pod.id) is True
+            assert await client.delete_pod(pod.id) is False
+    assert all(r.schema_errors == [] for r in fake.create_requests())
+    assert len(fake.live_pods()) == 1  # the stalled create made one
+
+
+def test_the_fake_runs_from_the_command_line() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.runpod_api", "--port", "0", "--print-url"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        key = process.stdout.readline().strip()
+        answer = httpx.get(f"{url}/pods", headers={"Authorization": f"Bearer {key}"}, timeout=5)
+        assert answer.status_code == 200 and json.loads(answer.text) == {"pods": []}
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
