@@ -22,61 +22,138 @@ T = "<time>"
 def _times(data: Any) -> Any:
     """Replace the append times (not known in advance) by a placeholder."""
     if isinstance(data, dict):
-        return {k: (T if k in {"created_at", "updated_at", "at", "started_at", "sent_at", "created"}
-                    and isinstance(v, str) and v.startswith("2026-11") else _times(v))
-                for k, v in data.items()}
+        return {
+            k: (
+                T
+                if k in {"created_at", "updated_at", "at", "started_at", "sent_at", "created"}
+                and isinstance(v, str)
+                and v.startswith("2026-11")
+                else _times(v)
+            )
+            for k, v in data.items()
+        }
     if isinstance(data, list):
         return [_times(v) for v in data]
     return data
 
 
 EXPECTED_RUN_A = {
-    "run_id": RUN_A, "state": "succeeded", "target": "gpu", "kind": "runpod",
-    "remote_dir": "overbrainer/a", "settings_digest": "d1", "base_model": "Qwen/Qwen3-0.6B",
-    "adapter": "lora", "keep_pod": True, "created_at": T, "updated_at": T,
+    "run_id": RUN_A,
+    "state": "succeeded",
+    "target": "gpu",
+    "kind": "runpod",
+    "remote_dir": "overbrainer/a",
+    "settings_digest": "d1",
+    "base_model": "Qwen/Qwen3-0.6B",
+    "adapter": "lora",
+    "keep_pod": True,
+    "created_at": T,
+    "updated_at": T,
     "job": {"dir": "overbrainer/a", "pid": 4242, "container": None, "started_at": T},
-    "message": None, "exit_code": 0,
+    "message": None,
+    "exit_code": 0,
     "metrics": {"step": 10, "max_steps": 10, "loss": 0.5, "eval_loss": 0.7},
-    "cancel_requested": False, "interrupted_stage": None, "detached": True,
+    "cancel_requested": False,
+    "interrupted_stage": None,
+    "detached": True,
     "artifacts": {"files": 4, "bytes": 1234, "manifest_digest": "m1", "at": T},
-    "note": None, "version": 21,
+    "note": None,
+    "version": 21,
 }
 EXPECTED_POD_A = {
-    "keep": True, "host_public_key": "ssh-ed25519 AAAAhost",
+    "keep": True,
+    "host_public_key": "ssh-ed25519 AAAAhost",
     "attempts": [
-        {"n": 1, "pod_name": f"overbrainer-{RUN_A}-1", "gpu_type": "NVIDIA A100",
-         "deadline": "2026-01-01T16:00:00Z", "sent_at": T, "result": "no_capacity",
-         "detail": "no A100 in EU-RO-1", "pod_id": None},
-        {"n": 2, "pod_name": f"overbrainer-{RUN_A}-2", "gpu_type": "NVIDIA A40",
-         "deadline": "2026-01-01T16:00:00Z", "sent_at": T, "result": "created", "detail": "",
-         "pod_id": "k3x9"},
+        {
+            "n": 1,
+            "pod_name": f"overbrainer-{RUN_A}-1",
+            "gpu_type": "NVIDIA A100",
+            "deadline": "2026-01-01T16:00:00Z",
+            "sent_at": T,
+            "result": "no_capacity",
+            "detail": "no A100 in EU-RO-1",
+            "pod_id": None,
+        },
+        {
+            "n": 2,
+            "pod_name": f"overbrainer-{RUN_A}-2",
+            "gpu_type": "NVIDIA A40",
+            "deadline": "2026-01-01T16:00:00Z",
+            "sent_at": T,
+            "result": "created",
+            "detail": "",
+            "pod_id": "k3x9",
+        },
     ],
-    "pod_id": "k3x9", "status": "deleted", "gpu_type": "NVIDIA A40", "data_center": "EU-RO-1",
-    "cost_per_hour": 0.53, "created_at": "2026-01-01T10:00:05Z",
+    "pod_id": "k3x9",
+    "status": "deleted",
+    "gpu_type": "NVIDIA A40",
+    "data_center": "EU-RO-1",
+    "cost_per_hour": 0.53,
+    "created_at": "2026-01-01T10:00:05Z",
     "deadline": "2026-01-01T16:00:00Z",
-    "endpoint": {"host": "203.0.113.7", "port": 22022, "user": "root"}, "verdict": "ready",
-    "delete_reason": "requested", "deleted_by": "pod_rm", "uptime_seconds": 3600.0,
-    "spend": 0.53, "pods": {"k3x9": "deleted", "dup1": "deleted"}, "strays": {},
+    "endpoint": {"host": "203.0.113.7", "port": 22022, "user": "root"},
+    "verdict": "ready",
+    "delete_reason": "requested",
+    "deleted_by": "pod_rm",
+    "uptime_seconds": 3600.0,
+    "spend": 0.53,
+    "pods": {"k3x9": "deleted", "dup1": "deleted"},
+    "strays": {},
 }
 EXPECTED_RUN_B = {
-    "run_id": RUN_B, "state": "cancelled", "target": "here", "kind": "local",
-    "remote_dir": "runs/b", "settings_digest": "d2", "base_model": "m", "adapter": "full",
-    "keep_pod": False, "created_at": T, "updated_at": T,
+    "run_id": RUN_B,
+    "state": "cancelled",
+    "target": "here",
+    "kind": "local",
+    "remote_dir": "runs/b",
+    "settings_digest": "d2",
+    "base_model": "m",
+    "adapter": "full",
+    "keep_pod": False,
+    "created_at": T,
+    "updated_at": T,
     "job": {"dir": "runs/b", "pid": 77, "container": None, "started_at": T},
-    "message": "cancelled by the user", "exit_code": None, "metrics": {},
-    "cancel_requested": True, "interrupted_stage": None, "detached": False,
+    "message": "cancelled by the user",
+    "exit_code": None,
+    "metrics": {},
+    "cancel_requested": True,
+    "interrupted_stage": None,
+    "detached": False,
     "artifacts": {"files": 2, "bytes": 10, "manifest_digest": "m2", "at": T},
-    "note": None, "version": 7,
+    "note": None,
+    "version": 7,
 }
 EXPECTED_POD_C = {
-    "keep": False, "host_public_key": "ssh-ed25519 AAAAother",
-    "attempts": [{"n": 1, "pod_name": f"overbrainer-{RUN_C}-1", "gpu_type": "NVIDIA A40",
-                  "deadline": "2026-01-01T18:00:00Z", "sent_at": T, "result": "created",
-                  "detail": "", "pod_id": "zz9"}],
-    "pod_id": "zz9", "status": "deleted", "gpu_type": "NVIDIA A40", "data_center": None,
-    "cost_per_hour": 0.5, "created_at": T, "deadline": "2026-01-01T18:00:00Z",
-    "endpoint": None, "verdict": None, "delete_reason": "interrupted", "deleted_by": "client",
-    "uptime_seconds": 30.0, "spend": 0.0042, "pods": {"zz9": "deleted"}, "strays": {},
+    "keep": False,
+    "host_public_key": "ssh-ed25519 AAAAother",
+    "attempts": [
+        {
+            "n": 1,
+            "pod_name": f"overbrainer-{RUN_C}-1",
+            "gpu_type": "NVIDIA A40",
+            "deadline": "2026-01-01T18:00:00Z",
+            "sent_at": T,
+            "result": "created",
+            "detail": "",
+            "pod_id": "zz9",
+        }
+    ],
+    "pod_id": "zz9",
+    "status": "deleted",
+    "gpu_type": "NVIDIA A40",
+    "data_center": None,
+    "cost_per_hour": 0.5,
+    "created_at": T,
+    "deadline": "2026-01-01T18:00:00Z",
+    "endpoint": None,
+    "verdict": None,
+    "delete_reason": "interrupted",
+    "deleted_by": "client",
+    "uptime_seconds": 30.0,
+    "spend": 0.0042,
+    "pods": {"zz9": "deleted"},
+    "strays": {},
 }
 
 EXPECTED_SENTENCES_A = [
@@ -107,13 +184,42 @@ EXPECTED_SENTENCES_A = [
 ]
 
 EXPECTED_ROWS = [
-    {"id": RUN_A, "state": "succeeded", "target": "gpu", "kind": "runpod", "created": T,
-     "progress": "10/10 (100%)", "pod": "k3x9", "pod_status": "deleted", "spend": "$0.53",
-     "note": ""},
-    {"id": RUN_B, "state": "cancelled", "target": "here", "kind": "local", "created": T,
-     "progress": "", "pod": "", "pod_status": "", "spend": "", "note": ""},
-    {"id": RUN_C, "state": "failed", "target": "gpu", "kind": "runpod", "created": T,
-     "progress": "", "pod": "zz9", "pod_status": "deleted", "spend": "$0.00", "note": ""},
+    {
+        "id": RUN_A,
+        "state": "succeeded",
+        "target": "gpu",
+        "kind": "runpod",
+        "created": T,
+        "progress": "10/10 (100%)",
+        "pod": "k3x9",
+        "pod_status": "deleted",
+        "spend": "$0.53",
+        "note": "",
+    },
+    {
+        "id": RUN_B,
+        "state": "cancelled",
+        "target": "here",
+        "kind": "local",
+        "created": T,
+        "progress": "",
+        "pod": "",
+        "pod_status": "",
+        "spend": "",
+        "note": "",
+    },
+    {
+        "id": RUN_C,
+        "state": "failed",
+        "target": "gpu",
+        "kind": "runpod",
+        "created": T,
+        "progress": "",
+        "pod": "zz9",
+        "pod_status": "deleted",
+        "spend": "$0.00",
+        "note": "",
+    },
 ]
 
 

@@ -14,13 +14,19 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_two_processes_appending_lose_nothing(tmp_path: Path) -> None:
     store = RunStore(None, tmp_path, Actor.here("test"))
-    store.create(ev.RunCreated(run_id=RUN, target="here", kind="local", remote_dir="runs/x",
-                               settings_digest="d"))
+    store.create(
+        ev.RunCreated(
+            run_id=RUN, target="here", kind="local", remote_dir="runs/x", settings_digest="d"
+        )
+    )
     store.append(RUN, lambda _: [ev.JobStarted(job_dir="runs/x", pid=1)])
     workers = [
         subprocess.Popen(
             [sys.executable, "-m", "tests.events.append_worker", str(tmp_path), RUN, tag, "150"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
         )
         for tag in ("one", "two")
     ]

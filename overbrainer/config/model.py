@@ -1,0 +1,627 @@
+"""The settings of a project: ``overbrainer.toml`` under ``OVERBRAINER_*`` environment variables.
+
+Every model forbids unknown keys and is strict about types (the environment layer in
+:mod:`overbrainer.config.load` turns strings into the right types first). Values that end up
+in shell commands on a target (paths, image references, venvs, work directories, data center
+ids) accept only a safe character set, checked by :func:`is_safe_value`; a refusal names the
+key, never the value.
+"""
+
+import hashlib
+import ipaddress
+import json
+import re
+from collections.abc import Iterable, Sequence
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from overbrainer.errors import OverbrainerError
+
+__all__ = [
+    "MANAGED_AXOLOTL_KEYS",
+    "SAFE_CHARS_RULE",
+    "TARGET_NAME_RE",
+    "ConfigError",
+    "LocalTarget",
+    "RunpodSettings",
+    "RunpodTarget",
+    "Settings",
+    "SshTarget",
+    "StoreSettings",
+    "Target",
+    "TrainingSettings",
+    "is_loopback_host",
+    "is_pinned_image",
+    "is_safe_label",
+    "is_safe_value",
+    "parse_host",
+    "store_url_has_password",
+    "strip_url_password",
+    "undeclared_target",
+]
+
+
+class ConfigError(OverbrainerError):
+    """The configuration cannot be used; ``problems`` lists every reason, one line each.
+
+    Each problem names its key (``training.epochs``, ``targets.gpu.max_hours`` or an
+    environment variable), the rule it breaks and how to fix it. No problem carries a
+    secret's value.
+    """
+
+    def __init__(self, problems: Sequence[str], *, hint: str | None = None) -> None:
+        self.problems: list[str] = list(problems)
+        self.hint = hint
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        if len(self.problems) == 1:
+            text = self.problems[0]
+        else:
+            lines = [f"the configuration has {len(self.problems)} problems:"]
+            lines.extend(f"  {problem}" for problem in self.problems)
+            text = "\n".join(lines)
+        return f"{text}\n{self.hint}" if self.hint else text
+
+
+# --- safe values -----------------------------------------------------------------------
+
+TARGET_NAME_RE = re.compile(r"^[a-z0-9_]+$")
+
+# Letters, digits and the punctuation that paths and image references need; nothing a shell
+# gives a meaning to (no spaces, quotes, $, `, ;, &, |, <, >, *, ?, ~, !, #, (, ), {, }, \).
+_SAFE_RE = re.compile(r"^[A-Za-z0-9_.@:/+=-]+$")
+# GPU type ids are labels like "NVIDIA GeForce RTX 4090": words of the safe set joined by
+# single spaces. They travel in JSON to the Runpod API, and quoted anywhere else.
+_LABEL_RE = re.compile(r"^[A-Za-z0-9_.+-]+( [A-Za-z0-9_.+-]+)*$")
+_PINNED_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./:-]*@sha256:[0-9a-f]{64}$")
+_TOKEN_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+_HOST_RE = re.compile(
+    r"^(?:(?P<user>[A-Za-z0-9_][A-Za-z0-9_.-]*)@)?"
+    r"(?P<host>[A-Za-z0-9_][A-Za-z0-9_.-]*|\[[0-9A-Fa-f:.]+\])"
+    r"(?::(?P<port>[0-9]{1,5}))?$"
+)
+_MAX_VALUE_LEN = 1024
+
+SAFE_CHARS_RULE = (
+    "only letters, digits and . _ - / : @ + = are allowed (no spaces, quotes, '..', "
+    "line breaks or a leading '-')"
+)
+
+
+def is_safe_value(value: str) -> bool:
+    """Whether ``value`` can go into a shell command on a target without surprises.
+
+    Accepts letters, digits and ``. _ - / : @ + =``; refuses the empty string, ``..``
+    anywhere, a leading ``-`` (it would read as an option) and anything longer than 1024
+    characters. Spaces, quotes, line breaks, NUL and shell metacharacters are refused by the
+    character set.
+    """
+    return (
+        0 < len(value) <= _MAX_VALUE_LEN
+        and _SAFE_RE.fullmatch(value) is not None
+        and ".." not in value
+        and not value.startswith("-")
+    )
+
+
+def is_safe_label(value: str) -> bool:
+    """Like :func:`is_safe_value`, but words may be joined by single spaces (GPU type ids)."""
+    return (
+        0 < len(value) <= _MAX_VALUE_LEN
+        and _LABEL_RE.fullmatch(value) is not None
+        and ".." not in value
+        and not value.startswith("-")
+    )
+
+
+def is_pinned_image(image: str) -> bool:
+    """Whether ``image`` names a container image by digest: ``name[:tag]@sha256:<64 hex>``."""
+    return _PINNED_RE.fullmatch(image) is not None
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` is ``localhost`` or a loopback address (127.0.0.0/8, ``::1``)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_host(value: str) -> tuple[str | None, str, int | None]:
+    """Split ``user@host[:port]`` (or an ``~/.ssh/config`` alias) into (user, host, port).
+
+    Raises ``ValueError`` (without the value in its message) when it is not of that form.
+    """
+    match = _HOST_RE.fullmatch(value)
+    if match is None:
+        raise ValueError("must be user@host[:port] or a host alias from ~/.ssh/config")
+    port_text = match.group("port")
+    port = int(port_text) if port_text is not None else None
+    if port is not None and not 1 <= port <= 65535:
+        raise ValueError("has a port outside 1-65535")
+    host = match.group("host")
+    return match.group("user"), host.strip("[]"), port
+
+
+def store_url_has_password(url: str) -> bool:
+    """Whether a store URL carries a password (``scheme://user:PASSWORD@host/...``)."""
+    try:
+        return urlsplit(url).password is not None
+    except ValueError:
+        return False
+
+
+def strip_url_password(url: str, replacement: str | None = None) -> str:
+    """``url`` with its password removed (or replaced by ``replacement``, e.g. ``****``)."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return url
+    if password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    auth = f"{user}:{replacement}" if replacement is not None else user
+    return parts._replace(netloc=f"{auth}@{host}").geturl()
+
+
+def _problem(suffix: str, rule: str) -> PydanticCustomError:
+    """An error about a key below the validated location: ``suffix`` (``.image``, ``[1]``)
+    is appended to the error's location when it is shown."""
+    return PydanticCustomError("overbrainer", "{rule}", {"suffix": suffix, "rule": rule})
+
+
+def _check_safe(value: str | None) -> str | None:
+    if value is not None and not is_safe_value(value):
+        raise ValueError(f"cannot be passed safely to a shell on the target: {SAFE_CHARS_RULE}")
+    return value
+
+
+def _check_secret(value: SecretStr | None) -> SecretStr | None:
+    # A secret travels in HTTP headers and on stdin: a line break or space would corrupt it.
+    if value is not None:
+        secret = value.get_secret_value()
+        if not secret or any(ch.isspace() or not ch.isprintable() for ch in secret):
+            raise ValueError(
+                "has a space, line break or control character (or is empty); set it to the "
+                "bare value"
+            )
+    return value
+
+
+def _check_image(value: str | None, allow_unpinned: bool) -> None:
+    if value is None:
+        return
+    _check_safe(value)
+    if not allow_unpinned and not is_pinned_image(value):
+        raise ValueError(
+            "must be pinned by digest (name@sha256:<64 hex digits>) so every run uses the "
+            "same image; pin it, or set allow_unpinned_image = true to accept a moving tag"
+        )
+
+
+_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+Count = Annotated[int, Field(ge=1)]
+Rate = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+# --- training --------------------------------------------------------------------------
+
+# Keys of axolotl.yaml that overbrainer writes itself from the run.
+MANAGED_AXOLOTL_KEYS = frozenset(
+    {"datasets", "test_datasets", "val_set_size", "output_dir", "dataset_prepared_path", "plugins"}
+)
+
+
+class TrainingSettings(BaseModel):
+    """``[training]``: what to train and how."""
+
+    model_config = _STRICT
+
+    target: str
+    base_model: str
+    adapter: Literal["lora", "qlora", "full"]
+    epochs: Count = 3
+    learning_rate: Rate = 2e-4
+    lora_r: Count = 16
+    lora_alpha: Count = 32
+    lora_dropout: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = 0.05
+    sequence_len: Count = 4096
+    micro_batch_size: Count = 2
+    gradient_accumulation_steps: Count = 4
+    optimizer: str = "adamw_torch_fused"
+    lr_scheduler: str = "cosine"
+    sample_packing: bool = True
+    evals_per_epoch: Count = 4
+    saves_per_epoch: Count = 1
+    merge: bool = False
+    hub_model_id: str | None = None
+    axolotl_extra: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("target")
+    @classmethod
+    def _target_name(cls, value: str) -> str:
+        if TARGET_NAME_RE.fullmatch(value) is None:
+            raise ValueError("must name a target: lowercase letters, digits and _ only")
+        return value
+
+    @field_validator("base_model", "hub_model_id")
+    @classmethod
+    def _safe(cls, value: str | None) -> str | None:
+        return _check_safe(value)
+
+    @field_validator("optimizer", "lr_scheduler")
+    @classmethod
+    def _token(cls, value: str) -> str:
+        if _TOKEN_RE.fullmatch(value) is None or value.startswith("-"):
+            raise ValueError("must be an Axolotl name: letters, digits, _ . - only")
+        return value
+
+    @field_validator("merge")
+    @classmethod
+    def _merge_needs_adapter(cls, value: bool, info: ValidationInfo) -> bool:
+        if value and info.data.get("adapter") == "full":
+            raise ValueError(
+                "only applies to adapter lora or qlora (a full fine-tune has no adapter to "
+                "merge); set merge = false"
+            )
+        return value
+
+    @field_validator("axolotl_extra")
+    @classmethod
+    def _extra_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        typed = set(cls.model_fields) - {"target", "axolotl_extra"}
+        for key in value:
+            if key in typed:
+                raise _problem(
+                    f".{key}",
+                    f"has a typed setting; set training.{key} instead",
+                )
+            if key in MANAGED_AXOLOTL_KEYS:
+                raise _problem(
+                    f".{key}",
+                    "is managed by overbrainer (datasets, test_datasets, val_set_size, "
+                    "output_dir, dataset_prepared_path, plugins); remove it",
+                )
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            raise ValueError(
+                "must hold plain values only (strings, finite numbers, booleans, lists, "
+                "tables); dates and inf/nan cannot be passed to Axolotl"
+            ) from None
+        return value
+
+
+# --- targets ---------------------------------------------------------------------------
+
+
+class _MachineTarget(BaseModel):
+    """What a local and an SSH target share: how Axolotl runs there."""
+
+    model_config = _STRICT
+
+    runtime: Literal["native", "docker"] = "native"
+    venv: str | None = None
+    engine: Literal["docker", "podman"] = "docker"
+    # Declared before ``image`` so that the image's validator sees it.
+    allow_unpinned_image: bool = False
+    image: str | None = Field(default=None, validate_default=True)
+
+    @field_validator("venv")
+    @classmethod
+    def _safe(cls, value: str | None) -> str | None:
+        return _check_safe(value)
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str | None, info: ValidationInfo) -> str | None:
+        runtime = info.data.get("runtime")
+        if runtime == "docker" and value is None:
+            raise ValueError('is required with runtime = "docker": image = "name@sha256:<digest>"')
+        if runtime == "native" and value is not None:
+            raise ValueError('only applies with runtime = "docker"; set that or remove image')
+        _check_image(value, bool(info.data.get("allow_unpinned_image", False)))
+        return value
+
+
+class LocalTarget(_MachineTarget):
+    """``[targets.NAME]`` with ``kind = "local"``: train on this machine."""
+
+    kind: Literal["local"]
+
+
+class SshTarget(_MachineTarget):
+    """``[targets.NAME]`` with ``kind = "ssh"``: train on a machine reached over SSH.
+
+    ``host`` comes from ``OVERBRAINER_TARGETS__<NAME>__HOST`` only.
+    """
+
+    kind: Literal["ssh"]
+    workdir: str = "overbrainer"
+    host: str | None = None
+
+    @field_validator("workdir")
+    @classmethod
+    def _workdir(cls, value: str) -> str:
+        if value.startswith("/"):
+            raise ValueError("must be relative to the remote home directory, not absolute")
+        _check_safe(value)
+        return value
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_host(value)
+        return value
+
+
+class RunpodTarget(BaseModel):
+    """``[targets.NAME]`` with ``kind = "runpod"``: a pod created for the run, then deleted."""
+
+    model_config = _STRICT
+
+    kind: Literal["runpod"]
+    gpu_types: Annotated[list[str], Field(min_length=1)]
+    max_hours: Annotated[float, Field(gt=0, le=720, allow_inf_nan=False)]
+    gpu_count: Count = 1
+    # Declared before ``image`` so that the image's validator sees it.
+    allow_unpinned_image: bool = False
+    image: str
+    venv: str = "/workspace/axolotl-venv"
+    container_disk_gb: Annotated[int, Field(ge=20)] = 50
+    boot_grace_minutes: Annotated[int, Field(ge=5)] = 30
+    retrieve_grace_minutes: Annotated[int, Field(ge=1)] = 60
+    data_center_ids: list[str] = Field(default_factory=list)
+    network_volume_id: str | None = None
+
+    @field_validator("gpu_types")
+    @classmethod
+    def _gpu_types(cls, value: list[str]) -> list[str]:
+        for index, gpu in enumerate(value):
+            if not is_safe_label(gpu):
+                raise _problem(
+                    f"[{index}]",
+                    "is not a GPU type id: words of letters, digits and . _ - + separated "
+                    'by single spaces (e.g. "NVIDIA GeForce RTX 4090")',
+                )
+        return value
+
+    @field_validator("data_center_ids")
+    @classmethod
+    def _data_centers(cls, value: list[str]) -> list[str]:
+        for index, center in enumerate(value):
+            if not is_safe_value(center):
+                raise _problem(
+                    f"[{index}]",
+                    f'is not a data center id (e.g. "EU-RO-1"): {SAFE_CHARS_RULE}',
+                )
+        return value
+
+    @field_validator("venv")
+    @classmethod
+    def _safe(cls, value: str) -> str:
+        _check_safe(value)
+        return value
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str, info: ValidationInfo) -> str:
+        _check_image(value, bool(info.data.get("allow_unpinned_image", False)))
+        return value
+
+    @field_validator("network_volume_id")
+    @classmethod
+    def _volume(cls, value: str | None, info: ValidationInfo) -> str | None:
+        _check_safe(value)
+        centers = info.data.get("data_center_ids")
+        if value is not None and centers is not None and len(centers) != 1:
+            raise ValueError(
+                "needs exactly one data center (a network volume lives in one); set "
+                'data_center_ids = ["<the volume\'s data center>"]'
+            )
+        return value
+
+
+Target = LocalTarget | SshTarget | RunpodTarget
+_TargetField = Annotated[Target, Field(discriminator="kind")]
+
+
+# --- store and Runpod ------------------------------------------------------------------
+
+
+class StoreSettings(BaseModel):
+    """``[store]``: where the event log lives (default SQLite in ``.overbrainer/``)."""
+
+    model_config = _STRICT
+
+    url: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if any(ch in value for ch in "\r\n\0"):
+            raise ValueError("must be one line without NUL")
+        if value.startswith("sqlite:///") and len(value) > len("sqlite:///"):
+            return value
+        if value.startswith(("postgresql://", "postgres://")):
+            try:
+                parts = urlsplit(value)
+                parts.port  # noqa: B018 - raises ValueError on a bad port
+            except ValueError:
+                raise ValueError("is not a valid postgresql:// URL") from None
+            if not parts.hostname and not parts.path.strip("/"):
+                raise ValueError("needs a host or a database name: postgresql://host/dbname")
+            return value
+        raise ValueError(
+            "must be sqlite:///PATH or postgresql://[user@]host[:port]/dbname "
+            "(leave it out for SQLite at .overbrainer/events.sqlite)"
+        )
+
+    def __repr_args__(self) -> Iterable[tuple[str | None, Any]]:
+        # A URL set from the environment may hold a password: never show it in a repr.
+        yield "url", strip_url_password(self.url, "****") if self.url is not None else None
+
+    @property
+    def is_postgres(self) -> bool:
+        """Whether the log lives on a PostgreSQL server."""
+        return self.url is not None and self.url.startswith(("postgresql://", "postgres://"))
+
+
+class RunpodSettings(BaseModel):
+    """``[runpod]``: the API to talk to; the key comes from ``OVERBRAINER_RUNPOD__API_KEY``."""
+
+    model_config = _STRICT
+
+    base_url: str = "https://api.runpod.io/v2"
+    api_key: SecretStr | None = None
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, value: str) -> str:
+        try:
+            parts = urlsplit(value)
+            host = parts.hostname
+            parts.port  # noqa: B018 - raises ValueError on a bad port
+        except ValueError:
+            raise ValueError("is not a valid URL") from None
+        if not host or any(ch.isspace() or ch in "\0\"'" for ch in value):
+            raise ValueError("is not a valid URL: https://host[/path]")
+        if parts.username is not None or parts.password is not None:
+            raise ValueError("may not carry credentials; set OVERBRAINER_RUNPOD__API_KEY")
+        if parts.scheme == "https":
+            pass
+        elif parts.scheme == "http":
+            if not is_loopback_host(host):
+                raise ValueError(
+                    "must use https (http is allowed only to a loopback address: 127.0.0.1, "
+                    "localhost or ::1)"
+                )
+        else:
+            raise ValueError("must be an https:// URL")
+        if parts.query or parts.fragment:
+            raise ValueError("may not have a query or fragment")
+        return value.rstrip("/")
+
+    @field_validator("api_key")
+    @classmethod
+    def _key(cls, value: SecretStr | None) -> SecretStr | None:
+        return _check_secret(value)
+
+
+# --- all settings ----------------------------------------------------------------------
+
+
+class Settings(BaseModel):
+    """Everything a command needs to know, resolved from the file, the environment and
+    defaults. Build it with :func:`overbrainer.config.load.load_settings`."""
+
+    model_config = _STRICT
+
+    training: TrainingSettings
+    targets: dict[str, _TargetField]
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    runpod: RunpodSettings = Field(default_factory=RunpodSettings)
+    hf_token: SecretStr | None = None
+
+    @field_validator("hf_token")
+    @classmethod
+    def _token(cls, value: SecretStr | None) -> SecretStr | None:
+        return _check_secret(value)
+
+    @field_validator("targets")
+    @classmethod
+    def _target_names(cls, value: dict[str, Target]) -> dict[str, Target]:
+        for name in value:
+            if TARGET_NAME_RE.fullmatch(name) is None:
+                raise _problem(
+                    f".{name}", "is not a valid target name: use lowercase letters, digits and _"
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _declared_target(self) -> "Settings":
+        if self.training.target not in self.targets:
+            raise _problem(
+                ".training.target", undeclared_target(self.training.target, self.targets)
+            )
+        return self
+
+    def target_of(self, name: str) -> Target:
+        """The target called ``name``; a :class:`ConfigError` naming the known ones if none."""
+        try:
+            return self.targets[name]
+        except KeyError:
+            raise ConfigError([undeclared_target(name, self.targets)]) from None
+
+    def require_host(self, name: str) -> str:
+        """The host of SSH target ``name``, or a :class:`ConfigError` saying how to set it."""
+        target = self.target_of(name)
+        if not isinstance(target, SshTarget):
+            raise ConfigError([f"targets.{name}: is kind {target.kind}, not ssh; it has no host"])
+        if target.host is None:
+            raise ConfigError(
+                [
+                    f"targets.{name}.host: not set; set OVERBRAINER_TARGETS__{name.upper()}__HOST"
+                    "=user@host[:port] (or a Host alias from ~/.ssh/config) in the "
+                    "environment or in .env"
+                ]
+            )
+        return target.host
+
+    def require_runpod_api_key(self) -> str:
+        """The Runpod API key, or a :class:`ConfigError` saying how to set it."""
+        if self.runpod.api_key is None:
+            raise ConfigError(
+                [
+                    "OVERBRAINER_RUNPOD__API_KEY: not set; create a key at "
+                    "https://www.runpod.io/console/user/settings and put "
+                    "OVERBRAINER_RUNPOD__API_KEY=<key> in the environment or in .env"
+                ]
+            )
+        return self.runpod.api_key.get_secret_value()
+
+    def public_data(self) -> dict[str, Any]:
+        """The settings as JSON-able data without any secret (a store URL loses its
+        password; secrets are left out)."""
+        data = self.model_dump(mode="json", exclude={"hf_token": True, "runpod": {"api_key"}})
+        url = data["store"]["url"]
+        if isinstance(url, str):
+            data["store"]["url"] = strip_url_password(url)
+        return data
+
+    def settings_digest(self) -> str:
+        """SHA-256 (hex) of the canonical JSON of the non-secret settings; the order of keys
+        in the file does not change it."""
+        canonical = json.dumps(
+            self.public_data(), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def undeclared_target(name: str, declared: Iterable[str]) -> str:
+    """Why ``name`` is no target, and what to do: the rule shared by every such message."""
+    known = ", ".join(sorted(declared)) or "none"
+    return (
+        f"no target named {name!r} is declared (declared: {known}); add [targets.{name}] to "
+        "overbrainer.toml or name a declared one"
+    )

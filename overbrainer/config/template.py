@@ -1,0 +1,180 @@
+"""The files ``overbrainer init`` writes into a new project."""
+
+import json
+
+__all__ = ["BASE_MODEL", "project_files"]
+
+# Small, public, and its chat template renders ``reasoning_content``.
+BASE_MODEL = "Qwen/Qwen3-0.6B"
+
+OVERBRAINER_TOML = f"""\
+# overbrainer.toml — the settings of this project.
+#
+# Any key can be overridden by an environment variable (or a line in .env):
+#   OVERBRAINER_<SECTION>__<KEY>          e.g. OVERBRAINER_TRAINING__EPOCHS=5
+#   OVERBRAINER_TARGETS__<NAME>__<KEY>    e.g. OVERBRAINER_TARGETS__GPU_CLOUD__MAX_HOURS=6
+# The environment wins over this file, this file over the defaults shown below. A list can
+# come from the environment as one comma-separated string. Unknown keys are errors.
+# Secrets and SSH hosts are read from the environment only (see .env.example).
+# Check everything with: overbrainer config check
+
+[training]
+# The target to train on: the name of one [targets.NAME] below (required).
+target = "local"
+# The model to fine-tune: a Hugging Face id or a path (required).
+base_model = "{BASE_MODEL}"
+# "lora", "qlora" (LoRA on a 4-bit base) or "full" (required).
+adapter = "lora"
+
+# Every other key is optional; the defaults are shown.
+# epochs = 3                          # passes over data/train.jsonl; a whole number >= 1
+# learning_rate = 2e-4                # > 0 and finite
+# lora_r = 16                         # LoRA rank; >= 1
+# lora_alpha = 32                     # LoRA scaling; >= 1
+# lora_dropout = 0.05                 # in [0, 1)
+# sequence_len = 4096                 # tokens per sample; >= 1
+# micro_batch_size = 2                # >= 1
+# gradient_accumulation_steps = 4     # >= 1
+# optimizer = "adamw_torch_fused"     # an Axolotl optimizer name
+# lr_scheduler = "cosine"             # an Axolotl scheduler name
+# sample_packing = true               # pack short samples into one sequence
+# evals_per_epoch = 4                 # >= 1; used when data/eval.jsonl is not empty
+# saves_per_epoch = 1                 # >= 1
+# merge = false                       # lora/qlora only: also write the merged model
+# hub_model_id = "you/your-model"     # push the result to the Hugging Face Hub (needs
+#                                     # OVERBRAINER_HF_TOKEN); default: no push
+#
+# More Axolotl settings, merged last into axolotl.yaml. Not allowed here: keys that have a
+# setting above, and the keys overbrainer manages (datasets, test_datasets, val_set_size,
+# output_dir, dataset_prepared_path, plugins).
+# [training.axolotl_extra]
+# chat_template = "tokenizer_default"
+# bf16 = "auto"
+
+# Targets: where training runs. Names use lowercase letters, digits and _ only.
+# Paths and image references may hold only letters, digits and . _ - / : @ + =
+# (no spaces, quotes, '..' or a leading '-'): they end up in shell commands.
+
+[targets.local]
+kind = "local"                        # this machine
+# runtime = "native"                  # "native" (axolotl installed here) or "docker"
+# venv = "/opt/axolotl-venv"          # a directory holding bin/axolotl; default: axolotl
+#                                     # on PATH
+# engine = "docker"                   # with runtime = "docker": "docker" or "podman"
+# image = "axolotlai/axolotl@sha256:<64 hex digits>"
+#                                     # required with runtime = "docker"; pinned by digest
+# allow_unpinned_image = false        # true accepts an image by tag (it may change)
+
+# A machine reached over SSH. Its host comes from the environment only:
+#   OVERBRAINER_TARGETS__BOX__HOST=user@host[:port]   (or a Host alias from ~/.ssh/config)
+# [targets.box]
+# kind = "ssh"
+# workdir = "overbrainer"             # relative to the remote home; runs go below it
+# runtime = "native"                  # as for a local target, also venv, engine, image
+# venv = "/opt/axolotl-venv"          #   and allow_unpinned_image
+
+# A Runpod pod, created for the run and deleted once its results are home. Needs
+# OVERBRAINER_RUNPOD__API_KEY.
+# [targets.gpu_cloud]
+# kind = "runpod"
+# gpu_types = ["NVIDIA GeForce RTX 4090", "NVIDIA RTX A6000"]
+#                                     # required; tried in this order
+# max_hours = 4                       # required; > 0, at most 720: the pod is deleted by
+#                                     # then, whatever happens
+# image = "axolotlai/axolotl-cloud@sha256:<64 hex digits>"
+#                                     # required; an Axolotl cloud image pinned by digest
+# allow_unpinned_image = false        # true accepts an image by tag (it may change)
+# gpu_count = 1                       # >= 1
+# venv = "/workspace/axolotl-venv"    # where the image keeps axolotl
+# container_disk_gb = 50              # >= 20
+# boot_grace_minutes = 30             # >= 5: how long the pod may take to boot
+# retrieve_grace_minutes = 60         # >= 1: time kept for bringing results home
+# data_center_ids = ["EU-RO-1"]       # default: any
+# network_volume_id = "<volume id>"   # needs exactly one data_center_ids entry
+
+# Where the event log lives. Default: SQLite at .overbrainer/events.sqlite.
+# [store]
+# url = "postgresql://you@db.example.com/overbrainer"
+#                                     # a team's PostgreSQL; no password here: use
+#                                     # ~/.pgpass or OVERBRAINER_STORE__URL
+
+# The Runpod API (the key is OVERBRAINER_RUNPOD__API_KEY, environment only).
+# [runpod]
+# base_url = "https://api.runpod.io/v2"
+#                                     # https, or http to a loopback address
+"""
+
+ENV_EXAMPLE = """\
+# Copy this file to .env (which git ignores) and fill in what you use.
+# These are read from the environment or .env only, never from overbrainer.toml.
+# The process environment wins over .env. An empty value counts as unset.
+
+# Runpod API key, for runpod targets (it never reaches the pod).
+OVERBRAINER_RUNPOD__API_KEY=
+
+# Hugging Face token: gated base models, and hub_model_id.
+OVERBRAINER_HF_TOKEN=
+
+# The host of an ssh target named box: user@host[:port] or a Host alias from ~/.ssh/config.
+# OVERBRAINER_TARGETS__BOX__HOST=
+
+# A PostgreSQL event store with its password (default: SQLite in .overbrainer/).
+# OVERBRAINER_STORE__URL=
+"""
+
+GITIGNORE = """\
+# overbrainer: runs and their results, the event log, and secrets.
+runs/
+.overbrainer/
+.env
+"""
+
+_EXAMPLES = [
+    (
+        "What is 17 + 25?",
+        "17 + 25 = 42.",
+        "Add the tens: 10 + 20 = 30. Add the ones: 7 + 5 = 12. 30 + 12 = 42.",
+    ),
+    (
+        "Is 91 a prime number?",
+        "No: 91 = 7 × 13.",
+        "91 is odd, not divisible by 3 (digit sum 10) or 5. Try 7: 7 × 13 = 91. Not prime.",
+    ),
+    (
+        "Spell 'level' backwards.",
+        "'level' backwards is 'level': it is a palindrome.",
+        "l-e-v-e-l reversed is l-e-v-e-l, the same word.",
+    ),
+    (
+        "How many minutes are there in 3.5 hours?",
+        "210 minutes.",
+        "One hour is 60 minutes. 3 hours are 180 minutes, half an hour is 30: 210.",
+    ),
+]
+
+
+def _train_jsonl() -> str:
+    lines = [
+        json.dumps(
+            {
+                "messages": [
+                    {"role": "user", "content": question},
+                    {"role": "assistant", "content": answer, "reasoning_content": reasoning},
+                ]
+            },
+            ensure_ascii=False,
+        )
+        for question, answer, reasoning in _EXAMPLES
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def project_files() -> dict[str, str]:
+    """The files of a new project, by path relative to its directory, in writing order."""
+    return {
+        "overbrainer.toml": OVERBRAINER_TOML,
+        ".env.example": ENV_EXAMPLE,
+        ".gitignore": GITIGNORE,
+        "data/train.jsonl": _train_jsonl(),
+        "data/eval.jsonl": "",
+    }

@@ -1,0 +1,240 @@
+"""``load_settings``: layering, the environment's types, and one error listing every problem."""
+
+from pathlib import Path
+
+import pytest
+
+from overbrainer.config.load import (
+    NON_CONFIG_ENV,
+    ConfigError,
+    load_resolved,
+    load_settings,
+)
+from overbrainer.config.model import LocalTarget, RunpodTarget, SshTarget
+
+DIGEST = "sha256:" + "cd" * 32
+CANARY = "CANARY-e5d2-never-print"
+
+CONFIG = f"""\
+[training]
+target = "gpu"
+base_model = "Qwen/Qwen3-0.6B"
+adapter = "qlora"
+epochs = 2
+
+[targets.local]
+kind = "local"
+
+[targets.box]
+kind = "ssh"
+
+[targets.gpu]
+kind = "runpod"
+gpu_types = ["NVIDIA L40"]
+max_hours = 2.5
+image = "axolotl/cloud@{DIGEST}"
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "overbrainer.toml").write_text(CONFIG, encoding="utf-8")
+    return tmp_path
+
+
+def test_file_over_defaults(project: Path) -> None:
+    settings = load_settings(project, {})
+    assert settings.training.epochs == 2
+    assert settings.training.lora_r == 16
+    assert settings.training.adapter == "qlora"
+    gpu = settings.target_of("gpu")
+    assert isinstance(gpu, RunpodTarget) and gpu.max_hours == 2.5
+    assert settings.store.url is None and not settings.store.is_postgres
+    assert settings.runpod.base_url == "https://api.runpod.io/v2"
+
+
+@pytest.mark.parametrize(
+    ("variable", "text", "attribute", "value"),
+    [
+        ("OVERBRAINER_TRAINING__EPOCHS", " 7 ", ("training", "epochs"), 7),
+        ("OVERBRAINER_TRAINING__LEARNING_RATE", "1e-5", ("training", "learning_rate"), 1e-5),
+        ("OVERBRAINER_TRAINING__SAMPLE_PACKING", "no", ("training", "sample_packing"), False),
+        ("OVERBRAINER_TRAINING__SAMPLE_PACKING", "0", ("training", "sample_packing"), False),
+        ("OVERBRAINER_TRAINING__MERGE", "YES", ("training", "merge"), True),
+        ("OVERBRAINER_TRAINING__MERGE", "1", ("training", "merge"), True),
+        ("OVERBRAINER_TRAINING__MERGE", "True", ("training", "merge"), True),
+        ("OVERBRAINER_TRAINING__ADAPTER", "full", ("training", "adapter"), "full"),
+        (
+            "OVERBRAINER_TRAINING__HUB_MODEL_ID",
+            "me/model",
+            ("training", "hub_model_id"),
+            "me/model",
+        ),
+        (
+            "OVERBRAINER_STORE__URL",
+            "sqlite:////tmp/e.sqlite",
+            ("store", "url"),
+            "sqlite:////tmp/e.sqlite",
+        ),
+        (
+            "OVERBRAINER_RUNPOD__BASE_URL",
+            "http://127.0.0.1:8123/v2",
+            ("runpod", "base_url"),
+            "http://127.0.0.1:8123/v2",
+        ),
+        ("Overbrainer_Training__Epochs", "9", ("training", "epochs"), 9),
+    ],
+)
+def test_env_over_file(
+    project: Path, variable: str, text: str, attribute: tuple[str, str], value: object
+) -> None:
+    settings = load_settings(project, {variable: text})
+    assert getattr(getattr(settings, attribute[0]), attribute[1]) == value
+
+
+def test_target_overrides_from_env(project: Path) -> None:
+    resolved = load_resolved(
+        project,
+        {
+            "OVERBRAINER_TARGETS__GPU__MAX_HOURS": "6",
+            "OVERBRAINER_TARGETS__GPU__GPU_TYPES": "NVIDIA H100 80GB HBM3,NVIDIA L40",
+            "OVERBRAINER_TARGETS__GPU__CONTAINER_DISK_GB": "80",
+            "OVERBRAINER_TARGETS__BOX__HOST": "me@box.example.com:2200",
+            "OVERBRAINER_TARGETS__BOX__WORKDIR": "ob/runs",
+            "OVERBRAINER_TARGETS__LOCAL__VENV": "/opt/axolotl",
+        },
+    )
+    settings = resolved.settings
+    gpu, box, local = (settings.targets[n] for n in ("gpu", "box", "local"))
+    assert isinstance(gpu, RunpodTarget)
+    assert (gpu.max_hours, gpu.container_disk_gb) == (6.0, 80)
+    assert gpu.gpu_types == ["NVIDIA H100 80GB HBM3", "NVIDIA L40"]
+    assert isinstance(box, SshTarget) and box.workdir == "ob/runs"
+    assert settings.require_host("box") == "me@box.example.com:2200"
+    assert isinstance(local, LocalTarget) and local.venv == "/opt/axolotl"
+    assert resolved.sources["targets.gpu.max_hours"] == "OVERBRAINER_TARGETS__GPU__MAX_HOURS"
+    assert "training.epochs" not in resolved.sources
+
+
+def test_a_kind_changed_from_env_decides_the_keys(project: Path) -> None:
+    settings = load_settings(
+        project,
+        {
+            "OVERBRAINER_TARGETS__LOCAL__KIND": "ssh",
+            "OVERBRAINER_TARGETS__LOCAL__HOST": "box",
+        },
+    )
+    assert isinstance(settings.targets["local"], SshTarget)
+    assert settings.require_host("local") == "box"
+
+
+def test_secrets_from_env(project: Path) -> None:
+    settings = load_settings(
+        project,
+        {"OVERBRAINER_RUNPOD__API_KEY": CANARY, "overbrainer_hf_token": "hf_" + CANARY},
+    )
+    assert settings.require_runpod_api_key() == CANARY
+    assert settings.hf_token is not None
+    assert settings.hf_token.get_secret_value() == "hf_" + CANARY
+
+
+def test_non_config_variables_and_empty_values_are_ignored(project: Path) -> None:
+    environ = {name: "x" for name in NON_CONFIG_ENV}
+    environ.update({"OVERBRAINER_TRAINING__EPOCHS": "", "OVERBRAINER_HF_TOKEN": "", "PATH": "/bin"})
+    settings = load_settings(project, environ)
+    assert settings.training.epochs == 2 and settings.hf_token is None
+
+
+def test_unknown_variable_is_refused_even_when_empty(project: Path) -> None:
+    with pytest.raises(ConfigError, match="OVERBRAINER_TRAINING__EPOHCS"):
+        load_settings(project, {"OVERBRAINER_TRAINING__EPOHCS": ""})
+
+
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "OVERBRAINER_",
+        "OVERBRAINER_TRAINING",
+        "OVERBRAINER_TRAINING__EPOCHS__X",
+        "OVERBRAINER_TARGETS__GPU",
+        "OVERBRAINER_TARGETS__GPU__NOPE",
+        "OVERBRAINER_TARGETS__LOCAL__GPU_TYPES",
+        "OVERBRAINER_RUNPOD__KEY",
+        "OVERBRAINER_STORE",
+        "OVERBRAINER_HF_TOKEN__X",
+    ],
+)
+def test_variables_that_name_no_setting(project: Path, variable: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(project, {variable: "1"})
+    assert caught.value.problems[0].startswith(f"{variable}: ")
+
+
+def test_one_error_lists_every_problem_and_no_secret(project: Path) -> None:
+    text = CONFIG.replace("epochs = 2", f'epochs = 0\nlora_r = -3\nhf_token = "{CANARY}"')
+    (project / "overbrainer.toml").write_text(text + f'\n[runpod]\napi_key = "{CANARY}"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_settings(
+            project,
+            {
+                "OVERBRAINER_TARGETS__GPU__MAX_HOURS": "0",
+                "OVERBRAINER_TARGETS__BOX__HOST": "-oProxyCommand=" + CANARY,
+                "OVERBRAINER_BOGUS": CANARY,
+            },
+        )
+    error = caught.value
+    message = str(error)
+    assert CANARY not in message
+    keys = [problem.split(":")[0] for problem in error.problems]
+    assert keys == [
+        "runpod.api_key",
+        "OVERBRAINER_BOGUS",
+        "training.epochs",
+        "training.lora_r",
+        "training.hf_token",
+        "targets.box.host (from OVERBRAINER_TARGETS__BOX__HOST)",
+        "targets.gpu.max_hours (from OVERBRAINER_TARGETS__GPU__MAX_HOURS)",
+    ]
+    assert message.startswith("the configuration has 7 problems:\n  runpod.api_key: ")
+    assert "training.hf_token: is not a setting, and a secret is never read" in message
+    assert message.endswith(
+        "\ncheck them all with: overbrainer -C " + str(project) + " config check"
+    )
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(tmp_path, {"OVERBRAINER_TRAINING__EPOCHS": "3"})
+    assert caught.value.problems == [
+        f"{tmp_path / 'overbrainer.toml'} does not exist, so {tmp_path} is not an overbrainer "
+        f"project yet; create one with: overbrainer init {tmp_path}"
+    ]
+
+
+def test_bad_toml_names_line_and_column(tmp_path: Path) -> None:
+    (tmp_path / "overbrainer.toml").write_text('[training]\ntarget = "a"\nbase_model = \n')
+    with pytest.raises(ConfigError, match=r"is not valid TOML: .*\(at line 3, column 14\)"):
+        load_settings(tmp_path, {})
+
+
+def test_not_utf8_toml(tmp_path: Path) -> None:
+    (tmp_path / "overbrainer.toml").write_bytes(b"[training]\nbase_model = '\xff'\n")
+    with pytest.raises(ConfigError, match="is not UTF-8 text"):
+        load_settings(tmp_path, {})
+
+
+def test_sections_of_the_wrong_type(tmp_path: Path) -> None:
+    (tmp_path / "overbrainer.toml").write_text('training = 3\ntargets = "x"\nstore = []\n')
+    with pytest.raises(ConfigError) as caught:
+        load_settings(tmp_path, {"OVERBRAINER_STORE__URL": "sqlite:////tmp/x"})
+    assert caught.value.problems == [
+        "training: must be a table",
+        "targets: must be a table",
+        "store: must be a table",
+    ]
+
+
+def test_store_password_from_env_is_allowed(project: Path) -> None:
+    settings = load_settings(project, {"OVERBRAINER_STORE__URL": f"postgresql://me:{CANARY}@db/ob"})
+    assert settings.store.is_postgres
+    assert CANARY not in repr(settings)
