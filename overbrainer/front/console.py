@@ -72,6 +72,8 @@ class Front:
             self._last_eval = summary.eval_loss
             step = f" at step {summary.step}" if summary.step is not None else ""
             self._err_line(f"eval_loss {summary.eval_loss:.4g}{step}")
+        if summary.lines == 0:
+            return  # nothing to show before the first metrics line
         text = progress_text(summary, spend)
         if text == self._last_text:
             return
@@ -106,8 +108,7 @@ class Front:
 
         if self._live is None:
             console = Console(file=self.err, force_terminal=True)
-            self._live = Live(Text(text), console=console, transient=True,
-                              auto_refresh=False)
+            self._live = Live(Text(text), console=console, transient=True, auto_refresh=False)
             self._live.start()
         self._live.update(Text(text), refresh=True)
 

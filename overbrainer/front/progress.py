@@ -25,8 +25,13 @@ def _number(value: float) -> str:
 
 def eta_seconds(summary: MetricsSummary) -> float | None:
     """Time left, from the pace since the first step (None until it can be told)."""
-    if (summary.step is None or not summary.max_steps or summary.started_at is None
-            or summary.last_time is None or summary.step <= 0):
+    if (
+        summary.step is None
+        or not summary.max_steps
+        or summary.started_at is None
+        or summary.last_time is None
+        or summary.step <= 0
+    ):
         return None
     elapsed = summary.last_time - summary.started_at
     if elapsed <= 0:
@@ -39,8 +44,9 @@ def progress_text(summary: MetricsSummary, spend: float | None = None) -> str:
     parts: list[str] = []
     if summary.step is not None:
         if summary.max_steps:
-            parts.append(f"step {summary.step}/{summary.max_steps} "
-                         f"({100 * (summary.fraction or 0):.0f}%)")
+            parts.append(
+                f"step {summary.step}/{summary.max_steps} ({100 * (summary.fraction or 0):.0f}%)"
+            )
         else:
             parts.append(f"step {summary.step}")
     if summary.epoch is not None:

@@ -62,11 +62,12 @@ async def open_job(session: Session, plan: Plan, run_id: str) -> AsyncIterator[J
     """Connect to the run's target; the job's directory is ``runs/<id>`` under its root."""
     remote_dir = f"runs/{run_id}"
     if isinstance(plan.target, SshTarget):
-        from overbrainer.exec.ssh import open_ssh_executor
+        from overbrainer.exec.ssh import UserHost, open_ssh
 
         assert plan.host is not None
-        async with open_ssh_executor(plan.host, workdir=plan.target.workdir,
-                                     runtime=plan.runtime) as executor:
+        async with open_ssh(
+            UserHost(plan.host), workdir=plan.target.workdir, runtime=plan.runtime
+        ) as executor:
             yield Job(run_id, executor, remote_dir)
         return
     from overbrainer.exec.local import LocalExecutor
@@ -90,14 +91,21 @@ async def train(session: Session, settings: Settings, plan: Plan) -> int:
     """Create a run, start its job, follow it to its end and bring the results home."""
     run_id = new_run_id()
     training = settings.training
-    await session.journal.create(ev.RunCreated(
-        run_id=run_id, target=plan.target_name, kind=plan.target.kind,
-        remote_dir=(f"{plan.target.workdir}/runs/{run_id}" if isinstance(plan.target, SshTarget)
-                    else f"runs/{run_id}"),
-        settings_digest=settings.settings_digest(), base_model=training.base_model,
-        adapter=training.adapter,
-    ))
-    session.front.info(f"run {run_id} created on target {plan.target_name}")
+    await session.journal.create(
+        ev.RunCreated(
+            run_id=run_id,
+            target=plan.target_name,
+            kind=plan.target.kind,
+            remote_dir=(
+                f"{plan.target.workdir}/runs/{run_id}"
+                if isinstance(plan.target, SshTarget)
+                else f"runs/{run_id}"
+            ),
+            settings_digest=settings.settings_digest(),
+            base_model=training.base_model,
+            adapter=training.adapter,
+        )
+    )
     try:
         data = check_data(session.project_dir)
         prepare_run_dir(session.run_dir(run_id), session.project_dir, training, data)
@@ -108,15 +116,22 @@ async def train(session: Session, settings: Settings, plan: Plan) -> int:
     try:
         async with open_job(session, plan, run_id) as job:
             _stop_if_interrupted(session, run_id, "starting the job")
-            await service.start(session, job, trainer_commands(training, plan.axolotl),
-                                env=job_environment(), secrets=secrets_of(settings),
-                                container=_container(plan, run_id))
+            await service.start(
+                session,
+                job,
+                trainer_commands(training, plan.axolotl),
+                env=job_environment(),
+                secrets=secrets_of(settings),
+                container=_container(plan, run_id),
+            )
             return await _follow_and_settle(session, job)
     except _StoppedBeforeJob as stop:
-        await _fail_before_job(session, run_id, "interrupted before the job started",
-                               stage=stop.stage)
-        raise Interrupted(f"interrupted: run {run_id} stopped before its job started; "
-                          "nothing runs on the target") from None
+        await _fail_before_job(
+            session, run_id, "interrupted before the job started", stage=stop.stage
+        )
+        raise Interrupted(
+            f"interrupted: run {run_id} stopped before its job started; nothing runs on the target"
+        ) from None
     except OverbrainerError as error:
         state = await session.journal.state(run_id)
         if state.run.state == "preparing":
@@ -139,8 +154,9 @@ def _stop_if_interrupted(session: Session, run_id: str, stage: str) -> None:
         raise _StoppedBeforeJob(stage)
 
 
-async def _fail_before_job(session: Session, run_id: str, message: str,
-                           stage: str | None = None) -> None:
+async def _fail_before_job(
+    session: Session, run_id: str, message: str, stage: str | None = None
+) -> None:
     def decide(state: RunLog) -> list[ev.Event]:
         if state.run.state != "preparing":
             return []
@@ -171,12 +187,13 @@ async def _follow_and_settle(session: Session, job: Job) -> int:
 
 
 def _detached(job: Job) -> str:
-    return (f"interrupted: run {job.run_id} keeps running on {job.executor.location}; "
-            f"{attach_hint(job.run_id)}, or stop it with `overbrainer train cancel {job.run_id}`")
+    return (
+        f"interrupted: run {job.run_id} keeps running on {job.executor.location}; "
+        f"{attach_hint(job.run_id)}, or stop it with `overbrainer train cancel {job.run_id}`"
+    )
 
 
-def report(session: Session, state: RunLog, summary: MetricsSummary | None,
-           retrieved: bool) -> int:
+def report(session: Session, state: RunLog, summary: MetricsSummary | None, retrieved: bool) -> int:
     """Print the final line; a run that did not succeed is an error (exit 1)."""
     run = state.run
     if summary is None and run.metrics:
@@ -200,18 +217,22 @@ async def attach(session: Session, settings: Settings, state: RunLog) -> int:
     run = state.run
     if run.job is None:
         raise OverbrainerError(
-            f"run {run.run_id} has no job: it stopped before its job started ({run.message})")
+            f"run {run.run_id} has no job: it stopped before its job started ({run.message})"
+        )
     plan = plan_for(settings, run.target)
     async with open_job(session, plan, run.run_id) as job:
         if run.state == "running":
             return await _follow_and_settle(session, job)
         if run.artifacts is None or run.note:
             retrieval = await session.interrupts.shield(
-                f"collecting the results of run {run.run_id}", service.COLLECT_LIMIT,
-                lambda: service.collect(session, job))
+                f"collecting the results of run {run.run_id}",
+                service.COLLECT_LIMIT,
+                lambda: service.collect(session, job),
+            )
             if not retrieval.ok:
-                raise OverbrainerError(f"the results of run {run.run_id} could not be "
-                                       f"retrieved: {retrieval.problem}")
+                raise OverbrainerError(
+                    f"the results of run {run.run_id} could not be retrieved: {retrieval.problem}"
+                )
             state = await session.journal.state(run.run_id)
         return report(session, state, None, True)
 
@@ -223,11 +244,13 @@ async def cancel(session: Session, settings: Settings, state: RunLog) -> int:
         raise OverbrainerError(f"run {run.run_id} has no job to cancel ({run.state})")
     plan = plan_for(settings, run.target)
     async with open_job(session, plan, run.run_id) as job:
-        after, job_state, retrieval = await service.cancel(session, job)
-    if job_state.status.value != "cancelled":
+        _, job_state, retrieval = await service.cancel(session, job)
+    # No retrieval means nothing was stopped: the job had ended before (cancelled or not).
+    if retrieval is None:
         session.front.result(
             f"train: the job of run {run.run_id} had already ended ({job_state.status.value}): "
-            f"collect it with `overbrainer train attach {run.run_id}`")
+            f"collect it with `overbrainer train attach {run.run_id}`"
+        )
         return 0
     note = "" if retrieval is None or retrieval.ok else f" ({service.NOT_RETRIEVED})"
     session.front.result(f"train: run {run.run_id} cancelled{note}")

@@ -23,8 +23,12 @@ def judge(job: JobState, summary: MetricsSummary, *, has_output: bool, run_id: s
     if job.status is JobStatus.cancelled:
         return Verdict("cancelled", "cancelled", None)
     if job.status is JobStatus.lost:
-        return Verdict("failed", "the job vanished without an exit code (lost: killed, or its "
-                       f"machine restarted); see {log}", None)
+        return Verdict(
+            "failed",
+            "the job vanished without an exit code (lost: killed, or its "
+            f"machine restarted); see {log}",
+            None,
+        )
     if job.status is not JobStatus.exited:
         raise ValueError(f"the job has not ended ({job.status})")
     code = job.exit_code
@@ -33,8 +37,12 @@ def judge(job: JobState, summary: MetricsSummary, *, has_output: bool, run_id: s
     if code != 0:
         return Verdict("failed", f"the job exited with code {code}; see {log}", code)
     if summary.lines - summary.malformed <= 0:
-        return Verdict("failed", "the job exited 0 without writing any metrics: the metrics "
-                       f"plugin was not loaded; see {log}", 0)
+        return Verdict(
+            "failed",
+            "the job exited 0 without writing any metrics: the metrics "
+            f"plugin was not loaded; see {log}",
+            0,
+        )
     if not has_output:
         return Verdict("failed", f"the job exited 0 but left nothing under output/; see {log}", 0)
     return Verdict("succeeded", None, 0)

@@ -80,8 +80,16 @@ class Followed:
 
 def compact(summary: MetricsSummary) -> dict[str, int | float | str | None]:
     """The metrics summary as stored in events (no bookkeeping fields, no unknowns)."""
-    keep = ("step", "max_steps", "epoch", "loss", "eval_loss", "learning_rate", "lines",
-            "malformed")
+    keep = (
+        "step",
+        "max_steps",
+        "epoch",
+        "loss",
+        "eval_loss",
+        "learning_rate",
+        "lines",
+        "malformed",
+    )
     data = summary.to_dict()
     return {k: data[k] for k in keep if data.get(k) is not None}
 
@@ -90,8 +98,13 @@ def compact(summary: MetricsSummary) -> dict[str, int | float | str | None]:
 
 
 async def start(
-    session: Session, job: Job, commands: list[list[str]], *,
-    env: Mapping[str, str], secrets: Mapping[str, str], container: str | None = None,
+    session: Session,
+    job: Job,
+    commands: list[list[str]],
+    *,
+    env: Mapping[str, str],
+    secrets: Mapping[str, str],
+    container: str | None = None,
 ) -> RunLog:
     """Upload the run and spawn its job, recording it — never interrupted: a job spawned but
     not recorded would be a job nothing finds again."""
@@ -99,20 +112,29 @@ async def start(
     async def work() -> RunLog:
         if not job.in_place:
             await job.executor.upload(session.run_dir(job.run_id), job.remote_dir)
-        handle = await job.executor.spawn(job.remote_dir, commands, env=env, secrets=secrets,
-                                          container=container)
-        return await session.journal.append(job.run_id, [ev.JobStarted(
-            job_dir=job.remote_dir, pid=handle.pid, container=handle.container)])
+        handle = await job.executor.spawn(
+            job.remote_dir, commands, env=env, secrets=secrets, container=container
+        )
+        return await session.journal.append(
+            job.run_id,
+            [ev.JobStarted(job_dir=job.remote_dir, pid=handle.pid, container=handle.container)],
+        )
 
-    return await session.interrupts.shield(f"starting the job of run {job.run_id}",
-                                           START_LIMIT, work)
+    return await session.interrupts.shield(
+        f"starting the job of run {job.run_id}", START_LIMIT, work
+    )
 
 
 # ---- follow ---------------------------------------------------------------------------
 
 
-async def watch(session: Session, job: Job, *, poll: float = POLL_SECONDS,
-                spend: Callable[[], float | None] | None = None) -> Followed:
+async def watch(
+    session: Session,
+    job: Job,
+    *,
+    poll: float = POLL_SECONDS,
+    spend: Callable[[], float | None] | None = None,
+) -> Followed:
     """Follow the job until it ends: poll its status, show new metrics lines, then drain
     the metrics file. Up to ``MAX_FAILED_POLLS`` consecutive failures to reach the target
     are warned about and retried; one more gives up (the job keeps running)."""
@@ -132,8 +154,10 @@ async def watch(session: Session, job: Job, *, poll: float = POLL_SECONDS,
                     f"({error}); the job of run {job.run_id} keeps running: "
                     f"{attach_hint(job.run_id)}"
                 ) from error
-            session.front.warn(f"cannot reach {job.executor.location} ({error}); "
-                               f"retrying ({failures}/{MAX_FAILED_POLLS})")
+            session.front.warn(
+                f"cannot reach {job.executor.location} ({error}); "
+                f"retrying ({failures}/{MAX_FAILED_POLLS})"
+            )
             await trio.sleep(poll)
             continue
         session.front.progress(summary, spend() if spend else None)
@@ -143,14 +167,15 @@ async def watch(session: Session, job: Job, *, poll: float = POLL_SECONDS,
         await trio.sleep(poll)
 
 
-async def _read_metrics(job: Job, summary: MetricsSummary, offset: int,
-                        *, final: bool) -> tuple[MetricsSummary, int]:
+async def _read_metrics(
+    job: Job, summary: MetricsSummary, offset: int, *, final: bool
+) -> tuple[MetricsSummary, int]:
     # After the end, drain the file completely; while running, one bounded read per poll.
     while True:
-        data = await job.executor.read_file(f"{job.remote_dir}/{METRICS_FILE}", offset,
-                                            READ_LIMIT)
-        events, malformed, consumed = parse_metrics_lines(data, final=final and
-                                                          len(data) < READ_LIMIT)
+        data = await job.executor.read_file(f"{job.remote_dir}/{METRICS_FILE}", offset, READ_LIMIT)
+        events, malformed, consumed = parse_metrics_lines(
+            data, final=final and len(data) < READ_LIMIT
+        )
         summary = summary.with_events(events, malformed)
         offset += consumed
         if not final or len(data) < READ_LIMIT or consumed == 0:
@@ -206,9 +231,11 @@ async def collect(session: Session, job: Job) -> Retrieval:
     retrieval = Retrieval(ok=True, files=len(expected), bytes=size, digest=digest)
 
     def decide(state: RunLog) -> list[ev.Event]:
-        events: list[ev.Event] = [ev.ArtifactsRetrieved(files=retrieval.files,
-                                                        bytes=retrieval.bytes,
-                                                        manifest_digest=digest)]
+        events: list[ev.Event] = [
+            ev.ArtifactsRetrieved(
+                files=retrieval.files, bytes=retrieval.bytes, manifest_digest=digest
+            )
+        ]
         if state.run.note and state.run.note.startswith(NOT_RETRIEVED):
             events.append(ev.NoteCleared())
         return events
@@ -227,13 +254,13 @@ async def settle(session: Session, job: Job, followed: Followed) -> tuple[RunLog
 
     async def work() -> tuple[RunLog, Retrieval]:
         has_output = await _has_output(job)
-        verdict = judge(followed.state, followed.summary, has_output=has_output,
-                        run_id=job.run_id)
+        verdict = judge(followed.state, followed.summary, has_output=has_output, run_id=job.run_id)
         retrieval = await collect(session, job)
         return await _record(session, job.run_id, verdict, followed.summary, retrieval), retrieval
 
-    return await session.interrupts.shield(f"collecting the results of run {job.run_id}",
-                                           COLLECT_LIMIT, work)
+    return await session.interrupts.shield(
+        f"collecting the results of run {job.run_id}", COLLECT_LIMIT, work
+    )
 
 
 async def _has_output(job: Job) -> bool:
@@ -244,8 +271,9 @@ async def _has_output(job: Job) -> bool:
     return bool(files)
 
 
-async def _record(session: Session, run_id: str, verdict: Verdict, summary: MetricsSummary,
-                  retrieval: Retrieval) -> RunLog:
+async def _record(
+    session: Session, run_id: str, verdict: Verdict, summary: MetricsSummary, retrieval: Retrieval
+) -> RunLog:
     metrics = compact(summary)
 
     def decide(state: RunLog) -> list[ev.Event]:
@@ -253,8 +281,14 @@ async def _record(session: Session, run_id: str, verdict: Verdict, summary: Metr
             return []  # another process recorded the end meanwhile: its result stands
         if verdict.state == "succeeded" and not retrieval.ok:
             return []  # stays running: `train attach` collects again
-        events: list[ev.Event] = [ev.RunEnded(state=verdict.state, message=verdict.message,
-                                              exit_code=verdict.exit_code, metrics=metrics)]
+        events: list[ev.Event] = [
+            ev.RunEnded(
+                state=verdict.state,
+                message=verdict.message,
+                exit_code=verdict.exit_code,
+                metrics=metrics,
+            )
+        ]
         if not retrieval.ok and state.run.note is None:
             events.append(ev.NoteAdded(note=f"{NOT_RETRIEVED}: {retrieval.problem}"))
         return events
@@ -271,21 +305,29 @@ async def cancel(session: Session, job: Job) -> tuple[RunLog, JobState, Retrieva
 
     async def work() -> tuple[RunLog, JobState, Retrieval | None]:
         before = await job.executor.status(job.remote_dir)
-        if before.ended and before.status is not JobStatus.cancelled:
-            return await session.journal.state(job.run_id), before, None
-        await session.journal.append(job.run_id, lambda s: [] if s.final or
-                                     s.run.cancel_requested else [ev.CancelRequested()])
-        after = await job.executor.cancel(job.remote_dir)
-        if after.status is not JobStatus.cancelled:
-            return await session.journal.state(job.run_id), after, None
+        if before.ended:
+            state = await session.journal.state(job.run_id)
+            if before.status is not JobStatus.cancelled or state.final:
+                return state, before, None
+            # An earlier cancel stopped the job but its end was never recorded: record it.
+            after = before
+        else:
+            await session.journal.append(
+                job.run_id,
+                lambda s: [] if s.final or s.run.cancel_requested else [ev.CancelRequested()],
+            )
+            after = await job.executor.cancel(job.remote_dir)
+            if after.status is not JobStatus.cancelled:
+                return await session.journal.state(job.run_id), after, None
         retrieval = await collect(session, job)
         verdict = Verdict(state="cancelled", message="cancelled", exit_code=None)
         summary = await _summary_from_local(session, job)
         state = await _record(session, job.run_id, verdict, summary, retrieval)
         return state, after, retrieval
 
-    return await session.interrupts.shield(f"cancelling the job of run {job.run_id}",
-                                           CANCEL_LIMIT + COLLECT_LIMIT, work)
+    return await session.interrupts.shield(
+        f"cancelling the job of run {job.run_id}", CANCEL_LIMIT + COLLECT_LIMIT, work
+    )
 
 
 async def _summary_from_local(session: Session, job: Job) -> MetricsSummary:
