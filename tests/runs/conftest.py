@@ -1,6 +1,7 @@
 """A project on this machine whose local target runs the stand-in trainer, and a way to run
 the real ``overbrainer`` command against it."""
 
+import contextlib
 import json
 import os
 import signal
@@ -94,10 +95,8 @@ def alive(pid: int) -> bool:
 
 def kill_group(pgid: int) -> None:
     """SIGKILL a whole process group, if still there."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 @pytest.fixture
@@ -128,7 +127,5 @@ def project(tmp_path: Path) -> Iterator[Project]:
     assert init.returncode == 0, init.stderr
     yield made
     for run_id in made.runs():
-        try:
+        with contextlib.suppress(OSError, ValueError):
             kill_group(job_pid(made, run_id))
-        except (OSError, ValueError):
-            pass

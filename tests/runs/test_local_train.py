@@ -77,7 +77,7 @@ def test_a_lost_job_fails_the_run(project: Project) -> None:
     train = project.start("train", FAKE_AXOLOTL_STEPS="400", FAKE_AXOLOTL_STEP_SECONDS="0.1")
     run_id = project.wait_for_state("running")
     kill_group(job_pid(project, run_id))  # no exit code is ever written
-    out, err = train.communicate(timeout=30)
+    _out, err = train.communicate(timeout=30)
     assert train.returncode == 1
     assert "vanished without an exit code" in err
     assert project.run_json(run_id)["state"] == "failed"
@@ -90,7 +90,7 @@ def test_ctrl_c_while_following_leaves_the_job_running_and_attach_finishes_it(
     run_id = project.wait_for_state("running")
     time.sleep(0.3)
     train.send_signal(signal.SIGINT)
-    out, err = train.communicate(timeout=30)
+    _out, err = train.communicate(timeout=30)
     assert train.returncode == 130
     assert "Traceback" not in err
     assert (
@@ -120,7 +120,7 @@ def test_ctrl_c_while_the_job_starts_never_leaves_an_unrecorded_job(project: Pro
     line = train.stderr.readline()
     assert "run.Created" in line, line
     train.send_signal(signal.SIGINT)
-    out, err = train.communicate(timeout=30)
+    _out, err = train.communicate(timeout=30)
     assert train.returncode == 130, err
     assert "Traceback" not in err
     (run_id,) = project.runs()
