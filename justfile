@@ -25,3 +25,7 @@ lint:
 # Speed and memory figures, each beside the floor it is compared with.
 bench:
     {{py}} -m bench
+
+# A whole training run on this machine with the stand-in trainer (no GPU needed).
+demo-local:
+    bash demo/local.sh
