@@ -1,0 +1,649 @@
+"""The executor for jobs on a host reached over SSH (asyncssh, bridged into trio).
+
+Open it with ``async with open_ssh(target, workdir=…) as executor:``. asyncssh runs on
+asyncio, so the executor needs a trio-asyncio loop: `open_ssh` opens one
+(``trio_asyncio.open_loop()``) unless the calling task already runs inside one — a
+command that talks to several hosts opens its loop once and every `open_ssh` inside
+shares it.
+
+Two kinds of targets:
+
+- `UserHost`: ``user@host[:port]`` or an alias from ``~/.ssh/config`` (HostName, User,
+  Port, IdentityFile, ProxyJump… are honoured, and so is the SSH agent), checked strictly
+  against the user's known hosts: an unknown or changed host key is refused with the
+  command that would add it — never accepted automatically.
+- `PinnedHost` (pods): an explicit address and user, one client key file, exactly one
+  trusted host key; no ssh config, no agent, no known_hosts file.
+
+Every remote command is an asyncssh process closed in a shielded ``finally`` (cancelling
+a bridged call does not close the remote channel on its own). Control commands are
+``sh -s -- ctl-args`` with ``ctl.sh`` on stdin; the job launcher gets the secrets on its
+stdin, so they never appear on a command line, in the server's log or in a file.
+Connection failures raise `TargetUnreachable` naming the host; the next call reconnects.
+"""
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ParamSpec, Protocol, TypeVar, cast
+
+import asyncssh
+import trio
+
+from overbrainer.exec.base import (
+    ExecError,
+    Executor,
+    HostKeyRefused,
+    JobAlreadyRunning,
+    JobHandle,
+    JobState,
+    JobStatus,
+    LoginRefused,
+    NativeRuntime,
+    Runtime,
+    TargetUnreachable,
+)
+from overbrainer.exec.job import (
+    COMMANDS_FILE,
+    CONTAINER_FILE,
+    CONTROL_SCRIPT,
+    JOB_SCRIPT,
+    check_secrets,
+    container_marker,
+    parse_pid,
+    parse_state,
+    render_commands,
+    script,
+    secrets_input,
+)
+from overbrainer.exec.manifest import parse_sha256sum
+from overbrainer.exec.shell import build_command, check_rel_path, check_safe_word, quote
+from overbrainer.exec.transfer import (
+    Entry,
+    extract_tar,
+    fresh_staging,
+    remove,
+    replace_paths,
+    tar_chunks,
+    upload_entries,
+)
+
+
+class _Sink(Protocol):
+    """Where a download's bytes go: an open trio file."""
+
+    async def write(self, data: bytes, /) -> object:
+        """Write ``data``."""
+        ...
+
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+_CHUNK = 1 << 16
+_CLOSE_TIMEOUT = 5.0
+_GLOBAL_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
+# asyncssh's (trusted host keys, trusted CA keys, revoked keys): an empty trust list.
+_NOTHING_TRUSTED: tuple[list[object], list[object], list[object]] = ([], [], [])
+# What a broken or refused connection raises inside asyncssh and the socket layer.
+_NETWORK_ERRORS = (OSError, asyncssh.Error, asyncio.TimeoutError)
+
+
+@dataclass(frozen=True)
+class UserHost:
+    """A host the user reaches with ``ssh``: ``user@host[:port]`` or a ``~/.ssh/config`` alias.
+
+    ``config`` and ``known_hosts`` replace ``~/.ssh/config`` and the known hosts files
+    (the config's ``UserKnownHostsFile``, else ``~/.ssh/known_hosts``) — for tests, or a
+    user who keeps them elsewhere.
+    """
+
+    spec: str
+    config: Path | None = None
+    known_hosts: Path | None = None
+
+
+@dataclass(frozen=True)
+class PinnedHost:
+    """A pod: address, user, the run's client key file and the one host key to trust."""
+
+    host: str
+    port: int
+    user: str
+    client_key: Path
+    host_key: str  # OpenSSH public key line: "ssh-ed25519 AAAA…"
+
+
+def parse_host_spec(spec: str) -> tuple[str | None, str, int | None]:
+    """Split ``user@host[:port]`` (``[v6addr]:port`` too) into user, host and port."""
+    from overbrainer.exec.shell import UnsafeValue
+
+    rest = spec.strip()
+    user: str | None = None
+    if "@" in rest:
+        user, rest = rest.rsplit("@", 1)
+    port: int | None = None
+    if rest.startswith("["):
+        host, _, tail = rest[1:].partition("]")
+        if tail:
+            if not tail.startswith(":") or not tail[1:].isdigit():
+                raise UnsafeValue(f"the SSH host {spec!r} should look like user@host[:port]")
+            port = int(tail[1:])
+    elif rest.count(":") == 1:
+        host, _, port_text = rest.partition(":")
+        if not port_text.isdigit():
+            raise UnsafeValue(f"the SSH host {spec!r} should look like user@host[:port]")
+        port = int(port_text)
+    else:
+        host = rest
+    if (
+        not host
+        or host.startswith("-")
+        or (user is not None and (not user or user.startswith("-")))
+        or (port is not None and not 0 < port < 65536)
+        or any(char.isspace() or char in "'\"`$;&|<>\\" for char in spec)
+    ):
+        raise UnsafeValue(f"the SSH host {spec!r} should look like user@host[:port] or an alias")
+    return user, host, port
+
+
+async def _aio(fn: Callable[_P, Awaitable[_T]], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+    """Await the asyncio coroutine function ``fn`` from trio (through trio-asyncio)."""
+    import trio_asyncio
+
+    return cast(_T, await trio_asyncio.aio_as_trio(fn)(*args, **kwargs))
+
+
+async def _feed(process: "asyncssh.SSHClientProcess[bytes]", data: bytes, eof: bool) -> None:
+    """(asyncio side) Write ``data`` to the process's stdin, wait for room, maybe send EOF."""
+    if data:
+        process.stdin.write(data)
+        await process.stdin.drain()
+    if eof:
+        process.stdin.write_eof()
+
+
+@contextlib.asynccontextmanager
+async def open_ssh(
+    target: UserHost | PinnedHost,
+    *,
+    workdir: str = "overbrainer",
+    runtime: Runtime | None = None,
+    cancel_grace: int = 10,
+    connect_timeout: float = 20.0,
+) -> AsyncIterator["SshExecutor"]:
+    """Connect to ``target`` and yield its executor; close the connection at the end.
+
+    ``workdir`` is the executor's root, relative to the remote home (or absolute). Opens a
+    trio-asyncio loop for the block unless the calling task already runs inside one; an
+    error that the loop's nursery wraps in an exception group comes out unwrapped when it
+    is the only one, so callers catch `TargetUnreachable` & co. as plain exceptions.
+    Raises `HostKeyRefused`, `LoginRefused` or `TargetUnreachable` when it cannot connect.
+    """
+    import trio_asyncio
+
+    executor = SshExecutor(
+        target,
+        workdir=workdir,
+        runtime=runtime,
+        cancel_grace=cancel_grace,
+        connect_timeout=connect_timeout,
+    )
+    if trio_asyncio.current_loop.get() is not None:
+        async with _connected(executor):
+            yield executor
+        return
+    try:
+        async with trio_asyncio.open_loop(), _connected(executor):
+            yield executor
+    except BaseExceptionGroup as group:
+        leaves = _leaves(group)
+        if len(leaves) == 1:
+            raise leaves[0] from leaves[0].__cause__
+        raise
+
+
+@contextlib.asynccontextmanager
+async def _connected(executor: "SshExecutor") -> AsyncIterator[None]:
+    try:
+        await executor.connect()
+        yield
+    finally:
+        await executor.aclose()
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
+
+
+class SshExecutor:
+    """Jobs in directories under ``workdir`` on an SSH host. Create it with `open_ssh`."""
+
+    def __init__(
+        self,
+        target: UserHost | PinnedHost,
+        *,
+        workdir: str,
+        runtime: Runtime | None,
+        cancel_grace: int,
+        connect_timeout: float,
+    ) -> None:
+        self.target = target
+        self.workdir = check_safe_word(workdir.rstrip("/") or "/", name="the SSH workdir")
+        self.runtime: Runtime = runtime or NativeRuntime()
+        self._grace = cancel_grace
+        self._timeout = connect_timeout
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._lock = trio.Lock()
+        if isinstance(target, PinnedHost):
+            self._label = f"{target.user}@{target.host}:{target.port}"
+        else:
+            parse_host_spec(target.spec)
+            self._label = target.spec
+
+    @property
+    def location(self) -> str:
+        """``host <spec>``."""
+        return f"host {self._label}"
+
+    # -- connection ------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        """Open the connection now (calls reconnect by themselves after a failure)."""
+        await self._connection()
+
+    async def _connection(self) -> asyncssh.SSHClientConnection:
+        async with self._lock:
+            if self._conn is None:
+                self._conn = await self._open()
+            return self._conn
+
+    async def _open(self) -> asyncssh.SSHClientConnection:
+        if isinstance(self.target, PinnedHost):
+            return await self._open_pinned(self.target)
+        return await self._open_user(self.target)
+
+    async def _open_pinned(self, target: PinnedHost) -> asyncssh.SSHClientConnection:
+        try:
+            host_key = asyncssh.import_public_key(target.host_key)
+        except (asyncssh.KeyImportError, ValueError):
+            raise ExecError(
+                f"the pinned host key for {self.location} is not a public key"
+            ) from None
+        try:
+            client_key = asyncssh.read_private_key(target.client_key)
+        except (OSError, asyncssh.KeyImportError, ValueError):
+            raise ExecError(
+                f"cannot read the run's SSH key {target.client_key} (it should be an "
+                "unencrypted OpenSSH private key, mode 600)"
+            ) from None
+        try:
+            return await _aio(
+                asyncssh.connect,
+                target.host,
+                target.port,
+                username=target.user,
+                config=None,
+                agent_path=None,
+                agent_forwarding=False,
+                client_keys=[client_key],
+                known_hosts=([host_key], [], []),
+                password_auth=False,
+                kbdint_auth=False,
+                host_based_auth=False,
+                x509_trusted_certs=None,
+                connect_timeout=self._timeout,
+                keepalive_interval=15,
+                keepalive_count_max=4,
+            )
+        except asyncssh.HostKeyNotVerifiable:
+            raise HostKeyRefused(
+                f"the SSH server at {target.host}:{target.port} did not present the host key "
+                "pinned for this run, so overbrainer refused it: it is not the pod this run "
+                "created (or the pod was replaced)",
+                host=self._label,
+            ) from None
+        except _NETWORK_ERRORS as exc:
+            raise self._connect_error(exc) from None
+
+    async def _open_user(self, target: UserHost) -> asyncssh.SSHClientConnection:
+        user, host, port = parse_host_spec(target.spec)
+        config: list[str] | tuple[()] = [str(target.config)] if target.config else ()
+        known: str | tuple[()] = str(target.known_hosts) if target.known_hosts else ()
+        try:
+            options = await _aio(
+                asyncssh.SSHClientConnectionOptions.construct,
+                None,
+                config=config,
+                host=host,
+                port=port if port is not None else (),
+                username=user if user is not None else (),
+                known_hosts=known,
+                connect_timeout=self._timeout,
+                keepalive_interval=15,
+                keepalive_count_max=4,
+            )
+            # Always an explicit list of existing files, or nothing trusted at all:
+            # "UserKnownHostsFile none" (None) would switch checking off — never.
+            files = _known_hosts_files(options.known_hosts, explicit=bool(target.known_hosts))
+            trusted: object = files or _NOTHING_TRUSTED
+            options = await _aio(
+                asyncssh.SSHClientConnectionOptions.construct, options, known_hosts=trusted
+            )
+        except (OSError, ValueError, asyncssh.Error) as exc:
+            raise ExecError(f"cannot use the SSH settings for {self.location}: {exc}") from None
+        try:
+            return await _aio(asyncssh.connect, host, options=options)
+        except asyncssh.HostKeyNotVerifiable:
+            raise self._host_key_error(options, files) from None
+        except _NETWORK_ERRORS as exc:
+            raise self._connect_error(exc) from None
+
+    def _host_key_error(
+        self, options: asyncssh.SSHClientConnectionOptions, files: list[str]
+    ) -> HostKeyRefused:
+        host, port = str(options.host), int(options.port or 22)
+        where = host if port == 22 else f"[{host}]:{port}"
+        scan = f"ssh-keyscan -p {port} {host} >> ~/.ssh/known_hosts"
+        changed = False
+        with contextlib.suppress(Exception):
+            for name in files:
+                keys = asyncssh.match_known_hosts(name, host, host, port if port != 22 else None)
+                changed = changed or bool(keys[0])
+        if changed:
+            return HostKeyRefused(
+                f"the host key of {self._label} ({where}) is not the one in your known hosts: "
+                "the host was reinstalled, or someone is intercepting the connection. "
+                "overbrainer refused it. If the change is expected, check the new key's "
+                f"fingerprint, then replace the old one: `ssh-keygen -R '{where}'` and `{scan}`",
+                host=self._label,
+            )
+        return HostKeyRefused(
+            f"the host key of {self._label} ({where}) is not in your known hosts, and "
+            "overbrainer never accepts an unknown host key. Check its fingerprint, then add "
+            f"it: `{scan}` (or connect once with `{self._ssh_command()}` and confirm)",
+            host=self._label,
+        )
+
+    def _ssh_command(self) -> str:
+        """The ``ssh`` command a user would type to reach this host."""
+        assert isinstance(self.target, UserHost)
+        user, host, port = parse_host_spec(self.target.spec)
+        login = f"{user}@{host}" if user else host
+        return f"ssh -p {port} {login}" if port else f"ssh {login}"
+
+    def _connect_error(self, exc: BaseException) -> ExecError:
+        if isinstance(exc, asyncssh.PermissionDenied):
+            return LoginRefused(
+                f"{self.location} refused the login: none of the offered keys is authorized "
+                "(check User and IdentityFile in ~/.ssh/config, or your ssh agent)",
+                host=self._label,
+            )
+        reason = str(exc) or type(exc).__name__
+        if isinstance(exc, asyncio.TimeoutError):
+            reason = f"no answer within {self._timeout:.0f} s"
+        return TargetUnreachable(f"cannot reach {self.location}: {reason}", host=self._label)
+
+    async def _drop(self) -> None:
+        """Forget a broken connection (closing it); the next call opens a new one."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+            with trio.move_on_after(_CLOSE_TIMEOUT, shield=True):
+                with contextlib.suppress(*_NETWORK_ERRORS):
+                    await _aio(conn.wait_closed)
+
+    async def aclose(self) -> None:
+        """Close the connection. Jobs keep running on the host."""
+        await self._drop()
+
+    # -- running commands ------------------------------------------------------------
+
+    async def _exec(
+        self,
+        command: str,
+        *,
+        what: str,
+        stdin: bytes = b"",
+        chunks: Iterator[bytes] | None = None,
+        sink: "_Sink | None" = None,
+    ) -> bytes:
+        """Run ``command``; feed ``stdin`` (then ``chunks``); return stdout (or pump it to
+        ``sink``, an open trio file). Non-zero exit → `ExecError` with stderr's tail."""
+        conn = await self._connection()
+        try:
+            process = await _aio(conn.create_process, command, encoding=None)
+        except _NETWORK_ERRORS as exc:
+            await self._drop()
+            raise self._lost(what, exc) from None
+        errors: list[bytes] = []
+        output: list[bytes] = []
+        failures: list[BaseException] = []
+        try:
+            async with trio.open_nursery() as nursery:
+                # Each stream task keeps its network error (instead of raising it) so it
+                # arrives here unwrapped, and stops its siblings.
+                nursery.start_soon(
+                    _guard,
+                    failures,
+                    nursery.cancel_scope,
+                    self._collect(process.stderr, errors, None),
+                )
+                nursery.start_soon(
+                    _guard,
+                    failures,
+                    nursery.cancel_scope,
+                    self._collect(process.stdout, output, sink),
+                )
+                await _guard(failures, nursery.cancel_scope, self._send(process, stdin, chunks))
+            if failures:
+                raise failures[0]
+            result = await _aio(process.wait)
+        except _NETWORK_ERRORS as exc:
+            await self._drop()
+            raise self._lost(what, exc) from None
+        finally:
+            # A cancelled bridged call leaves the remote channel open: close it here.
+            with trio.move_on_after(_CLOSE_TIMEOUT, shield=True):
+                process.close()
+                with contextlib.suppress(*_NETWORK_ERRORS):
+                    await _aio(process.wait_closed)
+        if result.exit_status is None:
+            if result.exit_signal is not None:
+                raise ExecError(f"{what} on {self.location} was killed ({result.exit_signal[0]})")
+            await self._drop()
+            raise self._lost(what, None)
+        if result.exit_status != 0:
+            detail = b"".join(errors).decode(errors="replace").strip()[-800:]
+            raise ExecError(
+                f"{what} failed on {self.location} (exit code {result.exit_status})"
+                + (f": {detail}" if detail else "")
+            )
+        return b"".join(output)
+
+    async def _send(
+        self,
+        process: "asyncssh.SSHClientProcess[bytes]",
+        stdin: bytes,
+        chunks: Iterator[bytes] | None,
+    ) -> None:
+        try:
+            await _aio(_feed, process, stdin, chunks is None)
+            if chunks is not None:
+                try:
+                    while chunk := await trio.to_thread.run_sync(next, chunks, b""):
+                        await _aio(_feed, process, chunk, False)
+                finally:
+                    close = getattr(chunks, "close", None)
+                    if close is not None:
+                        close()
+                await _aio(_feed, process, b"", True)
+        except BrokenPipeError:
+            # The command stopped reading (it failed): its exit status and stderr tell why.
+            return
+
+    @staticmethod
+    async def _collect(
+        stream: "asyncssh.SSHReader[bytes]", into: list[bytes], sink: "_Sink | None"
+    ) -> None:
+        while data := await _aio(stream.read, _CHUNK):
+            if sink is None:
+                into.append(data)
+            else:
+                await sink.write(data)
+
+    def _lost(self, what: str, exc: BaseException | None) -> TargetUnreachable:
+        reason = f": {exc}" if exc is not None and str(exc) else ""
+        return TargetUnreachable(
+            f"lost the connection to {self.location} while {what}{reason}", host=self._label
+        )
+
+    def _remote(self, rel: str, what: str) -> str:
+        check_rel_path(rel, name=what)
+        return rel if self.workdir == "." else f"{self.workdir}/{rel}"
+
+    async def _ctl(self, *args: str, what: str, sink: "_Sink | None" = None) -> bytes:
+        command = "sh -s -- " + build_command(args, name=what)
+        return await self._exec(
+            command, what=what, stdin=script(CONTROL_SCRIPT).encode(), sink=sink
+        )
+
+    # -- the executor interface ------------------------------------------------------
+
+    async def upload(self, local_dir: Path, remote_dir: str) -> None:
+        """Send ``local_dir`` as a tar stream into ``remote_dir`` (created if needed)."""
+        target = self._remote(remote_dir, "the run directory")
+        entries = await trio.to_thread.run_sync(upload_entries, local_dir)
+        await self._untar(target, entries, what=f"uploading {local_dir}")
+
+    async def _untar(self, target: str, entries: Sequence[Entry], *, what: str) -> None:
+        where = quote(target, name="the run directory")
+        command = f"mkdir -p {where} && cd {where} && tar -x -o -f -"
+        await self._exec(command, what=what, chunks=tar_chunks(entries))
+
+    async def spawn(
+        self,
+        remote_dir: str,
+        commands: Sequence[Sequence[str]],
+        *,
+        env: Mapping[str, str],
+        secrets: Mapping[str, str],
+        container: str | None = None,
+    ) -> JobHandle:
+        """Start the job detached (``setsid``) in ``remote_dir``; secrets go on stdin."""
+        target = self._remote(remote_dir, "the run directory")
+        check_secrets(secrets, env)
+        text = render_commands(
+            commands,
+            env=env,
+            secret_names=list(secrets),
+            runtime=self.runtime,
+            container=container,
+        )
+        state = await self.status(remote_dir)
+        if state.status in (JobStatus.running, JobStatus.cancelling):
+            raise JobAlreadyRunning(f"a job is still running in {target} on {self.location}")
+        files = [
+            Entry(JOB_SCRIPT, script(JOB_SCRIPT).encode()),
+            Entry(COMMANDS_FILE, text.encode()),
+            Entry(CONTAINER_FILE, container_marker(self.runtime, container).encode()),
+        ]
+        await self._untar(target, files, what="writing the job's files")
+        where = quote(target, name="the run directory")
+        out = await self._exec(
+            f"cd {where} && sh {JOB_SCRIPT} start",
+            what="starting the job",
+            stdin=secrets_input(secrets),
+        )
+        pid = parse_pid(out.decode(errors="replace"), where=self.location)
+        return JobHandle(pid, container)
+
+    async def read_file(self, path: str, offset: int, limit: int) -> bytes:
+        """Up to ``limit`` bytes of ``path`` from ``offset``; ``b""`` if it is missing."""
+        if offset < 0 or limit < 0:
+            raise ValueError("offset and limit must not be negative")
+        target = self._remote(path, "the file")
+        return await self._ctl("read", target, str(offset), str(limit), what=f"reading {path}")
+
+    async def status(self, remote_dir: str) -> JobState:
+        """The job's state from its markers."""
+        target = self._remote(remote_dir, "the run directory")
+        out = await self._ctl("status", target, what="reading the job's status")
+        return parse_state(out.decode(errors="replace"), where=self.location)
+
+    async def cancel(self, remote_dir: str) -> JobState:
+        """Stop the job; a job that already ended is left alone (its state returned)."""
+        target = self._remote(remote_dir, "the run directory")
+        out = await self._ctl("cancel", target, str(self._grace), what="cancelling the job")
+        return parse_state(out.decode(errors="replace"), where=self.location)
+
+    async def manifest(self, remote_dir: str, paths: Sequence[str]) -> dict[str, str]:
+        """SHA-256 of the result files under ``paths``, computed on the host."""
+        target = self._remote(remote_dir, "the run directory")
+        for rel in paths:
+            check_rel_path(rel, name="a result path")
+        out = await self._ctl("manifest", target, *paths, what="computing the manifest")
+        return parse_sha256sum(out.decode(errors="surrogateescape"), where=self.location)
+
+    async def download(self, remote_dir: str, paths: Sequence[str], local_dir: Path) -> None:
+        """Bring ``paths`` back by tar stream; each replaces its local copy once all arrived."""
+        target = self._remote(remote_dir, "the run directory")
+        for rel in paths:
+            check_rel_path(rel, name="a result path")
+        await trio.Path(local_dir).mkdir(parents=True, exist_ok=True)
+        staging = await trio.to_thread.run_sync(fresh_staging, local_dir)
+        archive = staging / "download.tar"
+        try:
+            async with await trio.open_file(archive, "wb") as sink:
+                await self._ctl("pack", target, *paths, what="downloading results", sink=sink)
+            unpacked = staging / "files"
+            await trio.to_thread.run_sync(_unpack, archive, unpacked, list(paths))
+            await trio.to_thread.run_sync(replace_paths, unpacked, local_dir, list(paths))
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(remove, staging)
+
+    async def touch(self, path: str) -> None:
+        """Create ``path`` (and its parents) on the host."""
+        target = self._remote(path, "the marker")
+        await self._ctl("touch", target, what=f"marking {path}")
+
+
+async def _guard(
+    failures: list[BaseException], scope: trio.CancelScope, work: Awaitable[None]
+) -> None:
+    """Await ``work``; on a network error, record it and cancel ``scope``."""
+    try:
+        await work
+    except _NETWORK_ERRORS as exc:
+        failures.append(exc)
+        scope.cancel()
+
+
+def _known_hosts_files(configured: object, *, explicit: bool) -> list[str]:
+    """The known hosts files that exist among ``configured`` (asyncssh's resolved option:
+    a path, a list of paths, ``[]`` for the default, or ``None`` for "none"), plus the
+    system-wide file as OpenSSH reads it, unless the caller named one file explicitly."""
+    if isinstance(configured, (str, Path)):
+        names = [str(configured)]
+    elif isinstance(configured, list) and configured:
+        names = [str(name) for name in configured]
+    else:
+        names = ["~/.ssh/known_hosts"]
+    if not explicit:
+        names.append(_GLOBAL_KNOWN_HOSTS)
+    paths = [Path(name).expanduser() for name in dict.fromkeys(names)]
+    return [str(path) for path in paths if path.is_file()]
+
+
+def _conforms(executor: SshExecutor) -> Executor:
+    """(For the type checker) an `SshExecutor` is an `Executor`."""
+    return executor
+
+
+def _unpack(archive: Path, unpacked: Path, paths: list[str]) -> None:
+    unpacked.mkdir()
+    extract_tar(archive, unpacked, paths)

@@ -1,0 +1,170 @@
+"""What a pod is created with: its environment (``env``) and its container command (``args``).
+
+The bootstrap and watchdog scripts ship with the package (``scripts/*.sh``) and travel to the
+pod inside ``env``, gzipped and base64-encoded on one line: they hold no secret. ``args`` is a
+short ``bash -c`` line that writes them out and ``exec``s the bootstrap. The only secret in
+``env`` is the pod's SSH host private key (:class:`~overbrainer.runpod.keys.RunKeys`); the
+account's API key and the Hugging Face token can never be given to :func:`pod_env`, whose
+parameters are all named and none of which takes them.
+"""
+
+import base64
+import gzip
+import math
+import re
+import shlex
+from datetime import datetime
+from importlib import resources
+
+from overbrainer.errors import OverbrainerError
+from overbrainer.runpod.keys import RunKeys
+from overbrainer.runs.ids import check_run_id
+
+BOOTSTRAP = "bootstrap.sh"
+WATCHDOG = "watchdog.sh"
+
+# The run marker: every pod of a run carries its run ID under this name (orphans, `pod ls`).
+RUN_MARKER = "OVERBRAINER_RUN"
+
+# Where the container command writes the scripts on the pod.
+SCRIPTS_DIR = "/opt/overbrainer"
+
+ENV_RUN_DIR = "OVERBRAINER_RUN_DIR"
+ENV_HOST_KEY = "OVERBRAINER_HOST_KEY_B64"
+ENV_AUTHORIZED_KEY = "OVERBRAINER_AUTHORIZED_KEY"
+ENV_BOOTSTRAP = "OVERBRAINER_BOOTSTRAP_SH"
+ENV_WATCHDOG = "OVERBRAINER_WATCHDOG_SH"
+ENV_DEADLINE = "OVERBRAINER_DEADLINE"
+ENV_MAX_SECONDS = "OVERBRAINER_MAX_SECONDS"
+ENV_BOOT_GRACE = "OVERBRAINER_BOOT_GRACE"
+ENV_RETRIEVE_GRACE = "OVERBRAINER_RETRIEVE_GRACE"
+ENV_KEEP = "OVERBRAINER_KEEP"
+ENV_INTERVAL = "OVERBRAINER_INTERVAL"
+ENV_API_BASE = "OVERBRAINER_API_BASE"
+ENV_HF_HOME = "OVERBRAINER_HF_HOME"
+
+# Files the bootstrap and the watchdog keep in the run directory's `.pod/` on the pod.
+POD_DIR = ".pod"
+VERDICT = ".pod/watchdog"
+WATCHDOG_LOG = ".pod/watchdog.log"
+BOOTSTRAP_FAILED = ".pod/bootstrap_failed"
+RETRIEVED = ".pod/retrieved"
+JOB_ENV = ".pod/job.env"
+
+# Only characters that need no quoting in a shell or a config file, no leading '-'.
+_SAFE_PATH = re.compile(r"^[A-Za-z0-9._/+][A-Za-z0-9._/+-]*$")
+_BASE_URL = re.compile(r"^https?://[A-Za-z0-9.:\[\]-]+(/[A-Za-z0-9._~/-]*)?$")
+
+
+class UnsafePodValue(OverbrainerError):
+    """A value that cannot be passed to a pod safely; the message names it, never shows it."""
+
+
+def script_text(name: str) -> str:
+    """The text of a pod script shipped with the package (:data:`BOOTSTRAP`, :data:`WATCHDOG`)."""
+    if name not in (BOOTSTRAP, WATCHDOG):
+        raise ValueError(f"no pod script named {name!r}")
+    return resources.files("overbrainer.runpod").joinpath("scripts", name).read_text("utf-8")
+
+
+def pod_env(
+    run_id: str,
+    keys: RunKeys,
+    *,
+    run_dir: str,
+    deadline: datetime,
+    max_hours: float,
+    boot_grace_seconds: float,
+    retrieve_grace_seconds: float,
+    keep: bool,
+    hf_home: str | None = None,
+    api_base: str | None = None,
+    interval_seconds: float | None = None,
+) -> dict[str, str]:
+    """The ``env`` of the create call for run ``run_id``'s pod.
+
+    ``run_dir`` is the run's directory on the pod, absolute or relative to the pod's home
+    (``/root``), as the SSH executor's workdir is; ``deadline`` (timezone-aware) is when the
+    watchdog deletes the pod whatever happens, ``max_hours`` the same bound counted from the
+    watchdog's start (a guard against a pod clock that is off). ``api_base`` is given only
+    when it is not Runpod's own API (the fake one, in tests and the demo).
+    """
+    check_run_id(run_id)
+    _check_path("run_dir", run_dir, absolute=False)
+    if hf_home is not None:
+        _check_path("hf_home", hf_home)
+    if deadline.tzinfo is None:
+        raise ValueError("deadline must be timezone-aware")
+    if not (math.isfinite(max_hours) and max_hours > 0):
+        raise UnsafePodValue("max_hours must be a positive number")
+    boot_grace = _seconds("boot_grace_seconds", boot_grace_seconds)
+    retrieve_grace = _seconds("retrieve_grace_seconds", retrieve_grace_seconds)
+    env = {
+        RUN_MARKER: run_id,
+        ENV_RUN_DIR: run_dir,
+        ENV_HOST_KEY: base64.b64encode(keys.host_private_key.encode("ascii")).decode("ascii"),
+        ENV_AUTHORIZED_KEY: keys.client_public_key,
+        ENV_BOOTSTRAP: _packed(script_text(BOOTSTRAP)),
+        ENV_WATCHDOG: _packed(script_text(WATCHDOG)),
+        ENV_DEADLINE: str(math.ceil(deadline.timestamp())),
+        ENV_MAX_SECONDS: str(math.ceil(max_hours * 3600)),
+        ENV_BOOT_GRACE: boot_grace,
+        ENV_RETRIEVE_GRACE: retrieve_grace,
+        ENV_KEEP: "1" if keep else "0",
+    }
+    if hf_home is not None:
+        env[ENV_HF_HOME] = hf_home
+    if api_base is not None:
+        if not _BASE_URL.match(api_base):
+            raise UnsafePodValue("api_base is not a plain http(s) URL")
+        env[ENV_API_BASE] = api_base.rstrip("/")
+    if interval_seconds is not None:
+        env[ENV_INTERVAL] = _seconds("interval_seconds", interval_seconds)
+    for name, value in env.items():
+        if "\0" in value or "\n" in value or "\r" in value:
+            raise UnsafePodValue(f"pod environment variable {name} holds a NUL or a line break")
+    return env
+
+
+def pod_args(scripts_dir: str = SCRIPTS_DIR) -> str:
+    """The container command: writes both scripts out of ``env`` and ``exec``s the bootstrap.
+
+    It needs ``bash``, ``base64`` and ``gunzip`` in the image; ``scripts_dir`` is where the
+    scripts go (a temporary directory in tests).
+    """
+    _check_path("scripts_dir", scripts_dir)
+    steps = [
+        "umask 022",
+        f"mkdir -p {scripts_dir}",
+        f'printf %s "${ENV_WATCHDOG}" | base64 -d | gunzip > {scripts_dir}/{WATCHDOG}',
+        f'printf %s "${ENV_BOOTSTRAP}" | base64 -d | gunzip > {scripts_dir}/{BOOTSTRAP}',
+        f"exec sh {scripts_dir}/{BOOTSTRAP}",
+    ]
+    return "bash -c " + shlex.quote(" && ".join(steps))
+
+
+def _seconds(name: str, value: float) -> str:
+    """``value`` as the watchdog reads a time: whole seconds, or with up to 3 decimals."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise UnsafePodValue(f"{name} must be a number of seconds")
+    if not math.isfinite(value) or round(value * 1000) < 1:
+        raise UnsafePodValue(f"{name} must be a positive number of seconds")
+    whole, rest = divmod(round(value * 1000), 1000)
+    return str(whole) if rest == 0 else f"{whole}.{rest:03d}".rstrip("0")
+
+
+def _packed(text: str) -> str:
+    """``text`` gzipped (reproducibly) and base64-encoded: one short line."""
+    return base64.b64encode(gzip.compress(text.encode("utf-8"), mtime=0)).decode("ascii")
+
+
+def _check_path(name: str, value: str, *, absolute: bool = True) -> None:
+    if (
+        not _SAFE_PATH.match(value)
+        or ".." in value.split("/")
+        or (absolute and not value.startswith("/"))
+    ):
+        kind = "an absolute path" if absolute else "a path"
+        raise UnsafePodValue(
+            f"{name} must be {kind} of letters, digits and ._/+- only, without '..'"
+        )

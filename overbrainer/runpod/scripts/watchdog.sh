@@ -1,0 +1,396 @@
+#!/bin/sh
+# overbrainer pod watchdog: the bound on what a pod can cost (POSIX sh; needs only curl).
+#
+# First proves that the pod's own Runpod key can read this pod and writes the verdict to
+# $OVERBRAINER_RUN_DIR/.pod/watchdog: `ready`, or `failed <reason>`. Then, at every check,
+# it deletes the pod on the first rule that matches:
+#   1. the bootstrap failed (.pod/bootstrap_failed) - at once;
+#   2. kept (--keep-pod) and the job started (job.pid) - never, for any reason;
+#   3. past the deadline (max_hours since creation);
+#   4. the results were retrieved (.pod/retrieved);
+#   5. the job ended (exit_code or cancelled) and was not retrieved within the retrieve grace;
+#   6. no job started (no job.pid) within the boot grace since the watchdog started.
+# A delete falls back to the `terminate` action, then `stop`; a failed one is retried at the
+# next check; a 404 in Runpod's error shape means the pod is gone and the watchdog ends.
+#
+# The key is never logged, echoed or put on a command line: curl reads it from a config on
+# its standard input (a here-document, which no `ps` shows).
+#
+# Environment:
+#   RUNPOD_POD_ID, RUNPOD_API_KEY   the pod's ID and its pod-scoped key (set by Runpod)
+#   OVERBRAINER_API_BASE            Runpod's REST API (https://api.runpod.io/v2)
+#   OVERBRAINER_RUN_DIR             the run's directory on the pod
+#   OVERBRAINER_DEADLINE            when to delete the pod, in epoch seconds (required)
+#   OVERBRAINER_MAX_SECONDS         also delete this long after the watchdog started
+#   OVERBRAINER_BOOT_GRACE          seconds for the job to start (1800)
+#   OVERBRAINER_RETRIEVE_GRACE      seconds to retrieve the results of an ended job (3600)
+#   OVERBRAINER_INTERVAL            seconds between checks (60)
+#   OVERBRAINER_KEEP                1 for --keep-pod
+#   OVERBRAINER_BOOTSTRAP_FAILED    why the bootstrap failed, if it did
+#   OVERBRAINER_READ_ATTEMPTS       reads of the pod before giving up on the API (5)
+#   OVERBRAINER_RETRY_DELAY         seconds between those reads (5)
+#   OVERBRAINER_HTTP_TIMEOUT        seconds a request may take (30)
+# Times may have a fraction (0.5): tests run the watchdog in seconds.
+
+# The job wrapper's markers, in the run directory.
+JOB_PID=job.pid
+EXIT_CODE=exit_code
+CANCELLED=cancelled
+
+base=${OVERBRAINER_API_BASE:-https://api.runpod.io/v2}
+base=${base%/}
+run_dir=${OVERBRAINER_RUN_DIR:-.}
+pod_dir=$run_dir/.pod
+log_file=$pod_dir/watchdog.log
+pod_id=${RUNPOD_POD_ID:-}
+keep=${OVERBRAINER_KEEP:-0}
+bad_settings=
+
+stamp() {
+    date -u +%Y-%m-%dT%H:%M:%SZ
+}
+
+log() {
+    line="$(stamp) watchdog: $*"
+    printf '%s\n' "$line"
+    printf '%s\n' "$line" >>"$log_file" 2>/dev/null
+}
+
+# to_ms VALUE: sets $ms to VALUE (seconds, a fraction allowed) in milliseconds; returns 1
+# when VALUE is not such a number.
+to_ms() {
+    case $1 in
+    '' | .* | *. | *.*.* | *[!0-9.]*) return 1 ;;
+    esac
+    whole=${1%%.*}
+    case $1 in
+    *.*) frac=${1#*.}000 ;;
+    *) frac=000 ;;
+    esac
+    frac=${frac%"${frac#???}"}
+    # A leading zero would make shell arithmetic read the number as octal.
+    while [ "${#whole}" -gt 1 ] && [ "${whole#0}" != "$whole" ]; do whole=${whole#0}; done
+    while [ "${#frac}" -gt 1 ] && [ "${frac#0}" != "$frac" ]; do frac=${frac#0}; done
+    ms=$((whole * 1000 + frac))
+}
+
+# bound NAME VALUE: sets $ms; a value that is not a number is a bad setting, which leaves
+# the pod unbounded, so the watchdog deletes it at once.
+bound() {
+    if ! to_ms "$2"; then
+        bad_settings="${bad_settings}${bad_settings:+, }$1"
+        ms=0
+    fi
+}
+
+# The current time in milliseconds since the epoch (whole seconds where date lacks %N).
+now_ms() {
+    now=$(date +%s%N 2>/dev/null)
+    case $now in
+    '' | *[!0-9]*) now=$(($(date +%s) * 1000)) ;;
+    *) now=${now%??????} ;;
+    esac
+}
+
+# A duration in milliseconds, for people.
+shown() {
+    if [ $(($1 % 1000)) -eq 0 ]; then
+        printf '%ss' $(($1 / 1000))
+    else
+        printf '%s.%03ds' $(($1 / 1000)) $(($1 % 1000))
+    fi
+}
+
+bound OVERBRAINER_DEADLINE "${OVERBRAINER_DEADLINE:-}"
+deadline_ms=$ms
+bound OVERBRAINER_BOOT_GRACE "${OVERBRAINER_BOOT_GRACE:-1800}"
+boot_grace_ms=$ms
+bound OVERBRAINER_RETRIEVE_GRACE "${OVERBRAINER_RETRIEVE_GRACE:-3600}"
+retrieve_grace_ms=$ms
+bound OVERBRAINER_MAX_SECONDS "${OVERBRAINER_MAX_SECONDS:-0}"
+max_ms=$ms
+# How it talks to the API and how often it checks: a bad value falls back to the default.
+attempts=${OVERBRAINER_READ_ATTEMPTS:-5}
+case $attempts in '' | *[!0-9]* | 0) attempts=5 ;; esac
+retry_delay=${OVERBRAINER_RETRY_DELAY:-5}
+to_ms "$retry_delay" || retry_delay=5
+http_timeout=${OVERBRAINER_HTTP_TIMEOUT:-30}
+case $http_timeout in '' | *[!0-9]* | 0) http_timeout=30 ;; esac
+interval=${OVERBRAINER_INTERVAL:-60}
+if ! to_ms "$interval" || [ "$ms" -eq 0 ]; then
+    interval=60
+fi
+
+mkdir -p "$pod_dir" 2>/dev/null
+work=$(mktemp -d "${TMPDIR:-/tmp}/overbrainer-watchdog.XXXXXX") || work=$pod_dir
+body=$work/body
+headers=$work/headers
+sleeper=
+
+finish() {
+    if [ -n "$sleeper" ]; then
+        kill "$sleeper" 2>/dev/null
+        wait "$sleeper" 2>/dev/null
+    fi
+    [ "$work" = "$pod_dir" ] || rm -rf "$work"
+    exit "$1"
+}
+trap 'finish 0' TERM INT HUP
+
+# Sleeps in the background so that a signal ends the watchdog at once.
+pause() {
+    sleep "$1" &
+    sleeper=$!
+    wait "$sleeper"
+    sleeper=
+}
+
+# api METHOD PATH [JSON]: sets $code (the HTTP status, 000 without an answer) and $rc
+# (curl's exit status); the answer's body is in $body and its headers in $headers.
+api() {
+    rm -f "$body" "$headers"
+    if [ -n "${3:-}" ]; then
+        set -- "$1" "$2" -H 'Content-Type: application/json' --data "$3"
+    fi
+    method=$1
+    path=$2
+    shift 2
+    curl -sS -o "$body" -D "$headers" -w '%{http_code}' -X "$method" \
+        --connect-timeout 10 --max-time "$http_timeout" -K - "$@" \
+        "$base$path" >"$work/code" 2>/dev/null <<EOF
+header = "Authorization: Bearer $RUNPOD_API_KEY"
+user-agent = "overbrainer-watchdog"
+EOF
+    rc=$?
+    code=$(cat "$work/code" 2>/dev/null)
+    case $code in
+    [0-9][0-9][0-9]) ;;
+    *) code=000 ;;
+    esac
+}
+
+# What the last answer was, for a log line.
+answer() {
+    if [ "$code" = 000 ]; then
+        printf 'no answer (curl exit status %s)' "$rc"
+    else
+        printf 'HTTP %s' "$code"
+    fi
+}
+
+# A 404 counts as "gone" only in Runpod's own error shape (problem+json, status 404).
+gone() {
+    [ "$code" = 404 ] && grep -Eq '"status"[[:space:]]*:[[:space:]]*404' "$body" 2>/dev/null
+}
+
+transient() {
+    case $code in
+    000 | 408 | 429 | 5[0-9][0-9]) return 0 ;;
+    esac
+    return 1
+}
+
+# Seconds to wait before retrying: Retry-After when the answer gave one (capped).
+retry_wait() {
+    wait_s=$(sed -n 's/^[Rr][Ee][Tt][Rr][Yy]-[Aa][Ff][Tt][Ee][Rr]:[[:space:]]*\([0-9][0-9]*\).*/\1/p' \
+        "$headers" 2>/dev/null | head -n 1)
+    case $wait_s in
+    '' | *[!0-9]*) wait_s=$retry_delay ;;
+    *) [ "$wait_s" -le 60 ] || wait_s=60 ;;
+    esac
+    printf '%s' "$wait_s"
+}
+
+verdict() {
+    log "verdict: $1"
+    if printf '%s\n' "$1" >"$pod_dir/.watchdog.tmp" 2>/dev/null &&
+        mv -f "$pod_dir/.watchdog.tmp" "$pod_dir/watchdog"; then
+        :
+    else
+        log "cannot write the verdict to $pod_dir/watchdog"
+    fi
+}
+
+# Proves the key can read this pod; 0 when the guard loop can use the API.
+prove_key() {
+    if ! command -v curl >/dev/null 2>&1; then
+        verdict "failed missing curl: the image has no curl to reach Runpod's API"
+        return 1
+    fi
+    if [ -z "${RUNPOD_API_KEY:-}" ]; then
+        verdict "failed missing key: RUNPOD_API_KEY is not set"
+        return 1
+    fi
+    case $RUNPOD_API_KEY in
+    *[!A-Za-z0-9._~+/=-]*)
+        verdict "failed malformed key: RUNPOD_API_KEY holds characters no key has"
+        return 1
+        ;;
+    esac
+    case $pod_id in
+    '' | *[!A-Za-z0-9_-]*)
+        verdict "failed missing pod id: RUNPOD_POD_ID is not set or not an ID"
+        return 1
+        ;;
+    esac
+    attempt=1
+    while :; do
+        api GET "/pods/$pod_id"
+        case $code in
+        200)
+            if grep -q "\"$pod_id\"" "$body" 2>/dev/null; then
+                if [ -n "$bad_settings" ]; then
+                    verdict "failed bad settings: $bad_settings"
+                else
+                    verdict ready
+                fi
+            else
+                verdict "failed unexpected answer: HTTP 200 without this pod"
+            fi
+            return 0
+            ;;
+        401 | 403)
+            verdict "failed refused key (HTTP $code)"
+            return 0
+            ;;
+        404)
+            verdict "failed pod not found (HTTP 404)"
+            return 0
+            ;;
+        esac
+        if ! transient; then
+            verdict "failed unexpected answer ($(answer))"
+            return 0
+        fi
+        if [ "$attempt" -ge "$attempts" ]; then
+            verdict "failed unreachable after $attempts attempts (last: $(answer))"
+            return 0
+        fi
+        delay=$(retry_wait)
+        log "reading pod $pod_id: $(answer); retrying in ${delay}s ($attempt of $attempts)"
+        pause "$delay"
+        attempt=$((attempt + 1))
+    done
+}
+
+# Why the pod has to go now, or nothing; logs each change of what it waits for.
+noted=
+note() {
+    [ "$1" = "$noted" ] && return
+    noted=$1
+    log "$1"
+}
+
+decide() {
+    reason=
+    now_ms
+    failure=${OVERBRAINER_BOOTSTRAP_FAILED:-}
+    if [ -z "$failure" ] && [ -f "$pod_dir/bootstrap_failed" ]; then
+        failure=$(head -n 1 "$pod_dir/bootstrap_failed" | tr -cd '[:print:]')
+        failure=${failure:-no reason given}
+    fi
+    if [ -n "$failure" ]; then
+        reason="the bootstrap failed: $failure"
+        return
+    fi
+    if [ -n "$bad_settings" ]; then
+        reason="the watchdog cannot bound this pod: bad settings $bad_settings"
+        return
+    fi
+    if [ "$keep" = 1 ] && [ -f "$run_dir/$JOB_PID" ]; then
+        note "kept (--keep-pod) and its job started: this pod is never deleted by the watchdog"
+        return
+    fi
+    if [ "$now" -ge "$deadline_ms" ]; then
+        at=$(date -u -d "@$((deadline_ms / 1000))" +%Y-%m-%dT%H:%M:%SZ 2>/dev/null) ||
+            at="$((deadline_ms / 1000)) (epoch)"
+        reason="past the deadline, $at"
+        return
+    fi
+    if [ "$max_ms" -gt 0 ] && [ $((now - started)) -ge "$max_ms" ]; then
+        reason="past the deadline, $(shown "$max_ms") after the watchdog started"
+        return
+    fi
+    if [ -f "$pod_dir/retrieved" ]; then
+        reason="the results were retrieved"
+        return
+    fi
+    if [ -f "$run_dir/$EXIT_CODE" ] || [ -f "$run_dir/$CANCELLED" ]; then
+        if [ -z "$ended_at" ]; then
+            ended_at=$now
+        fi
+        if [ $((now - ended_at)) -ge "$retrieve_grace_ms" ]; then
+            reason="the job ended and its results were not retrieved within $(shown "$retrieve_grace_ms")"
+            return
+        fi
+        note "the job ended: waiting up to $(shown "$retrieve_grace_ms") for its results to be retrieved"
+        return
+    fi
+    if [ -f "$run_dir/$JOB_PID" ]; then
+        note "the job is running"
+        return
+    fi
+    if [ $((now - started)) -ge "$boot_grace_ms" ]; then
+        reason="no job started within the boot grace ($(shown "$boot_grace_ms"))"
+        return
+    fi
+    note "waiting up to $(shown "$boot_grace_ms") for the job to start"
+}
+
+# One attempt at ending the pod: delete, else terminate, else stop.
+end_pod() {
+    log "deleting pod $pod_id: $1"
+    api DELETE "/pods/$pod_id"
+    case $code in
+    200 | 202 | 204)
+        log "pod $pod_id deleted ($(answer))"
+        return
+        ;;
+    esac
+    if gone; then
+        log "pod $pod_id is gone (HTTP 404)"
+        finish 0
+    fi
+    log "delete failed ($(answer)); trying the terminate action"
+    for action in terminate stop; do
+        api POST "/pods/$pod_id/action" "{\"action\":\"$action\"}"
+        case $code in
+        200 | 202 | 204)
+            if [ "$action" = stop ]; then
+                log "pod $pod_id stopped ($(answer)); its disk still bills: deleting it again at the next check"
+            else
+                log "pod $pod_id terminated ($(answer))"
+            fi
+            return
+            ;;
+        esac
+        if gone; then
+            log "pod $pod_id is gone (HTTP 404)"
+            finish 0
+        fi
+        if [ "$action" = terminate ]; then
+            log "terminate failed ($(answer)); trying the stop action"
+        else
+            log "stop failed ($(answer)); trying again at the next check in ${interval}s"
+        fi
+    done
+}
+
+now_ms
+started=$now
+ended_at=
+log "guarding pod ${pod_id:-(unknown)} of run ${OVERBRAINER_RUN:-(unknown)} (check every ${interval}s)"
+if ! prove_key; then
+    # Without a usable key (or curl) nothing here can delete the pod; overbrainer reads the
+    # verdict and deletes it. Stay up so that the container (and the verdict) stays readable.
+    log "cannot guard this pod; overbrainer deletes it"
+    while :; do pause 3600; done
+fi
+while :; do
+    decide
+    if [ -n "$reason" ]; then
+        noted=
+        end_pod "$reason"
+    fi
+    pause "$interval"
+done

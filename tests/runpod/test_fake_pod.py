@@ -1,0 +1,277 @@
+"""The fake pod: a pod created on the fake API comes to life with the run's keys, its real
+bootstrap and watchdog, and a real SSH server on loopback."""
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+import httpx
+import pytest
+import trio
+
+from overbrainer.runpod.keys import RunKeys, write_run_keys, write_ssh_config
+from overbrainer.runpod.pod_scripts import pod_args, pod_env
+from tests.fakes.fake_pod import FakePods, fake_pods
+from tests.fakes.runpod_api import FakeRunpod, serve_loopback
+
+RUN = "20260101-120000-ab12"
+RUN_DIR = f"overbrainer/{RUN}"
+
+
+@dataclass
+class World:
+    fake: FakeRunpod
+    base: str
+    account: str
+    pods: FakePods
+    keys: RunKeys
+    tmp: Path
+
+    async def create(self, env: dict[str, str]) -> str:
+        body = {
+            "name": f"overbrainer-{RUN}-1",
+            "image": "example/axolotl@sha256:" + "0" * 64,
+            "cloud": "SECURE",
+            "gpu": {"id": "NVIDIA A40", "count": 1},
+            "disk": 50,
+            "ports": ["22/tcp"],
+            "env": env,
+            "args": pod_args(),
+        }
+        async with self.client() as client:
+            answer = await client.post("/pods", json=body)
+        assert answer.status_code == 201, answer.text
+        return str(answer.json()["id"])
+
+    def client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            base_url=self.base, headers={"Authorization": f"Bearer {self.account}"}
+        )
+
+    async def wait_for_ssh(self, pod_id: str) -> dict[str, Any]:
+        """Poll the pod as provisioning would until it shows ``ssh.direct``."""
+        async with self.client() as client:
+            with trio.fail_after(10):
+                while True:
+                    pod = (await client.get(f"/pods/{pod_id}")).json()
+                    if pod["status"] == "RUNNING" and pod["ssh"]["direct"]:
+                        return dict(pod["ssh"]["direct"])
+                    await trio.sleep(0.05)
+
+    def env(self, **changes: str) -> dict[str, str]:
+        env = pod_env(
+            RUN,
+            self.keys,
+            run_dir=RUN_DIR,
+            deadline=datetime.now(UTC) + timedelta(hours=1),
+            max_hours=1.0,
+            boot_grace_seconds=600,
+            retrieve_grace_seconds=600,
+            keep=False,
+        )
+        env.update(changes)
+        return env
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> AsyncIterator[World]:
+    fake = FakeRunpod(provisioning_seconds=0.1, starting_seconds=0.1)
+    account = fake.add_account()
+    keys = write_run_keys(tmp_path / "project" / "runs" / RUN / "ssh", RUN)
+    async with (
+        serve_loopback(fake) as base,
+        fake_pods(fake, base, tmp_path / "pods", overrides={"OVERBRAINER_INTERVAL": "0.2"}) as pods,
+    ):
+        yield World(fake, base, account, pods, keys, tmp_path)
+
+
+async def _ssh(world: World, config: Path, command: str, stdin: bytes = b"") -> Any:
+    home = world.tmp / "ssh-home"
+    home.mkdir(exist_ok=True)
+    return await trio.run_process(
+        ["ssh", "-F", str(config), f"overbrainer-{RUN}", command],
+        stdin=stdin,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+        env={"PATH": os.environ["PATH"], "HOME": str(home)},
+    )
+
+
+async def _verdict(world: World, pod_id: str) -> str:
+    return await _verdict_at(world, pod_id, f"{RUN_DIR}/.pod/watchdog")
+
+
+async def _verdict_at(world: World, pod_id: str, pod_path: str) -> str:
+    path = world.pods.path(pod_id, pod_path)
+    with trio.fail_after(10):
+        while not path.exists():
+            await trio.sleep(0.05)
+    return path.read_text()
+
+
+async def test_a_running_pod_serves_ssh_with_the_pinned_key_and_its_watchdog_is_ready(world):
+    pod_id = await world.create(world.env())
+    direct = await world.wait_for_ssh(pod_id)
+    assert direct["host"] == "127.0.0.1"
+    assert direct["username"] == "root"
+    config = write_ssh_config(world.keys.ssh_dir, RUN, direct["host"], direct["port"], "root")
+
+    # Real OpenSSH, pinned host key, the run's key only; sh runs in the pod's home.
+    done = await _ssh(world, config, f"cd {RUN_DIR} && pwd && . .pod/job.env && echo $HF_HOME")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().splitlines() == [
+        str(world.pods.home(pod_id) / RUN_DIR),
+        "/root/.cache/huggingface",
+    ]
+    # stdin in, stdout and stderr out, exit status back.
+    done = await _ssh(world, config, "cat > got; wc -c < got; echo oops >&2; exit 3", b"12345")
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (3, b"5", b"oops\n")
+    assert (world.pods.home(pod_id) / "got").read_bytes() == b"12345"
+
+    assert await _verdict(world, pod_id) == "ready\n"
+    installed = world.pods.root(pod_id) / "etc" / "ssh" / "overbrainer_host_ed25519_key"
+    assert installed.read_text() == world.keys.host_private_key
+    # Neither the host key nor the pod's API key reached the container's output.
+    log = world.pods.container_log(pod_id)
+    assert "starting the watchdog" in log and "verdict: ready" in log
+    assert world.keys.host_private_key.splitlines()[4] not in log
+    assert world.fake.pod_scoped_key(pod_id) not in log
+    # The watchdog read its pod with the pod's own key.
+    assert any(
+        r.auth == f"pod:{pod_id}" and r.method == "GET" and r.status == 200
+        for r in world.fake.requests
+    )
+
+
+async def test_the_pod_refuses_another_client_key_and_another_host_key_is_refused(world):
+    pod_id = await world.create(world.env())
+    direct = await world.wait_for_ssh(pod_id)
+    stranger = write_run_keys(world.tmp / "stranger" / "ssh", RUN)
+    config = write_ssh_config(stranger.ssh_dir, RUN, direct["host"], direct["port"], "root")
+    done = await _ssh(world, config, "echo in")
+    # The stranger pins its own host key: the pod's is refused before any login.
+    assert done.returncode == 255
+    assert b"Host key verification failed" in done.stderr
+
+    # The pod's real host key pinned, but a client key it does not know.
+    pinned = " ".join(world.keys.host_public_key.split()[:2])
+    (stranger.ssh_dir / "known_hosts").write_text(f"[{direct['host']}]:{direct['port']} {pinned}\n")
+    done = await _ssh(world, config, "echo in")
+    assert done.returncode == 255
+    assert b"Permission denied" in done.stderr
+    assert done.stdout == b""
+
+
+def _asyncssh_run(host: str, port: int, keys: RunKeys, user: str, command: str) -> str:
+    """What the pods' executor does: asyncssh, one client key, exactly one host key."""
+
+    async def main() -> str:
+        known = asyncssh.import_known_hosts(
+            f"[{host}]:{port} " + " ".join(keys.host_public_key.split()[:2]) + "\n"
+        )
+        async with asyncssh.connect(
+            host,
+            port,
+            username=user,
+            client_keys=[str(keys.client_key_path)],
+            known_hosts=known,
+            agent_path=None,
+            config=None,
+        ) as conn:
+            result = await conn.run(command, check=True)
+            return str(result.stdout)
+
+    return asyncio.run(main())
+
+
+async def test_an_asyncssh_client_with_the_pinned_key_runs_commands(world):
+    pod_id = await world.create(world.env())
+    direct = await world.wait_for_ssh(pod_id)
+    out = await trio.to_thread.run_sync(
+        _asyncssh_run, direct["host"], direct["port"], world.keys, "root", "echo $HOME; id -un"
+    )
+    assert out.splitlines()[0] == str(world.pods.home(pod_id))
+    # Another user name is refused even with the right key.
+    with pytest.raises(asyncssh.PermissionDenied):
+        await trio.to_thread.run_sync(
+            _asyncssh_run, direct["host"], direct["port"], world.keys, "admin", "true"
+        )
+
+
+async def test_deleting_the_pod_ends_its_ssh_server_and_its_watchdog(world):
+    pod_id = await world.create(world.env())
+    direct = await world.wait_for_ssh(pod_id)
+    assert await _verdict(world, pod_id) == "ready\n"
+    # A detached job in the pod, as the job wrapper leaves one.
+    config = write_ssh_config(world.keys.ssh_dir, RUN, direct["host"], direct["port"], "root")
+    done = await _ssh(
+        world, config, "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > sleeper.pid"
+    )
+    assert done.returncode == 0, done.stderr
+    sleeper = int((world.pods.home(pod_id) / "sleeper.pid").read_text())
+    async with world.client() as client:
+        assert (await client.delete(f"/pods/{pod_id}")).status_code == 204
+    boot = world.pods.current(pod_id)
+    with trio.fail_after(10):
+        await boot.done.wait()
+        while _alive(sleeper):
+            await trio.sleep(0.05)
+    done = await _ssh(world, config, "echo in")
+    assert done.returncode == 255
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ")[-1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def test_a_failed_bootstrap_has_the_watchdog_delete_the_pod(world):
+    env = world.env()
+    del env["OVERBRAINER_HOST_KEY_B64"]
+    pod_id = await world.create(env)
+    await world.wait_for_ssh(pod_id)
+    with trio.fail_after(10):
+        while world.fake.status(pod_id) != "TERMINATED":
+            await trio.sleep(0.05)
+    failed = world.pods.path(pod_id, f"{RUN_DIR}/.pod/bootstrap_failed").read_text()
+    assert failed == "no host key: OVERBRAINER_HOST_KEY_B64 is not set\n"
+    assert world.pods.current(pod_id).bootstrap_failed == failed.strip()
+    # Its endpoint refuses connections: no sshd ever ran.
+    assert world.pods.current(pod_id).ssh is None
+    assert any(
+        r.auth == f"pod:{pod_id}" and r.method == "DELETE" and r.status == 204
+        for r in world.fake.requests
+    )
+
+
+async def test_a_create_without_our_scripts_still_boots_with_the_packaged_ones(world):
+    env = world.env()
+    del env["OVERBRAINER_BOOTSTRAP_SH"]
+    del env["OVERBRAINER_WATCHDOG_SH"]
+    pod_id = await world.create(env)
+    await world.wait_for_ssh(pod_id)
+    assert await _verdict(world, pod_id) == "ready\n"
+
+
+async def test_absolute_pod_paths_stay_inside_the_pods_directory(world):
+    run_dir = f"/workspace/overbrainer/runs/{RUN}"
+    machine_had_workspace = os.path.exists("/workspace/overbrainer/runs")
+    pod_id = await world.create(world.env(OVERBRAINER_RUN_DIR=run_dir))
+    direct = await world.wait_for_ssh(pod_id)
+    config = write_ssh_config(world.keys.ssh_dir, RUN, direct["host"], direct["port"], "root")
+    assert await _verdict_at(world, pod_id, f"{run_dir}/.pod/watchdog") == "ready\n"
+    done = await _ssh(world, config, f"cat {run_dir}/.pod/watchdog && touch {run_dir}/.pod/x")
+    assert (done.returncode, done.stdout) == (0, b"ready\n"), done.stderr
+    assert world.pods.path(pod_id, f"{run_dir}/.pod/x").exists()
+    assert world.pods.path(pod_id, run_dir) == world.pods.root(pod_id) / run_dir.lstrip("/")
+    if not machine_had_workspace:
+        assert not os.path.exists("/workspace/overbrainer/runs")
