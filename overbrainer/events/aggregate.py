@@ -44,10 +44,19 @@ class PodView:
 
     def may_bill(self) -> bool:
         """Whether some pod of this run may still exist (and bill)."""
-        alive = {"creating", "created", "ready", "job_running", "awaiting_retrieval", "kept",
-                 "deleting"}
-        return self.status in alive or bool(self.strays) or any(
-            status in alive for status in self.pods.values()
+        alive = {
+            "creating",
+            "created",
+            "ready",
+            "job_running",
+            "awaiting_retrieval",
+            "kept",
+            "deleting",
+        }
+        return (
+            self.status in alive
+            or bool(self.strays)
+            or any(status in alive for status in self.pods.values())
         )
 
 
@@ -135,9 +144,16 @@ def _created(s: RunLog, e: ev.RunCreated, at: str) -> None:
     if s.exists:
         raise InvalidTransition(f"run {s.run.run_id} already exists")
     s.run = RunView(
-        run_id=e.run_id, state="preparing", target=e.target, kind=e.kind,
-        remote_dir=e.remote_dir, settings_digest=e.settings_digest, base_model=e.base_model,
-        adapter=e.adapter, keep_pod=e.keep_pod, created_at=at,
+        run_id=e.run_id,
+        state="preparing",
+        target=e.target,
+        kind=e.kind,
+        remote_dir=e.remote_dir,
+        settings_digest=e.settings_digest,
+        base_model=e.base_model,
+        adapter=e.adapter,
+        keep_pod=e.keep_pod,
+        created_at=at,
     )
     s.pod = PodView(keep=e.keep_pod)
 
@@ -180,8 +196,12 @@ def _detached(s: RunLog, e: ev.Detached, at: str) -> None:
 
 
 def _artifacts(s: RunLog, e: ev.ArtifactsRetrieved, at: str) -> None:
-    s.run.artifacts = {"files": e.files, "bytes": e.bytes, "manifest_digest": e.manifest_digest,
-                       "at": at}
+    s.run.artifacts = {
+        "files": e.files,
+        "bytes": e.bytes,
+        "manifest_digest": e.manifest_digest,
+        "at": at,
+    }
 
 
 def _note_added(s: RunLog, e: ev.NoteAdded, at: str) -> None:
@@ -201,9 +221,18 @@ def _attempt_sent(s: RunLog, e: ev.AttemptSent, at: str) -> None:
         raise InvalidTransition("a pod is created only before the job starts")
     if s.pod.status not in ("none", "deleted"):
         raise InvalidTransition(f"attempt {e.n} while pod {s.pod.pod_id} is {s.pod.status}")
-    s.pod.attempts.append({"n": e.n, "pod_name": e.pod_name, "gpu_type": e.gpu_type,
-                           "deadline": e.deadline, "sent_at": at, "result": None,
-                           "detail": "", "pod_id": None})
+    s.pod.attempts.append(
+        {
+            "n": e.n,
+            "pod_name": e.pod_name,
+            "gpu_type": e.gpu_type,
+            "deadline": e.deadline,
+            "sent_at": at,
+            "result": None,
+            "detail": "",
+            "pod_id": None,
+        }
+    )
     s.pod.status = "creating"
     s.pod.deadline = e.deadline
 
@@ -216,7 +245,7 @@ def _attempt_resolved(s: RunLog, e: ev.AttemptResolved, at: str) -> None:
     else:
         raise InvalidTransition(f"attempt {e.n} was never sent")
     if s.pod.status == "creating" and e.result != "created":
-        s.pod.status = "none" if s.pod.pod_id is None else s.pod.status
+        s.pod.status = "none" if s.pod.pod_id is None else s.pod.pods.get(s.pod.pod_id, "deleted")
 
 
 def _pod_created(s: RunLog, e: ev.PodCreated, at: str) -> None:
@@ -294,12 +323,26 @@ def _stray_dropped(s: RunLog, e: ev.StrayDropped, at: str) -> None:
 
 
 _HANDLERS: dict[type[ev.Event], Any] = {
-    ev.RunCreated: _created, ev.JobStarted: _job_started, ev.RunEnded: _ended,
-    ev.CancelRequested: _cancel_requested, ev.Interrupted: _interrupted,
-    ev.Detached: _detached, ev.ArtifactsRetrieved: _artifacts, ev.NoteAdded: _note_added,
-    ev.NoteCleared: _note_cleared, ev.KeysGenerated: _keys, ev.AttemptSent: _attempt_sent,
-    ev.AttemptResolved: _attempt_resolved, ev.PodCreated: _pod_created,
-    ev.EndpointSeen: _endpoint, ev.PodReady: _ready, ev.PodJobRunning: _job_running,
-    ev.AwaitingRetrieval: _awaiting, ev.PodKept: _kept, ev.PodDeleting: _deleting,
-    ev.PodDeleted: _deleted, ev.StrayRecorded: _stray, ev.StrayDropped: _stray_dropped,
+    ev.RunCreated: _created,
+    ev.JobStarted: _job_started,
+    ev.RunEnded: _ended,
+    ev.CancelRequested: _cancel_requested,
+    ev.Interrupted: _interrupted,
+    ev.Detached: _detached,
+    ev.ArtifactsRetrieved: _artifacts,
+    ev.NoteAdded: _note_added,
+    ev.NoteCleared: _note_cleared,
+    ev.KeysGenerated: _keys,
+    ev.AttemptSent: _attempt_sent,
+    ev.AttemptResolved: _attempt_resolved,
+    ev.PodCreated: _pod_created,
+    ev.EndpointSeen: _endpoint,
+    ev.PodReady: _ready,
+    ev.PodJobRunning: _job_running,
+    ev.AwaitingRetrieval: _awaiting,
+    ev.PodKept: _kept,
+    ev.PodDeleting: _deleting,
+    ev.PodDeleted: _deleted,
+    ev.StrayRecorded: _stray,
+    ev.StrayDropped: _stray_dropped,
 }

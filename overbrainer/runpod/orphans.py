@@ -82,7 +82,8 @@ def classify(pod: Pod, state: RunLog | None) -> Note:
 
 
 def rows(
-    pods: Iterable[Pod], states: Callable[[str], RunLog | None],
+    pods: Iterable[Pod],
+    states: Callable[[str], RunLog | None],
     recorded: Mapping[str, RunLog] | None = None,
 ) -> list[Row]:
     """A row per overbrainer pod of the listing, then one per pod the store says may exist
@@ -111,8 +112,9 @@ def orphan_warnings(found: Iterable[Row]) -> list[str]:
             continue
         rate = f" (${row.pod.cost:.2f}/h)" if row.pod and row.pod.cost else ""
         owner = f"of run {row.run_id}" if row.run_id else "named like overbrainer's"
-        fix = (f"`overbrainer pod rm {row.run_id} --force`" if row.run_id
-               else "the Runpod console")
-        warnings.append(f"pod {row.pod_id} {owner}{rate} is {row.note.value}: nothing will "
-                        f"delete it; remove it with {fix}")
+        fix = f"`overbrainer pod rm {row.run_id} --force`" if row.run_id else "the Runpod console"
+        warnings.append(
+            f"pod {row.pod_id} {owner}{rate} is {row.note.value}: nothing will "
+            f"delete it; remove it with {fix}"
+        )
     return warnings

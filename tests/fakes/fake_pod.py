@@ -160,11 +160,22 @@ class _AsyncioThread:
     """One asyncio event loop on its own daemon thread."""
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self.loop.run_forever, name="fake-pod-asyncio", daemon=True
-        )
+        # The loop is made inside its thread: trio-asyncio, once imported, refuses to make
+        # an asyncio loop from a thread that trio runs in.
+        made = threading.Event()
+        loops: list[asyncio.AbstractEventLoop] = []
+
+        def serve() -> None:
+            loop = asyncio.SelectorEventLoop()
+            asyncio.set_event_loop(loop)
+            loops.append(loop)
+            made.set()
+            loop.run_forever()
+
+        self._thread = threading.Thread(target=serve, name="fake-pod-asyncio", daemon=True)
         self._thread.start()
+        made.wait()
+        self.loop = loops[0]
 
     def run(self, coro: Coroutine[Any, Any, _T], timeout: float = 30.0) -> _T:
         """Run ``coro`` on the loop and wait for its result (from another thread)."""

@@ -1,0 +1,208 @@
+"""Deleting a pod and knowing it is gone — the primitive every path that ends a pod uses.
+
+:func:`delete_pod` appends ``PodDeleting`` *before* the delete leaves, sends it, then waits
+until Runpod no longer shows the pod (a delete that is accepted while the pod stays listed
+is waited out), and only then appends ``PodDeleted`` with the pod's uptime and spend. The
+whole of it is shielded from Ctrl-C. A delete that cannot be confirmed raises
+:class:`DeleteUnconfirmed`, whose message says the pod may still bill and where to look.
+
+:func:`confirm_gone` is the stricter test for a pod found missing (SPEC §7.5, §7.9): three
+404s ``gone_interval`` apart, then a listing without it.
+
+:class:`PodContext` is what these and the provisioning walk share.
+"""
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import trio
+
+from overbrainer.errors import OverbrainerError
+from overbrainer.events import types as ev
+from overbrainer.events.aggregate import RunLog
+from overbrainer.exec.base import Executor
+from overbrainer.front.interrupts import ShieldTimeout
+from overbrainer.runpod.client import RunpodClient, RunpodError
+from overbrainer.runpod.decide import rate_text, uptime_and_spend
+from overbrainer.runpod.models import Pod, PodStatus, SshEndpoint
+from overbrainer.runpod.timing import Timing
+from overbrainer.runs.service import Session
+
+POD_ROOT = "/workspace/overbrainer"
+"""The executor's root on a pod: a run's directory there is ``<root>/runs/<id>``."""
+
+
+@dataclass(frozen=True)
+class PodAccess:
+    """Everything needed to open an SSH connection to a run's pod, and nothing else.
+
+    ``host_public_key`` is the pinned host key (``ssh-ed25519 …``): any other is refused.
+    ``root`` is the absolute directory on the pod that the executor's relative paths start
+    from. No secret is held here; the client key stays in its file.
+    """
+
+    endpoint: SshEndpoint
+    client_key_path: Path
+    host_public_key: str
+    root: str = POD_ROOT
+
+
+Connect = Callable[[PodAccess], AbstractAsyncContextManager[Executor]]
+"""Opens an SSH connection to a pod (pinned host key, the run's client key only, no agent,
+no user config) as an async context manager of an :class:`Executor`. Raises
+``TargetUnreachable`` while nothing answers, ``HostKeyRefused`` for another host key."""
+
+
+def utc_now() -> datetime:
+    """The wall clock, in UTC."""
+    return datetime.now(UTC)
+
+
+@dataclass
+class PodContext:
+    """What pod operations of one command share.
+
+    ``connect`` is needed only by provisioning (tests pass the in-memory fake executor's,
+    production the pinned SSH executor's); ``clock`` is the wall clock that uptimes and
+    deadlines are counted on (tests tie it to trio's MockClock).
+    """
+
+    client: RunpodClient
+    session: Session
+    timing: Timing = field(default_factory=Timing)
+    connect: Connect | None = None
+    clock: Callable[[], datetime] = utc_now
+    root: str = POD_ROOT
+
+
+class DeleteUnconfirmed(OverbrainerError):
+    """A delete was sent (or could not be), and Runpod may still show — and bill — the pod."""
+
+    def __init__(self, message: str, *, run_id: str, pod_id: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.pod_id = pod_id
+
+
+def pod_ls_hint(run_id: str) -> str:
+    """Where to look for a pod that may be left, and how to remove it."""
+    return f"check `overbrainer pod ls` and remove it with `overbrainer pod rm {run_id}`"
+
+
+async def delete_pod(
+    ctx: PodContext,
+    run_id: str,
+    pod_id: str,
+    reason: ev.DeleteReason,
+    by: ev.DeletedBy = "client",
+    *,
+    rate: float | None = None,
+    created_at: str | None = None,
+) -> None:
+    """Delete pod ``pod_id`` of run ``run_id`` and wait until Runpod no longer shows it.
+
+    Appends ``PodDeleting(reason)`` before the delete is sent and ``PodDeleted`` once the
+    pod is gone, with its uptime and spend (``rate`` × uptime). ``rate`` and
+    ``created_at`` default to what the run's log says of its current pod; give them for
+    another pod (a stray). A pod that was already gone is recorded deleted ``found_gone``.
+    Shielded from Ctrl-C; a pod already recorded deleted is left alone.
+
+    Raises:
+        DeleteUnconfirmed: the delete failed, or Runpod still showed the pod
+            ``timing.delete_confirm`` seconds later; it may still bill.
+    """
+    journal = ctx.session.journal
+
+    def deleting(now: RunLog) -> list[ev.Event]:
+        if now.pod.pods.get(pod_id) == "deleted":
+            return []
+        return [ev.PodDeleting(pod_id=pod_id, reason=reason)]
+
+    async def work() -> None:
+        nonlocal rate, created_at
+        state = await journal.state(run_id)
+        if state.pod.pods.get(pod_id) == "deleted":
+            return
+        if state.pod.pod_id == pod_id:
+            rate = state.pod.cost_per_hour if rate is None else rate
+            created_at = created_at or state.pod.created_at
+        await journal.append(run_id, deleting)
+        try:
+            accepted = await ctx.client.delete_pod(pod_id)
+        except RunpodError as error:
+            raise DeleteUnconfirmed(
+                f"cannot delete pod {pod_id} of run {run_id}{rate_text(rate)}: {error}; it may "
+                f"still bill: {pod_ls_hint(run_id)}",
+                run_id=run_id,
+                pod_id=pod_id,
+            ) from error
+        if not await _wait_unlisted(ctx, pod_id):
+            raise DeleteUnconfirmed(
+                f"pod {pod_id} of run {run_id}{rate_text(rate)} was deleted, but Runpod still "
+                f"showed it {ctx.timing.delete_confirm:g} s later; it may still bill: "
+                f"{pod_ls_hint(run_id)}",
+                run_id=run_id,
+                pod_id=pod_id,
+            )
+        uptime, spend = uptime_and_spend(created_at, ctx.clock(), rate)
+        deleted = ev.PodDeleted(
+            pod_id=pod_id,
+            by=by if accepted else "found_gone",
+            uptime_seconds=uptime,
+            spend=spend,
+        )
+        await journal.append(
+            run_id, lambda now: [] if now.pod.pods.get(pod_id) == "deleted" else [deleted]
+        )
+
+    try:
+        await ctx.session.interrupts.shield(f"deleting pod {pod_id}", ctx.timing.delete_limit, work)
+    except ShieldTimeout as error:
+        raise DeleteUnconfirmed(
+            f"deleting pod {pod_id} of run {run_id}{rate_text(rate)} did not finish within "
+            f"{ctx.timing.delete_limit:g} s; it may still bill: {pod_ls_hint(run_id)}",
+            run_id=run_id,
+            pod_id=pod_id,
+        ) from error
+
+
+def _shown(pod: Pod | None) -> bool:
+    # A TERMINATED pod bills nothing and never comes back: it counts as no longer shown.
+    return pod is not None and pod.status is not PodStatus.TERMINATED
+
+
+async def _wait_unlisted(ctx: PodContext, pod_id: str) -> bool:
+    """Poll until neither a read of the pod nor the listing shows it; False on timeout."""
+    timing = ctx.timing
+    end = trio.current_time() + timing.delete_confirm
+    while True:
+        try:
+            if not _shown(await ctx.client.get_pod(pod_id)):
+                listed = await ctx.client.list_pods()
+                if not any(p.id == pod_id and _shown(p) for p in listed):
+                    return True
+        except RunpodError:
+            pass  # Unknown is not gone: look again until the time is up.
+        left = end - trio.current_time()
+        if left <= 0:
+            return False
+        await trio.sleep(min(timing.delete_poll, left))
+
+
+async def confirm_gone(ctx: PodContext, pod_id: str) -> bool:
+    """Whether pod ``pod_id`` is confirmed gone: ``timing.gone_checks`` reads answered
+    "no such pod" ``timing.gone_interval`` apart, then a listing without it.
+
+    False as soon as one read or the listing shows the pod. Read errors propagate: an
+    unknown answer confirms nothing.
+    """
+    for check in range(ctx.timing.gone_checks):
+        if check:
+            await trio.sleep(ctx.timing.gone_interval)
+        if await ctx.client.get_pod(pod_id) is not None:
+            return False
+    listed = await ctx.client.list_pods()
+    return all(p.id != pod_id for p in listed)

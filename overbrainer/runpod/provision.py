@@ -1,0 +1,771 @@
+"""Provisioning a run's pod (SPEC §7.2; the seed's ``start_pod``).
+
+The walk: generate the run's keys; for each GPU type in order, append ``AttemptSent``
+(durably, before the create leaves), create, and settle the pod — wait until SSH answers
+with the pinned host key and the pod's watchdog wrote ``ready``. A pod that does not get
+there in time, vanishes or dies is deleted and the next type is tried; a watchdog that
+refuses, or a failed bootstrap, deletes the pod and refuses the run; an ambiguous create
+is reconciled through the run marker before anything is sent again; a delete that cannot
+be confirmed stops the walk, since no pod is created while another may still bill.
+
+Ctrl-C: the walk runs shielded, so a create or a delete is never torn. It checks for
+Ctrl-C before each create, and its waits (a pod booting, a rate limit) are races the first
+Ctrl-C ends. Then the pod, if any, is deleted (shielded), ``run.Interrupted`` is appended
+and :class:`ProvisionInterrupted` raised with the seed's ``interrupted_before_job``
+message. The caller appends the run's ``run.Ended``, as for every other error here.
+
+The SSH connection is a seam (:data:`~overbrainer.runpod.pods.Connect`): MockClock tests
+use an in-memory executor, production :func:`pinned_ssh`.
+"""
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+from typing import TypeVar
+
+import trio
+
+from overbrainer.config.model import RunpodTarget
+from overbrainer.errors import Interrupted, OverbrainerError
+from overbrainer.events import types as ev
+from overbrainer.events.aggregate import RunLog
+from overbrainer.exec.base import (
+    ExecError,
+    Executor,
+    HostKeyRefused,
+    Runtime,
+)
+from overbrainer.front.interrupts import ShieldTimeout, StopRequested
+from overbrainer.runpod import decide
+from overbrainer.runpod.client import CreateFailed, CreatePod, RunpodError
+from overbrainer.runpod.decide import (
+    BootKind,
+    Step,
+    VerdictKind,
+    interrupted_before_job,
+    rate_text,
+)
+from overbrainer.runpod.keys import RunKeys, forget_client_key, write_run_keys, write_ssh_config
+from overbrainer.runpod.models import Pod, SshEndpoint, UnsafeSshEndpoint
+from overbrainer.runpod.pod_scripts import BOOTSTRAP_FAILED, VERDICT, pod_args, pod_env
+from overbrainer.runpod.pods import (
+    Connect,
+    DeleteUnconfirmed,
+    PodAccess,
+    PodContext,
+    delete_pod,
+    pod_ls_hint,
+)
+
+__all__ = [
+    "CreateStopped",
+    "NothingPlaced",
+    "PodRefused",
+    "ProvisionError",
+    "ProvisionInterrupted",
+    "Provisioned",
+    "ReadyPod",
+    "interrupted_before_job",
+    "open_provisioned",
+    "pinned_ssh",
+    "provision",
+    "remote_run_dir",
+]
+
+T = TypeVar("T")
+
+_VERDICT_LIMIT = 4096
+
+
+# --- results and errors ----------------------------------------------------------------
+
+
+class ProvisionError(OverbrainerError):
+    """Provisioning ended without a ready pod; the message says why and what is left."""
+
+
+class NothingPlaced(ProvisionError):
+    """Every GPU type was tried; the message names each attempt's outcome."""
+
+
+class CreateStopped(ProvisionError):
+    """Runpod refused a create in a way no other GPU type fixes (balance, malformed
+    request, API key, a rate limit that does not end), or a create's outcome could not be
+    found out. No further create is sent."""
+
+
+class PodRefused(ProvisionError):
+    """The pod's watchdog refused to guard it, or its bootstrap failed: the pod was deleted
+    and the run is refused (no further GPU type is tried)."""
+
+
+class ProvisionInterrupted(Interrupted):
+    """Ctrl-C before the job existed. The message is :func:`interrupted_before_job`'s;
+    ``stage`` says where provisioning stopped."""
+
+    def __init__(self, message: str, *, stage: str) -> None:
+        super().__init__(message)
+        self.stage = stage
+
+
+@dataclass(frozen=True)
+class Provisioned:
+    """A pod that answered SSH with the pinned host key and whose watchdog said ``ready``.
+
+    ``remote_dir`` is the run's directory relative to the executor's root
+    (``access.root``); ``rate`` the first non-zero hourly rate Runpod gave (None if none
+    yet); ``deadline`` when the watchdog deletes the pod whatever happens.
+    """
+
+    run_id: str
+    pod_id: str
+    pod_name: str
+    attempt: int
+    gpu_type: str
+    data_center: str | None
+    rate: float | None
+    deadline: datetime
+    access: PodAccess
+    remote_dir: str
+
+    @property
+    def endpoint(self) -> SshEndpoint:
+        """The pod's direct SSH endpoint."""
+        return self.access.endpoint
+
+
+@dataclass(frozen=True)
+class ReadyPod:
+    """A provisioned pod and the open SSH connection the run's job starts through."""
+
+    pod: Provisioned
+    executor: Executor
+
+
+def remote_run_dir(run_id: str) -> str:
+    """The run's directory on its pod, relative to the executor's root."""
+    return f"runs/{run_id}"
+
+
+def pinned_ssh(runtime: Runtime | None = None, *, connect_timeout: float = 20.0) -> Connect:
+    """The production :data:`Connect`: the SSH executor in pinned mode (the run's client key
+    only, the one pinned host key, no agent, no ssh config), rooted at ``access.root``."""
+
+    def connect(access: PodAccess) -> contextlib.AbstractAsyncContextManager[Executor]:
+        from overbrainer.exec.ssh import PinnedHost, open_ssh
+
+        target = PinnedHost(
+            host=access.endpoint.host,
+            port=access.endpoint.port,
+            user=access.endpoint.username,
+            client_key=access.client_key_path,
+            host_key=access.host_public_key,
+        )
+        return open_ssh(
+            target, workdir=access.root, runtime=runtime, connect_timeout=connect_timeout
+        )
+
+    return connect
+
+
+# --- entry points ----------------------------------------------------------------------
+
+
+async def provision(
+    ctx: PodContext,
+    run_id: str,
+    spec: RunpodTarget,
+    *,
+    keep: bool,
+    api_base: str | None = None,
+) -> Provisioned:
+    """Create run ``run_id``'s pod on the first GPU type of ``spec`` that gives a ready one.
+
+    ``keep`` is ``--keep-pod`` (told to the watchdog); ``api_base`` is given to the pod's
+    watchdog only when it is not Runpod's own API (the fake one). The whole walk is
+    shielded; see the module docstring for Ctrl-C. The run must exist and be preparing.
+
+    Raises:
+        NothingPlaced: every GPU type was tried (the message names each outcome).
+        CreateStopped: Runpod refused in a way no other type fixes (402, 422, …).
+        PodRefused: the watchdog refused the pod, or its bootstrap failed.
+        DeleteUnconfirmed: a pod could not be confirmed deleted; the walk stopped.
+        ProvisionInterrupted: Ctrl-C; the message says whether a pod may be left.
+    """
+    if ctx.connect is None:
+        raise ValueError("provisioning needs PodContext.connect")
+    walk = _Walk(ctx, run_id, spec, keep=keep, api_base=api_base)
+    limit = ctx.timing.walk_limit(len(spec.gpu_types))
+    try:
+        return await ctx.session.interrupts.shield(
+            f"provisioning a pod for run {run_id}", limit, walk.run
+        )
+    except ShieldTimeout as error:
+        raise ProvisionError(
+            f"provisioning a pod for run {run_id} did not end within {limit:g} s; a pod of "
+            f"it may be left: {pod_ls_hint(run_id)}"
+        ) from error
+
+
+@contextlib.asynccontextmanager
+async def open_provisioned(
+    ctx: PodContext,
+    run_id: str,
+    spec: RunpodTarget,
+    *,
+    keep: bool,
+    api_base: str | None = None,
+) -> AsyncIterator[ReadyPod]:
+    """:func:`provision`, then hold the SSH connection the job starts through.
+
+    The connection is opened here, outside provisioning's shield and races, so it can
+    live as long as the ``async with`` block (the probes of the walk used short-lived
+    ones). A pod that cannot be reached again (``timing.connect_attempts`` tries,
+    ``timing.poll`` apart) is deleted and the run fails. Leaving the block closes the
+    connection only: what becomes of the pod is the caller's decision.
+    """
+    ready = await provision(ctx, run_id, spec, keep=keep, api_base=api_base)
+    assert ctx.connect is not None  # provision checked it
+    async with contextlib.AsyncExitStack() as stack:
+        executor: Executor | None = None
+        problem: ExecError | None = None
+        for attempt in range(max(1, ctx.timing.connect_attempts)):
+            if attempt:
+                await trio.sleep(ctx.timing.poll)
+            try:
+                executor = await stack.enter_async_context(ctx.connect(ready.access))
+                break
+            except HostKeyRefused as error:
+                problem = error
+                break
+            except ExecError as error:
+                problem = error
+        if executor is None:
+            await _give_up_ready_pod(ctx, ready, problem)
+        assert executor is not None
+        yield ReadyPod(ready, executor)
+
+
+async def _give_up_ready_pod(
+    ctx: PodContext, ready: Provisioned, problem: Exception | None
+) -> None:
+    """Delete a ready pod the job's connection could not reach, and fail the run."""
+    run_id = ready.run_id
+    await ctx.session.journal.append(
+        run_id,
+        [
+            ev.AttemptResolved(
+                n=ready.attempt,
+                result="not_ready",
+                pod_id=ready.pod_id,
+                detail=f"SSH failed once the pod was ready: {problem}",
+            )
+        ],
+    )
+    await delete_pod(ctx, run_id, ready.pod_id, "not_ready")
+    state = await ctx.session.journal.state(run_id)
+    _forget_key(ctx, run_id, state)
+    raise ProvisionError(
+        f"pod {ready.pod_id} of run {run_id} was ready but could not be reached again "
+        f"({problem}); it was deleted. Run `overbrainer train` again"
+    )
+
+
+# --- the walk --------------------------------------------------------------------------
+
+
+class _Stop(Exception):
+    """Ctrl-C was noted; ``stage`` says where the walk stopped."""
+
+    def __init__(self, stage: str) -> None:
+        super().__init__(stage)
+        self.stage = stage
+
+
+@dataclass(frozen=True)
+class _Booted:
+    """How waiting for a pod to be ready ended."""
+
+    kind: str  # ready, refused, not_ready, vanished, dead
+    detail: str = ""
+    endpoint: SshEndpoint | None = None
+
+
+class _Walk:
+    """One provisioning walk; see :func:`provision`."""
+
+    def __init__(
+        self,
+        ctx: PodContext,
+        run_id: str,
+        spec: RunpodTarget,
+        *,
+        keep: bool,
+        api_base: str | None,
+    ) -> None:
+        self.ctx = ctx
+        self.run_id = run_id
+        self.spec = spec
+        self.keep = keep
+        self.api_base = api_base
+        self.journal = ctx.session.journal
+        self.front = ctx.session.front
+        self.interrupts = ctx.session.interrupts
+        self.timing = ctx.timing
+        self.remote_dir = remote_run_dir(run_id)
+        # The pod this walk created and has not handed to a delete yet: on any way out
+        # other than success, it is deleted.
+        self.live: str | None = None
+        self.rate: float | None = None
+
+    async def run(self) -> Provisioned:
+        """The whole walk (inside provisioning's shield)."""
+        try:
+            keys = await self._keys()
+            for gpu_type in self.spec.gpu_types:
+                placed = await self._try_type(gpu_type, keys)
+                if placed is not None:
+                    self.live = None
+                    return placed
+        except _Stop as stop:
+            raise await self._interrupted(stop.stage) from None
+        except BaseException as error:
+            await self._release_after(error)
+            if isinstance(error, OverbrainerError):
+                # No pod left to log in to: the client key has no further use.
+                _forget_key(self.ctx, self.run_id, await self.journal.state(self.run_id))
+            raise
+        state = await self.journal.state(self.run_id)
+        _forget_key(self.ctx, self.run_id, state)
+        raise NothingPlaced(decide.nothing_placed(self.run_id, state.pod.attempts))
+
+    # -- steps --
+
+    async def _keys(self) -> RunKeys:
+        keys = write_run_keys(self.ctx.session.run_dir(self.run_id) / "ssh", self.run_id)
+        await self.journal.append(
+            self.run_id, [ev.KeysGenerated(host_public_key=keys.host_public_key)]
+        )
+        return keys
+
+    def _check(self, before: str) -> None:
+        try:
+            self.interrupts.check(before)
+        except StopRequested:
+            raise _Stop(before) from None
+
+    async def _race(self, stage: str, fn: Callable[[], Awaitable[T]]) -> T:
+        finished = await self.interrupts.race(fn)
+        if finished is None:
+            raise _Stop(stage)
+        return finished.value
+
+    async def _resolve(self, n: int, result: str, detail: str, pod_id: str | None = None) -> None:
+        await self.journal.append(
+            self.run_id, [ev.AttemptResolved(n=n, result=result, detail=detail, pod_id=pod_id)]
+        )
+
+    async def _try_type(self, gpu_type: str, keys: RunKeys) -> Provisioned | None:
+        """Attempts on one GPU type: a ready pod, or None to go on with the next type."""
+        resends = 0
+        limited = 0
+        while True:
+            self._check("creating a pod")
+            state = await self.journal.state(self.run_id)
+            n = decide.next_attempt(state.pod.attempts)
+            name = decide.pod_name(self.run_id, n)
+            deadline = decide.deadline(self.ctx.clock(), self.spec.max_hours)
+            # Built (and checked) before AttemptSent: a bad value sends nothing.
+            request = self._request(name, gpu_type, keys, deadline)
+            await self.journal.append(
+                self.run_id,
+                [
+                    ev.AttemptSent(
+                        n=n, pod_name=name, gpu_type=gpu_type, deadline=decide.iso_utc(deadline)
+                    )
+                ],
+            )
+            sent_at = trio.current_time()
+            pod: Pod | None
+            try:
+                pod = await self.interrupts.shield(
+                    f"creating pod {name}",
+                    self.timing.create_limit,
+                    partial(self.ctx.client.create_pod, request),
+                )
+            except (CreateFailed, ShieldTimeout) as error:
+                if isinstance(error, ShieldTimeout):
+                    choice = decide.CreateDecision(Step.RECONCILE, "ambiguous", str(error))
+                else:
+                    choice = decide.after_create_error(error)
+                if choice.step is Step.RECONCILE:
+                    said = choice.text
+                    if choice.detail and choice.detail != choice.text:
+                        said = f"{choice.text} ({choice.detail})"
+                    pod = await self._reconcile(n, name, gpu_type, sent_at, said)
+                    if pod is None:
+                        resends += 1
+                        if resends > self.timing.resends:
+                            return None
+                        continue
+                else:
+                    await self._resolve(n, choice.result, choice.detail)
+                    if choice.step is Step.NEXT_TYPE:
+                        return None
+                    if choice.step is Step.STOP:
+                        raise CreateStopped(self._stopped(n, gpu_type, choice)) from None
+                    limited += 1
+                    if (
+                        limited > self.timing.rate_limited
+                        or choice.wait > self.timing.max_retry_after
+                    ):
+                        raise CreateStopped(
+                            f"run {self.run_id}: Runpod kept rate-limiting the create of a pod "
+                            f"on {gpu_type} (last asked to wait {choice.wait:g} s); nothing "
+                            "was created. Run `overbrainer train` again later"
+                        ) from None
+                    await self._race(
+                        "waiting out Runpod's rate limit", partial(trio.sleep, choice.wait)
+                    )
+                    continue
+            else:
+                await self._record_created(n, gpu_type, pod)
+            assert pod is not None
+            return await self._settle(n, gpu_type, pod, keys, deadline)
+
+    def _request(self, name: str, gpu_type: str, keys: RunKeys, deadline: datetime) -> CreatePod:
+        spec = self.spec
+        env = pod_env(
+            self.run_id,
+            keys,
+            run_dir=f"{self.ctx.root.rstrip('/')}/{self.remote_dir}",
+            deadline=deadline,
+            max_hours=spec.max_hours,
+            boot_grace_seconds=spec.boot_grace_minutes * 60,
+            retrieve_grace_seconds=spec.retrieve_grace_minutes * 60,
+            keep=self.keep,
+            api_base=self.api_base,
+            interval_seconds=self.timing.watchdog_interval,
+        )
+        return CreatePod(
+            name=name,
+            image=spec.image,
+            gpu_type=gpu_type,
+            gpu_count=spec.gpu_count,
+            disk_gb=spec.container_disk_gb,
+            data_center_ids=spec.data_center_ids,
+            env=env,
+            args=pod_args(),
+            network_volume_id=spec.network_volume_id,
+        )
+
+    def _stopped(self, n: int, gpu_type: str, choice: decide.CreateDecision) -> str:
+        said = f" (Runpod said: {choice.detail})" if choice.detail != choice.text else ""
+        return (
+            f"run {self.run_id} stopped at attempt {n} ({gpu_type}): {choice.text}{said}; "
+            "no pod was created"
+        )
+
+    async def _record_created(self, n: int, gpu_type: str, pod: Pod, detail: str = "") -> None:
+        """The pod exists: its id is in the log before anything else is done with it."""
+        self.live = pod.id
+        self.rate = pod.cost if pod.cost > 0 else None
+        created_at = decide.iso_utc(pod.created_at) if pod.created_at is not None else None
+        await self.journal.append(
+            self.run_id,
+            [
+                ev.AttemptResolved(n=n, result="created", detail=detail, pod_id=pod.id),
+                ev.PodCreated(
+                    pod_id=pod.id,
+                    gpu_type=pod.gpu_id or gpu_type,
+                    data_center=pod.data_center_id,
+                    cost_per_hour=self.rate,
+                    created_at=created_at,
+                ),
+            ],
+        )
+
+    # -- ambiguous creates --
+
+    async def _reconcile(
+        self, n: int, name: str, gpu_type: str, sent_at: float, detail: str
+    ) -> Pod | None:
+        """After an ambiguous create: list the run's pods at each ``reconcile_after``,
+        adopt the one named for this attempt, delete every other as a duplicate. Shielded:
+        until it is known whether a pod exists, nothing may stop this."""
+
+        async def work() -> Pod | None:
+            adopted: Pod | None = None
+            failure: RunpodError | None = None
+            for after in self.timing.reconcile_after:
+                await trio.sleep_until(sent_at + after)
+                try:
+                    pods = await self.ctx.client.list_pods()
+                except RunpodError as error:
+                    failure = error  # the next listing may tell; the last one must
+                    continue
+                failure = None
+                state = await self.journal.state(self.run_id)
+                found = decide.reconcile(pods, self.run_id, name, state.pod.pods)
+                if found.adopt is not None and adopted is None:
+                    adopted = found.adopt
+                    await self._record_created(
+                        n, gpu_type, adopted, f"adopted after an ambiguous create ({detail})"
+                    )
+                for duplicate in found.duplicates:
+                    await self._drop_duplicate(duplicate)
+            if failure is not None:
+                if adopted is not None:
+                    self.front.warn(
+                        f"could not look for duplicates of pod {adopted.id} of run "
+                        f"{self.run_id} ({failure}): {pod_ls_hint(self.run_id)}"
+                    )
+                    return adopted
+                raise CreateStopped(
+                    f"the create of pod {name} (run {self.run_id}, attempt {n}) got no clear "
+                    f"answer ({detail}), and the pods could not be listed to find out "
+                    f"({failure}); a pod may have been created: {pod_ls_hint(self.run_id)}"
+                )
+            if adopted is None:
+                await self._resolve(
+                    n,
+                    "not_created",
+                    f"{detail}; no pod named {name} appeared within "
+                    f"{max(self.timing.reconcile_after, default=0):g} s",
+                )
+            return adopted
+
+        limit = max(self.timing.reconcile_after, default=0.0) + self.timing.create_limit * 2
+        limit += 8 * self.timing.delete_limit
+        return await self.interrupts.shield(f"looking for the pod of attempt {n}", limit, work)
+
+    async def _drop_duplicate(self, pod: Pod) -> None:
+        await self.journal.append(
+            self.run_id,
+            [
+                ev.StrayRecorded(
+                    pod_id=pod.id, reason=f"duplicate of an ambiguous create ({pod.name})"
+                )
+            ],
+        )
+        created = decide.iso_utc(pod.created_at) if pod.created_at is not None else None
+        try:
+            await delete_pod(
+                self.ctx,
+                self.run_id,
+                pod.id,
+                "duplicate",
+                rate=pod.cost if pod.cost > 0 else None,
+                created_at=created,
+            )
+        except DeleteUnconfirmed as error:
+            raise DeleteUnconfirmed(
+                f"{error}. Provisioning of run {self.run_id} stopped: no pod is created while "
+                "another may still bill",
+                run_id=self.run_id,
+                pod_id=pod.id,
+            ) from error
+
+    # -- settling a created pod --
+
+    async def _settle(
+        self, n: int, gpu_type: str, pod: Pod, keys: RunKeys, deadline: datetime
+    ) -> Provisioned | None:
+        """Wait for the created pod to be ready: the pod, or None to try the next type."""
+        booted = await self._race(
+            f"waiting for pod {pod.id} to be ready", lambda: self._boot(pod.id, keys)
+        )
+        if booted.kind == "ready":
+            assert booted.endpoint is not None
+            await self.journal.append(self.run_id, [ev.PodReady(pod_id=pod.id, verdict="ready")])
+            access = PodAccess(
+                booted.endpoint, keys.client_key_path, keys.host_public_key, self.ctx.root
+            )
+            return Provisioned(
+                run_id=self.run_id,
+                pod_id=pod.id,
+                pod_name=decide.pod_name(self.run_id, n),
+                attempt=n,
+                gpu_type=pod.gpu_id or gpu_type,
+                data_center=pod.data_center_id,
+                rate=self.rate,
+                deadline=deadline,
+                access=access,
+                remote_dir=self.remote_dir,
+            )
+        await self._resolve(n, booted.kind, booted.detail, pod.id)
+        reason: ev.DeleteReason = "refused" if booted.kind == "refused" else "not_ready"
+        self.live = None  # handed to the delete: a failed one is not retried on the way out
+        try:
+            await delete_pod(self.ctx, self.run_id, pod.id, reason, rate=self.rate)
+        except DeleteUnconfirmed as error:
+            raise DeleteUnconfirmed(
+                f"{error}. Provisioning of run {self.run_id} stopped: no pod is created while "
+                "another may still bill",
+                run_id=self.run_id,
+                pod_id=pod.id,
+            ) from error
+        if booted.kind == "refused":
+            state = await self.journal.state(self.run_id)
+            _forget_key(self.ctx, self.run_id, state)
+            raise PodRefused(
+                f"run {self.run_id} refused pod {pod.id} ({gpu_type}{rate_text(self.rate)}): "
+                f"{booted.detail}; the pod was deleted and no other GPU type is tried. See the "
+                f"pod's log in `overbrainer events {self.run_id}`, fix the image or target, "
+                "then run `overbrainer train` again"
+            )
+        return None
+
+    async def _boot(self, pod_id: str, keys: RunKeys) -> _Booted:
+        """Poll the pod until SSH answers with the pinned key and the watchdog's verdict is
+        written, or until it is given up (inside a race: Ctrl-C ends it)."""
+        timing = self.timing
+        ssh_deadline = trio.current_time() + timing.ssh_within
+        verdict_deadline: float | None = None
+        seen: SshEndpoint | None = None
+        warned: set[SshEndpoint] = set()
+        problem = "Runpod showed no SSH endpoint"
+        while True:
+            limit = verdict_deadline if verdict_deadline is not None else ssh_deadline
+            if trio.current_time() >= limit:
+                if verdict_deadline is not None:
+                    return _Booted(
+                        "not_ready",
+                        f"the watchdog wrote no verdict within {timing.verdict_within:g} s of "
+                        "SSH answering",
+                    )
+                return _Booted("not_ready", f"no SSH within {_span(timing.ssh_within)}: {problem}")
+            try:
+                pod = await self.ctx.client.get_pod(pod_id)
+            except RunpodError as error:
+                problem = f"the pod could not be read ({error})"
+                pod = None
+                boot = decide.Boot(BootKind.WAIT)
+            else:
+                unsafe: str | None = None
+                if pod is not None:
+                    try:
+                        pod.ssh_endpoint()
+                    except UnsafeSshEndpoint as error:
+                        unsafe = str(error)
+                    if self.rate is None and pod.cost > 0:
+                        self.rate = pod.cost
+                boot = decide.observe(pod, unsafe_endpoint=unsafe)
+            if boot.kind in (BootKind.VANISHED, BootKind.DEAD):
+                return _Booted(boot.kind.value, boot.detail)
+            if boot.kind is BootKind.ENDPOINT:
+                assert boot.endpoint is not None
+                endpoint = boot.endpoint
+                access = PodAccess(
+                    endpoint, keys.client_key_path, keys.host_public_key, self.ctx.root
+                )
+                try:
+                    assert self.ctx.connect is not None
+                    async with self.ctx.connect(access) as executor:
+                        if seen != endpoint:
+                            await self._endpoint_seen(pod_id, endpoint)
+                            seen = endpoint
+                        if verdict_deadline is None:
+                            verdict_deadline = trio.current_time() + timing.verdict_within
+                        booted = await self._verdict(executor, verdict_deadline)
+                        if booted is not None:
+                            return _Booted(booted.kind, booted.detail, endpoint)
+                except HostKeyRefused as error:
+                    problem = f"SSH at {endpoint.host}:{endpoint.port} refused: {error}"
+                    if endpoint not in warned:
+                        warned.add(endpoint)
+                        self.front.warn(
+                            f"pod {pod_id}: {error}; not trusting it, still waiting for the "
+                            "pinned key"
+                        )
+                except ExecError as error:
+                    problem = f"SSH at {endpoint.host}:{endpoint.port} failed ({error})"
+            elif pod is not None:
+                problem = (
+                    boot.detail or f"the pod is {pod.raw_status or 'starting'} with no SSH endpoint"
+                )
+            await trio.sleep(timing.poll)
+
+    async def _endpoint_seen(self, pod_id: str, endpoint: SshEndpoint) -> None:
+        await self.journal.append(
+            self.run_id,
+            [
+                ev.EndpointSeen(
+                    pod_id=pod_id, host=endpoint.host, port=endpoint.port, user=endpoint.username
+                )
+            ],
+        )
+        # For --keep-pod and for humans: `ssh -F runs/<id>/ssh/config overbrainer-<id>`.
+        write_ssh_config(
+            self.ctx.session.run_dir(self.run_id) / "ssh",
+            self.run_id,
+            endpoint.host,
+            endpoint.port,
+            endpoint.username,
+        )
+
+    async def _verdict(self, executor: Executor, deadline: float) -> _Booted | None:
+        """Read the watchdog's verdict every poll until it is written or ``deadline``;
+        None at the deadline. A lost connection raises (the caller reconnects)."""
+        while True:
+            said = await executor.read_file(f"{self.remote_dir}/{VERDICT}", 0, _VERDICT_LIMIT)
+            failed = await executor.read_file(
+                f"{self.remote_dir}/{BOOTSTRAP_FAILED}", 0, _VERDICT_LIMIT
+            )
+            verdict = decide.read_verdict(said, failed)
+            if verdict.kind is VerdictKind.READY:
+                return _Booted("ready", verdict.reason)
+            if verdict.kind is VerdictKind.REFUSED:
+                return _Booted("refused", verdict.reason)
+            if trio.current_time() >= deadline:
+                return None
+            await trio.sleep(self.timing.poll)
+
+    # -- ways out --
+
+    async def _interrupted(self, stage: str) -> ProvisionInterrupted:
+        """Ctrl-C: record it, delete the pod if any (shielded), say what is left."""
+        await self.journal.append(
+            self.run_id,
+            lambda s: [ev.Interrupted(stage=stage)] if s.run.state == "preparing" else [],
+        )
+        pod_id, self.live = self.live, None
+        if pod_id is not None:
+            try:
+                await delete_pod(self.ctx, self.run_id, pod_id, "interrupted", rate=self.rate)
+            except DeleteUnconfirmed as error:
+                self.front.warn(str(error))
+        state = await self.journal.state(self.run_id)
+        _forget_key(self.ctx, self.run_id, state)
+        return ProvisionInterrupted(interrupted_before_job(state), stage=stage)
+
+    async def _release_after(self, error: BaseException) -> None:
+        """Any other way out: delete the pod this walk still holds (best effort)."""
+        pod_id, self.live = self.live, None
+        if pod_id is None:
+            return
+        # Shielded on its own: the way out may be a cancellation of the walk itself.
+        with trio.move_on_after(self.timing.delete_limit + 60.0, shield=True):
+            try:
+                await delete_pod(self.ctx, self.run_id, pod_id, "failed", rate=self.rate)
+            except DeleteUnconfirmed as failure:
+                self.front.warn(str(failure))
+            except Exception as failure:  # the original error matters more; say this one
+                self.front.warn(
+                    f"cannot delete pod {pod_id} of run {self.run_id} ({failure}): "
+                    f"{pod_ls_hint(self.run_id)}"
+                )
+
+
+def _forget_key(ctx: PodContext, run_id: str, state: RunLog) -> None:
+    """Drop the run's client key once no pod of it may exist (nothing to log in to)."""
+    if not state.pod.may_bill():
+        forget_client_key(ctx.session.run_dir(run_id) / "ssh")
+
+
+def _span(seconds: float) -> str:
+    if seconds >= 120:
+        return f"{seconds / 60:g} min"
+    return f"{seconds:g} s"
