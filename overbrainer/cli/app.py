@@ -24,9 +24,24 @@ app.command("overbrainer.cli.train_cmd:app", name="train")
 app.command("overbrainer.cli.runs_cmd:app", name="runs")
 app.command("overbrainer.cli.events_cmd:events", name="events")
 app.command("overbrainer.cli.pod_cmd:app", name="pod")
+app.command("overbrainer.cli.store_cmd:app", name="store")
 
 # Words that name a command, so the actor of an event can say which command appended it.
 COMMAND_WORDS = frozenset(
-    {"init", "config", "check", "train", "attach", "cancel", "runs", "ls", "show", "events",
-     "pod", "rm", "store", "migrate"}
+    {
+        "init",
+        "config",
+        "check",
+        "train",
+        "attach",
+        "cancel",
+        "runs",
+        "ls",
+        "show",
+        "events",
+        "pod",
+        "rm",
+        "store",
+        "migrate",
+    }
 )

@@ -27,7 +27,24 @@ def store_url(invocation: Invocation) -> str | None:
         ) from error
     store = data.get("store")
     url = store.get("url") if isinstance(store, dict) else None
-    return url if isinstance(url, str) and url else None
+    if not (isinstance(url, str) and url):
+        return None
+    if _has_password(url):
+        raise OverbrainerError(
+            "[store] url in overbrainer.toml has a password, which the file may not hold; "
+            "remove it and put it in ~/.pgpass (host:port:db:user:password, mode 600) or "
+            "PGPASSWORD, or set the whole URL in OVERBRAINER_STORE__URL"
+        )
+    return url
+
+
+def _has_password(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    try:
+        return urlsplit(url).password is not None
+    except ValueError:
+        return False
 
 
 def open_store(invocation: Invocation) -> Any:
@@ -35,8 +52,12 @@ def open_store(invocation: Invocation) -> Any:
     from overbrainer.events.actor import Actor
     from overbrainer.events.store import RunStore
 
-    return RunStore(store_url(invocation), invocation.project_dir,
-                    Actor.here(invocation.command))
+    return RunStore(
+        store_url(invocation),
+        invocation.project_dir,
+        Actor.here(invocation.command),
+        environ=invocation.environ(),
+    )
 
 
 def print_json(data: Any) -> None:

@@ -1,7 +1,6 @@
 """``events RUN``: the run's audit log replayed, one line per event."""
 
 import sys
-import time
 from typing import Annotated
 
 from cyclopts import Parameter
@@ -10,21 +9,24 @@ from overbrainer.cli.common import open_store, print_json
 from overbrainer.cli.context import current
 from overbrainer.errors import UsageError
 
-_FOLLOW_POLL = 0.2
+_FOLLOW_POLL = 0.2  # SQLite, which has no notifications
+_FOLLOW_SAFETY = 5.0  # PostgreSQL: re-read this often even without a notification
 
 
 def events(
     run: str,
     *,
     json: Annotated[bool, Parameter(negative=())] = False,
-    at: Annotated[int | None, Parameter(help="Print the run and pod as they were after event N.")]
-    = None,
+    at: Annotated[
+        int | None, Parameter(help="Print the run and pod as they were after event N.")
+    ] = None,
     follow: Annotated[bool, Parameter(negative=())] = False,
 ) -> int:
     """Replay a run's events: sequence, UTC time, name, what happened, fields and actor.
 
-    --follow keeps printing events as other processes append them, until the run has ended
-    and no pod of it may bill (or Ctrl-C).
+    --follow keeps printing events as other processes append them (woken by the server's
+    notifications on a PostgreSQL store), until the run has ended and no pod of it may bill
+    (or Ctrl-C).
     """
     from overbrainer.events.aggregate import RunLog
     from overbrainer.projections.timeline import line
@@ -35,13 +37,19 @@ def events(
     if at is not None and (at < 0 or follow):
         raise UsageError("--at takes an event number >= 0 and does not go with --follow")
     store = open_store(invocation)
+    changes = None
     try:
+        if follow:
+            # Watch before reading, so an append between the read and the first wait wakes us.
+            changes = store.changes(_FOLLOW_POLL)
         records = store.history(run)
         if not records:
             store.get(run)  # raises the "no run" error
         if at is not None:
             if at > len(records):
-                raise UsageError(f"run {run} has {len(records)} events; --at takes 0..{len(records)}")
+                raise UsageError(
+                    f"run {run} has {len(records)} events; --at takes 0..{len(records)}"
+                )
             state = RunLog()
             for record in records[:at]:
                 state.apply(record.event, record.at)
@@ -61,18 +69,22 @@ def events(
             out.write((_json_line(record) if json else line(record, state)) + "\n")
             state.apply(record.event, record.at)
         out.flush()
-        if not follow:
+        if changes is None:
             return 0
-        seen = len(records)
+        seen = records[-1].seq if records else 0
         while not (state.final and not state.pod.may_bill()):
-            time.sleep(_FOLLOW_POLL)
-            for record in store.history(run)[seen:]:
+            # PostgreSQL wakes us on every commit to the log; SQLite returns after a poll.
+            # The timeout only bounds a wait on a lost notification.
+            changes.wait(_FOLLOW_SAFETY)
+            for record in store.history(run, after=seen):
                 out.write((_json_line(record) if json else line(record, state)) + "\n")
                 state.apply(record.event, record.at)
-                seen += 1
+                seen = record.seq
             out.flush()
         return 0
     finally:
+        if changes is not None:
+            changes.close()
         store.close()
 
 

@@ -38,10 +38,16 @@ def _progress(metrics: dict[str, Any]) -> str:
 def _row(state: Any, now: datetime) -> dict[str, Any]:
     run, pod = state.run, state.pod
     return {
-        "id": run.run_id, "state": run.state, "target": run.target, "kind": run.kind,
-        "created": run.created_at, "progress": _progress(run.metrics),
-        "pod": pod.pod_id or "", "pod_status": pod.status if pod.pod_id else "",
-        "spend": _spend(state, now), "note": run.note or "",
+        "id": run.run_id,
+        "state": run.state,
+        "target": run.target,
+        "kind": run.kind,
+        "created": run.created_at,
+        "progress": _progress(run.metrics),
+        "pod": pod.pod_id or "",
+        "pod_status": pod.status if pod.pod_id else "",
+        "spend": _spend(state, now),
+        "note": run.note or "",
     }
 
 
@@ -69,9 +75,18 @@ def ls(*, json: Annotated[bool, Parameter(negative=())] = False) -> int:
         print("no runs yet: start one with `overbrainer train`", file=sys.stderr)
         return 0
     heads = ["RUN", "STATE", "TARGET", "CREATED", "PROGRESS", "POD", "SPEND"]
-    table = [[r["id"], r["state"], r["target"], (r["created"] or "")[:16].replace("T", " "),
-              r["progress"], f"{r['pod']} {r['pod_status']}".strip(), r["spend"]]
-             for r in rows]
+    table = [
+        [
+            r["id"],
+            r["state"],
+            r["target"],
+            (r["created"] or "")[:16].replace("T", " "),
+            r["progress"],
+            f"{r['pod']} {r['pod_status']}".strip(),
+            r["spend"],
+        ]
+        for r in rows
+    ]
     widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(heads)]
     out = ["  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip()]
     out += ["  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip() for t in table]
@@ -81,7 +96,8 @@ def ls(*, json: Annotated[bool, Parameter(negative=())] = False) -> int:
 
 @app.command(name="show")
 def show(run: str, *, json: Annotated[bool, Parameter(negative=())] = False) -> int:
-    """The run's record, its pod, a metrics summary and where its files are."""
+    """The run's record, its pod, a metrics summary, where it lives and where its files are."""
+    from overbrainer.events.home import has_local_files, run_home
     from overbrainer.projections.files import run_dir, write_projections
     from overbrainer.runs.ids import check_run_id
 
@@ -90,19 +106,39 @@ def show(run: str, *, json: Annotated[bool, Parameter(negative=())] = False) -> 
     store = open_store(invocation)
     try:
         state = store.get(run)
+        home = run_home(store, state)
     finally:
         store.close()
     directory = run_dir(invocation.project_dir, run)
+    local = has_local_files(directory)
     # The cache files may be missing (deleted, or a run started from another checkout).
     write_projections(invocation.project_dir, state)
     data = state.to_json()
     if json:
         data["files"] = str(directory)
+        data["local_files"] = local
+        data["lives"] = home.to_json() if home is not None else None
         print_json(data)
         return 0
     from overbrainer.projections.summary import summary_lines
 
     lines = summary_lines(state)
-    lines.append(f"  files      {directory}")
+    if home is not None:
+        lines.append(
+            f"  lives      on host {home.host} (started by `{home.command}` as {home.user}), "
+            f"remote dir {home.remote_dir}"
+        )
+        if (home.last_host, home.last_command) != (home.host, home.command):
+            lines.append(
+                f"  last       `{home.last_command}` on {home.last_host} at "
+                f"{home.last_at[:19].replace('T', ' ')}Z"
+            )
+    if local or home is None:
+        lines.append(f"  files      {directory}")
+    else:
+        lines.append(
+            f"  files      {directory} holds only run.json and pod.json: the run's output and "
+            f"ssh/ keys are in the checkout on {home.host} that started it"
+        )
     sys.stdout.write("\n".join(lines) + "\n")
     return 0

@@ -15,7 +15,7 @@ def main() -> None:
     print("READY", flush=True)
     sys.stdin.readline()  # start together
     for i in range(count):
-        store.append(run_id, lambda _: [ev.NoteAdded(note=f"{tag}-{i}")])
+        store.append(run_id, lambda _, i=i: [ev.NoteAdded(note=f"{tag}-{i}")])
 
     # Both try to end the run: the decision sees the other's end after a conflict.
     def end(state: RunLog) -> list[ev.Event]:
