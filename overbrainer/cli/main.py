@@ -73,6 +73,8 @@ Commands:
                              the run's audit log: every transition, when, by whom
   pod ls [--json]            the account's overbrainer pods, each classified
   pod rm RUN [--force]       delete every pod of a run and wait until they are gone
+  store migrate --to URL [--dry-run]
+                             copy this project's SQLite history into a team store
 
 Options:
   -C DIR                     the project directory (default: the current one)
