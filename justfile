@@ -26,6 +26,10 @@ lint:
 bench:
     {{py}} -m bench
 
+# A whole Runpod run on this machine against a fake Runpod and pod on loopback (no GPU needed).
+demo:
+    bash demo/runpod.sh
+
 # A whole training run on this machine with the stand-in trainer (no GPU needed).
 demo-local:
     bash demo/local.sh

@@ -1,0 +1,129 @@
+"""``pod ls`` and ``pod rm RUN [--force]``: the account's overbrainer pods, and deleting every
+pod of a run (SPEC §7.9–7.10; the logic is ``overbrainer.runpod.podrm``)."""
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Annotated
+
+from cyclopts import App, Parameter
+
+from overbrainer.cli.context import current
+
+if TYPE_CHECKING:
+    from overbrainer.events.aggregate import RunLog
+    from overbrainer.events.store import RunStore
+    from overbrainer.front.console import Front
+    from overbrainer.runpod.pods import PodContext
+
+app = App(
+    name="pod",
+    help="The account's overbrainer pods on Runpod, and deleting every pod of a run.",
+)
+
+
+@asynccontextmanager
+async def _pod_context() -> AsyncIterator["tuple[PodContext, RunStore, Front]"]:
+    """Settings, store, front end, journal, Ctrl-C controller and Runpod client."""
+    from overbrainer.config.load import load_settings
+    from overbrainer.events.actor import Actor
+    from overbrainer.events.journal import Journal
+    from overbrainer.events.store import RunStore
+    from overbrainer.front.console import Front
+    from overbrainer.front.interrupts import open_interrupts
+    from overbrainer.runpod.train import open_pod_context
+    from overbrainer.runs.service import Session
+
+    invocation = current()
+    settings = load_settings(invocation.project_dir, invocation.environ())
+    settings.require_runpod_api_key()
+    front = Front()
+    store = RunStore(
+        settings.store.url,
+        invocation.project_dir,
+        Actor.here(invocation.command),
+        environ=invocation.environ(),
+    )
+    try:
+        journal = Journal(store, invocation.project_dir, listener=front.event)
+        async with open_interrupts(front.notice) as interrupts:
+            session = Session(journal, front, interrupts, invocation.project_dir)
+            async with open_pod_context(session, settings) as ctx:
+                yield ctx, store, front
+    finally:
+        front.close()
+        store.close()
+
+
+def _recorded(store: "RunStore") -> "dict[str, RunLog]":
+    """The store's runs that some pod of may still exist (from the runs view)."""
+    from overbrainer.projections.view import RunsView, view_path
+
+    view = RunsView(view_path(current().project_dir), str(store.url))
+    try:
+        view.catch_up(store)
+        candidates = [s.run.run_id for s in view.runs() if s.pod.may_bill()]
+    finally:
+        view.close()
+    # Fresh from the log: the view is only a cache.
+    states = {run_id: store.state(run_id) for run_id in candidates}
+    return {run_id: state for run_id, state in states.items() if state.pod.may_bill()}
+
+
+@app.command(name="ls")
+async def ls(*, json: Annotated[bool, Parameter(negative=())] = False) -> int:
+    """The account's overbrainer pods, each with its run and a note: in progress, ended but
+    not deleted, kept, awaiting retrieval, stray, not in this store, no marker, or gone."""
+    import sys
+
+    from overbrainer.cli.common import print_json
+    from overbrainer.runpod.podrm import list_rows, row_json, table
+
+    async with _pod_context() as (ctx, store, front):
+        found = await list_rows(ctx, _recorded(store))
+        if json:
+            for row in found:
+                print_json(row_json(row))
+            return 0
+        if not found:
+            print("no overbrainer pod on this Runpod account", file=sys.stderr)
+            return 0
+        front.result(table(found))
+    return 0
+
+
+@app.command(name="rm")
+async def rm(
+    run: str,
+    *,
+    force: Annotated[
+        bool,
+        Parameter(
+            negative=(),
+            help="Delete every pod of the run whatever its state (a run not in this store, "
+            "still starting, or in progress too); a run in progress is failed.",
+        ),
+    ] = False,
+) -> int:
+    """Delete every pod of run RUN (a run ID, never a pod ID) and wait until Runpod no
+    longer shows them; one line per deleted pod with its uptime and spend."""
+    from overbrainer.errors import OverbrainerError, UsageError
+    from overbrainer.runpod.podrm import deleted_line, remove_run_pods
+    from overbrainer.runs.ids import check_run_id, looks_like_run_id
+
+    check_run_id(run)
+    if not looks_like_run_id(run):
+        # A pod ID would pass as a name: pod rm acts on a run's pods, never on one pod.
+        raise UsageError(
+            f"{run!r} is not a run ID: pod rm takes the run ID (like 20260101-120000-ab12) "
+            "whose pods to delete, never a pod ID; `overbrainer pod ls` shows each pod's run"
+        )
+    async with _pod_context() as (ctx, _store, front):
+        removal = await remove_run_pods(ctx, run, force=force)
+        for deleted in removal.deleted:
+            front.result(deleted_line(run, deleted))
+        problems = removal.problems()
+        if problems:
+            raise OverbrainerError("; ".join(problems))
+        if not removal.deleted:
+            front.result(f"pod rm: run {run} has no pod left")
+    return 0

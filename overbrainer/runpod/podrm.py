@@ -1,0 +1,353 @@
+"""``pod ls`` and ``pod rm RUN [--force]`` (SPEC §7.9–7.10): the account's overbrainer pods
+against this store's runs, and deleting every pod of a run.
+
+``pod ls`` lists the account's pods once and classifies each (``orphans.classify``). A pod
+the store says may exist but the listing lacks is looked up: confirmed gone (three "no such
+pod" answers and a listing without it) it is recorded deleted (``found_gone``); otherwise
+it is shown as it is.
+
+``pod rm`` takes a run ID, never a pod ID. Without ``--force`` it refuses a run unknown to
+the store (another checkout may own it), a run still starting its pod, and a run in
+progress whose pod is not recorded; for a run in progress with a recorded pod it deletes
+the run's other pods, keeps the training pod and fails naming both. Otherwise — and with
+``--force`` always — it deletes every pod of the run (a kept one too) and waits until each
+is gone; every pod is tried even when one fails, and a forced run that was in progress is
+failed.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import trio
+
+from overbrainer.errors import OverbrainerError
+from overbrainer.events import types as ev
+from overbrainer.events.aggregate import RunLog
+from overbrainer.events.store import UnknownRun
+from overbrainer.runpod.client import RunpodError
+from overbrainer.runpod.decide import iso_utc, rate_text, uptime_and_spend
+from overbrainer.runpod.ending import forget_key_if_done
+from overbrainer.runpod.models import Pod, PodStatus
+from overbrainer.runpod.orphans import Note, Row, classify, rows, run_of
+from overbrainer.runpod.pods import PodContext, confirm_gone, delete_pod
+
+__all__ = [
+    "Deleted",
+    "Removal",
+    "duration_text",
+    "list_rows",
+    "remove_run_pods",
+    "row_json",
+    "table",
+]
+
+
+# --- pod ls ----------------------------------------------------------------------------
+
+
+async def _state_or_none(ctx: PodContext, run_id: str) -> RunLog | None:
+    try:
+        return await ctx.session.journal.state(run_id)
+    except UnknownRun:
+        return None
+
+
+async def list_rows(ctx: PodContext, recorded: Mapping[str, RunLog]) -> list[Row]:
+    """One row per overbrainer pod of the account, then one per pod of ``recorded`` (the
+    store's runs whose pods may exist) that the listing lacks; those are looked up and,
+    confirmed gone, recorded deleted (``pod.Deleted`` by ``found_gone``)."""
+    pods = await ctx.client.list_pods()
+    states: dict[str, RunLog] = dict(recorded)
+    for run_id in sorted({r for r in map(run_of, pods) if r is not None} - set(states)):
+        state = await _state_or_none(ctx, run_id)
+        if state is not None:
+            states[run_id] = state
+    found = rows(pods, states.get, recorded)
+    checked: dict[int, Row] = {}
+
+    async def check(index: int, row: Row) -> None:
+        checked[index] = await _look_up(ctx, row)
+
+    async with trio.open_nursery() as nursery:
+        for index, row in enumerate(found):
+            if row.note is Note.gone:
+                nursery.start_soon(check, index, row)
+    return [checked.get(index, row) for index, row in enumerate(found)]
+
+
+async def _look_up(ctx: PodContext, row: Row) -> Row:
+    """A recorded pod the listing lacks: gone (recorded so), or as Runpod shows it."""
+    assert row.run_id is not None
+    front = ctx.session.front
+    try:
+        gone = await confirm_gone(ctx, row.pod_id)
+        pod = None if gone else await ctx.client.get_pod(row.pod_id)
+    except RunpodError as error:
+        front.warn(f"cannot tell whether pod {row.pod_id} of run {row.run_id} is gone: {error}")
+        return row
+    if pod is None or pod.status is PodStatus.TERMINATED:
+        await ctx.session.journal.append(
+            row.run_id,
+            lambda s: (
+                []
+                if s.pod.pods.get(row.pod_id) == "deleted"
+                else [ev.PodDeleted(pod_id=row.pod_id, by="found_gone")]
+            ),
+        )
+        return row
+    state = await _state_or_none(ctx, row.run_id)
+    return Row(run_id=row.run_id, pod_id=row.pod_id, note=classify(pod, state), pod=pod)
+
+
+def row_json(row: Row) -> dict[str, object]:
+    """A row as ``pod ls --json`` prints it."""
+    pod = row.pod
+    return {
+        "run": row.run_id,
+        "pod": row.pod_id,
+        "status": row.status,
+        "gpu": pod.gpu_id if pod else None,
+        "cost_per_hour": pod.cost if pod else None,
+        "created": iso_utc(pod.created_at) if pod and pod.created_at else None,
+        "note": row.note.value,
+    }
+
+
+def table(found: Sequence[Row]) -> str:
+    """The ``pod ls`` table: run, pod, Runpod status, GPU, $/h, created, note."""
+    heads = ["RUN", "POD", "STATUS", "GPU", "$/H", "CREATED", "NOTE"]
+    lines = []
+    for row in found:
+        data = row_json(row)
+        cost = data["cost_per_hour"]
+        created = data["created"]
+        lines.append(
+            [
+                row.run_id or "-",
+                row.pod_id,
+                row.status,
+                str(data["gpu"] or "-"),
+                f"{cost:.2f}" if isinstance(cost, float) else "-",
+                created[:16].replace("T", " ") if isinstance(created, str) else "-",
+                row.note.value,
+            ]
+        )
+    widths = [max(len(h), *(len(t[i]) for t in lines)) for i, h in enumerate(heads)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip()]
+    out += ["  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip() for t in lines]
+    return "\n".join(out)
+
+
+# --- pod rm ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Deleted:
+    """A pod ``pod rm`` deleted (or found already gone), with its uptime and spend."""
+
+    pod_id: str
+    gone_already: bool
+    uptime_seconds: float | None
+    spend: float | None
+
+
+@dataclass(frozen=True)
+class Removal:
+    """What ``pod rm`` did: the pods deleted, the pod kept, the failures."""
+
+    run_id: str
+    deleted: tuple[Deleted, ...]
+    failures: tuple[str, ...] = ()
+    kept: str | None = None
+    kept_rate: float | None = None
+
+    def problems(self) -> list[str]:
+        """What ``pod rm`` fails with: the kept training pod first, then each failure."""
+        found = list(self.failures)
+        if self.kept is not None:
+            run_id = self.run_id
+            names = ", ".join(d.pod_id for d in self.deleted) or "none"
+            found.insert(
+                0,
+                f"run {run_id} is in progress on pod {self.kept}{rate_text(self.kept_rate)}: "
+                f"kept it (its other pods deleted: {names}). Stop the run with "
+                f"`overbrainer train cancel {run_id}`, or delete its pod anyway with "
+                f"{_force_hint(run_id)}",
+            )
+        return found
+
+
+def duration_text(seconds: float | None) -> str:
+    """``1h02m``, ``5m20s``, ``42s``, or ``an unknown time``."""
+    if seconds is None:
+        return "an unknown time"
+    whole = int(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def deleted_line(run_id: str, deleted: Deleted) -> str:
+    """The line ``pod rm`` prints for one pod."""
+    if deleted.gone_already:
+        return f"pod rm: pod {deleted.pod_id} of run {run_id} was already gone"
+    spend = f"${deleted.spend:.2f}" if deleted.spend is not None else "unknown"
+    return (
+        f"pod rm: deleted pod {deleted.pod_id} of run {run_id} after "
+        f"{duration_text(deleted.uptime_seconds)}, spend {spend}"
+    )
+
+
+def _force_hint(run_id: str) -> str:
+    return f"`overbrainer pod rm {run_id} --force`"
+
+
+async def remove_run_pods(ctx: PodContext, run_id: str, *, force: bool) -> Removal:
+    """``pod rm RUN [--force]``: see the module docstring. Returns what was deleted and
+    what failed; the caller prints it.
+
+    Raises:
+        OverbrainerError: the run is refused (unknown, starting, in progress without a
+            recorded pod) without ``--force``.
+    """
+    state = await _state_or_none(ctx, run_id)
+    listed = [
+        p
+        for p in await ctx.client.list_pods()
+        if run_of(p) == run_id and p.status is not PodStatus.TERMINATED
+    ]
+    if state is None:
+        if not force:
+            raise OverbrainerError(
+                f"run {run_id} is not in this store: another checkout may own it "
+                f"(`overbrainer pod ls` shows its pods as not in this store). To delete its "
+                f"pods anyway: {_force_hint(run_id)}"
+            )
+        return await _remove_unrecorded(ctx, run_id, listed)
+    run, pod = state.run, state.pod
+    if not force and run.state == "preparing":
+        raise OverbrainerError(
+            f"run {run_id} is still starting its pod: the `overbrainer train` starting it "
+            "deletes the pod itself if it fails or is interrupted (Ctrl-C). If that command "
+            f"is gone, delete the run's pods with {_force_hint(run_id)}"
+        )
+    in_progress = run.state == "running"
+    if not force and in_progress and pod.pod_id is None:
+        raise OverbrainerError(
+            f"run {run_id} is in progress but no pod of it is recorded: refusing to guess "
+            f"which pod runs its job. To delete every pod of the run anyway: "
+            f"{_force_hint(run_id)}"
+        )
+    keep = pod.pod_id if (in_progress and not force) else None
+    targets = _pods_of(state, listed)
+    if keep is not None:
+        targets = {pod_id: found for pod_id, found in targets.items() if pod_id != keep}
+    deleted: list[Deleted] = []
+    failures: list[str] = []
+    for pod_id, found in sorted(targets.items()):
+        try:
+            if pod.pods.get(pod_id) == "deleted" and found is not None:
+                # Recorded deleted, yet listed: a leftover nothing else will delete.
+                deleted.append(await _delete_unrecorded(ctx, run_id, found))
+            else:
+                deleted.append(await _delete(ctx, run_id, pod_id, found))
+        except OverbrainerError as error:
+            failures.append(str(error))
+    if force and not state.final:
+        message = f"its pods were deleted by `overbrainer pod rm {run_id} --force`"
+        await ctx.session.journal.append(
+            run_id,
+            lambda s: [] if s.final else [ev.RunEnded(state="failed", message=message)],
+        )
+    forget_key_if_done(ctx, run_id, await ctx.session.journal.state(run_id))
+    return Removal(run_id, tuple(deleted), tuple(failures), keep, pod.cost_per_hour)
+
+
+def _pods_of(state: RunLog, listed: Sequence[Pod]) -> dict[str, Pod | None]:
+    """Every pod of the run that may exist: listed with its marker, or recorded and not
+    deleted (strays included); with what the listing says of it."""
+    targets: dict[str, Pod | None] = {
+        p.id: p for p in listed if p.status is not PodStatus.TERMINATED
+    }
+    for pod_id, status in state.pod.pods.items():
+        if status != "deleted":
+            targets.setdefault(pod_id, None)
+    for pod_id in state.pod.strays:
+        targets.setdefault(pod_id, None)
+    return targets
+
+
+async def _delete(ctx: PodContext, run_id: str, pod_id: str, found: Pod | None) -> Deleted:
+    """Delete one pod of a recorded run and wait until it is gone (events appended)."""
+    state = await ctx.session.journal.state(run_id)
+    current = state.pod.pod_id == pod_id
+    rate = None if current or found is None or not found.cost else found.cost
+    created = None
+    if not current and found is not None and found.created_at is not None:
+        created = iso_utc(found.created_at)
+    await delete_pod(ctx, run_id, pod_id, "requested", "pod_rm", rate=rate, created_at=created)
+    # What the delete recorded (a short read of this run's log).
+    for record in reversed(ctx.session.journal.store.history(run_id)):
+        event = record.event
+        if isinstance(event, ev.PodDeleted) and event.pod_id == pod_id:
+            return Deleted(pod_id, event.by == "found_gone", event.uptime_seconds, event.spend)
+    return Deleted(pod_id, True, None, None)  # pragma: no cover - delete_pod records it
+
+
+async def _remove_unrecorded(ctx: PodContext, run_id: str, listed: Sequence[Pod]) -> Removal:
+    """``--force`` on a run this store does not know: delete its listed pods directly (no
+    run to record them in) and wait until Runpod no longer shows them."""
+    deleted: list[Deleted] = []
+    failures: list[str] = []
+    for pod in sorted(listed, key=lambda p: p.id):
+        try:
+            deleted.append(await _delete_unrecorded(ctx, run_id, pod))
+        except OverbrainerError as error:
+            failures.append(str(error))
+    return Removal(run_id, tuple(deleted), tuple(failures))
+
+
+async def _delete_unrecorded(ctx: PodContext, run_id: str, pod: Pod) -> Deleted:
+    timing = ctx.timing
+    rate = pod.cost or None
+
+    async def work() -> Deleted:
+        try:
+            accepted = await ctx.client.delete_pod(pod.id)
+        except RunpodError as error:
+            raise OverbrainerError(
+                f"cannot delete pod {pod.id} of run {run_id}{rate_text(rate)}: {error}; it may "
+                "still bill: check `overbrainer pod ls`"
+            ) from error
+        end = trio.current_time() + timing.delete_confirm
+        while True:
+            try:
+                shown = await ctx.client.get_pod(pod.id)
+                if (shown is None or shown.status is PodStatus.TERMINATED) and all(
+                    p.id != pod.id or p.status is PodStatus.TERMINATED
+                    for p in await ctx.client.list_pods()
+                ):
+                    break
+            except RunpodError:
+                pass  # unknown is not gone
+            if trio.current_time() >= end:
+                raise OverbrainerError(
+                    f"pod {pod.id} of run {run_id}{rate_text(rate)} was deleted, but Runpod "
+                    f"still showed it {timing.delete_confirm:g} s later; it may still bill: "
+                    "check `overbrainer pod ls`"
+                )
+            await trio.sleep(timing.delete_poll)
+        created = iso_utc(pod.created_at) if pod.created_at is not None else None
+        uptime, spend = uptime_and_spend(created, _now(ctx), rate)
+        return Deleted(pod.id, not accepted, uptime, spend)
+
+    return await ctx.session.interrupts.shield(f"deleting pod {pod.id}", timing.delete_limit, work)
+
+
+def _now(ctx: PodContext) -> datetime:
+    return ctx.clock()

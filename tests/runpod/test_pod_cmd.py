@@ -1,0 +1,395 @@
+"""``pod ls`` and ``pod rm``: every note and every rule on trio's MockClock (the fake API
+in-process, the real store), then the real commands against the fake API on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from overbrainer.errors import OverbrainerError
+from overbrainer.events import types as ev
+from overbrainer.events.actor import Actor
+from overbrainer.events.store import RunStore
+from overbrainer.runpod.client import CreatePod, RunpodClient
+from overbrainer.runpod.orphans import Note
+from overbrainer.runpod.pod_scripts import RUN_MARKER
+from overbrainer.runpod.podrm import (
+    deleted_line,
+    list_rows,
+    remove_run_pods,
+    row_json,
+    table,
+)
+from overbrainer.runpod.provision import provision
+from overbrainer.runs.ids import new_run_id
+from tests.fakes.fake_executor import CANARY_KEY, PINNED_IMAGE, MachinePlan
+from tests.fakes.runpod_api import FakeRunpod, serve_loopback
+from tests.runpod.test_train_pod import (
+    JobScript,
+    Train,
+    _detached_run,
+    _pod_id,
+    training,
+)
+
+A40 = "NVIDIA A40"
+ROOT = Path(__file__).resolve().parents[2]
+STRANGER = "20250505-050505-beef"  # a run ID no store here knows
+
+
+async def _extra_pod(t: Train, name: str, marker: str | None) -> str:
+    """A pod created behind overbrainer's back (a stray, a pod of another checkout…)."""
+    t.rig.plans[len(t.rig.fake.pods)] = MachinePlan(no_machine=True)
+    pod = await t.rig.context.client.create_pod(
+        CreatePod(
+            name=name,
+            image=PINNED_IMAGE,
+            gpu_type=A40,
+            gpu_count=1,
+            disk_gb=20,
+            env={RUN_MARKER: marker} if marker else {},
+        )
+    )
+    return pod.id
+
+
+async def _recorded(t: Train) -> dict[str, object]:
+    states = {}
+    for run_dir in (t.rig.project / "runs").iterdir():
+        state = t.rig.state(run_dir.name)
+        if state.pod.may_bill():
+            states[run_dir.name] = state
+    return states
+
+
+# --- pod ls ----------------------------------------------------------------------------
+
+
+async def test_pod_ls_gives_every_kind_of_pod_its_note_and_records_gone_ones(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with training(tmp_path, delete_confirm=30.0) as t:
+        in_progress = await _detached_run(t, tmp_path, JobScript(steps=600))
+        await t.train(keep=True)
+        kept = t.run_id()
+        t.network.script = JobScript(steps=1)
+        t.network.downloads = "fail"
+        with pytest.raises(OverbrainerError):
+            await t.train()
+        awaiting = t.run_id()
+        t.network.downloads = None
+        t.rig.fake.linger_next_delete(10**9)
+        with pytest.raises(OverbrainerError, match="ended, but not its pod"):
+            await t.train()
+        lingering = t.run_id()
+        vanished = await _detached_run(t, tmp_path, JobScript(steps=600))
+        t.rig.fake.vanish(_pod_id(t, vanished))
+        stray = await _extra_pod(t, f"overbrainer-{kept}-9", kept)
+        foreign = await _extra_pod(t, f"overbrainer-{STRANGER}-1", STRANGER)
+        unmarked = await _extra_pod(t, "overbrainer-handmade", None)
+        await _extra_pod(t, "my-notebook", None)  # not overbrainer's: not listed
+
+        found = await list_rows(t.rig.context, await _recorded(t))  # type: ignore[arg-type]
+        notes = {(row.run_id, row.pod_id): row.note for row in found}
+        assert notes == {
+            (in_progress, _pod_id(t, in_progress)): Note.in_progress,
+            (kept, _pod_id(t, kept)): Note.kept,
+            (awaiting, _pod_id(t, awaiting)): Note.awaiting_retrieval,
+            (lingering, _pod_id(t, lingering)): Note.ended_not_deleted,
+            (kept, stray): Note.stray,
+            (STRANGER, foreign): Note.not_in_store,
+            (None, unmarked): Note.no_marker,
+            (vanished, _pod_id(t, vanished)): Note.gone,
+        }
+        # The gone pod was confirmed (three 404s, then a listing) and recorded deleted.
+        state = t.rig.state(vanished)
+        assert state.pod.status == "deleted" and state.pod.deleted_by == "found_gone"
+        assert f"pod {_pod_id(t, vanished)} deleted (found gone)" in t.story(vanished)
+
+        by_pod = {row.pod_id: row for row in found}
+        data = row_json(by_pod[_pod_id(t, kept)])
+        assert data["run"] == kept and data["status"] == "RUNNING" and data["gpu"] == A40
+        assert data["cost_per_hour"] == pytest.approx(0.40) and data["note"] == "kept"
+        assert isinstance(data["created"], str) and data["created"].endswith("Z")
+        assert row_json(by_pod[_pod_id(t, vanished)])["status"] == "-"
+        text = table(found).splitlines()
+        assert text[0].split() == ["RUN", "POD", "STATUS", "GPU", "$/H", "CREATED", "NOTE"]
+        assert any(
+            line.startswith(f"{kept}  {_pod_id(t, kept)}") and line.endswith("kept")
+            for line in text
+        )
+        assert any(line.startswith("-") and "no marker" in line for line in text)
+        # Listing never deletes anything.
+        assert not [
+            r
+            for r in t.rig.fake.requests
+            if r.method == "DELETE"
+            and r.path in (f"/pods/{stray}", f"/pods/{foreign}", f"/pods/{unmarked}")
+        ]
+
+
+async def test_a_recorded_pod_missing_from_one_listing_is_not_recorded_gone(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with training(tmp_path) as t:
+        run_id = await _detached_run(t, tmp_path, JobScript(steps=600))
+        pod_id = _pod_id(t, run_id)
+        t.rig.fake.fail_next("GET /pods", 200, raw_body=b'{"pods": []}')
+        found = await list_rows(t.rig.context, await _recorded(t))  # type: ignore[arg-type]
+        assert [(row.pod_id, row.note) for row in found] == [(pod_id, Note.in_progress)]
+        assert t.rig.state(run_id).pod.status == "job_running"
+        assert "pod.Deleted" not in t.rig.names(run_id)
+
+
+# --- pod rm ----------------------------------------------------------------------------
+
+
+async def test_pod_rm_of_a_run_not_in_the_store_needs_force(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with training(tmp_path) as t:
+        foreign = await _extra_pod(t, f"overbrainer-{STRANGER}-1", STRANGER)
+        await trio.sleep(3600)
+        with pytest.raises(OverbrainerError) as caught:
+            await remove_run_pods(t.rig.context, STRANGER, force=False)
+        assert str(caught.value) == (
+            f"run {STRANGER} is not in this store: another checkout may own it (`overbrainer "
+            "pod ls` shows its pods as not in this store). To delete its pods anyway: "
+            f"`overbrainer pod rm {STRANGER} --force`"
+        )
+        assert t.rig.fake.status(foreign) == "RUNNING"
+
+        removal = await remove_run_pods(t.rig.context, STRANGER, force=True)
+        (deleted,) = removal.deleted
+        assert t.rig.fake.status(foreign) == "TERMINATED"
+        assert deleted.uptime_seconds is not None and 3600 <= deleted.uptime_seconds < 3700
+        assert deleted.spend == pytest.approx(0.40 * deleted.uptime_seconds / 3600)
+        assert deleted_line(STRANGER, deleted) == (
+            f"pod rm: deleted pod {foreign} of run {STRANGER} after 1h00m, spend $0.40"
+        )
+
+
+async def test_pod_rm_refuses_a_run_still_starting_its_pod_without_force(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with training(tmp_path) as t:
+        run_id = await t.rig.new_run()
+        ready = await provision(t.rig.context, run_id, t.spec, keep=False)
+        with pytest.raises(OverbrainerError, match="is still starting its pod") as caught:
+            await remove_run_pods(t.rig.context, run_id, force=False)
+        assert f"`overbrainer pod rm {run_id} --force`" in str(caught.value)
+        assert t.rig.fake.status(ready.pod_id) == "RUNNING"
+
+        removal = await remove_run_pods(t.rig.context, run_id, force=True)
+        assert [d.pod_id for d in removal.deleted] == [ready.pod_id]
+        assert t.rig.fake.status(ready.pod_id) == "TERMINATED"
+        state = t.rig.state(run_id)
+        assert state.run.state == "failed" and state.pod.deleted_by == "pod_rm"
+        assert state.pod.delete_reason == "requested"
+
+
+async def test_pod_rm_refuses_a_run_in_progress_whose_pod_is_not_recorded(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with training(tmp_path) as t:
+        run_id = await t.rig.new_run()
+        await t.rig.journal.append(run_id, [ev.JobStarted(job_dir="runs/x", pid=7)])
+        mystery = await _extra_pod(t, f"overbrainer-{run_id}-1", run_id)
+        with pytest.raises(OverbrainerError, match="no pod of it is recorded"):
+            await remove_run_pods(t.rig.context, run_id, force=False)
+        assert t.rig.fake.status(mystery) != "TERMINATED"
+        removal = await remove_run_pods(t.rig.context, run_id, force=True)
+        assert [d.pod_id for d in removal.deleted] == [mystery]
+        assert t.rig.fake.status(mystery) == "TERMINATED"
+        assert t.rig.state(run_id).run.state == "failed"
+
+
+async def test_pod_rm_of_a_run_in_progress_keeps_its_training_pod_and_deletes_the_others(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with training(tmp_path) as t:
+        run_id = await _detached_run(t, tmp_path, JobScript(steps=600))
+        pod_id = _pod_id(t, run_id)
+        stray = await _extra_pod(t, f"overbrainer-{run_id}-7", run_id)
+
+        removal = await remove_run_pods(t.rig.context, run_id, force=False)
+        assert removal.kept == pod_id and [d.pod_id for d in removal.deleted] == [stray]
+        assert removal.problems() == [
+            f"run {run_id} is in progress on pod {pod_id} ($0.40/h): kept it (its other pods "
+            f"deleted: {stray}). Stop the run with `overbrainer train cancel {run_id}`, or "
+            f"delete its pod anyway with `overbrainer pod rm {run_id} --force`"
+        ]
+        assert t.rig.fake.status(stray) == "TERMINATED"
+        assert t.rig.fake.status(pod_id) == "RUNNING"
+        assert t.rig.state(run_id).run.state == "running"
+
+        removal = await remove_run_pods(t.rig.context, run_id, force=True)
+        assert [d.pod_id for d in removal.deleted] == [pod_id] and removal.problems() == []
+        assert t.rig.fake.status(pod_id) == "TERMINATED"
+        state = t.rig.state(run_id)
+        assert state.run.state == "failed"
+        assert state.run.message == (
+            f"its pods were deleted by `overbrainer pod rm {run_id} --force`"
+        )
+        assert not (tmp_path / "runs" / run_id / "ssh" / "id_ed25519").exists()
+
+
+async def test_pod_rm_deletes_a_kept_pod_of_an_ended_run_and_prints_uptime_and_spend(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with training(tmp_path) as t:
+        await t.train(keep=True)
+        run_id = t.run_id()
+        pod_id = _pod_id(t, run_id)
+        await trio.sleep(2 * 3600)  # nothing deletes a kept pod, even past max_hours
+        assert t.rig.fake.status(pod_id) == "RUNNING"
+
+        removal = await remove_run_pods(t.rig.context, run_id, force=False)
+        (deleted,) = removal.deleted
+        assert t.rig.fake.status(pod_id) == "TERMINATED"
+        state = t.rig.state(run_id)
+        assert state.pod.deleted_by == "pod_rm" and state.run.state == "succeeded"
+        assert deleted.uptime_seconds == state.pod.uptime_seconds
+        assert deleted.spend == state.pod.spend
+        assert deleted_line(run_id, deleted) == (
+            f"pod rm: deleted pod {pod_id} of run {run_id} after 2h05m, spend $0.84"
+        )
+        assert f"pod {pod_id} deleted (by pod rm) after 2h05m" in t.story(run_id)
+
+        again = await remove_run_pods(t.rig.context, run_id, force=False)
+        assert again.deleted == () and again.problems() == []
+
+
+async def test_pod_rm_tries_every_pod_even_when_one_fails(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with training(tmp_path) as t:
+        t.network.downloads = "fail"
+        t.network.script = JobScript(exit_code=2)
+        with pytest.raises(OverbrainerError):
+            await t.train()
+        run_id = t.run_id()
+        pod_id = _pod_id(t, run_id)
+        stray = await _extra_pod(t, f"overbrainer-{run_id}-5", run_id)
+        first, second = sorted([pod_id, stray])
+        t.rig.fake.fail_next("DELETE /pods/{id}", 403, pod_id=first)
+
+        removal = await remove_run_pods(t.rig.context, run_id, force=False)
+        assert [d.pod_id for d in removal.deleted] == [second]
+        (problem,) = removal.problems()
+        assert f"cannot delete pod {first} of run {run_id}" in problem
+        assert "may still bill" in problem
+        assert t.rig.fake.status(second) == "TERMINATED"
+        assert t.rig.fake.status(first) != "TERMINATED"
+
+        # Again: the one left is deleted now.
+        removal = await remove_run_pods(t.rig.context, run_id, force=False)
+        assert [d.pod_id for d in removal.deleted] == [first]
+        assert t.rig.fake.live_pods() == []
+
+
+# --- the real commands -----------------------------------------------------------------
+
+
+async def _cli(project: Path, base_url: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OVERBRAINER_")}
+    env.update(
+        OVERBRAINER_RUNPOD__API_KEY=CANARY_KEY,
+        OVERBRAINER_RUNPOD__BASE_URL=base_url,
+        PYTHONPATH=str(ROOT),
+    )
+    return await trio.run_process(
+        [sys.executable, "-m", "overbrainer", "-C", str(project), *args],
+        env=env,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+
+
+async def test_pod_ls_and_pod_rm_through_the_real_command(tmp_path: Path) -> None:
+    from tests.runpod.test_train_pod import _project
+
+    project = tmp_path / "project"
+    project.mkdir()
+    _project(project)
+    fake = FakeRunpod(provisioning_seconds=0.1, starting_seconds=0.1)
+    fake.add_account(CANARY_KEY)
+    run_id = new_run_id()
+    store = RunStore(None, project, Actor.here("test"))
+    try:
+        async with serve_loopback(fake) as base_url:
+            async with RunpodClient(CANARY_KEY, base_url) as client:
+                pod = await client.create_pod(
+                    CreatePod(
+                        name=f"overbrainer-{run_id}-1",
+                        image=PINNED_IMAGE,
+                        gpu_type=A40,
+                        gpu_count=1,
+                        disk_gb=20,
+                        env={RUN_MARKER: run_id},
+                    )
+                )
+            store.create(
+                ev.RunCreated(
+                    run_id=run_id, target="gpu", kind="runpod", remote_dir="r", settings_digest="d"
+                )
+            )
+            store.append(
+                run_id,
+                lambda _s: [
+                    ev.AttemptSent(
+                        n=1, pod_name=pod.name, gpu_type=A40, deadline="2099-01-01T00:00:00Z"
+                    ),
+                    ev.AttemptResolved(n=1, result="created", pod_id=pod.id),
+                    ev.PodCreated(pod_id=pod.id, gpu_type=A40, cost_per_hour=0.4),
+                    ev.RunEnded(state="failed", message="boom"),
+                ],
+            )
+            listed = await _cli(project, base_url, "pod", "ls", "--json")
+            assert listed.returncode == 0, listed.stderr
+            (row,) = [json.loads(line) for line in listed.stdout.splitlines()]
+            assert row["run"] == run_id and row["pod"] == pod.id
+            assert row["note"] == "ended but not deleted" and row["gpu"] == A40
+
+            table_out = await _cli(project, base_url, "pod", "ls")
+            assert table_out.returncode == 0, table_out.stderr
+            lines = table_out.stdout.decode().splitlines()
+            assert lines[0].split()[:3] == ["RUN", "POD", "STATUS"]
+            assert lines[1].startswith(f"{run_id}  {pod.id}  RUNNING")
+            assert lines[1].endswith("ended but not deleted")
+
+            bad = await _cli(project, base_url, "pod", "rm", pod.id)
+            assert bad.returncode == 2 and b"is not a run ID" in bad.stderr
+            assert b"never a pod ID" in bad.stderr
+            assert fake.status(pod.id) == "RUNNING"
+
+            removed = await _cli(project, base_url, "pod", "rm", run_id)
+            assert removed.returncode == 0, removed.stderr
+            out = removed.stdout.decode()
+            assert out.startswith(f"pod rm: deleted pod {pod.id} of run {run_id} after ")
+            assert ", spend $" in out
+            assert b"pod.Deleted" in removed.stderr
+            assert fake.status(pod.id) == "TERMINATED"
+
+            again = await _cli(project, base_url, "pod", "rm", run_id)
+            assert again.returncode == 0
+            assert again.stdout.decode().strip() == f"pod rm: run {run_id} has no pod left"
+
+            unknown = await _cli(project, base_url, "pod", "rm", STRANGER)
+            assert unknown.returncode == 1
+            assert b"is not in this store" in unknown.stderr
+            for done in (listed, table_out, removed, again, unknown):
+                assert CANARY_KEY.encode()[4:16] not in done.stdout + done.stderr
+                assert b"Traceback" not in done.stderr
+        state = store.get(run_id)
+        assert state.pod.deleted_by == "pod_rm"
+    finally:
+        store.close()

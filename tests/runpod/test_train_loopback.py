@@ -1,0 +1,384 @@
+"""``train`` on a Runpod target for real, on the real clock: the REAL ``overbrainer`` command
+in a subprocess, the fake Runpod API on loopback HTTP, fake pods running the real bootstrap
+and watchdog behind a real SSH server, the stand-in trainer as the job."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import trio
+
+from overbrainer.runpod.client import RunpodClient
+from overbrainer.runpod.pod_scripts import ENV_HOST_KEY
+from tests.fakes.fake_executor import CANARY_KEY
+from tests.fakes.fake_pod import FakePods, fake_pods
+from tests.fakes.runpod_api import FakeRunpod, serve_loopback
+from tests.runpod.test_train_pod import _project
+
+ROOT = Path(__file__).resolve().parents[2]
+STAND_IN = ROOT / "tests" / "fakes" / "axolotl"
+HF_CANARY = "hf_CANARYloopback0123456789abcdefgh"
+
+
+@dataclass
+class World:
+    """The fake Runpod account with living pods, and a project whose target ``gpu`` uses it."""
+
+    fake: FakeRunpod
+    pods: FakePods
+    base_url: str
+    project: Path
+    env: dict[str, str]
+
+    async def run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """``overbrainer -C PROJECT ARGS`` in a real process (the fake keeps serving)."""
+        with trio.fail_after(timeout):
+            done = await trio.run_process(
+                [sys.executable, "-m", "overbrainer", "-C", str(self.project), *args],
+                env=self.env,
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+        return subprocess.CompletedProcess(
+            done.args, done.returncode, done.stdout.decode(), done.stderr.decode()
+        )
+
+    def runs(self) -> list[str]:
+        """The project's run IDs."""
+        directory = self.project / "runs"
+        return sorted(p.name for p in directory.iterdir()) if directory.exists() else []
+
+    def pod_json(self, run_id: str) -> dict[str, object]:
+        """``runs/<id>/pod.json``."""
+        data: dict[str, object] = json.loads(
+            (self.project / "runs" / run_id / "pod.json").read_text()
+        )
+        return data
+
+    def run_json(self, run_id: str) -> dict[str, object]:
+        """``runs/<id>/run.json``."""
+        data: dict[str, object] = json.loads(
+            (self.project / "runs" / run_id / "run.json").read_text()
+        )
+        return data
+
+    def pod_run_dir(self, pod_id: str, run_id: str) -> Path:
+        """The run's directory on the fake pod."""
+        return self.pods.path(pod_id, f"/workspace/overbrainer/runs/{run_id}")
+
+    async def events(self, run_id: str) -> list[str]:
+        """The names of the run's events, from ``events RUN --json``."""
+        done = await self.run("events", run_id, "--json")
+        assert done.returncode == 0, done.stderr
+        return [json.loads(line)["event"] for line in done.stdout.splitlines()]
+
+    async def wait_for(self, status: str, timeout: float = 30) -> str:
+        """Wait until the newest run's pod.json says ``status``; return the run ID."""
+        with trio.fail_after(timeout):
+            while True:
+                for run_id in self.runs()[-1:]:
+                    try:
+                        if self.pod_json(run_id).get("status") == status:
+                            return run_id
+                    except (OSError, ValueError):
+                        pass
+                await trio.sleep(0.05)
+
+
+@asynccontextmanager
+async def world(
+    tmp_path: Path,
+    *,
+    step_seconds: float = 0.05,
+    steps: int = 5,
+    overrides: dict[str, str] | None = None,
+    max_hours: float = 1.0,
+) -> AsyncIterator[World]:
+    """The fake API and pods on loopback, and a project whose Runpod target runs the
+    stand-in trainer from a venv (knobs set in its wrapper: the pod's SSH sessions have an
+    environment of their own)."""
+    fake = FakeRunpod(provisioning_seconds=0.2, starting_seconds=0.3)
+    fake.add_account(CANARY_KEY)
+    project = tmp_path / "project"
+    project.mkdir()
+    _project(project)
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    wrapper = venv / "bin" / "axolotl"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f"FAKE_AXOLOTL_STEPS={steps} FAKE_AXOLOTL_STEP_SECONDS={step_seconds} "
+        f'exec {sys.executable} {STAND_IN} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OVERBRAINER_", "FAKE_"))}
+    async with AsyncExitStack() as stack:
+        base_url = await stack.enter_async_context(serve_loopback(fake))
+        pods = await stack.enter_async_context(
+            fake_pods(fake, base_url, tmp_path / "pods", overrides=overrides)
+        )
+        env.update(
+            OVERBRAINER_RUNPOD__API_KEY=CANARY_KEY,
+            OVERBRAINER_RUNPOD__BASE_URL=base_url,
+            OVERBRAINER_HF_TOKEN=HF_CANARY,
+            OVERBRAINER_TARGETS__GPU__VENV=str(venv),
+            OVERBRAINER_TARGETS__GPU__MAX_HOURS=str(max_hours),
+            PYTHONPATH=str(ROOT),
+        )
+        yield World(fake, pods, base_url, project, env)
+
+
+def _cmdlines() -> bytes:
+    found = b""
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                found += (proc / "cmdline").read_bytes() + b"\n"
+            except OSError:
+                continue
+    return found
+
+
+def _final(stdout: str) -> str:
+    return stdout.strip().splitlines()[-1]
+
+
+async def test_a_whole_run_on_a_pod_through_the_real_command(tmp_path: Path) -> None:
+    async with world(tmp_path, steps=20, step_seconds=0.05) as w:
+        deletes: list[tuple[str, bool, str]] = []
+        hook = w.fake.on_deleted
+
+        async def on_deleted(pod: object) -> None:
+            # Whether `.pod/retrieved` was on the pod when the delete arrived, and who sent it.
+            pod_id = pod.id  # type: ignore[attr-defined]
+            run_id = w.runs()[-1]
+            marked = (w.pod_run_dir(pod_id, run_id) / ".pod" / "retrieved").exists()
+            deletes.append((pod_id, marked, w.fake.requests[-1].auth))
+            assert hook is not None
+            await hook(pod)  # type: ignore[arg-type]
+
+        w.fake.on_deleted = on_deleted
+        seen: list[bytes] = []
+        async with trio.open_nursery() as nursery:
+
+            async def watch_command_lines() -> None:
+                await w.wait_for("job_running")
+                seen.append(_cmdlines())
+
+            nursery.start_soon(watch_command_lines)
+            done = await w.run("train")
+        assert done.returncode == 0, done.stderr
+        (run_id,) = w.runs()
+        assert _final(done.stdout) == (
+            f"train: run {run_id} succeeded; step 20/20, epoch 3, "
+            + _final(done.stdout).split("epoch 3, ", 1)[1]
+        )
+        assert f"; output in runs/{run_id}/output" in done.stdout
+        pod = w.pod_json(run_id)
+        pod_id = str(pod["pod_id"])
+        assert pod["status"] == "deleted" and pod["deleted_by"] == "client"
+        assert deletes == [(pod_id, True, "account")]  # marked retrieved before the delete
+        assert w.fake.status(pod_id) == "TERMINATED"
+        assert f"pod {pod_id} deleted (by overbrainer) after " in done.stderr
+        assert ", spend $" in done.stderr
+        run_dir = w.project / "runs" / run_id
+        assert (run_dir / "output" / "adapter_model.safetensors").is_file()
+        assert "watchdog: guarding pod" in (run_dir / "watchdog.log").read_text()
+        assert (run_dir / "output" / "saw_hf_token").read_text().strip() == "yes"
+        story = await w.run("events", run_id)
+        story_json = await w.run("events", run_id, "--json")
+        assert f"pod {pod_id} deleted (by overbrainer) after " in story.stdout
+        assert [json.loads(line)["event"] for line in story_json.stdout.splitlines()] == [
+            "run.Created",
+            "pod.KeysGenerated",
+            "pod.AttemptSent",
+            "pod.AttemptResolved",
+            "pod.Created",
+            "pod.EndpointSeen",
+            "pod.Ready",
+            "run.JobStarted",
+            "pod.JobRunning",
+            "run.ArtifactsRetrieved",
+            "run.Ended",
+            "pod.Deleting",
+            "pod.Deleted",
+        ]
+
+        # Canaries: the API key and the HF token reached nothing but the job's environment.
+        texts = [done.stdout, done.stderr, story.stdout, story_json.stdout]
+        texts.append(json.dumps([r.json for r in w.fake.requests]))
+        created = w.fake.pod_env(pod_id)
+        texts.append(json.dumps({k: v for k, v in created.items() if k != ENV_HOST_KEY}))
+        texts += [line.decode(errors="replace") for line in seen]
+        for path in w.project.rglob("*"):
+            if path.is_file() and not path.is_relative_to(run_dir / "ssh"):
+                texts.append(path.read_bytes().decode(errors="replace"))
+        for path in w.pods.root(pod_id).rglob("*"):
+            if path.is_file() and "etc" not in path.relative_to(w.pods.root(pod_id)).parts[:1]:
+                texts.append(path.read_bytes().decode(errors="replace"))
+        assert seen and len(texts) > 20
+        for text in texts:
+            assert CANARY_KEY[4:16] not in text
+            assert HF_CANARY[3:16] not in text
+        for text in texts[:5]:
+            assert "PRIVATE KEY" not in text
+
+
+async def test_ctrl_c_once_the_job_runs_leaves_job_and_pod_and_attach_finishes(
+    tmp_path: Path,
+) -> None:
+    async with world(tmp_path, steps=20, step_seconds=0.1) as w:
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "overbrainer", "-C", str(w.project), "train"],
+            env=w.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        run_id = await w.wait_for("job_running")
+        await trio.sleep(0.5)
+        process.send_signal(signal.SIGINT)
+        with trio.fail_after(30):
+            assert process.stderr is not None
+            err = b""
+            async for chunk in process.stderr:
+                err += chunk
+            await process.wait()
+        text = err.decode()
+        assert process.returncode == 130, text
+        assert "Traceback" not in text
+        pod = w.pod_json(run_id)
+        pod_id = str(pod["pod_id"])
+        assert (
+            f"error: interrupted: run {run_id} keeps running on pod {pod_id} ($0.40/h); "
+            f"follow it again with `overbrainer train attach {run_id}`, or delete the pod with "
+            f"`overbrainer pod rm {run_id}`. The watchdog deletes the pod 30 min after the job "
+            f"ends if its results are not retrieved, and by {pod['deadline']} in any case."
+        ) in text
+        assert w.fake.status(pod_id) == "RUNNING"
+        job_pid = int((w.pod_run_dir(pod_id, run_id) / "job.pid").read_text())
+        assert Path(f"/proc/{job_pid}").exists(), "the job keeps running on the pod"
+
+        attach = await w.run("train", "attach", run_id)
+        assert attach.returncode == 0, attach.stderr
+        assert _final(attach.stdout).startswith(f"train: run {run_id} succeeded; step 20/20")
+        assert w.fake.status(pod_id) == "TERMINATED"
+        names = await w.events(run_id)
+        assert names[-6:] == [
+            "pod.JobRunning",
+            "run.Detached",
+            "run.ArtifactsRetrieved",
+            "run.Ended",
+            "pod.Deleting",
+            "pod.Deleted",
+        ]
+
+
+async def test_keep_pod_outlives_its_deadline_answers_its_ssh_command_and_only_pod_rm_ends_it(
+    tmp_path: Path,
+) -> None:
+    # A watchdog checking every 0.2 s, with a retrieve grace of 0.5 s and a deadline 3.6 s
+    # after the create: any pod but a kept one would be deleted within the test.
+    overrides = {"OVERBRAINER_INTERVAL": "0.2", "OVERBRAINER_RETRIEVE_GRACE": "0.5"}
+    async with world(tmp_path, overrides=overrides, max_hours=0.001) as w:
+        done = await w.run("train", "--keep-pod")
+        assert done.returncode == 0, done.stderr
+        (run_id,) = w.runs()
+        pod_id = str(w.pod_json(run_id)["pod_id"])
+        ssh = f"ssh -F runs/{run_id}/ssh/config overbrainer-{run_id}"
+        assert (
+            f"warning: --keep-pod: pod {pod_id} is kept with no time limit, at $0.40/h, even "
+            f"once the run ends; nothing deletes it but `overbrainer pod rm {run_id}`"
+        ) in done.stderr
+        assert f"warning: pod {pod_id} kept (--keep-pod): `{ssh}`" in done.stderr
+        assert w.pod_json(run_id)["status"] == "kept"
+
+        deadline = datetime.fromisoformat(
+            str(w.pod_json(run_id)["deadline"]).replace("Z", "+00:00")
+        )
+        # Past the deadline (and the retrieve grace), many watchdog checks later.
+        left = (deadline - datetime.now(UTC)).total_seconds()
+        await trio.sleep(max(0.0, left) + 1.0)
+        assert w.fake.status(pod_id) == "RUNNING"
+        log = (w.pod_run_dir(pod_id, run_id) / ".pod" / "watchdog.log").read_text()
+        assert "kept (--keep-pod) and its job started" in log
+        assert "deleting pod" not in log
+
+        # The printed command works with the real OpenSSH client, from the project.
+        reached = await trio.run_process(
+            [
+                "ssh",
+                "-o",
+                "BatchMode=yes",
+                *ssh.split()[1:],
+                "cat",
+                f"/workspace/overbrainer/runs/{run_id}/.pod/watchdog",
+            ],
+            cwd=w.project,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+        assert reached.returncode == 0, reached.stderr
+        assert reached.stdout == b"ready\n"
+
+        removed = await w.run("pod", "rm", run_id)
+        assert removed.returncode == 0, removed.stderr
+        assert removed.stdout.startswith(f"pod rm: deleted pod {pod_id} of run {run_id} after ")
+        assert w.fake.status(pod_id) == "TERMINATED"
+        assert (await w.events(run_id))[-3:] == ["pod.Kept", "pod.Deleting", "pod.Deleted"]
+
+
+async def test_attach_reaches_a_restarted_pod_through_its_new_endpoint(tmp_path: Path) -> None:
+    async with world(tmp_path, steps=10, step_seconds=0.1) as w:
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "overbrainer", "-C", str(w.project), "train"],
+            env=w.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        run_id = await w.wait_for("job_running")
+        process.send_signal(signal.SIGINT)
+        with trio.fail_after(30):
+            await process.wait()
+        assert process.returncode == 130
+        pod_id = str(w.pod_json(run_id)["pod_id"])
+        old_port = w.pods.current(pod_id).ssh_port
+        exit_code = w.pod_run_dir(pod_id, run_id) / "exit_code"
+        with trio.fail_after(30):
+            while not exit_code.exists():
+                await trio.sleep(0.05)
+        # The pod's host restarts it: it comes back on another port.
+        async with RunpodClient(CANARY_KEY, w.base_url) as client:
+            await client.pod_action(pod_id, "restart")
+            with trio.fail_after(30):
+                while True:
+                    seen = await client.get_pod(pod_id)
+                    if seen is not None and seen.ssh_direct is not None:
+                        break
+                    await trio.sleep(0.1)
+        assert seen.ssh_direct.port != old_port
+
+        attach = await w.run("train", "attach", run_id)
+        assert attach.returncode == 0, attach.stderr
+        assert _final(attach.stdout).startswith(f"train: run {run_id} succeeded")
+        pod = w.pod_json(run_id)
+        assert pod["endpoint"] == {
+            "host": "127.0.0.1",
+            "port": seen.ssh_direct.port,
+            "user": "root",
+        }
+        config = (w.project / "runs" / run_id / "ssh" / "config").read_text()
+        assert f"Port {seen.ssh_direct.port}" in config
+        assert w.fake.status(pod_id) == "TERMINATED"
+        names = await w.events(run_id)
+        assert names.count("pod.EndpointSeen") == 2
