@@ -25,16 +25,27 @@ def _build(project: Path, runs: int = 1000, per_run: int = 50, big: int = 10_000
     for i in range(runs):
         run_id = f"20250101-{i // 60:04d}{i % 60:02d}-{i:04x}"
         events: list[ev.Event] = [
-            ev.RunCreated(run_id=run_id, target="here", kind="local", remote_dir=f"runs/{run_id}",
-                          settings_digest="d", base_model="m", adapter="lora"),
+            ev.RunCreated(
+                run_id=run_id,
+                target="here",
+                kind="local",
+                remote_dir=f"runs/{run_id}",
+                settings_digest="d",
+                base_model="m",
+                adapter="lora",
+            ),
             ev.JobStarted(job_dir=f"runs/{run_id}", pid=100 + i),
         ]
-        events += [ev.NoteAdded(note=f"n{j}") if j % 2 else ev.NoteCleared()
-                   for j in range(per_run - 3)]
+        events += [
+            ev.NoteAdded(note=f"n{j}") if j % 2 else ev.NoteCleared() for j in range(per_run - 3)
+        ]
         events.append(ev.RunEnded(state="succeeded", metrics={"step": 10, "max_steps": 10}))
         store.append(run_id, lambda _s, e=events: e)
-    store.create(ev.RunCreated(run_id=BIG_RUN, target="here", kind="local", remote_dir="runs/x",
-                               settings_digest="d"))
+    store.create(
+        ev.RunCreated(
+            run_id=BIG_RUN, target="here", kind="local", remote_dir="runs/x", settings_digest="d"
+        )
+    )
     done = 1
     while done < big:
         chunk = min(500, big - done)
@@ -51,8 +62,9 @@ def _time(args: list[str], cwd: Path, repeat: int = 7) -> float:
     samples = []
     for _ in range(repeat):
         start = time.perf_counter()
-        subprocess.run(args, cwd=cwd, check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+        subprocess.run(
+            args, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         samples.append(time.perf_counter() - start)
     return statistics.median(samples)
 
@@ -81,7 +93,11 @@ def run() -> list[tuple[str, str, str, str]]:
         ("store: 1,000 runs x 50 events + 1 run x 10,000 (build)", f"{built:.1f} s", "", ""),
         ("overbrainer --help", ms(help_time), floor_text, "< 250 ms"),
         ("runs ls, 1,000 runs (view up to date)", ms(ls_warm), floor_text, "< 400 ms"),
-        ("runs ls, 1,000 runs (view rebuilt: 60,000 events)", ms(statistics.median(cold)),
-         floor_text, ""),
+        (
+            "runs ls, 1,000 runs (view rebuilt: 60,000 events)",
+            ms(statistics.median(cold)),
+            floor_text,
+            "",
+        ),
         ("events RUN, 10,000 events", ms(events_time), floor_text, "< 1 s"),
     ]

@@ -60,11 +60,16 @@ async def _with_run(run: str, name: str) -> int:
 @app.default
 async def train(
     *,
-    target: Annotated[str | None, Parameter(help="The target to train on (default: "
-                                            "training.target).")] = None,
-    keep_pod: Annotated[bool, Parameter(negative=(), help="Runpod only: keep the pod once "
-                                        "the job started, until `overbrainer pod rm RUN`.")]
-    = False,
+    target: Annotated[
+        str | None, Parameter(help="The target to train on (default: training.target).")
+    ] = None,
+    keep_pod: Annotated[
+        bool,
+        Parameter(
+            negative=(),
+            help="Runpod only: keep the pod once the job started, until `overbrainer pod rm RUN`.",
+        ),
+    ] = False,
 ) -> int:
     """Create a run, start its job, follow it to the end, retrieve and verify the results."""
     from overbrainer.config.model import RunpodTarget
@@ -79,8 +84,9 @@ async def train(
 
             return await train_on_pod(session, settings, name, spec, keep=keep_pod)
         if keep_pod:
-            raise UsageError(f"--keep-pod applies only to a Runpod target; target {name} is "
-                             f"{spec.kind}")
+            raise UsageError(
+                f"--keep-pod applies only to a Runpod target; target {name} is {spec.kind}"
+            )
         _warn_template(session, settings)
         return await machine.train(session, settings, machine.plan_for(settings, name))
 

@@ -26,8 +26,13 @@ class Actor:
             user = getpass.getuser()
         except (KeyError, OSError):  # no passwd entry (containers)
             user = str(os.getuid())
-        return cls(command=command, user=user, host=socket.gethostname(), pid=os.getpid(),
-                   version=__version__)
+        return cls(
+            command=command,
+            user=user,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            version=__version__,
+        )
 
     def to_json(self) -> dict[str, Any]:
         """As JSON primitives."""
@@ -37,8 +42,10 @@ class Actor:
     def from_json(cls, data: dict[str, Any]) -> "Actor":
         """Tolerant of missing keys (older or hand-made logs)."""
         return cls(
-            command=str(data.get("command", "?")), user=str(data.get("user", "?")),
-            host=str(data.get("host", "?")), pid=int(data.get("pid", 0) or 0),
+            command=str(data.get("command", "?")),
+            user=str(data.get("user", "?")),
+            host=str(data.get("host", "?")),
+            pid=int(data.get("pid", 0) or 0),
             version=str(data.get("version", "?")),
         )
 

@@ -1,13 +1,16 @@
 """The event log as trio code uses it: each store call in a worker thread, projections
 rewritten after every append, and every appended event shown to whoever listens."""
 
+import contextlib
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from overbrainer.events.aggregate import RunLog
+from overbrainer.events.aggregate import InvalidTransition, RunLog
 from overbrainer.events.store import Decision, Recorded, RunStore
 from overbrainer.events.types import Event, RunCreated
-from overbrainer.projections.files import write_projections
+from overbrainer.front import checkpoints
+from overbrainer.projections.files import refresh_projections, write_projections
 
 Listener = Callable[[Recorded, RunLog], None]
 
@@ -15,16 +18,33 @@ Listener = Callable[[Recorded, RunLog], None]
 class Journal:
     """Appends and reads runs for one command."""
 
-    def __init__(self, store: RunStore, project_dir: Path,
-                 listener: Listener | None = None) -> None:
+    def __init__(
+        self, store: RunStore, project_dir: Path, listener: Listener | None = None
+    ) -> None:
         self.store = store
         self.project_dir = project_dir
         self.listener = listener
 
     def _append_sync(self, run_id: str, decide: Decision) -> tuple[RunLog, list[Recorded]]:
+        if checkpoints.PLAN is not None:  # the reliability campaigns act around appends
+            decide = checkpoints.before_append(decide)
         state, records = self.store.append(run_id, decide)
-        if records:
-            write_projections(self.project_dir, state)
+        if checkpoints.PLAN is not None and records:
+            checkpoints.after_append([record.event for record in records])
+        try:
+            if records:
+                write_projections(self.project_dir, state)
+            else:
+                refresh_projections(self.project_dir, state)
+        except OSError as error:
+            # The events are stored: the projections are only caches, rebuilt by the next
+            # command that reads the run. Failing here would report a saved append as lost.
+            print(
+                f"warning: the projections of run {run_id} (runs/{run_id}/run.json) could "
+                f"not be rewritten ({error}); the next command that reads the run rebuilds them",
+                file=sys.stderr,
+                flush=True,
+            )
         return state, records
 
     async def append(self, run_id: str, decide: Decision | Sequence[Event]) -> RunLog:
@@ -51,12 +71,12 @@ class Journal:
         """Start the stream of a new run."""
         import trio
 
-        def create() -> tuple[RunLog, list[Recorded]]:
-            state, records = self.store.create(event)
-            write_projections(self.project_dir, state)
-            return state, records
+        def decide(state: RunLog) -> Sequence[Event]:
+            if state.exists:
+                raise InvalidTransition(f"run {event.run_id} already exists")
+            return [event]
 
-        state, records = await trio.to_thread.run_sync(create)
+        state, records = await trio.to_thread.run_sync(self._append_sync, event.run_id, decide)
         self._announce(records, state)
         return state
 
@@ -64,7 +84,14 @@ class Journal:
         """The run's current state (an unknown run is an error)."""
         import trio
 
-        return await trio.to_thread.run_sync(self.store.get, run_id)
+        def read() -> RunLog:
+            state = self.store.get(run_id)
+            # A command killed between an append and its projection write left them behind.
+            with contextlib.suppress(OSError):
+                refresh_projections(self.project_dir, state)
+            return state
+
+        return await trio.to_thread.run_sync(read)
 
     def _announce(self, records: list[Recorded], state: RunLog) -> None:
         if self.listener is not None:

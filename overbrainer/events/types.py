@@ -16,8 +16,17 @@ FINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
 
 # Why a pod was deleted, and who deleted it.
 DeleteReason = Literal[
-    "retrieved", "interrupted", "not_ready", "duplicate", "job_not_started", "deadline",
-    "refused", "requested", "gone", "cancelled", "failed",
+    "retrieved",
+    "interrupted",
+    "not_ready",
+    "duplicate",
+    "job_not_started",
+    "deadline",
+    "refused",
+    "requested",
+    "gone",
+    "cancelled",
+    "failed",
 ]
 DeletedBy = Literal["client", "watchdog", "pod_rm", "found_gone"]
 
@@ -251,10 +260,28 @@ class StrayDropped(Event):
 CATALOGUE: dict[str, type[Event]] = {
     cls.name: cls
     for cls in (
-        RunCreated, JobStarted, RunEnded, CancelRequested, Interrupted, Detached,
-        ArtifactsRetrieved, NoteAdded, NoteCleared, KeysGenerated, AttemptSent,
-        AttemptResolved, PodCreated, EndpointSeen, PodReady, PodJobRunning, AwaitingRetrieval,
-        PodKept, PodDeleting, PodDeleted, StrayRecorded, StrayDropped,
+        RunCreated,
+        JobStarted,
+        RunEnded,
+        CancelRequested,
+        Interrupted,
+        Detached,
+        ArtifactsRetrieved,
+        NoteAdded,
+        NoteCleared,
+        KeysGenerated,
+        AttemptSent,
+        AttemptResolved,
+        PodCreated,
+        EndpointSeen,
+        PodReady,
+        PodJobRunning,
+        AwaitingRetrieval,
+        PodKept,
+        PodDeleting,
+        PodDeleted,
+        StrayRecorded,
+        StrayDropped,
     )
 }
 

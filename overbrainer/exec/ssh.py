@@ -24,13 +24,17 @@ Connection failures raise `TargetUnreachable` naming the host; the next call rec
 
 import asyncio
 import contextlib
+import io
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ParamSpec, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, ParamSpec, Protocol, TypeVar, cast
 
 import asyncssh
 import trio
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 from overbrainer.exec.base import (
     ExecError,
@@ -62,7 +66,7 @@ from overbrainer.exec.manifest import parse_sha256sum
 from overbrainer.exec.shell import build_command, check_rel_path, check_safe_word, quote
 from overbrainer.exec.transfer import (
     Entry,
-    extract_tar,
+    extract_stream,
     fresh_staging,
     remove,
     replace_paths,
@@ -81,7 +85,15 @@ class _Sink(Protocol):
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
-_CHUNK = 1 << 16
+# Bytes asked of a remote command's output per read (each read crosses into asyncio).
+_CHUNK = 1 << 20
+# Flow control of every channel: a big window and packets let the server send results
+# in fewer, larger packets (asyncssh's work is mostly per packet).
+_WINDOW = 8 << 20
+_PACKET = 256 << 10
+# Chunks in flight between the transfer and the extracting worker.
+_QUEUED_CHUNKS = 16
+_FAST_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 _CLOSE_TIMEOUT = 5.0
 _GLOBAL_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
 # asyncssh's (trusted host keys, trusted CA keys, revoked keys): an empty trust list.
@@ -164,6 +176,15 @@ async def _feed(process: "asyncssh.SSHClientProcess[bytes]", data: bytes, eof: b
         process.stdin.write_eof()
 
 
+async def _read_chunk(stream: "asyncssh.SSHReader[bytes]", size: int) -> bytes:
+    """(asyncio side) ``size`` bytes of ``stream``, fewer only at its end: big chunks cross
+    into trio, not each packet on its own."""
+    try:
+        return await stream.readexactly(size)
+    except asyncio.IncompleteReadError as end:
+        return bytes(end.partial)
+
+
 @contextlib.asynccontextmanager
 async def open_ssh(
     target: UserHost | PinnedHost,
@@ -172,8 +193,12 @@ async def open_ssh(
     runtime: Runtime | None = None,
     cancel_grace: int = 10,
     connect_timeout: float = 20.0,
+    connect: bool = True,
 ) -> AsyncIterator["SshExecutor"]:
     """Connect to ``target`` and yield its executor; close the connection at the end.
+
+    With ``connect=False`` the block starts unconnected: the caller connects with
+    `SshExecutor.connect` (say, in a scope Ctrl-C may cancel), or the first call does.
 
     ``workdir`` is the executor's root, relative to the remote home (or absolute). Opens a
     trio-asyncio loop for the block unless the calling task already runs inside one; an
@@ -191,11 +216,11 @@ async def open_ssh(
         connect_timeout=connect_timeout,
     )
     if trio_asyncio.current_loop.get() is not None:
-        async with _connected(executor):
+        async with _connected(executor, connect):
             yield executor
         return
     try:
-        async with trio_asyncio.open_loop(), _connected(executor):
+        async with trio_asyncio.open_loop(), _connected(executor, connect):
             yield executor
     except BaseExceptionGroup as group:
         leaves = _leaves(group)
@@ -205,9 +230,10 @@ async def open_ssh(
 
 
 @contextlib.asynccontextmanager
-async def _connected(executor: "SshExecutor") -> AsyncIterator[None]:
+async def _connected(executor: "SshExecutor", connect: bool) -> AsyncIterator[None]:
     try:
-        await executor.connect()
+        if connect:
+            await executor.connect()
         yield
     finally:
         await executor.aclose()
@@ -295,6 +321,7 @@ class SshExecutor:
                 kbdint_auth=False,
                 host_based_auth=False,
                 x509_trusted_certs=None,
+                encryption_algs=_ciphers(None),
                 connect_timeout=self._timeout,
                 keepalive_interval=15,
                 keepalive_count_max=4,
@@ -331,7 +358,10 @@ class SshExecutor:
             files = _known_hosts_files(options.known_hosts, explicit=bool(target.known_hosts))
             trusted: object = files or _NOTHING_TRUSTED
             options = await _aio(
-                asyncssh.SSHClientConnectionOptions.construct, options, known_hosts=trusted
+                asyncssh.SSHClientConnectionOptions.construct,
+                options,
+                known_hosts=trusted,
+                encryption_algs=_ciphers(options.encryption_algs),
             )
         except (OSError, ValueError, asyncssh.Error) as exc:
             raise ExecError(f"cannot use the SSH settings for {self.location}: {exc}") from None
@@ -385,6 +415,8 @@ class SshExecutor:
         reason = str(exc) or type(exc).__name__
         if isinstance(exc, asyncio.TimeoutError):
             reason = f"no answer within {self._timeout:.0f} s"
+        elif isinstance(exc, ConnectionRefusedError):
+            reason = "connection refused (no SSH server listening there)"
         return TargetUnreachable(f"cannot reach {self.location}: {reason}", host=self._label)
 
     async def _drop(self) -> None:
@@ -415,7 +447,9 @@ class SshExecutor:
         ``sink``, an open trio file). Non-zero exit → `ExecError` with stderr's tail."""
         conn = await self._connection()
         try:
-            process = await _aio(conn.create_process, command, encoding=None)
+            process = await _aio(
+                conn.create_process, command, encoding=None, window=_WINDOW, max_pktsize=_PACKET
+            )
         except _NETWORK_ERRORS as exc:
             await self._drop()
             raise self._lost(what, exc) from None
@@ -489,7 +523,7 @@ class SshExecutor:
     async def _collect(
         stream: "asyncssh.SSHReader[bytes]", into: list[bytes], sink: "_Sink | None"
     ) -> None:
-        while data := await _aio(stream.read, _CHUNK):
+        while data := await _aio(_read_chunk, stream, _CHUNK):
             if sink is None:
                 into.append(data)
             else:
@@ -589,22 +623,61 @@ class SshExecutor:
         return parse_sha256sum(out.decode(errors="surrogateescape"), where=self.location)
 
     async def download(self, remote_dir: str, paths: Sequence[str], local_dir: Path) -> None:
-        """Bring ``paths`` back by tar stream; each replaces its local copy once all arrived."""
+        """Bring ``paths`` back by tar stream; each replaces its local copy once all arrived.
+
+        The stream is extracted (and checked) by a worker thread as it arrives, into a
+        staging directory: the archive is never stored, and nothing is replaced unless the
+        whole stream was good.
+        """
         target = self._remote(remote_dir, "the run directory")
         for rel in paths:
             check_rel_path(rel, name="a result path")
         await trio.Path(local_dir).mkdir(parents=True, exist_ok=True)
         staging = await trio.to_thread.run_sync(fresh_staging, local_dir)
-        archive = staging / "download.tar"
         try:
-            async with await trio.open_file(archive, "wb") as sink:
-                await self._ctl("pack", target, *paths, what="downloading results", sink=sink)
             unpacked = staging / "files"
-            await trio.to_thread.run_sync(_unpack, archive, unpacked, list(paths))
+            await self._pack_into(target, list(paths), unpacked)
             await trio.to_thread.run_sync(replace_paths, unpacked, local_dir, list(paths))
         finally:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(remove, staging)
+
+    async def _pack_into(self, target: str, paths: list[str], unpacked: Path) -> None:
+        """Run ``ctl.sh pack`` and hand its stream, chunk by chunk, to a worker thread that
+        extracts it as it comes. A refused entry stops the transfer at once."""
+        send, receive = trio.open_memory_channel[bytes](_QUEUED_CHUNKS)
+        sink = _ChannelSink(send)
+        failures: list[Exception] = []
+        refused: list[Exception] = []
+
+        def extract() -> None:
+            try:
+                unpacked.mkdir()
+                extract_stream(_ChannelReader(receive), unpacked, paths)
+            except Exception as exc:  # handed over to the trio side
+                refused.append(exc)
+            finally:
+                trio.from_thread.run_sync(receive.close)  # a sender still at it stops
+
+        async def transfer() -> None:
+            try:
+                with sink.scope:
+                    await self._ctl("pack", target, *paths, what="downloading results", sink=sink)
+            except Exception as exc:  # raised below, outside the nursery
+                failures.append(exc)
+            finally:
+                send.close()  # end of stream for the worker (cut short, if it failed)
+
+        async def worker() -> None:
+            await trio.to_thread.run_sync(extract)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(transfer)
+            nursery.start_soon(worker)
+        if failures:
+            raise failures[0]  # the transfer failed: the worker only saw a cut stream
+        if refused:
+            raise refused[0]
 
     async def touch(self, path: str) -> None:
         """Create ``path`` (and its parents) on the host."""
@@ -621,6 +694,22 @@ async def _guard(
     except _NETWORK_ERRORS as exc:
         failures.append(exc)
         scope.cancel()
+
+
+def _ciphers(configured: Sequence[bytes] | None) -> list[str]:
+    """The ciphers to offer: those of the user's ``Ciphers`` setting as they are, else
+    asyncssh's defaults with AES-GCM first. In Python, asyncssh decrypts AES-GCM (one call
+    into OpenSSL per packet, using the CPU's AES instructions) much faster than
+    ChaCha20-Poly1305, its own first choice: it bounds how fast results come home."""
+    from asyncssh.encryption import get_default_encryption_algs
+
+    defaults = [alg.decode("ascii") for alg in get_default_encryption_algs()]
+    if configured is not None:
+        chosen = [alg.decode("ascii") for alg in configured]
+        if chosen != defaults:
+            return chosen
+    gcm = [alg for alg in _FAST_CIPHERS if alg in defaults]
+    return gcm + [alg for alg in defaults if alg not in gcm]
 
 
 def _known_hosts_files(configured: object, *, explicit: bool) -> list[str]:
@@ -644,6 +733,41 @@ def _conforms(executor: SshExecutor) -> Executor:
     return executor
 
 
-def _unpack(archive: Path, unpacked: Path, paths: list[str]) -> None:
-    unpacked.mkdir()
-    extract_tar(archive, unpacked, paths)
+class _ChannelSink:
+    """Where a download's bytes go: the channel to the extracting worker. If the worker
+    stopped reading (it refused an entry), the transfer is cancelled instead of running on
+    for nothing."""
+
+    def __init__(self, send: "trio.MemorySendChannel[bytes]") -> None:
+        self.send = send
+        self.scope = trio.CancelScope()
+
+    async def write(self, data: bytes) -> None:
+        try:
+            await self.send.send(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.scope.cancel()
+
+
+class _ChannelReader(io.RawIOBase):
+    """(In a worker thread) the bytes sent into a trio memory channel, as a binary stream;
+    the channel's end is the stream's end."""
+
+    def __init__(self, receive: "trio.MemoryReceiveChannel[bytes]") -> None:
+        self._receive = receive
+        self._chunk = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: "WriteableBuffer") -> int:
+        while not self._chunk:
+            try:
+                self._chunk = memoryview(trio.from_thread.run(self._receive.receive))
+            except (trio.EndOfChannel, trio.ClosedResourceError):
+                return 0
+        target = memoryview(buffer).cast("B")
+        size = min(len(target), len(self._chunk))
+        target[:size] = self._chunk[:size]
+        self._chunk = self._chunk[size:]
+        return size

@@ -7,6 +7,7 @@ else in the stream is refused. A download replaces each requested path as a whol
 file left from an earlier attempt never survives as an "extra".
 """
 
+import io
 import os
 import shutil
 import stat
@@ -15,6 +16,10 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 from overbrainer.exec.base import ExecError
 from overbrainer.exec.manifest import is_checkpoint_dir, list_files
@@ -23,6 +28,7 @@ from overbrainer.exec.shell import check_rel_path
 NEVER_UPLOADED = frozenset({"ssh", "run.json", "pod.json"})
 STAGING_DIR = ".overbrainer-download"
 _CHUNK = 1 << 16
+_STREAM_BUFFER = 1 << 20
 _BLOCK = tarfile.BLOCKSIZE
 _RECORD = tarfile.RECORDSIZE
 
@@ -136,10 +142,47 @@ def extract_tar(archive: Path, staging: Path, paths: Sequence[str]) -> None:
     Only directories and regular files under ``paths`` are accepted; a link, a device or a
     name outside ``paths`` (or inside a checkpoint) fails the whole download.
     """
-    if archive.stat().st_size == 0:
-        return
+    with archive.open("rb") as stream:
+        extract_stream(stream, staging, paths)
+
+
+class Readable(Protocol):
+    """A binary stream: a file, a pipe, a raw stream."""
+
+    def read(self, size: int = -1, /) -> bytes | None:
+        """Up to ``size`` bytes; ``b""`` at the end."""
+        ...
+
+
+class _Counting(io.RawIOBase):
+    """A readable stream that counts what was read from ``inner``."""
+
+    def __init__(self, inner: Readable) -> None:
+        self.inner = inner
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: "WriteableBuffer") -> int:
+        target = memoryview(buffer).cast("B")
+        data = self.inner.read(len(target)) or b""
+        target[: len(data)] = data
+        self.count += len(data)
+        return len(data)
+
+
+def extract_stream(stream: Readable, staging: Path, paths: Sequence[str]) -> None:
+    """Like `extract_tar`, from a stream read once from start to end (a pipe, say), so the
+    archive never has to be stored first. An empty stream is an empty download."""
+    counted = _Counting(stream)
+    reader = io.BufferedReader(counted, _STREAM_BUFFER)
     try:
-        with tarfile.open(archive, mode="r:", ignore_zeros=True) as tar:
+        # Streaming mode ("r|") reads forward only; ignore_zeros reads on past the end
+        # marker of one archive into the next (`find … -exec tar … {} +` may write several).
+        with tarfile.open(
+            fileobj=reader, mode="r|", ignore_zeros=True, bufsize=_STREAM_BUFFER
+        ) as tar:
             for member in tar:
                 name = check_member_name(member.name, paths)
                 target = staging / name
@@ -150,12 +193,16 @@ def extract_tar(archive: Path, staging: Path, paths: Sequence[str]) -> None:
                     assert source is not None
                     target.parent.mkdir(parents=True, exist_ok=True)
                     with source, target.open("wb") as out:
-                        shutil.copyfileobj(source, out, _CHUNK)
+                        shutil.copyfileobj(source, out, _STREAM_BUFFER)
                 else:
                     raise ExecError(
                         f"the download held {name!r}, which is not a regular file; "
                         "nothing was replaced"
                     )
+    except tarfile.ReadError as exc:
+        if counted.count == 0:
+            return  # nothing at all: no result file exists on the target
+        raise ExecError(f"the download was not a readable tar stream ({exc})") from None
     except tarfile.TarError as exc:
         raise ExecError(f"the download was not a readable tar stream ({exc})") from None
 

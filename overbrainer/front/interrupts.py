@@ -31,6 +31,7 @@ from typing import Generic, TypeVar
 import trio
 
 from overbrainer.errors import Interrupted, OverbrainerError
+from overbrainer.front import checkpoints
 
 T = TypeVar("T")
 
@@ -176,22 +177,57 @@ async def open_interrupts(
     leaves unchanged (not wrapped in an exception group).
     """
     interrupts = Interrupts(notice)
-    if not listen or threading.current_thread() is not threading.main_thread():
-        yield interrupts
-        return
+    # The reliability campaigns' recorder of checkpoints (nothing unless they enable it).
+    uninstall = checkpoints.install(interrupts)
+    try:
+        if not listen or threading.current_thread() is not threading.main_thread():
+            yield interrupts
+            return
+        async with _listening(interrupts):
+            yield interrupts
+    finally:
+        uninstall()
+
+
+@contextlib.asynccontextmanager
+async def _listening(interrupts: Interrupts) -> AsyncIterator[None]:
     failure: BaseException | None = None
-    with trio.open_signal_receiver(signal.SIGINT) as signals:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_listen, signals, interrupts)
-            try:
-                yield interrupts
-            except BaseException as error:
-                # Raised again below, outside the nursery, so callers can catch it as is.
-                failure = error
-            finally:
-                nursery.cancel_scope.cancel()
+    # A Ctrl-C arriving while the block closes is re-delivered by trio to the handler that
+    # was there before the receiver: with the command's work done, it must not become a
+    # KeyboardInterrupt ("error: interrupted" after a run that succeeded). So the handler
+    # underneath is one that only counts, until those late signals have been delivered.
+    late = _LateCtrlC()
+    previous = signal.signal(signal.SIGINT, late)
+    try:
+        with trio.open_signal_receiver(signal.SIGINT) as signals:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_listen, signals, interrupts)
+                try:
+                    yield
+                except BaseException as error:
+                    # Raised again below, outside the nursery, so callers can catch it as is.
+                    failure = error
+                finally:
+                    nursery.cancel_scope.cancel()
+        # Signals caught just before the receiver closed reach the handler through trio's
+        # run_sync_soon queue: let it run while the counting handler is in place.
+        with trio.CancelScope(shield=True):
+            for _ in range(3):
+                await trio.lowlevel.checkpoint()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     if failure is not None:
         raise failure
+
+
+class _LateCtrlC:
+    """The SIGINT handler while a command's receiver closes: counts, raises nothing."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.count += 1
 
 
 async def _listen(signals: AsyncIterator[int], interrupts: Interrupts) -> None:

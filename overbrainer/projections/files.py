@@ -24,7 +24,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(data, handle, indent=2, sort_keys=True)
             handle.write("\n")
-        os.replace(tmp, path)
+        Path(tmp).replace(path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -39,3 +39,25 @@ def write_projections(project_dir: Path, state: RunLog) -> None:
     write_json_atomic(directory / "run.json", data["run"])
     if state.run.kind == "runpod":
         write_json_atomic(directory / "pod.json", data["pod"])
+
+
+def refresh_projections(project_dir: Path, state: RunLog) -> bool:
+    """Rewrite the run's projections only where they differ from ``state``; True if one was
+    rewritten. A process killed between an append and its projection write leaves them
+    behind the log: the next command that reads the run brings them up to date."""
+    if not state.exists:
+        return False
+    directory = run_dir(project_dir, state.run.run_id)
+    data = state.to_json()
+    names = ["run"] + (["pod"] if state.run.kind == "runpod" else [])
+    stale = False
+    for name in names:
+        try:
+            have = json.loads((directory / f"{name}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            have = None
+        if have != json.loads(json.dumps(data[name])):
+            stale = True
+    if stale:
+        write_projections(project_dir, state)
+    return stale

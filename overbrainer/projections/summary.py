@@ -17,8 +17,10 @@ def summary_lines(state: RunLog) -> list[str]:
     lines.append(f"  created    {r.created_at}")
     lines.append(f"  updated    {r.updated_at} (after {r.version} events)")
     if r.job:
-        lines.append(f"  job        pid {r.job['pid']} in {r.job['dir']}"
-                     + (f", container {r.job['container']}" if r.job.get("container") else ""))
+        lines.append(
+            f"  job        pid {r.job['pid']} in {r.job['dir']}"
+            + (f", container {r.job['container']}" if r.job.get("container") else "")
+        )
     if r.cancel_requested:
         lines.append("  cancel     requested")
     if r.detached:
@@ -26,17 +28,22 @@ def summary_lines(state: RunLog) -> list[str]:
     if r.metrics:
         lines.append("  metrics    " + ", ".join(f"{k} {v}" for k, v in sorted(r.metrics.items())))
     if r.artifacts:
-        lines.append(f"  artifacts  {r.artifacts['files']} files, {r.artifacts['bytes']} bytes,"
-                     " verified")
+        lines.append(
+            f"  artifacts  {r.artifacts['files']} files, {r.artifacts['bytes']} bytes, verified"
+        )
     if r.note:
         lines.append(f"  note       {r.note}")
     if p.pod_id or p.attempts:
         rate = f", ${p.cost_per_hour:.2f}/h" if p.cost_per_hour is not None else ""
-        lines.append(f"  pod        {p.pod_id or '(none)'}: {p.status}"
-                     f" ({p.gpu_type or '?'}, {p.data_center or '?'}{rate})"
-                     + (", kept (--keep-pod)" if p.keep else ""))
-        lines.append("  attempts   " + "; ".join(
-            f"{a['n']} {a['gpu_type']}: {a['result'] or 'sent'}" for a in p.attempts))
+        lines.append(
+            f"  pod        {p.pod_id or '(none)'}: {p.status}"
+            f" ({p.gpu_type or '?'}, {p.data_center or '?'}{rate})"
+            + (", kept (--keep-pod)" if p.keep else "")
+        )
+        lines.append(
+            "  attempts   "
+            + "; ".join(f"{a['n']} {a['gpu_type']}: {a['result'] or 'sent'}" for a in p.attempts)
+        )
         if p.spend is not None:
             lines.append(f"  spend      ${p.spend:.2f} over {p.uptime_seconds or 0:.0f} s")
         if p.strays:

@@ -63,7 +63,8 @@ def _ended(e: ev.RunEnded, s: RunLog | None) -> str:
 def _detached(e: ev.Detached, s: RunLog | None) -> str:
     numbers = _metrics(e.metrics)
     return f"stopped following ({e.reason}); the job keeps running" + (
-        f" at {numbers}" if numbers else "")
+        f" at {numbers}" if numbers else ""
+    )
 
 
 def _artifacts(e: ev.ArtifactsRetrieved, s: RunLog | None) -> str:
@@ -71,7 +72,9 @@ def _artifacts(e: ev.ArtifactsRetrieved, s: RunLog | None) -> str:
 
 
 def _attempt_sent(e: ev.AttemptSent, s: RunLog | None) -> str:
-    return f"attempt {e.n}: asking Runpod for pod {e.pod_name} on {e.gpu_type} (deadline {e.deadline})"
+    return (
+        f"attempt {e.n}: asking Runpod for pod {e.pod_name} on {e.gpu_type} (deadline {e.deadline})"
+    )
 
 
 def _attempt_resolved(e: ev.AttemptResolved, s: RunLog | None) -> str:
@@ -90,10 +93,16 @@ def _endpoint(e: ev.EndpointSeen, s: RunLog | None) -> str:
 
 
 def _deleted(e: ev.PodDeleted, s: RunLog | None) -> str:
-    by = {"client": "by overbrainer", "watchdog": "by its watchdog", "pod_rm": "by pod rm",
-          "found_gone": "found gone"}.get(e.by, e.by)
-    return (f"pod {e.pod_id} deleted ({by}) after {_duration(e.uptime_seconds)}, "
-            f"spend {_money(e.spend)}")
+    by = {
+        "client": "by overbrainer",
+        "watchdog": "by its watchdog",
+        "pod_rm": "by pod rm",
+        "found_gone": "found gone",
+    }.get(e.by, e.by)
+    return (
+        f"pod {e.pod_id} deleted ({by}) after {_duration(e.uptime_seconds)}, "
+        f"spend {_money(e.spend)}"
+    )
 
 
 _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
@@ -113,8 +122,9 @@ _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
     ev.EndpointSeen: _endpoint,
     ev.PodReady: lambda e, s: f"pod {e.pod_id} ready (watchdog: {e.verdict})",
     ev.PodJobRunning: lambda e, s: f"the job runs on pod {e.pod_id}",
-    ev.AwaitingRetrieval: lambda e, s: f"pod {e.pod_id} awaits retrieval of the results"
-    + (f" ({e.detail})" if e.detail else ""),
+    ev.AwaitingRetrieval: lambda e, s: (
+        f"pod {e.pod_id} awaits retrieval of the results" + (f" ({e.detail})" if e.detail else "")
+    ),
     ev.PodKept: lambda e, s: f"pod {e.pod_id} kept (--keep-pod); only `pod rm` removes it",
     ev.PodDeleting: lambda e, s: f"deleting pod {e.pod_id} ({e.reason.replace('_', ' ')})",
     ev.PodDeleted: _deleted,
@@ -136,9 +146,12 @@ def _field(value: Any) -> str:
 
 def line(record: Recorded, state: RunLog | None = None) -> str:
     """One ``events`` line: sequence, UTC time, name, sentence, fields and actor."""
-    fields = " ".join(f"{k}={_field(v)}" for k, v in record.event.fields().items()
-                      if v not in (None, "", {}, []))
+    fields = " ".join(
+        f"{k}={_field(v)}" for k, v in record.event.fields().items() if v not in (None, "", {}, [])
+    )
     actor = Actor.from_json(record.actor).describe()
     time = record.at[:19].replace("T", " ") + "Z"
-    return (f"{record.seq:>5}  {time}  {record.event.name:<22} {describe(record.event, state)}"
-            f"  [{fields}]  — {actor}")
+    return (
+        f"{record.seq:>5}  {time}  {record.event.name:<22} {describe(record.event, state)}"
+        f"  [{fields}]  — {actor}"
+    )

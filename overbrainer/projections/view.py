@@ -11,9 +11,26 @@ import sqlite3
 from pathlib import Path
 
 from overbrainer.events.aggregate import InvalidTransition, RunLog
-from overbrainer.events.store import RunStore
+from overbrainer.events.store import RunStore, StoreError
 
 _BATCH = 2000
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, timeout=30)
+    try:
+        db.executescript(
+            "PRAGMA journal_mode=WAL;"
+            "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+            "CREATE TABLE IF NOT EXISTS runs (run_id TEXT PRIMARY KEY, state TEXT NOT NULL);"
+        )
+        # A table of another shape under the same name is damage too.
+        db.execute("SELECT key, value FROM meta LIMIT 1").fetchall()
+        db.execute("SELECT run_id, state FROM runs LIMIT 1").fetchall()
+    except sqlite3.DatabaseError:
+        db.close()
+        raise
+    return db
 
 
 def view_path(project_dir: Path) -> Path:
@@ -26,12 +43,19 @@ class RunsView:
 
     def __init__(self, path: Path, store_identity: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, timeout=30)
-        self._db.executescript(
-            "PRAGMA journal_mode=WAL;"
-            "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-            "CREATE TABLE IF NOT EXISTS runs (run_id TEXT PRIMARY KEY, state TEXT NOT NULL);"
-        )
+        try:
+            self._db = _open(path)
+        except sqlite3.DatabaseError:
+            # Not a database any more (edited, truncated): it is only a cache, so it is
+            # thrown away and rebuilt from the log.
+            for damaged in (
+                path,
+                path.with_name(path.name + "-wal"),
+                path.with_name(path.name + "-shm"),
+            ):
+                damaged.unlink(missing_ok=True)
+            self._db = _open(path)
+        self._store: RunStore | None = None
         # A view built from another store (the url changed) is thrown away.
         identity = hashlib.sha256(store_identity.encode()).hexdigest()
         row = self._db.execute("SELECT value FROM meta WHERE key='store'").fetchone()
@@ -53,7 +77,24 @@ class RunsView:
 
     def catch_up(self, store: RunStore) -> int:
         """Fold every event appended since the view's position; returns how many."""
-        position = self.position
+        self._store = store
+        try:
+            return self._catch_up(store)
+        except _Damaged:
+            self._reset()
+            return self._catch_up(store)
+
+    def _reset(self) -> None:
+        """Forget every row: the next catch-up rebuilds the view from the log's start."""
+        with self._db:
+            self._db.execute("DELETE FROM runs")
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('position', '0')")
+
+    def _catch_up(self, store: RunStore) -> int:
+        try:
+            position = self.position
+        except ValueError:
+            raise _Damaged from None
         folded = 0
         while True:
             batch = store.notifications(position, _BATCH)
@@ -79,9 +120,37 @@ class RunsView:
 
     def _load(self, run_id: str) -> RunLog:
         row = self._db.execute("SELECT state FROM runs WHERE run_id=?", (run_id,)).fetchone()
-        return RunLog.from_json(json.loads(row[0])) if row else RunLog()
+        return _decode(row[0]) if row else RunLog()
 
     def runs(self) -> list[RunLog]:
         """Every run, oldest first (run IDs sort by creation time)."""
         rows = self._db.execute("SELECT state FROM runs ORDER BY run_id").fetchall()
-        return [RunLog.from_json(json.loads(row[0])) for row in rows]
+        try:
+            return [_decode(row[0]) for row in rows]
+        except _Damaged:
+            # A row edited by hand: the view is rebuilt from the log, never trusted.
+            if self._store is None:
+                raise StoreError(
+                    "the runs view (.overbrainer/view.sqlite) is damaged; delete it and list "
+                    "the runs again"
+                ) from None
+            self._reset()
+            self._catch_up(self._store)
+            return [
+                _decode(row[0])
+                for row in self._db.execute("SELECT state FROM runs ORDER BY run_id").fetchall()
+            ]
+
+
+class _Damaged(Exception):
+    """A row of the view does not hold a run's state."""
+
+
+def _decode(text: object) -> RunLog:
+    try:
+        data = json.loads(text) if isinstance(text, str | bytes) else None
+        if not isinstance(data, dict):
+            raise TypeError("not an object")
+        return RunLog.from_json(data)
+    except (ValueError, TypeError, KeyError) as error:
+        raise _Damaged(str(error)) from None

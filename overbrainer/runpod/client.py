@@ -303,6 +303,12 @@ _CREATE_TEXTS: dict[int, str] = {
 }
 
 
+_FOREIGN_404 = (
+    "the create was answered with an HTTP 404 that is not in Runpod's error format (a "
+    "proxy in between, or a wrong OVERBRAINER_RUNPOD__BASE_URL?); no pod was created"
+)
+
+
 def _create_text(status: int) -> str:
     if status in _CREATE_TEXTS:
         return _CREATE_TEXTS[status]
@@ -442,6 +448,10 @@ class RunpodClient:
                 detail=detail,
                 retry_after=wait,
             )
+        if status == 404 and answer.problem() is None:
+            # Not Runpod's own 404 (a proxy, a wrong base URL): nothing the request names
+            # is missing, so the network volume is not the thing to check.
+            raise CreateFailed(_FOREIGN_404, status=status, detail=detail)
         error_type = AmbiguousCreate if status == 408 or status >= 500 else CreateFailed
         raise error_type(_create_text(status), status=status, detail=detail)
 

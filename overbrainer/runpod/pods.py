@@ -139,11 +139,17 @@ async def delete_pod(
                 run_id=run_id,
                 pod_id=pod_id,
             ) from error
-        if not await _wait_unlisted(ctx, pod_id):
+        unlisted, unread = await _wait_unlisted(ctx, pod_id)
+        if not unlisted:
+            # Say what was seen: the pod still listed, or Runpod not readable at all.
+            seen = (
+                f"Runpod could not be read to confirm it was gone ({unread})"
+                if unread is not None
+                else f"Runpod still showed it {ctx.timing.delete_confirm:g} s later"
+            )
             raise DeleteUnconfirmed(
-                f"pod {pod_id} of run {run_id}{rate_text(rate)} was deleted, but Runpod still "
-                f"showed it {ctx.timing.delete_confirm:g} s later; it may still bill: "
-                f"{pod_ls_hint(run_id)}",
+                f"pod {pod_id} of run {run_id}{rate_text(rate)} was deleted, but {seen}; it "
+                f"may still bill: {pod_ls_hint(run_id)}",
                 run_id=run_id,
                 pod_id=pod_id,
             )
@@ -174,21 +180,24 @@ def _shown(pod: Pod | None) -> bool:
     return pod is not None and pod.status is not PodStatus.TERMINATED
 
 
-async def _wait_unlisted(ctx: PodContext, pod_id: str) -> bool:
-    """Poll until neither a read of the pod nor the listing shows it; False on timeout."""
+async def _wait_unlisted(ctx: PodContext, pod_id: str) -> tuple[bool, RunpodError | None]:
+    """Poll until neither a read of the pod nor the listing shows it: ``(True, None)``;
+    on timeout ``(False, error)``, with the last read's error when the last look could not
+    read Runpod at all (None when it showed the pod)."""
     timing = ctx.timing
     end = trio.current_time() + timing.delete_confirm
     while True:
+        unread: RunpodError | None = None
         try:
             if not _shown(await ctx.client.get_pod(pod_id)):
                 listed = await ctx.client.list_pods()
                 if not any(p.id == pod_id and _shown(p) for p in listed):
-                    return True
-        except RunpodError:
-            pass  # Unknown is not gone: look again until the time is up.
+                    return True, None
+        except RunpodError as error:
+            unread = error  # Unknown is not gone: look again until the time is up.
         left = end - trio.current_time()
         if left <= 0:
-            return False
+            return False, unread
         await trio.sleep(min(timing.delete_poll, left))
 
 

@@ -282,6 +282,11 @@ class PodRun:
         except DataError as error:
             await self._fail_before_job(run_id, str(error))
             raise
+        except OSError as error:
+            # The run's directory cannot be written (a full disk, permissions): say so plainly.
+            message = f"could not prepare runs/{run_id}: {error.strerror or error}"
+            await self._fail_before_job(run_id, message)
+            raise OverbrainerError(f"run {run_id} failed: {message}") from error
         try:
             async with open_provisioned(
                 self.ctx, run_id, self.spec, keep=keep, api_base=api_base

@@ -58,16 +58,26 @@ def plan_for(settings: Settings, target_name: str) -> Plan:
 
 
 @asynccontextmanager
-async def open_job(session: Session, plan: Plan, run_id: str) -> AsyncIterator[Job]:
-    """Connect to the run's target; the job's directory is ``runs/<id>`` under its root."""
+async def open_job(
+    session: Session, plan: Plan, run_id: str, *, raced: bool = False
+) -> AsyncIterator[Job]:
+    """Connect to the run's target; the job's directory is ``runs/<id>`` under its root.
+
+    ``raced``: Ctrl-C stops the connecting (nothing runs on the target yet, and a host that
+    does not answer would otherwise hold the command until the connect timeout).
+    """
     remote_dir = f"runs/{run_id}"
     if isinstance(plan.target, SshTarget):
         from overbrainer.exec.ssh import UserHost, open_ssh
 
         assert plan.host is not None
         async with open_ssh(
-            UserHost(plan.host), workdir=plan.target.workdir, runtime=plan.runtime
+            UserHost(plan.host), workdir=plan.target.workdir, runtime=plan.runtime, connect=False
         ) as executor:
+            if not raced:
+                await executor.connect()
+            elif await session.interrupts.race(executor.connect) is None:
+                raise _StoppedBeforeJob("connecting to the target")
             yield Job(run_id, executor, remote_dir)
         return
     from overbrainer.exec.local import LocalExecutor
@@ -112,9 +122,15 @@ async def train(session: Session, settings: Settings, plan: Plan) -> int:
     except DataError as error:
         await _fail_before_job(session, run_id, str(error))
         raise
-    _stop_if_interrupted(session, run_id, "connecting to the target")
+    except OSError as error:
+        # The run's directory cannot be written (a full disk, permissions): say so plainly.
+        message = f"could not prepare runs/{run_id}: {error.strerror or error}"
+        await _fail_before_job(session, run_id, message)
+        raise OverbrainerError(f"run {run_id} failed: {message}") from error
     try:
-        async with open_job(session, plan, run_id) as job:
+        # Inside the try: a Ctrl-C noted while the run was being created ends it here too.
+        _stop_if_interrupted(session, run_id, "connecting to the target")
+        async with open_job(session, plan, run_id, raced=True) as job:
             _stop_if_interrupted(session, run_id, "starting the job")
             await service.start(
                 session,
@@ -199,9 +215,10 @@ def report(session: Session, state: RunLog, summary: MetricsSummary | None, retr
     if summary is None and run.metrics:
         summary = MetricsSummary.from_dict(run.metrics)
     if run.state == "running":
+        why = f" ({run.note})" if run.note else ""
         raise OverbrainerError(
             f"the job of run {run.run_id} ended but its results could not be retrieved and "
-            f"verified; {attach_hint(run.run_id)} to collect them"
+            f"verified{why}; {attach_hint(run.run_id)} to collect them"
         )
     output = f"runs/{run.run_id}/output" if run.state == "succeeded" and retrieved else None
     session.front.result(summary_line(run.run_id, run.state, summary, output))
@@ -214,6 +231,7 @@ def report(session: Session, state: RunLog, summary: MetricsSummary | None, retr
 async def attach(session: Session, settings: Settings, state: RunLog) -> int:
     """Follow a started run again, then collect it; a run already ended whose results are
     missing is collected again."""
+    state = await _settle_start(session, settings, state)
     run = state.run
     if run.job is None:
         raise OverbrainerError(
@@ -224,11 +242,7 @@ async def attach(session: Session, settings: Settings, state: RunLog) -> int:
         if run.state == "running":
             return await _follow_and_settle(session, job)
         if run.artifacts is None or run.note:
-            retrieval = await session.interrupts.shield(
-                f"collecting the results of run {run.run_id}",
-                service.COLLECT_LIMIT,
-                lambda: service.collect(session, job),
-            )
+            retrieval = await service.recollect(session, job)
             if not retrieval.ok:
                 raise OverbrainerError(
                     f"the results of run {run.run_id} could not be retrieved: {retrieval.problem}"
@@ -239,6 +253,7 @@ async def attach(session: Session, settings: Settings, state: RunLog) -> int:
 
 async def cancel(session: Session, settings: Settings, state: RunLog) -> int:
     """Stop the run's job, collect what it left, record the end."""
+    state = await _settle_start(session, settings, state)
     run = state.run
     if run.job is None:
         raise OverbrainerError(f"run {run.run_id} has no job to cancel ({run.state})")
@@ -255,3 +270,13 @@ async def cancel(session: Session, settings: Settings, state: RunLog) -> int:
     note = "" if retrieval is None or retrieval.ok else f" ({service.NOT_RETRIEVED})"
     session.front.result(f"train: run {run.run_id} cancelled{note}")
     return 0
+
+
+async def _settle_start(session: Session, settings: Settings, state: RunLog) -> RunLog:
+    """A run left ``preparing`` by a command that died: adopt its job or fail it."""
+    if state.run.state != "preparing":
+        return state
+    from overbrainer.runs.recover import settle_start
+
+    async with open_job(session, plan_for(settings, state.run.target), state.run.run_id) as job:
+        return await settle_start(session, job, state)

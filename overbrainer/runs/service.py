@@ -5,9 +5,11 @@ The decisions (what a job's end means for the run) are pure functions at the bot
 ``outcome.py``; this module drives the executor, the journal and the front end.
 """
 
+import contextlib
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +35,8 @@ START_LIMIT = 300.0
 CANCEL_LIMIT = 60.0
 COLLECT_LIMIT = 3600.0
 NOT_RETRIEVED = "artifacts not retrieved"
+# In runs/<id>/: held by the one process collecting and recording the run's end.
+SETTLE_LOCK = ".settle.lock"
 
 
 def attach_hint(run_id: str) -> str:
@@ -115,13 +119,40 @@ async def start(
         handle = await job.executor.spawn(
             job.remote_dir, commands, env=env, secrets=secrets, container=container
         )
-        return await session.journal.append(
-            job.run_id,
-            [ev.JobStarted(job_dir=job.remote_dir, pid=handle.pid, container=handle.container)],
-        )
+        try:
+            return await session.journal.append(
+                job.run_id,
+                [ev.JobStarted(job_dir=job.remote_dir, pid=handle.pid, container=handle.container)],
+            )
+        except OverbrainerError as error:
+            # The log cannot say the job exists (the store is full, locked, gone): stop it,
+            # so no job runs that nothing knows of.
+            raise await _unrecorded(job, handle.pid, error) from error
 
     return await session.interrupts.shield(
         f"starting the job of run {job.run_id}", START_LIMIT, work
+    )
+
+
+async def _unrecorded(job: Job, pid: int, error: OverbrainerError) -> OverbrainerError:
+    """Stop a job whose start could not be recorded; the error to raise, saying so."""
+    try:
+        after = await job.executor.cancel(job.remote_dir)
+    except OverbrainerError as failure:
+        return OverbrainerError(
+            f"the job of run {job.run_id} started (pid {pid}) but could not be recorded "
+            f"({error}), and stopping it failed ({failure}): stop it yourself on "
+            f"{job.executor.location}, in {job.remote_dir}"
+        )
+    if after.status is not JobStatus.cancelled:
+        # It ended on its own while the store was unavailable: its files stay on the target.
+        return OverbrainerError(
+            f"the job of run {job.run_id} ran and ended ({after.status.value}) but its start "
+            f"could not be recorded ({error}); its files are in {job.remote_dir} on "
+            f"{job.executor.location}"
+        )
+    return OverbrainerError(
+        f"the job of run {job.run_id} was stopped: its start could not be recorded ({error})"
     )
 
 
@@ -142,6 +173,10 @@ async def watch(
     offset = 0
     failures = 0
     while True:
+        # Polls start every ``poll`` seconds: the time the target takes to answer is part
+        # of the period, not added to it (a line written just after a read waits one
+        # period, not a period plus two round trips).
+        tick = trio.current_time()
         try:
             state = await job.executor.status(job.remote_dir)
             summary, offset = await _read_metrics(job, summary, offset, final=state.ended)
@@ -150,21 +185,19 @@ async def watch(
             failures += 1
             if failures > MAX_FAILED_POLLS:
                 raise FollowLost(
-                    f"lost contact with {job.executor.location} {failures} times in a row "
-                    f"({error}); the job of run {job.run_id} keeps running: "
-                    f"{attach_hint(job.run_id)}"
+                    f"gave up following run {job.run_id} after {failures} failed attempts in "
+                    f"a row to reach {job.executor.location} (last: {error}); its job keeps "
+                    f"running there: {attach_hint(job.run_id)}"
                 ) from error
-            session.front.warn(
-                f"cannot reach {job.executor.location} ({error}); "
-                f"retrying ({failures}/{MAX_FAILED_POLLS})"
-            )
-            await trio.sleep(poll)
+            # The error names the target and what failed.
+            session.front.warn(f"{error}; retrying ({failures}/{MAX_FAILED_POLLS})")
+            await trio.sleep_until(tick + poll)
             continue
         session.front.progress(summary, spend() if spend else None)
         if state.ended:
             session.front.progress_done(summary, spend() if spend else None)
             return Followed(state=state, summary=summary)
-        await trio.sleep(poll)
+        await trio.sleep_until(tick + poll)
 
 
 async def _read_metrics(
@@ -211,24 +244,33 @@ class Retrieval:
     bytes: int = 0
     digest: str = ""
     problem: str = ""
+    # The target's manifest, when it could be computed (even if the download then failed).
+    expected: dict[str, str] | None = None
+
+    @property
+    def has_output(self) -> bool | None:
+        """Whether the target has files under ``output/``; None when it is unknown."""
+        if self.expected is None:
+            return None
+        return any(name.startswith("output/") for name in self.expected)
 
 
 async def collect(session: Session, job: Job) -> Retrieval:
     """Bring the job's results home and check every file against the target's manifest
     (none missing, none different, none extra); record the retrieval."""
     local = session.run_dir(job.run_id)
-    try:
-        expected = await job.executor.manifest(job.remote_dir, RETRIEVED_PATHS)
-        if not job.in_place:
-            await job.executor.download(job.remote_dir, RETRIEVED_PATHS, local)
-    except OverbrainerError as error:
-        return Retrieval(ok=False, problem=str(error))
-    problems = verify(expected, local, RETRIEVED_PATHS)
+    expected, error = await _fetch(job, local)
+    if error is not None:
+        return Retrieval(ok=False, problem=str(error), expected=expected)
+    assert expected is not None
+    problems = await trio.to_thread.run_sync(verify, expected, local, RETRIEVED_PATHS)
     if problems:
-        return Retrieval(ok=False, problem="; ".join(problems[:5]))
+        return Retrieval(ok=False, problem="; ".join(problems[:5]), expected=expected)
     size = sum((local / name).stat().st_size for name in expected)
     digest = hashlib.sha256(json.dumps(expected, sort_keys=True).encode()).hexdigest()
-    retrieval = Retrieval(ok=True, files=len(expected), bytes=size, digest=digest)
+    retrieval = Retrieval(
+        ok=True, files=len(expected), bytes=size, digest=digest, expected=expected
+    )
 
     def decide(state: RunLog) -> list[ev.Event]:
         events: list[ev.Event] = [
@@ -244,31 +286,115 @@ async def collect(session: Session, job: Job) -> Retrieval:
     return retrieval
 
 
-async def settle(session: Session, job: Job, followed: Followed) -> tuple[RunLog, Retrieval]:
-    """Turn the job's end into the run's outcome — shielded, since collecting has begun.
+async def _fetch(job: Job, local: Path) -> tuple[dict[str, str] | None, OverbrainerError | None]:
+    """The target's manifest and the download, side by side (the target hashes while the
+    files travel; the job has ended, so neither changes under the other); the manifest, if
+    it came, and the first error."""
+    expected: dict[str, str] | None = None
+    errors: list[OverbrainerError] = []
 
-    A would-be success whose results cannot be retrieved stays ``running`` so
-    ``train attach`` retries; a failed or cancelled run whose results cannot be retrieved
-    gets a note saying so.
+    async def manifest() -> None:
+        nonlocal expected
+        try:
+            expected = await job.executor.manifest(job.remote_dir, RETRIEVED_PATHS)
+        except OverbrainerError as error:
+            errors.append(error)
+
+    async def download() -> None:
+        try:
+            await job.executor.download(job.remote_dir, RETRIEVED_PATHS, local)
+        except OverbrainerError as error:
+            errors.append(error)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(manifest)
+        if not job.in_place:
+            nursery.start_soon(download)
+    return expected, (errors[0] if errors else None)
+
+
+@contextlib.asynccontextmanager
+async def _settling(session: Session, run_id: str) -> AsyncIterator[RunLog]:
+    """Hold the run's settle lock and yield its state as it is then.
+
+    Another command may be settling the same run (``train cancel`` in a second terminal
+    while ``train`` follows, two ``train attach``): both would replace the same local files.
+    One at a time, and the second sees what the first recorded.
     """
+    import fcntl
 
-    async def work() -> tuple[RunLog, Retrieval]:
-        has_output = await _has_output(job)
-        verdict = judge(followed.state, followed.summary, has_output=has_output, run_id=job.run_id)
-        retrieval = await collect(session, job)
-        return await _record(session, job.run_id, verdict, followed.summary, retrieval), retrieval
+    path = session.run_dir(run_id) / SETTLE_LOCK
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                await trio.sleep(0.05)  # polled, so a time limit can still stop the wait
+        yield await session.journal.state(run_id)
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _settled(state: RunLog) -> Retrieval | None:
+    """The retrieval already recorded for a run that ended with its results home."""
+    found = state.run.artifacts
+    if not state.final or found is None or state.run.note:
+        return None
+    return Retrieval(
+        ok=True, files=found["files"], bytes=found["bytes"], digest=found["manifest_digest"]
+    )
+
+
+async def recollect(session: Session, job: Job) -> Retrieval:
+    """Collect the results of a run that ended without them (``train attach``) — shielded;
+    nothing is done when another command brought them home meanwhile."""
+
+    async def work() -> Retrieval:
+        async with _settling(session, job.run_id) as state:
+            return _settled(state) or await collect(session, job)
 
     return await session.interrupts.shield(
         f"collecting the results of run {job.run_id}", COLLECT_LIMIT, work
     )
 
 
-async def _has_output(job: Job) -> bool:
-    try:
-        files = await job.executor.manifest(job.remote_dir, ("output",))
-    except OverbrainerError:
-        return False
-    return bool(files)
+async def settle(session: Session, job: Job, followed: Followed) -> tuple[RunLog, Retrieval]:
+    """Turn the job's end into the run's outcome — shielded, since collecting has begun.
+
+    A would-be success whose results cannot be retrieved stays ``running`` (with a note
+    saying why) so ``train attach`` retries; a failed or cancelled run whose results cannot
+    be retrieved gets a note saying so.
+    """
+
+    async def work() -> tuple[RunLog, Retrieval]:
+        async with _settling(session, job.run_id) as state:
+            done = _settled(state)
+            if done is not None:
+                return state, done  # another command settled it: its result stands
+            return await _settle_now(session, job, followed)
+
+    return await session.interrupts.shield(
+        f"collecting the results of run {job.run_id}", COLLECT_LIMIT, work
+    )
+
+
+async def _settle_now(session: Session, job: Job, followed: Followed) -> tuple[RunLog, Retrieval]:
+    retrieval = await collect(session, job)
+    # The manifest tells whether output/ has files: no second pass over the output.
+    # When it could not be computed (the target was unreachable), the output is given
+    # the benefit of the doubt: a would-be success then stays running for attach,
+    # instead of failing for good as "left nothing under output/".
+    has_output = retrieval.has_output
+    verdict = judge(
+        followed.state,
+        followed.summary,
+        has_output=True if has_output is None else has_output,
+        run_id=job.run_id,
+    )
+    return await _record(session, job.run_id, verdict, followed.summary, retrieval), retrieval
 
 
 async def _record(
@@ -280,7 +406,10 @@ async def _record(
         if state.final:
             return []  # another process recorded the end meanwhile: its result stands
         if verdict.state == "succeeded" and not retrieval.ok:
-            return []  # stays running: `train attach` collects again
+            # Stays running: `train attach` collects again. The note tells why (in the
+            # run's events and `runs show`); a later successful collection clears it.
+            note = f"{NOT_RETRIEVED}: {retrieval.problem}"
+            return [] if state.run.note == note else [ev.NoteAdded(note=note)]
         events: list[ev.Event] = [
             ev.RunEnded(
                 state=verdict.state,
@@ -319,11 +448,15 @@ async def cancel(session: Session, job: Job) -> tuple[RunLog, JobState, Retrieva
             after = await job.executor.cancel(job.remote_dir)
             if after.status is not JobStatus.cancelled:
                 return await session.journal.state(job.run_id), after, None
-        retrieval = await collect(session, job)
-        verdict = Verdict(state="cancelled", message="cancelled", exit_code=None)
-        summary = await _summary_from_local(session, job)
-        state = await _record(session, job.run_id, verdict, summary, retrieval)
-        return state, after, retrieval
+        async with _settling(session, job.run_id) as state:
+            done = _settled(state)
+            if done is not None:
+                return state, after, done  # a follower recorded the cancellation already
+            retrieval = await collect(session, job)
+            verdict = Verdict(state="cancelled", message="cancelled", exit_code=None)
+            summary = await _summary_from_local(session, job)
+            state = await _record(session, job.run_id, verdict, summary, retrieval)
+            return state, after, retrieval
 
     return await session.interrupts.shield(
         f"cancelling the job of run {job.run_id}", CANCEL_LIMIT + COLLECT_LIMIT, work

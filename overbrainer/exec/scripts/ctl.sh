@@ -162,6 +162,7 @@ _ob_find() {
     find "$@" \( -type d -name 'checkpoint-*' -prune \) -o -type f -exec $_ob_action {} +
 }
 
+_ob_empty_sum=e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
 _ob_cmd=${1-}
 [ "$#" -gt 0 ] && shift
 case $_ob_cmd in
@@ -176,7 +177,12 @@ cancel)
 manifest)
     cd "$1" 2>/dev/null || { echo "there is no run directory $1" >&2 && exit 1; }
     shift
-    if command -v sha256sum >/dev/null 2>&1; then
+    # OpenSSL's digest uses the CPU's SHA extensions: several times faster than
+    # coreutils' sha256sum on big model files. -r prints sha256sum's format.
+    if command -v openssl >/dev/null 2>&1 &&
+        [ "$(openssl dgst -sha256 -r </dev/null 2>/dev/null)" = "$_ob_empty_sum *stdin" ]; then
+        _ob_find "openssl dgst -sha256 -r" "$@"
+    elif command -v sha256sum >/dev/null 2>&1; then
         _ob_find sha256sum "$@"
     elif command -v shasum >/dev/null 2>&1; then
         _ob_find "shasum -a 256" "$@"

@@ -1,0 +1,127 @@
+"""A run left ``preparing`` by a command that died before it recorded its job's start.
+
+``train`` appends ``run.JobStarted`` only once the job's pid is known; a process killed
+(SIGKILL, a crash, a reboot) between spawning the job and that append leaves a job running
+that the log does not know, and a process killed earlier leaves a run that nothing will
+ever end. ``train attach`` and ``train cancel`` settle such a run first: when the command
+that was starting it is gone, the job it spawned — if its pid is on the target — is
+adopted (``run.JobStarted`` appended, then followed or cancelled as usual); with no job
+there, the run fails saying so.
+"""
+
+import os
+import socket
+from pathlib import Path
+
+import trio
+
+from overbrainer.errors import OverbrainerError
+from overbrainer.events import types as ev
+from overbrainer.events.aggregate import RunLog
+from overbrainer.exec.job import COMMANDS_FILE, CONTAINER_FILE
+from overbrainer.runs.service import Job, Session
+
+# A wrapper spawned just before its starter died records its pid within milliseconds;
+# the files of the spawn without a pid are waited on this long before giving up on it.
+PID_WAIT = 3.0
+PID_POLL = 0.1
+
+
+class StillStarting(OverbrainerError):
+    """The command starting the run may still be alive: nothing is decided for it."""
+
+
+def starter_alive(actor: dict[str, object]) -> bool | None:
+    """Whether the process of ``actor`` (an event's stamp) still runs an overbrainer
+    command on this host; None when it ran on another host (unknowable from here)."""
+    if actor.get("host") != socket.gethostname():
+        return None
+    pid = actor.get("pid")
+    if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        try:
+            os.kill(pid, 0)  # no /proc: a live pid is taken as the starter
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return b"overbrainer" in cmdline
+
+
+async def settle_start(session: Session, job: Job, state: RunLog) -> RunLog:
+    """Settle a run that is still ``preparing``: adopt the job its dead starter spawned, or
+    fail the run; returns the run's state after that (unchanged if it was not preparing).
+
+    Raises:
+        StillStarting: the command starting the run is alive here, or ran on another host.
+    """
+    run = state.run
+    if run.state != "preparing":
+        return state
+    records = await trio.to_thread.run_sync(session.journal.store.history, run.run_id)
+    last = records[-1].actor if records else {}
+    alive = starter_alive(last)
+    who = f"`{last.get('command', '?')}` (pid {last.get('pid', '?')})"
+    if alive is None:
+        raise StillStarting(
+            f"run {run.run_id} is being started by {who} on host {last.get('host', '?')}; "
+            f"follow it from there, or wait until it started and run "
+            f"`overbrainer train attach {run.run_id}` again"
+        )
+    if alive:
+        raise StillStarting(
+            f"run {run.run_id} is still being started by {who}; wait until its job has "
+            f"started, then run `overbrainer train attach {run.run_id}` again"
+        )
+    pid, container = await _spawned(job)
+
+    def decide(now: RunLog) -> list[ev.Event]:
+        if now.run.state != "preparing":
+            return []  # somebody settled it meanwhile
+        if pid is not None:
+            return [ev.JobStarted(job_dir=job.remote_dir, pid=pid, container=container)]
+        return [
+            ev.RunEnded(
+                state="failed",
+                message=(
+                    f"{who} stopped before the run's job started (killed or crashed); "
+                    "nothing runs on the target"
+                ),
+            )
+        ]
+
+    if pid is not None:
+        session.front.warn(
+            f"run {run.run_id} was left starting by {who}, which is gone; its job "
+            f"(pid {pid}) runs on {job.executor.location}: following it"
+        )
+    return await session.journal.append(run.run_id, decide)
+
+
+async def _spawned(job: Job) -> tuple[int | None, str | None]:
+    """The pid (and container) of a job spawned in the run's directory, if any."""
+    executor, where = job.executor, job.remote_dir
+    end = trio.current_time() + PID_WAIT
+    while True:
+        pid = _pid(await executor.read_file(f"{where}/job.pid", 0, 64))
+        if pid is not None:
+            break
+        spawning = await executor.read_file(f"{where}/{COMMANDS_FILE}", 0, 1)
+        if not spawning or trio.current_time() >= end:
+            return None, None
+        await trio.sleep(PID_POLL)
+    marker = (await executor.read_file(f"{where}/{CONTAINER_FILE}", 0, 256)).split()
+    container = marker[1].decode(errors="replace") if len(marker) > 1 else None
+    return pid, container
+
+
+def _pid(data: bytes) -> int | None:
+    words = data.split()
+    if not words or not words[0].isdigit():
+        return None
+    value = int(words[0])
+    return value if value > 1 else None

@@ -1,0 +1,337 @@
+"""Projects the campaigns run the real ``overbrainer`` against, one fresh copy per case.
+
+- ``local``: the local target, whose venv's ``axolotl`` is the stand-in trainer.
+- ``ssh``: the same machine reached through a real OpenSSH ``sshd`` on loopback
+  (``tests/sshd.py``), by an alias of a private ``~/.ssh/config``, with strict host keys.
+
+The stand-in is reached through a wrapper that first sources the project's ``knobs.sh``
+(an SSH session does not carry our environment) and, before training, waits while the
+project's ``hold`` file exists: a campaign holds a job running as long as it needs (a
+cancel, an attach) and lets it finish by removing the file.
+
+Every command gets canary secrets: a Hugging Face token and a Runpod API key that must
+never appear anywhere but the job's environment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+STAND_IN = ROOT / "tests" / "fakes" / "axolotl"
+
+CANARY_HF = "hf_CANARYhfTOKEN0123456789abcdefXYZ"
+CANARY_API = "rpa_CANARYapiKEY0123456789abcdefghijXYZW"
+CANARIES = (CANARY_HF, CANARY_API)
+PRIVATE_KEY_MARK = "PRIVATE KEY-----"
+
+_WRAPPER = """#!/bin/sh
+# The venv's axolotl: the project's knobs, an optional hold, then the stand-in.
+here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/knobs.sh"
+if [ "${1-}" = train ] && [ -n "${OB_HOLD-}" ]; then
+    i=0
+    while [ -e "$OB_HOLD" ] && [ "$i" -lt 3000 ]; do sleep 0.02; i=$((i + 1)); done
+fi
+exec %(python)s %(stand_in)s "$@"
+"""
+
+DEFAULT_KNOBS = {"FAKE_AXOLOTL_STEPS": "5", "FAKE_AXOLOTL_STEP_SECONDS": "0.05"}
+
+
+@dataclass
+class Done:
+    """One finished ``overbrainer`` command."""
+
+    args: tuple[str, ...]
+    code: int
+    out: str
+    err: str
+    seconds: float
+    timed_out: bool = False
+
+    def said(self) -> str:
+        """Its stdout and stderr, for messages."""
+        return (self.out + self.err)[-1500:]
+
+
+@dataclass
+class Project:
+    """A copy of a world's template project for one case."""
+
+    name: str
+    path: Path
+    env: dict[str, str]
+    kind: str
+    remote_root: Path  # where runs/<id> live on the target
+    venv: Path
+    extra_scan: list[Path] = field(default_factory=list)  # more files to scan for secrets
+    log: list[Done] = field(default_factory=list)
+    cleanup: list[Any] = field(default_factory=list)
+
+    @property
+    def hold(self) -> Path:
+        """While this file exists, a starting job waits before training."""
+        return self.path / "hold"
+
+    def knobs(self, **knobs: str) -> None:
+        """The stand-in trainer's settings (and the hold) for the next jobs."""
+        values = {**DEFAULT_KNOBS, **knobs, "OB_HOLD": str(self.hold)}
+        lines = [f"{k}={v}\nexport {k}" for k, v in values.items()]
+        (self.venv / "knobs.sh").write_text("\n".join(lines) + "\n")
+
+    def command(self, *args: str) -> list[str]:
+        """The argv of ``overbrainer -C PROJECT ARGS``."""
+        return [sys.executable, "-m", "overbrainer", "-C", str(self.path), *args]
+
+    def environ(self, plan: dict[str, Any] | None = None, **extra: str) -> dict[str, str]:
+        """The environment of a command, with a checkpoint plan if given."""
+        env = {**self.env, **extra}
+        if plan is not None:
+            env["OVERBRAINER_CHECKPOINTS"] = json.dumps(plan)
+        return env
+
+    def run(
+        self,
+        *args: str,
+        plan: dict[str, Any] | None = None,
+        timeout: float = 90,
+        **extra: str,
+    ) -> Done:
+        """Run ``overbrainer ARGS`` to its end (killed after ``timeout`` s)."""
+        started = time.monotonic()
+        process = subprocess.Popen(
+            self.command(*args),
+            env=self.environ(plan, **extra),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+        )
+        return self.finish(process, args, started, timeout)
+
+    def start(self, *args: str, plan: dict[str, Any] | None = None, **extra: str) -> Any:
+        """Start ``overbrainer ARGS`` in the background; see :meth:`finish`."""
+        return subprocess.Popen(
+            self.command(*args),
+            env=self.environ(plan, **extra),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+        )
+
+    def finish(
+        self, process: Any, args: tuple[str, ...], started: float, timeout: float = 90
+    ) -> Done:
+        """Wait for a started command; record its output."""
+        timed_out = False
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            process.kill()
+            out, err = process.communicate()
+        done = Done(
+            tuple(args), process.returncode, out, err, time.monotonic() - started, timed_out
+        )
+        self.log.append(done)
+        return done
+
+    def runs(self) -> list[str]:
+        """The project's run IDs (from ``runs/``), oldest first."""
+        directory = self.path / "runs"
+        if not directory.is_dir():
+            return []
+        return sorted(p.name for p in directory.iterdir() if p.is_dir())
+
+    def job_dir(self, run_id: str) -> Path:
+        """The run's directory on the target, as a local path."""
+        return self.remote_root / "runs" / run_id
+
+    def wait_for(self, predicate: Any, timeout: float = 30, what: str = "") -> None:
+        """Poll ``predicate`` until true; raise naming ``what`` on timeout."""
+        end = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > end:
+                raise TimeoutError(f"{what or predicate} did not happen in {timeout} s")
+            time.sleep(0.02)
+
+    def run_state(self, run_id: str) -> str | None:
+        """``state`` from the run's run.json (None if unreadable)."""
+        try:
+            data = json.loads((self.path / "runs" / run_id / "run.json").read_text())
+            return str(data.get("state"))
+        except (OSError, ValueError, AttributeError):
+            return None
+
+    def close(self) -> None:
+        """Stop every job the case left and undo its set-up."""
+        for run_id in self.runs():
+            pid = job_pid(self.job_dir(run_id))
+            if pid is not None:
+                kill_group(pid)
+        for undo in reversed(self.cleanup):
+            with contextlib.suppress(Exception):
+                undo()
+
+
+def job_pid(job_dir: Path) -> int | None:
+    """The pid (= process group) a job recorded in ``job.pid``, if any."""
+    try:
+        return int((job_dir / "job.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether process group ``pgid`` has a member that is not a zombie."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
+            return True
+    return False
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL a whole process group, if still there."""
+    if pgid > 1:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def base_env() -> dict[str, str]:
+    """The environment every command starts from: ours without overbrainer's or the
+    stand-in's variables, plus the canaries."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OVERBRAINER_", "FAKE_AXOLOTL_", "SSH_", "PYTEST_"))
+    }
+    env.update(
+        {
+            "PYTHONPATH": str(ROOT),
+            "OVERBRAINER_HF_TOKEN": CANARY_HF,
+            "OVERBRAINER_RUNPOD__API_KEY": CANARY_API,
+            "TERM": "dumb",
+        }
+    )
+    return env
+
+
+class MachineWorld:
+    """A template project for the ``local`` or ``ssh`` target, copied for each case."""
+
+    def __init__(self, kind: str, base: Path) -> None:
+        assert kind in ("local", "ssh")
+        self.kind = kind
+        self.base = base
+        self.template = base / "template"
+        self._stack = contextlib.ExitStack()
+        self.sshd: Any = None
+        self.home: Path | None = None
+
+    def __enter__(self) -> MachineWorld:
+        self.base.mkdir(parents=True, exist_ok=True)
+        env = base_env()
+        subprocess.run(
+            [sys.executable, "-m", "overbrainer", "init", str(self.template)],
+            env=env,
+            capture_output=True,
+            check=True,
+        )
+        if self.kind == "ssh":
+            from tests.sshd import sshd
+
+            self.sshd = self._stack.enter_context(sshd(self.base / "sshd"))
+            self.home = self.base / "home"
+            ssh = self.home / ".ssh"
+            ssh.mkdir(parents=True)
+            (ssh / "config").write_text(
+                "Host box-alias\n"
+                "    HostName 127.0.0.1\n"
+                f"    Port {self.sshd.port}\n"
+                f"    User {self.sshd.user}\n"
+                f"    IdentityFile {self.sshd.client_key}\n"
+                "    IdentitiesOnly yes\n"
+                "    IdentityAgent none\n"
+            )
+            shutil.copy(self.sshd.known_hosts, ssh / "known_hosts")
+            with (self.template / "overbrainer.toml").open("a") as toml:
+                toml.write('\n[targets.box]\nkind = "ssh"\n')
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def project(self, name: str) -> Project:
+        """A fresh copy of the template for case ``name``."""
+        path = self.base / "cases" / name / "project"
+        shutil.copytree(self.template, path)
+        venv = path.parent / "venv"
+        (venv / "bin").mkdir(parents=True)
+        wrapper = venv / "bin" / "axolotl"
+        wrapper.write_text(_WRAPPER % {"python": sys.executable, "stand_in": STAND_IN})
+        wrapper.chmod(0o755)
+        env = base_env()
+        if self.kind == "local":
+            env["OVERBRAINER_TARGETS__LOCAL__VENV"] = str(venv)
+            project = Project(name, path, env, "local", path, venv)
+        else:
+            assert self.home is not None and self.sshd is not None
+            remote = path.parent / "remote"
+            remote.mkdir()
+            workdir = f"ob-rel-{uuid.uuid4().hex[:12]}"
+            # The workdir is relative to the SSH user's home: point it into the case.
+            link = Path(pwd.getpwuid(os.getuid()).pw_dir) / workdir
+            link.symlink_to(remote)
+            env.update(
+                {
+                    "HOME": str(self.home),
+                    "OVERBRAINER_TRAINING__TARGET": "box",
+                    "OVERBRAINER_TARGETS__BOX__HOST": "box-alias",
+                    "OVERBRAINER_TARGETS__BOX__WORKDIR": workdir,
+                    "OVERBRAINER_TARGETS__BOX__VENV": str(venv),
+                }
+            )
+            project = Project(name, path, env, "ssh", remote, venv)
+            project.extra_scan.append(self.sshd.commands_log)
+            project.cleanup.append(link.unlink)
+        project.knobs()
+        return project
+
+    def drop_connections(self) -> int:
+        """Kill every live SSH connection to the sshd (a network drop)."""
+        from tests.sshd import drop_connections
+
+        return drop_connections(self.sshd) if self.sshd is not None else 0
+
+
+@contextlib.contextmanager
+def case_project(world: MachineWorld, name: str) -> Iterator[Project]:
+    """A project for one case, cleaned up after it."""
+    project = world.project(name)
+    try:
+        yield project
+    finally:
+        project.close()
