@@ -35,6 +35,7 @@ class Front:
         self._clock = clock
         self._last_plain: float | None = None
         self._last_text = ""
+        self._printed = ""  # the last progress line printed as a plain line
         self._last_eval: float | None = None
         self._live: Any = None
 
@@ -84,13 +85,15 @@ class Front:
         now = self._clock()
         if self._last_plain is None or now - self._last_plain >= self.throttle:
             self._last_plain = now
+            self._printed = text
             self._err_line(f"progress: {text}")
 
     def progress_done(self, summary: MetricsSummary, spend: float | None = None) -> None:
-        """The last progress line, whatever the throttle."""
+        """The last progress line, whatever the throttle (once: not again if just shown)."""
         text = progress_text(summary, spend)
         self.close()
-        if text != "waiting for the first metrics":
+        if summary.lines and text != self._printed:
+            self._printed = text
             self._err_line(f"progress: {text}")
 
     def close(self) -> None:

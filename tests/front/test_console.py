@@ -1,0 +1,55 @@
+"""The front end's progress lines off a terminal: throttled, eval losses always, the last
+line once."""
+
+import io
+
+from overbrainer.front.console import Front
+from overbrainer.train.metrics import MetricsEvent, MetricsSummary
+
+
+def _summary(step: int, eval_loss: float | None = None) -> MetricsSummary:
+    begin = MetricsEvent(event="begin", time=0.0, max_steps=10)
+    log = MetricsEvent(
+        event="log",
+        time=float(step),
+        step=step,
+        max_steps=10,
+        epoch=step / 10,
+        loss=1.0 / step,
+        eval_loss=eval_loss,
+    )
+    return MetricsSummary().with_events([begin, log])
+
+
+def test_plain_progress_is_throttled_eval_always_shown_and_the_last_line_printed_once() -> None:
+    now = [0.0]
+    err = io.StringIO()
+    front = Front(io.StringIO(), err, terminal=False, throttle=10.0, clock=lambda: now[0])
+    front.progress(MetricsSummary())  # nothing before the first metrics line
+    front.progress(_summary(1))
+    now[0] = 3.0
+    front.progress(_summary(2))  # throttled
+    front.progress(_summary(3, eval_loss=0.5))  # the eval loss is shown all the same
+    now[0] = 20.0
+    front.progress(_summary(10))
+    front.progress_done(_summary(10))
+    lines = err.getvalue().splitlines()
+    assert lines[0].startswith("progress: step 1/10 (10%)")
+    assert lines[1] == "eval_loss 0.5 at step 3"
+    assert lines[2].startswith("progress: step 10/10 (100%)")
+    assert len(lines) == 3, lines
+
+
+def test_the_last_line_is_printed_when_the_throttle_hid_it() -> None:
+    now = [0.0]
+    err = io.StringIO()
+    front = Front(io.StringIO(), err, terminal=False, throttle=10.0, clock=lambda: now[0])
+    front.progress(_summary(1))
+    now[0] = 1.0
+    front.progress(_summary(9))
+    front.progress_done(_summary(9))
+    lines = err.getvalue().splitlines()
+    assert [line.split(",")[0] for line in lines] == [
+        "progress: step 1/10 (10%)",
+        "progress: step 9/10 (90%)",
+    ]
