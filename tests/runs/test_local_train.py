@@ -225,6 +225,8 @@ def test_invalid_run_ids_are_refused_by_every_command_and_create_nothing(
             ["train", "attach", bad],
             ["train", "cancel", bad],
             ["runs", "show", bad],
+            ["pod", "rm", bad],
+            ["pod", "rm", bad, "--force"],
             ["events", bad],
             ["events", bad, "--json"],
         ):
