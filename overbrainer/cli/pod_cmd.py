@@ -44,7 +44,7 @@ async def _pod_context() -> AsyncIterator["tuple[PodContext, RunStore, Front]"]:
         environ=invocation.environ(),
     )
     try:
-        journal = Journal(store, invocation.project_dir, listener=front.event)
+        journal = Journal(store, invocation.project_dir, listener=front.event, others=front.other)
         async with open_interrupts(front.notice) as interrupts:
             session = Session(journal, front, interrupts, invocation.project_dir)
             async with open_pod_context(session, settings) as ctx:

@@ -38,7 +38,7 @@ async def _session() -> AsyncIterator["tuple[Settings, Session]"]:
     front = Front()
     store = RunStore(settings.store.url, invocation.project_dir, Actor.here(invocation.command))
     try:
-        journal = Journal(store, invocation.project_dir, listener=front.event)
+        journal = Journal(store, invocation.project_dir, listener=front.event, others=front.other)
         async with open_interrupts(front.notice) as interrupts:
             try:
                 yield settings, Session(journal, front, interrupts, invocation.project_dir)

@@ -19,16 +19,23 @@ class Journal:
     """Appends and reads runs for one command."""
 
     def __init__(
-        self, store: RunStore, project_dir: Path, listener: Listener | None = None
+        self,
+        store: RunStore,
+        project_dir: Path,
+        listener: Listener | None = None,
+        others: Callable[[Recorded], None] | None = None,
     ) -> None:
         self.store = store
         self.project_dir = project_dir
         self.listener = listener
+        # Told of what another process appended to a run while this one decided.
+        self.others = others
+        self._news: list[Recorded] = []
 
     def _append_sync(self, run_id: str, decide: Decision) -> tuple[RunLog, list[Recorded]]:
         if checkpoints.PLAN is not None:  # the reliability campaigns act around appends
             decide = checkpoints.before_append(decide)
-        state, records = self.store.append(run_id, decide)
+        state, records = self.store.append(run_id, decide, on_others=self._news.extend)
         if checkpoints.PLAN is not None and records:
             checkpoints.after_append([record.event for record in records])
         try:
@@ -94,6 +101,10 @@ class Journal:
         return await trio.to_thread.run_sync(read)
 
     def _announce(self, records: list[Recorded], state: RunLog) -> None:
+        news, self._news = self._news, []
+        if self.others is not None:
+            for record in news:
+                self.others(record)
         if self.listener is not None:
             for record in records:
                 self.listener(record, state)

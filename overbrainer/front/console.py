@@ -65,6 +65,17 @@ class Front:
 
         self._err_line(f"{record.event.name}: {describe(record.event, state)}")
 
+    def other(self, record: Recorded) -> None:
+        """An event another process appended to the run meanwhile (it decided first)."""
+        from overbrainer.events.actor import Actor
+        from overbrainer.projections.timeline import describe
+
+        who = Actor.from_json(record.actor)
+        self._err_line(
+            f"meanwhile {who.command} on {who.host} (pid {who.pid}) recorded "
+            f"{record.event.name}: {describe(record.event)}"
+        )
+
     # -- progress --------------------------------------------------------------------
 
     def progress(self, summary: MetricsSummary, spend: float | None = None) -> None:

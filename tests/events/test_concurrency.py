@@ -53,3 +53,24 @@ def test_two_processes_appending_lose_nothing(tmp_path: Path) -> None:
     assert len(ends) == 1, "the loser re-decided on the fresh state and appended nothing"
     assert {r.actor["command"] for r in history} == {"test", "worker one", "worker two"}
     store.close()
+
+
+async def test_the_loser_of_a_race_is_told_what_the_other_process_did(tmp_path: Path) -> None:
+    from overbrainer.events.journal import Journal
+
+    first = RunStore(None, tmp_path, Actor.here("train cancel"))
+    second = RunStore(None, tmp_path, Actor.here("train attach"))
+    first.create(
+        ev.RunCreated(run_id=RUN, target="here", kind="local", remote_dir="r", settings_digest="d")
+    )
+    told: list[str] = []
+    journal = Journal(second, tmp_path, others=lambda r: told.append(r.event.name))
+    await journal.state(RUN)  # the second process has read the run
+    first.append(RUN, lambda _: [ev.JobStarted(job_dir="r", pid=1), ev.CancelRequested()])
+    state = await journal.append(
+        RUN, lambda s: [] if s.run.cancel_requested else [ev.NoteAdded(note="x")]
+    )
+    assert told == ["run.JobStarted", "run.CancelRequested"]
+    assert state.run.note is None  # it re-decided on what the other wrote
+    first.close()
+    second.close()
