@@ -36,7 +36,12 @@ async def _session() -> AsyncIterator["tuple[Settings, Session]"]:
     invocation = current()
     settings = load_settings(invocation.project_dir, invocation.environ())
     front = Front()
-    store = RunStore(settings.store.url, invocation.project_dir, Actor.here(invocation.command))
+    store = RunStore(
+        settings.store.url,
+        invocation.project_dir,
+        Actor.here(invocation.command),
+        environ=invocation.environ(),  # PGPASSWORD may come from the project's .env
+    )
     try:
         journal = Journal(store, invocation.project_dir, listener=front.event, others=front.other)
         async with open_interrupts(front.notice) as interrupts:
