@@ -161,6 +161,8 @@ class Removal:
     failures: tuple[str, ...] = ()
     kept: str | None = None
     kept_rate: float | None = None
+    # Where the kept pod's run is followed from, when that is another machine.
+    elsewhere: str | None = None
 
     def problems(self) -> list[str]:
         """What ``pod rm`` fails with: the kept training pod first, then each failure."""
@@ -168,10 +170,11 @@ class Removal:
         if self.kept is not None:
             run_id = self.run_id
             names = ", ".join(d.pod_id for d in self.deleted) or "none"
+            where = f" on {self.elsewhere}" if self.elsewhere else ""
             found.insert(
                 0,
                 f"run {run_id} is in progress on pod {self.kept}{rate_text(self.kept_rate)}: "
-                f"kept it (its other pods deleted: {names}). Stop the run with "
+                f"kept it (its other pods deleted: {names}). Stop the run{where} with "
                 f"`overbrainer train cancel {run_id}`, or delete its pod anyway with "
                 f"{_force_hint(run_id)}",
             )
@@ -265,7 +268,20 @@ async def remove_run_pods(ctx: PodContext, run_id: str, *, force: bool) -> Remov
             lambda s: [] if s.final else [ev.RunEnded(state="failed", message=message)],
         )
     forget_key_if_done(ctx, run_id, await ctx.session.journal.state(run_id))
-    return Removal(run_id, tuple(deleted), tuple(failures), keep, pod.cost_per_hour)
+    elsewhere = await _followed_elsewhere(ctx, state) if keep is not None else None
+    return Removal(run_id, tuple(deleted), tuple(failures), keep, pod.cost_per_hour, elsewhere)
+
+
+async def _followed_elsewhere(ctx: PodContext, state: RunLog) -> str | None:
+    """The host that last acted on the run, when it is not this one (a team store)."""
+    import trio
+
+    from overbrainer.events.home import run_home, this_host
+
+    home = await trio.to_thread.run_sync(run_home, ctx.session.journal.store, state)
+    if home is None or home.last_host == this_host():
+        return None
+    return f"host {home.last_host} (where `{home.last_command}` last acted on it)"
 
 
 def _pods_of(state: RunLog, listed: Sequence[Pod]) -> dict[str, Pod | None]:
