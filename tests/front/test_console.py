@@ -53,3 +53,17 @@ def test_the_last_line_is_printed_when_the_throttle_hid_it() -> None:
         "progress: step 1/10 (10%)",
         "progress: step 9/10 (90%)",
     ]
+
+
+def test_on_a_terminal_progress_is_one_live_line_and_other_lines_go_above_it() -> None:
+    err = io.StringIO()
+    front = Front(io.StringIO(), err, terminal=True)
+    front.progress(_summary(1))
+    front.progress(_summary(2, eval_loss=0.25))
+    front.warn("something to say")
+    front.progress_done(_summary(10))
+    text = err.getvalue()
+    assert "step 2/10 (20%)" in text  # the live line was drawn
+    assert "eval_loss 0.25 at step 2" in text
+    assert "warning: something to say" in text
+    assert text.rstrip().splitlines()[-1].startswith("progress: step 10/10 (100%)")
