@@ -66,4 +66,4 @@ def test_on_a_terminal_progress_is_one_live_line_and_other_lines_go_above_it() -
     assert "step 2/10 (20%)" in text  # the live line was drawn
     assert "eval_loss 0.25 at step 2" in text
     assert "warning: something to say" in text
-    assert text.rstrip().splitlines()[-1].startswith("progress: step 10/10 (100%)")
+    assert "progress: step 10/10 (100%)" in text.rstrip().splitlines()[-1]
