@@ -94,6 +94,21 @@ def render_commands(
     return "\n".join(lines) + "\n"
 
 
+def job_commands(
+    commands: Sequence[Sequence[str]],
+    *,
+    env: Mapping[str, str],
+    secrets: Mapping[str, str],
+    runtime: Runtime,
+    container: str | None,
+) -> str:
+    """``job.cmds`` for a spawn, after checking the secrets (both executors start here)."""
+    check_secrets(secrets, env)
+    return render_commands(
+        commands, env=env, secret_names=list(secrets), runtime=runtime, container=container
+    )
+
+
 def _container_head(runtime: ContainerRuntime, container: str, names: Sequence[str]) -> str:
     """``<engine> run … <image> `` up to the command; variables pass by name only."""
     words = [runtime.engine, "run", "--rm", "--name", check_container_name(container)]

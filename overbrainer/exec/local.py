@@ -34,10 +34,9 @@ from overbrainer.exec.job import (
     CONTROL_SCRIPT,
     JOB_SCRIPT,
     STALE_MARKERS,
-    check_secrets,
     container_marker,
+    job_commands,
     parse_state,
-    render_commands,
     script,
 )
 from overbrainer.exec.manifest import local_manifest
@@ -112,13 +111,8 @@ class LocalExecutor:
     ) -> JobHandle:
         """Start the job detached in ``remote_dir``; return once it recorded its pid."""
         directory = self._path(remote_dir, "the run directory")
-        check_secrets(secrets, env)
-        text = render_commands(
-            commands,
-            env=env,
-            secret_names=list(secrets),
-            runtime=self.runtime,
-            container=container,
+        text = job_commands(
+            commands, env=env, secrets=secrets, runtime=self.runtime, container=container
         )
         state = await self.status(remote_dir)
         if state.status in (JobStatus.running, JobStatus.cancelling):

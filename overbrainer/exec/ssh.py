@@ -54,11 +54,10 @@ from overbrainer.exec.job import (
     CONTAINER_FILE,
     CONTROL_SCRIPT,
     JOB_SCRIPT,
-    check_secrets,
     container_marker,
+    job_commands,
     parse_pid,
     parse_state,
-    render_commands,
     script,
     secrets_input,
 )
@@ -569,13 +568,8 @@ class SshExecutor:
     ) -> JobHandle:
         """Start the job detached (``setsid``) in ``remote_dir``; secrets go on stdin."""
         target = self._remote(remote_dir, "the run directory")
-        check_secrets(secrets, env)
-        text = render_commands(
-            commands,
-            env=env,
-            secret_names=list(secrets),
-            runtime=self.runtime,
-            container=container,
+        text = job_commands(
+            commands, env=env, secrets=secrets, runtime=self.runtime, container=container
         )
         state = await self.status(remote_dir)
         if state.status in (JobStatus.running, JobStatus.cancelling):
