@@ -26,7 +26,7 @@ from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.store import UnknownRun
 from overbrainer.runpod.client import RunpodError
-from overbrainer.runpod.decide import iso_utc, rate_text, uptime_and_spend
+from overbrainer.runpod.decide import iso_utc, parse_utc, rate_text, uptime_and_spend
 from overbrainer.runpod.ending import forget_key_if_done
 from overbrainer.runpod.models import Pod, PodStatus
 from overbrainer.runpod.orphans import Note, Row, classify, rows, run_of
@@ -261,6 +261,11 @@ async def remove_run_pods(ctx: PodContext, run_id: str, *, force: bool) -> Remov
                 deleted.append(await _delete(ctx, run_id, pod_id, found))
         except OverbrainerError as error:
             failures.append(str(error))
+    if force or run.state != "preparing":
+        try:
+            deleted += await _resolve_pending(ctx, run_id, listed)
+        except OverbrainerError as error:
+            failures.append(str(error))
     if force and not state.final:
         message = f"its pods were deleted by `overbrainer pod rm {run_id} --force`"
         await ctx.session.journal.append(
@@ -270,6 +275,46 @@ async def remove_run_pods(ctx: PodContext, run_id: str, *, force: bool) -> Remov
     forget_key_if_done(ctx, run_id, await ctx.session.journal.state(run_id))
     elsewhere = await _followed_elsewhere(ctx, state) if keep is not None else None
     return Removal(run_id, tuple(deleted), tuple(failures), keep, pod.cost_per_hour, elsewhere)
+
+
+async def _resolve_pending(ctx: PodContext, run_id: str, listed: Sequence[Pod]) -> list[Deleted]:
+    """Settle an attempt whose create was sent but never resolved (the command that sent
+    it died): its pod, if Runpod made one, carries the attempt's name. Once no answer to
+    the create can still arrive (the reconcile window after it has passed), that pod is
+    deleted (if ``pod rm`` has not just done so: ``listed`` is what it saw first) and the
+    attempt resolved, so the log stops saying a pod may be being created."""
+    state = await ctx.session.journal.state(run_id)
+    pending = [a for a in state.pod.attempts if a.get("result") is None]
+    deleted: list[Deleted] = []
+    for attempt in pending:
+        sent = parse_utc(str(attempt.get("sent_at") or ""))
+        window = max(ctx.timing.reconcile_after, default=0.0)
+        if sent is not None:
+            left = window - (ctx.clock() - sent).total_seconds()
+            if left > 0:
+                await trio.sleep(left)
+        name = str(attempt.get("pod_name"))
+        now = [p for p in await ctx.client.list_pods() if run_of(p) == run_id]
+        made = {p.id: p for p in [*listed, *now] if p.name == name}
+        state = await ctx.session.journal.state(run_id)
+        for pod in now:
+            if pod.id in made and pod.status is not PodStatus.TERMINATED:
+                if state.pod.pods.get(pod.id) != "deleted":
+                    deleted.append(await _delete(ctx, run_id, pod.id, pod))
+        n = int(attempt["n"])
+        pod_id = next(iter(made), None)
+        result = "deleted" if pod_id else "not_created"
+        found = f"pod {pod_id} and deleted it" if pod_id else f"no pod named {name}"
+        detail = f"its command stopped before the create was answered; `pod rm` found {found}"
+        await ctx.session.journal.append(
+            run_id,
+            lambda s: (
+                [ev.AttemptResolved(n=n, result=result, detail=detail, pod_id=pod_id)]
+                if any(a["n"] == n and a.get("result") is None for a in s.pod.attempts)
+                else []
+            ),
+        )
+    return deleted
 
 
 async def _followed_elsewhere(ctx: PodContext, state: RunLog) -> str | None:

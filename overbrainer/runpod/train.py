@@ -213,9 +213,16 @@ async def cancel(session: Session, settings: Settings, state: RunLog) -> int:
 
 def _require_job(state: RunLog) -> None:
     if state.run.job is None:
+        run_id = state.run.run_id
+        if state.run.state == "preparing":
+            # The command starting it may have died (killed, crashed): say what ends it.
+            raise OverbrainerError(
+                f"run {run_id} has no job yet: its pod is still starting. If the "
+                f"`overbrainer train` that started it is gone, delete its pods and end it "
+                f"with `overbrainer pod rm {run_id} --force`"
+            )
         raise OverbrainerError(
-            f"run {state.run.run_id} has no job yet: its pod is still starting, or it stopped "
-            "before its job started"
+            f"run {run_id} has no job: it stopped before its job started ({state.run.message})"
         )
 
 

@@ -18,6 +18,7 @@ import trio
 from overbrainer.errors import OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
+from overbrainer.exec.base import JobStatus
 from overbrainer.exec.job import COMMANDS_FILE, CONTAINER_FILE
 from overbrainer.runs.service import Job, Session
 
@@ -78,23 +79,29 @@ async def settle_start(session: Session, job: Job, state: RunLog) -> RunLog:
             f"started, then run `overbrainer train attach {run.run_id}` again"
         )
     pid, container = await _spawned(job)
+    stopped = pid is not None and (await job.executor.status(job.remote_dir)).status in (
+        JobStatus.cancelled,
+        JobStatus.cancelling,
+    )
 
     def decide(now: RunLog) -> list[ev.Event]:
         if now.run.state != "preparing":
             return []  # somebody settled it meanwhile
-        if pid is not None:
+        if pid is not None and not stopped:
             return [ev.JobStarted(job_dir=job.remote_dir, pid=pid, container=container)]
+        why = (
+            "its job was stopped because its start could not be recorded"
+            if stopped
+            else "nothing runs on the target"
+        )
         return [
             ev.RunEnded(
                 state="failed",
-                message=(
-                    f"{who} stopped before the run's job started (killed or crashed); "
-                    "nothing runs on the target"
-                ),
+                message=f"{who} stopped before the run's job started (killed or crashed); {why}",
             )
         ]
 
-    if pid is not None:
+    if pid is not None and not stopped:
         session.front.warn(
             f"run {run.run_id} was left starting by {who}, which is gone; its job "
             f"(pid {pid}) runs on {job.executor.location}: following it"

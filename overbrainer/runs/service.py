@@ -305,6 +305,12 @@ async def _fetch(job: Job, local: Path) -> tuple[dict[str, str] | None, Overbrai
             await job.executor.download(job.remote_dir, RETRIEVED_PATHS, local)
         except OverbrainerError as error:
             errors.append(error)
+        except OSError as error:
+            # Writing here failed (a full disk, permissions): a retrieval that did not
+            # happen, which `train attach` retries, not a crash.
+            errors.append(
+                OverbrainerError(f"cannot write the results into runs/{job.run_id}: {error}")
+            )
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(manifest)

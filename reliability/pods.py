@@ -1,0 +1,527 @@
+"""The Runpod target's cases: the real ``overbrainer`` against the fake Runpod API on
+loopback, whose pods come to life as fake pods (a real SSH server, the real bootstrap and
+watchdog, the stand-in trainer) — all served from one trio loop on a thread of this
+process, so a case can look at the account and act on it (a pod vanishing, its SSH port
+changing) at a checkpoint.
+
+Invariants added to the machine targets': every pod that exists on the account with a
+run's marker is known to the run's log and, while it lives, guarded (its watchdog runs
+with a deadline, or it is kept by request); after ``train attach`` — or ``pod rm``
+where the run cannot continue — the run is final and no pod of it bills; no canary key is
+in any pod's environment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from reliability.core import Case
+from reliability.invariants import (
+    check_outputs,
+    check_projections,
+    check_view,
+    log_state,
+    scan_files,
+)
+from reliability.machine import _Pauser, _said_next_step, read_trace, short
+from reliability.world import (
+    _WRAPPER,
+    CANARIES,
+    CANARY_API,
+    STAND_IN,
+    Project,
+    base_env,
+)
+
+A40 = "NVIDIA A40"
+IMAGE = "ghcr.io/example/axolotl@sha256:" + "0" * 64
+TOML = f"""
+
+[targets.gpu]
+kind = "runpod"
+gpu_types = ["{A40}"]
+max_hours = 1
+image = "{IMAGE}"
+retrieve_grace_minutes = 5
+"""
+# The stand-in trains a little longer on a pod: following polls every quarter second.
+_KNOBS = {"FAKE_AXOLOTL_STEPS": "5", "FAKE_AXOLOTL_STEP_SECONDS": "0.1"}
+_ATTACH_KNOBS = {"FAKE_AXOLOTL_STEPS": "10", "FAKE_AXOLOTL_STEP_SECONDS": "0.2"}
+
+
+class RunpodWorld:
+    """The fake account with living pods, and a template project whose target is it."""
+
+    COMMANDS = ("train", "train attach", "train cancel", "pod rm")
+    kind = "runpod"
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.template = base / "template"
+        self.url = ""
+        self.fake: Any = None
+        self.pods: Any = None
+        self._token: Any = None
+        self._stop: Any = None
+        self._ready = threading.Event()
+        self._failed: BaseException | None = None
+        self._thread = threading.Thread(target=self._serve, daemon=True, name="fake-runpod")
+
+    # -- the fake's thread --
+
+    def _serve(self) -> None:
+        import trio
+
+        try:
+            trio.run(self._main)
+        except BaseException as error:  # reported by __enter__
+            self._failed = error
+            self._ready.set()
+
+    async def _main(self) -> None:
+        import trio
+
+        from tests.fakes.fake_pod import fake_pods
+        from tests.fakes.runpod_api import FakeRunpod, serve_loopback
+
+        fake = FakeRunpod(provisioning_seconds=0.2, starting_seconds=0.3, seed=None)
+        fake.add_account(CANARY_API, balance=100_000.0)
+        for gpu in fake.gpu_prices:
+            fake.set_capacity(gpu, 10_000)
+        async with (
+            serve_loopback(fake) as url,
+            fake_pods(fake, url, self.base / "pods") as pods,
+        ):
+            self.fake, self.pods, self.url = fake, pods, url
+            self._token = trio.lowlevel.current_trio_token()
+            self._stop = trio.Event()
+            self._ready.set()
+            await self._stop.wait()
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` in the fake's trio loop (its state is only touched there)."""
+        import trio
+
+        return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
+
+    def __enter__(self) -> RunpodWorld:
+        import subprocess
+
+        self.base.mkdir(parents=True, exist_ok=True)
+        self._thread.start()
+        self._ready.wait(60)
+        if self._failed is not None or self._token is None:
+            raise RuntimeError(f"the fake Runpod did not start: {self._failed!r}")
+        subprocess.run(
+            [sys.executable, "-m", "overbrainer", "init", str(self.template)],
+            env=base_env(),
+            capture_output=True,
+            check=True,
+        )
+        toml = self.template / "overbrainer.toml"
+        text = toml.read_text().replace('target = "local"', 'target = "gpu"', 1)
+        toml.write_text(text + TOML)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._stop is not None:
+            with contextlib.suppress(Exception):
+                self.call(self._stop.set)
+        self._thread.join(60)
+
+    # -- projects --
+
+    def project(self, name: str) -> Project:
+        """A fresh copy of the template for case ``name``."""
+        path = self.base / "cases" / name / "project"
+        shutil.copytree(self.template, path)
+        venv = path.parent / "venv"
+        (venv / "bin").mkdir(parents=True)
+        wrapper = venv / "bin" / "axolotl"
+        wrapper.write_text(_WRAPPER % {"python": sys.executable, "stand_in": STAND_IN})
+        wrapper.chmod(0o755)
+        env = base_env()
+        env.update(
+            {
+                "OVERBRAINER_RUNPOD__BASE_URL": self.url,
+                "OVERBRAINER_TARGETS__GPU__VENV": str(venv),
+            }
+        )
+        project = Project(name, path, env, "runpod", path, venv)
+        project.knobs(**_KNOBS)
+        return project
+
+    def account(self, run_id: str) -> list[dict[str, Any]]:
+        """The pods on the account carrying ``run_id``'s marker, as the fake sees them."""
+        from overbrainer.runpod.pod_scripts import RUN_MARKER
+
+        def look() -> list[dict[str, Any]]:
+            out = []
+            for pod in self.fake.pods.values():
+                if pod.env.get(RUN_MARKER) != run_id:
+                    continue
+                boots = self.pods.boots.get(pod.id, [])
+                out.append(
+                    {
+                        "id": pod.id,
+                        "name": pod.name,
+                        "status": self.fake.status(pod.id),
+                        "env": pod.env,
+                        "watchdog": bool(boots) and boots[-1].container.returncode is None,
+                        "booted": bool(boots),
+                        "root": self.pods.root(pod.id),
+                    }
+                )
+            return out
+
+        result: list[dict[str, Any]] = self.call(look)
+        return result
+
+    def vanish_pods(self, run_id: str) -> None:
+        """Every pod of the run disappears (a 404 from now on), as a machine lost."""
+        for pod in self.account(run_id):
+            if pod["status"] != "TERMINATED":
+                self.call(self.fake.vanish, pod["id"])
+
+    def move_endpoints(self, run_id: str) -> None:
+        """Every running pod of the run gets a new SSH port."""
+        import trio
+
+        for pod in self.account(run_id):
+            if pod["status"] == "RUNNING" and pod["booted"]:
+                trio.from_thread.run(
+                    _move_endpoint, self.fake, self.pods, pod["id"], trio_token=self._token
+                )
+
+    # -- setting up a command --
+
+    def detached_run(self, project: Project) -> str:
+        """A run whose job is held running on its pod, and that no command follows."""
+        project.hold.touch()
+        started = time.monotonic()
+        process = project.start("train")
+        try:
+            project.wait_for(
+                lambda: any(project.run_state(r) == "running" for r in project.runs()),
+                timeout=90,
+                what="a running run",
+            )
+        finally:
+            process.send_signal(signal.SIGINT)
+            done = project.finish(process, ("train",), started, timeout=90)
+        (run_id,) = project.runs()
+        if done.code != 130:
+            raise RuntimeError(f"setting up a detached run failed ({done.code}): {done.said()}")
+        return run_id
+
+    def setup(self, project: Project, command: str) -> tuple[tuple[str, ...], str | None]:
+        """The arguments of ``command`` on a project made ready for it."""
+        if command == "train":
+            return ("train",), None
+        if command == "train attach":
+            project.knobs(**_ATTACH_KNOBS)
+        run_id = self.detached_run(project)
+        if command == "pod rm":
+            return ("pod", "rm", run_id, "--force"), run_id
+        return (*command.split(), run_id), run_id
+
+    # -- tracing and cases --
+
+    def trace(self, command: str, name: str) -> tuple[list[str], list[str]]:
+        """Run ``command`` cleanly with a trace plan: its checkpoints and violations."""
+        return self._case(command, None, "trace", name, None)
+
+    def _case(
+        self,
+        command: str,
+        key: str | None,
+        action: str,
+        name: str,
+        during: Callable[[Project], None] | None,
+    ) -> tuple[list[str], list[str]]:
+        project = self.project(name)
+        try:
+            args, _ = self.setup(project, command)
+            trace_path = project.path.parent / "trace.jsonl"
+            plan: dict[str, Any] = {"trace": str(trace_path)}
+            if key is not None:
+                plan.update(at=key, action=action)
+            pauser = None
+            if action == "pause":
+                pause_file = project.path.parent / "paused"
+                plan["pause_file"] = str(pause_file)
+                assert during is not None
+                pauser = _Pauser(pause_file, lambda: during(project))
+            if command == "train attach":
+                project.hold.unlink(missing_ok=True)
+            try:
+                done = project.run(*args, plan=plan, timeout=150)
+            finally:
+                if pauser is not None:
+                    pauser.close()
+            keys = read_trace(trace_path)
+            found: list[str] = []
+            if pauser is not None and pauser.error is not None:
+                found.append(f"harness: the injected fault failed: {pauser.error!r}")
+            reached = key is None or key in keys
+            allowed = _allowed(command, action, reached)
+            if done.code not in allowed:
+                found.append(
+                    f"`{' '.join(done.args)}` exited {done.code} (expected {sorted(allowed)}): "
+                    f"{done.said()[-700:]}"
+                )
+            found += _said_next_step(done, action)
+            found += self._guarded(project)
+            found += self._recover(project)
+            found += check_outputs(project.log)
+            found += self._check(project, command, action)
+            return keys, found
+        finally:
+            project.hold.unlink(missing_ok=True)
+            project.close()
+
+    def _guarded(self, project: Project) -> list[str]:
+        """Right after the command: every pod of its runs is known and bounded."""
+        from overbrainer.runpod.pod_scripts import ENV_DEADLINE, ENV_WATCHDOG
+
+        found = []
+        for run_id in project.runs():
+            state, _ = log_state(project, run_id)
+            known = _known(state)
+            for pod in self.account(run_id):
+                if pod["status"] == "TERMINATED":
+                    continue
+                if pod["id"] not in known and pod["name"] not in known:
+                    found.append(f"pod {pod['id']} of run {run_id} bills, unknown to its log")
+                if not (pod["env"].get(ENV_DEADLINE) and pod["env"].get(ENV_WATCHDOG)):
+                    found.append(f"pod {pod['id']} of run {run_id} bills with no watchdog")
+                elif pod["booted"] and not pod["watchdog"] and not state.pod.keep:
+                    found.append(f"pod {pod['id']} of run {run_id} bills, its watchdog dead")
+        return found
+
+    def _recover(self, project: Project) -> list[str]:
+        """``train attach`` a run that is not final; ``pod rm`` one that cannot go on."""
+        project.hold.unlink(missing_ok=True)
+        found = []
+        for run_id in project.runs():
+            state, _ = log_state(project, run_id)
+            if not state.exists:
+                continue
+            if not state.final or state.pod.may_bill():
+                done = project.run("train", "attach", run_id, timeout=150)
+                if done.code not in (0, 1):
+                    found.append(f"recovery `train attach` exited {done.code}: {done.said()}")
+            state, _ = log_state(project, run_id)
+            live = [p for p in self.account(run_id) if p["status"] != "TERMINATED"]
+            if not state.final or live or state.pod.may_bill():
+                done = project.run("pod", "rm", run_id, "--force", timeout=150)
+                if done.code not in (0, 1):
+                    found.append(f"recovery `pod rm --force` exited {done.code}: {done.said()}")
+            state, _ = log_state(project, run_id)
+            if check_projections(project, run_id, state):
+                project.run("runs", "show", run_id, timeout=60)
+        return found
+
+    def _check(self, project: Project, command: str, action: str) -> list[str]:
+        found: list[str] = []
+        states = {}
+        for run_id in project.runs():
+            state, _ = log_state(project, run_id)
+            states[run_id] = state
+            if not state.exists:
+                found.append(f"runs/{run_id} exists but the log has no run {run_id}")
+                continue
+            if not state.final:
+                found.append(f"run {run_id} is still {state.run.state} after recovery")
+            found += check_projections(project, run_id, state)
+            known = _known(state)
+            for pod in self.account(run_id):
+                if pod["id"] not in known and pod["name"] not in known:
+                    found.append(f"pod {pod['id']} of run {run_id} is unknown to its log")
+                if pod["status"] != "TERMINATED":
+                    found.append(f"pod {pod['id']} of run {run_id} still bills after recovery")
+                for canary in CANARIES:
+                    if any(canary in value for value in pod["env"].values()):
+                        found.append(f"a canary secret is in pod {pod['id']}'s environment")
+                found += [
+                    f"{issue} (on the pod)"
+                    for issue in scan_files([pod["root"]], allow_keys_in_ssh=True)
+                    if "canary" in issue
+                ]
+            if state.pod.may_bill():
+                found.append(f"the log of run {run_id} says a pod of it may still bill")
+            found += _expected_end(command, action, state)
+        if states:
+            found += check_view(project, states)
+        found += scan_files([project.path])
+        return found
+
+    def ctrl_c_cases(self, traced: dict[str, list[str]], full: bool) -> list[Case]:
+        """A SIGINT, and two in a row, at each checkpoint (one per call site unless full)."""
+        from reliability.plan import first_per_call_site
+
+        cases = []
+        for command, keys in traced.items():
+            picked = keys if full else first_per_call_site(keys)
+            for i, key in enumerate(picked):
+                for action in ("sigint", "sigint2"):
+                    slug = f"runpod-{command.replace(' ', '-')}-{action}-{i:02d}"
+                    cases.append(
+                        Case(
+                            "ctrl-c",
+                            f"runpod {command} {action} @{i:02d} {short(key)}",
+                            self._bind(command, key, action, slug),
+                            weight=4.0,
+                        )
+                    )
+        return cases
+
+    def crash_cases(self, traced: dict[str, list[str]], full: bool) -> list[Case]:
+        """A SIGKILL just before and after every append, and inside every API call and
+        transfer (one per call site unless full)."""
+        from reliability.machine import is_transfer_or_call
+        from reliability.plan import first_per_call_site
+
+        cases = []
+        for command, keys in traced.items():
+            picked = keys if full else first_per_call_site(keys)
+            for i, key in enumerate(picked):
+                if not (key.startswith("append-") or is_transfer_or_call(key)):
+                    continue
+                slug = f"runpod-{command.replace(' ', '-')}-kill-{i:02d}"
+                cases.append(
+                    Case(
+                        "crash",
+                        f"runpod {command} kill @{i:02d} {short(key)}",
+                        self._bind(command, key, "kill", slug),
+                        weight=4.0,
+                    )
+                )
+        return cases
+
+    def fault_cases(self, traced: dict[str, list[str]]) -> list[Case]:
+        """A pod that disappears at each stage; an endpoint that changes; SSH refused."""
+        stages = {
+            "provisioning": ("provision.py",),
+            "job start": (".spawn:", ".upload:"),
+            "follow": ("watch",),
+            "retrieval": (".manifest:", ".download:"),
+            "ending": ("ending.py", "delete_pod"),
+        }
+        cases: list[Case] = []
+        for command in ("train", "train attach"):
+            keys = traced.get(command, [])
+            for stage, marks in stages.items():
+                key = next(
+                    (k for k in keys if k.startswith("await ") and any(m in k for m in marks)),
+                    None,
+                )
+                if key is None:
+                    continue
+                for label, fault in (
+                    ("vanishes", self._vanish_fault),
+                    ("changes its SSH endpoint", self._move_fault),
+                ):
+                    if label.startswith("changes") and stage in ("provisioning", "ending"):
+                        continue
+                    slug = f"runpod-fault-{command.replace(' ', '-')}-{stage.replace(' ', '-')}-{label.split()[0]}"
+                    cases.append(
+                        Case(
+                            "faults",
+                            f"runpod {command}: the pod {label} during {stage} ({short(key)})",
+                            self._bind(command, key, "pause", slug, fault),
+                            weight=4.0,
+                        )
+                    )
+        return cases
+
+    def _vanish_fault(self, project: Project) -> None:
+        for run_id in project.runs():
+            self.vanish_pods(run_id)
+
+    def _move_fault(self, project: Project) -> None:
+        for run_id in project.runs():
+            self.move_endpoints(run_id)
+
+    def _bind(
+        self,
+        command: str,
+        key: str,
+        action: str,
+        slug: str,
+        during: Callable[[Project], None] | None = None,
+    ) -> Callable[[], list[str]]:
+        return lambda: self._case(command, key, action, slug, during)[1]
+
+
+async def _move_endpoint(fake: Any, pods: Any, pod_id: str) -> None:
+    """The pod's SSH server moves to a new port (its jobs keep running); Runpod shows the
+    new endpoint and the old port refuses connections."""
+    import os
+
+    import trio
+
+    from tests.fakes.fake_pod import _start_ssh_server, _stop_ssh_server
+
+    boot = pods.current(pod_id)
+    old = boot.ssh
+    if old is None:
+        return
+    host_key = (boot.root / "etc" / "ssh" / "overbrainer_host_ed25519_key").read_text()
+    authorized = (boot.home / ".ssh" / "authorized_keys").read_text()
+    env = {
+        "HOME": str(boot.home),
+        "USER": pods.user,
+        "LOGNAME": pods.user,
+        "SHELL": "/bin/sh",
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+    }
+    new = await trio.to_thread.run_sync(
+        pods._asyncio.run,
+        _start_ssh_server(boot.root, boot.home, host_key, authorized, env, pods.mapped),
+    )
+    boot.ssh, boot.ssh_port = new, new.port
+    fake.set_ssh_endpoint(pod_id, "127.0.0.1", new.port, pods.user)
+    await trio.to_thread.run_sync(pods._asyncio.run, _stop_ssh_server(old))
+
+
+def _known(state: Any) -> set[str]:
+    """What a run's log knows of its pods: their ids (strays too) and the names of its
+    create attempts (a pod whose create was answered after its command died is known by
+    the attempt that asked for it)."""
+    names = {str(a.get("pod_name")) for a in state.pod.attempts}
+    return set(state.pod.pods) | set(state.pod.strays) | names
+
+
+def _allowed(command: str, action: str, reached: bool) -> set[int]:
+    if action == "trace":
+        return {0}
+    if action == "kill":
+        return {-9} if reached else {0}
+    if action in ("sigint", "sigint2"):
+        return {0, 1, 130} if command == "pod rm" else {0, 130}
+    return {0, 1, 130}
+
+
+def _expected_end(command: str, action: str, state: Any) -> list[str]:
+    run = state.run
+    if not state.final or run.job is None or action not in ("trace", "sigint", "sigint2"):
+        return []
+    allowed = {
+        "train": {"succeeded"},
+        "train attach": {"succeeded"},
+        "train cancel": {"cancelled"},
+        "pod rm": {"failed", "succeeded"},
+    }[command]
+    if run.state not in allowed:
+        return [f"run {run.run_id} ended {run.state} ({run.message}); expected {sorted(allowed)}"]
+    return []
