@@ -15,7 +15,7 @@ is gone; every pod is tried even when one fails, and a forced run that was in pr
 failed.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -298,23 +298,30 @@ async def _resolve_pending(ctx: PodContext, run_id: str, listed: Sequence[Pod]) 
         made = {p.id: p for p in [*listed, *now] if p.name == name}
         state = await ctx.session.journal.state(run_id)
         for pod in now:
-            if pod.id in made and pod.status is not PodStatus.TERMINATED:
-                if state.pod.pods.get(pod.id) != "deleted":
-                    deleted.append(await _delete(ctx, run_id, pod.id, pod))
+            if (
+                pod.id in made
+                and pod.status is not PodStatus.TERMINATED
+                and state.pod.pods.get(pod.id) != "deleted"
+            ):
+                deleted.append(await _delete(ctx, run_id, pod.id, pod))
         n = int(attempt["n"])
         pod_id = next(iter(made), None)
         result = "deleted" if pod_id else "not_created"
         found = f"pod {pod_id} and deleted it" if pod_id else f"no pod named {name}"
         detail = f"its command stopped before the create was answered; `pod rm` found {found}"
-        await ctx.session.journal.append(
-            run_id,
-            lambda s: (
-                [ev.AttemptResolved(n=n, result=result, detail=detail, pod_id=pod_id)]
-                if any(a["n"] == n and a.get("result") is None for a in s.pod.attempts)
-                else []
-            ),
-        )
+        resolved = ev.AttemptResolved(n=n, result=result, detail=detail, pod_id=pod_id)
+        await ctx.session.journal.append(run_id, _resolve_once(resolved))
     return deleted
+
+
+def _resolve_once(resolved: ev.AttemptResolved) -> Callable[[RunLog], list[ev.Event]]:
+    """Resolve an attempt, unless somebody resolved it meanwhile."""
+
+    def decide(state: RunLog) -> list[ev.Event]:
+        open_ = any(a["n"] == resolved.n and a.get("result") is None for a in state.pod.attempts)
+        return [resolved] if open_ else []
+
+    return decide
 
 
 async def _followed_elsewhere(ctx: PodContext, state: RunLog) -> str | None:
