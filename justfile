@@ -33,3 +33,8 @@ demo:
 # A whole training run on this machine with the stand-in trainer (no GPU needed).
 demo-local:
     bash demo/local.sh
+
+# Ctrl-C, crash, fault and bad-input campaigns against the real command; one summary table.
+# `just reliability --full` delivers every fault at every checkpoint (much longer).
+reliability *args:
+    {{py}} -m reliability {{args}}

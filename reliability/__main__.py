@@ -27,15 +27,18 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from reliability.core import CAMPAIGNS, Case, Result, run_cases, summarize, table
 from reliability.invariants import CommandLineWatch
+from reliability.world import stop_live
 
 
 def _args(argv: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m reliability", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m reliability", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--jobs", type=int, default=max(2, 2 * (os.cpu_count() or 1)))
     parser.add_argument("--full", action="store_true", help="every checkpoint, every way")
     parser.add_argument("--only", nargs="*", choices=CAMPAIGNS, default=list(CAMPAIGNS))
@@ -72,9 +75,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             started = time.monotonic()
             print(f"reliability: {campaign} …", flush=True)
-            cases: list[Case] = plan.cases(campaign, worlds, full=args.full)
-            print(f"reliability: {campaign}: {len(cases)} cases", flush=True)
-            found = run_cases(cases, args.jobs, show)
+            try:
+                cases: list[Case] = plan.cases(campaign, worlds, full=args.full)
+                print(f"reliability: {campaign}: {len(cases)} cases", flush=True)
+                found = run_cases(cases, args.jobs, show)
+            except KeyboardInterrupt:
+                print("reliability: interrupted; stopping the running commands", flush=True)
+                stop_live()
+                raise
             found += _sightings(campaign, watch)
             results += found
             seconds[campaign] = time.monotonic() - started
@@ -99,8 +107,6 @@ def _remove(base: Path) -> None:
 
     shutil.rmtree(base, ignore_errors=True)
 
-
-_Main = Callable[[Sequence[str] | None], int]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -151,9 +151,7 @@ def run_fault(endpoint: str, kind: str, span: str) -> list[str]:
         return outcome.violations
 
 
-async def _scenario(
-    project: Path, endpoint: str, kind: str, times: int, outcome: _Outcome
-) -> None:
+async def _scenario(project: Path, endpoint: str, kind: str, times: int, outcome: _Outcome) -> None:
     from overbrainer.errors import OverbrainerError
     from overbrainer.runpod.pods import delete_pod
     from overbrainer.runpod.provision import open_provisioned
@@ -183,7 +181,9 @@ async def _scenario(
         if _SHOW_ERRORS and error is not None:
             print(f"      [{endpoint} {kind} x{times}] {error}")
         if error is not None and kind == "404 not Runpod's" and "BASE_URL" not in str(error):
-            found.append(f"a foreign 404 on {endpoint} is reported without its likely cause: {error}")
+            found.append(
+                f"a foreign 404 on {endpoint} is reported without its likely cause: {error}"
+            )
         if error is not None and CANARY_KEY in str(error):
             found.append("the error message holds the API key")
         # Before any recovery: every pod alive on the account is known and bounded.

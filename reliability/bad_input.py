@@ -231,7 +231,9 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
+        return (
+            "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
+        )
     return json.dumps(str(value))
 
 
@@ -268,7 +270,7 @@ def prop_config_files(examples: int) -> tuple[int, list[str]]:
     `train` on a refused configuration creates nothing."""
     from hypothesis import given
 
-    st, nasty, _scalar, value = _strategies()
+    st, _nasty, _scalar, value = _strategies()
     base = Path(tempfile.mkdtemp(prefix="ob-bad-config-"))
     project, env = new_project(base)
     pristine = (project / "overbrainer.toml").read_text()
@@ -419,7 +421,7 @@ def prop_metrics_lines(examples: int) -> tuple[int, list[str]]:
     from overbrainer.runs.service import compact
     from overbrainer.train.metrics import MetricsSummary, parse_metrics_lines
 
-    st, nasty, scalar, value = _strategies()
+    st, _nasty, scalar, value = _strategies()
     field_names = st.sampled_from(
         ["event", "time", "step", "epoch", "max_steps", "loss", "eval_loss", "learning_rate"]
     )
@@ -458,7 +460,7 @@ def prop_training_jsonl(examples: int) -> tuple[int, list[str]]:
 
     from overbrainer.train.data import DataError, check_data
 
-    st, nasty, scalar, value = _strategies()
+    st, _nasty, scalar, value = _strategies()
     base = Path(tempfile.mkdtemp(prefix="ob-bad-data-"))
     project, env = new_project(base)
     message = st.fixed_dictionaries(
@@ -512,7 +514,7 @@ def prop_edited_caches(examples: int) -> tuple[int, list[str]]:
     from overbrainer.events.aggregate import fold
     from overbrainer.events.store import RunStore
 
-    st, nasty, _scalar, value = _strategies()
+    st, _nasty, _scalar, value = _strategies()
     base = Path(tempfile.mkdtemp(prefix="ob-bad-cache-"))
     project, env = new_project(base)
     made = cli(["-C", str(project), "train"], env)
@@ -521,7 +523,9 @@ def prop_edited_caches(examples: int) -> tuple[int, list[str]]:
     (run_id,) = [p.name for p in (project / "runs").iterdir()]
     store = RunStore(None, project, Actor.here("reliability"))
     try:
-        truth = json.loads(json.dumps(fold((r.event, r.at) for r in store.history(run_id)).to_json()))
+        truth = json.loads(
+            json.dumps(fold((r.event, r.at) for r in store.history(run_id)).to_json())
+        )
     finally:
         store.close()
     content = st.one_of(
@@ -659,7 +663,9 @@ def prop_runpod_answers(examples: int) -> tuple[int, list[str]]:
 
         def handler(request: httpx.Request) -> httpx.Response:
             if isinstance(answer, bytes):
-                return httpx.Response(200, content=answer, headers={"content-type": "application/json"})
+                return httpx.Response(
+                    200, content=answer, headers={"content-type": "application/json"}
+                )
             return httpx.Response(200, json=answer)
 
         client = RunpodClient(
@@ -808,4 +814,3 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
-

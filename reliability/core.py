@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
 CAMPAIGNS = ("ctrl-c", "crash", "faults", "bad-input")
@@ -61,11 +61,17 @@ def run_cases(
     """Run ``cases`` on ``jobs`` threads (each case mostly waits on its subprocesses)."""
     ordered = sorted(cases, key=lambda c: -c.weight)
     results: list[Result] = []
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for result in pool.map(run_case, ordered):
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    try:
+        for future in as_completed([pool.submit(run_case, case) for case in ordered]):
+            result = future.result()
             results.append(result)
             if on_result is not None:
                 on_result(result)
+    finally:
+        # Interrupted: the cases not started are dropped; the running ones end with
+        # their commands, which the caller stops.
+        pool.shutdown(wait=True, cancel_futures=True)
     return results
 
 

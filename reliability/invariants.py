@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -139,7 +140,7 @@ def scan_files(roots: Iterable[Path], *, allow_keys_in_ssh: bool = True) -> list
     for root in roots:
         if not root.exists():
             continue
-        paths = [root] if root.is_file() else (p for p in root.rglob("*") if p.is_file())
+        paths = [root] if root.is_file() else _walk(root)
         for path in paths:
             rel = path.parts
             if any(part in _SKIP_SCAN for part in rel[-3:-1]):
@@ -154,6 +155,15 @@ def scan_files(roots: Iterable[Path], *, allow_keys_in_ssh: bool = True) -> list
                     found.append(f"a canary secret is in {path}")
             if PRIVATE_KEY_MARK.encode() in data and not (in_ssh and allow_keys_in_ssh):
                 found.append(f"a private key is in {path}")
+    return found
+
+
+def _walk(root: Path) -> list[Path]:
+    """Every file under ``root``; a directory vanishing meanwhile (a pod's temporary
+    files) is skipped."""
+    found = []
+    for directory, _dirs, files in os.walk(root, onerror=lambda _error: None):
+        found += [Path(directory) / name for name in files]
     return found
 
 

@@ -241,12 +241,15 @@ def _said_next_step(done: Any, action: str) -> list[str]:
     return [f"`{' '.join(done.args)}` was interrupted without saying how to go on: {done.err}"]
 
 
-def ctrl_c_cases(world: MachineWorld, keys: dict[str, list[str]]) -> list[Case]:
-    """A SIGINT, and two in a row, at each of ``keys`` (per command)."""
+def ctrl_c_cases(
+    world: MachineWorld, once: dict[str, list[str]], twice: dict[str, list[str]]
+) -> list[Case]:
+    """A SIGINT at each of ``once``, two in a row at each of ``twice`` (per command)."""
     cases = []
-    for command, found in keys.items():
-        for i, key in enumerate(found):
-            for action in ("sigint", "sigint2"):
+    for action, keys in (("sigint", once), ("sigint2", twice)):
+        for command, found in keys.items():
+            for key in found:
+                i = _index(world, command, key)
                 name = f"{world.kind} {command} {action} @{i:02d} {short(key)}"
                 slug = f"{world.kind}-{command.replace(' ', '-')}-{action}-{i:02d}"
                 cases.append(
@@ -258,6 +261,19 @@ def ctrl_c_cases(world: MachineWorld, keys: dict[str, list[str]]) -> list[Case]:
                     )
                 )
     return cases
+
+
+_ORDER: dict[tuple[str, str], list[str]] = {}
+
+
+def remember_order(kind: str, command: str, keys: list[str]) -> None:
+    """The traced order of a command's checkpoints (for stable case numbers)."""
+    _ORDER[(kind, command)] = list(keys)
+
+
+def _index(world: Any, command: str, key: str) -> int:
+    order = _ORDER.get((world.kind, command), [])
+    return order.index(key) if key in order else len(order)
 
 
 def is_transfer_or_call(key: str) -> bool:
@@ -280,9 +296,10 @@ def crash_cases(world: MachineWorld, keys: dict[str, list[str]]) -> list[Case]:
     """SIGKILL just before and just after every append, and inside every transfer."""
     cases = []
     for command, found in keys.items():
-        for i, key in enumerate(found):
+        for key in found:
             if not (key.startswith("append-") or is_transfer_or_call(key)):
                 continue
+            i = _index(world, command, key)
             name = f"{world.kind} {command} kill @{i:02d} {short(key)}"
             slug = f"{world.kind}-{command.replace(' ', '-')}-kill-{i:02d}"
             cases.append(Case("crash", name, _bind(inject_case, world, command, key, "kill", slug)))

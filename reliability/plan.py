@@ -49,6 +49,64 @@ def first_per_call_site(keys: list[str]) -> list[str]:
     return out
 
 
+# The frames that only say which command runs: below them, `train attach` and `train`
+# pass through the same code (following, settling, ending a pod).
+_ENTRY_PATHS = ("overbrainer/cli/",)
+_ENTRY_FUNCTIONS = {
+    "overbrainer/runpod/train.py": {"train", "attach", "cancel", "PodRun.train", "PodRun.attach"},
+    "overbrainer/runs/machine.py": {"train", "attach", "cancel"},
+}
+
+
+def code_site(key: str) -> str:
+    """A checkpoint's call site below the command's entry point: the same code reached
+    from two commands is one code site."""
+    if not key.startswith("await "):
+        return key
+    frames = call_site(key)[len("await ") :].split(" > ")
+    while frames:
+        path, _, rest = frames[0].partition(":")
+        function = rest.rsplit(":", 1)[0]
+        if path.startswith(_ENTRY_PATHS) or function in _ENTRY_FUNCTIONS.get(path, ()):
+            frames = frames[1:]
+            continue
+        break
+    return "await " + " > ".join(frames)
+
+
+def _journal_await(key: str) -> bool:
+    # The await of an append is the append's own checkpoints (append-before/-after).
+    return key.startswith("await ") and "journal.py:Journal.append" in key.split(" > ")[-1]
+
+
+def sample(
+    kind: str, traced: dict[str, list[str]], full: bool
+) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Where each command gets one Ctrl-C, and where two in a row.
+
+    ``full`` (and the local target, whose cases are cheap): every checkpoint, both ways.
+    Otherwise one Ctrl-C at each code site (the first checkpoint through it, whichever
+    command passes there first) and a second one where the first is only noted: inside a
+    shield, or during an append.
+    """
+    if full or kind == "local":
+        return dict(traced), dict(traced)
+    seen: set[str] = set()
+    once: dict[str, list[str]] = {}
+    twice: dict[str, list[str]] = {}
+    for command, keys in traced.items():
+        once[command], twice[command] = [], []
+        for key in keys:
+            site = code_site(key)
+            if site in seen or _journal_await(key):
+                continue
+            seen.add(site)
+            once[command].append(key)
+            if key.startswith("append-") or "Interrupts.shield" in key:
+                twice[command].append(key)
+    return once, twice
+
+
 class Worlds:
     """The targets' worlds and their traced checkpoints, set up on first use."""
 
@@ -105,12 +163,10 @@ class Worlds:
         with ThreadPoolExecutor(max_workers=len(commands)) as pool:
             done = list(pool.map(one, commands))
         self._traces[kind] = {command: keys for command, keys, _ in done}
+        for command, keys, _ in done:
+            machine.remember_order(kind, command, keys)
         self.clean += [result for _, _, result in done]
         return self._traces[kind]
-
-
-def _pick(kind: str, keys: list[str], full: bool) -> list[str]:
-    return keys if full or kind == "local" else first_per_call_site(keys)
 
 
 def cases(campaign: str, worlds: Worlds, *, full: bool) -> list[Case]:
@@ -130,11 +186,15 @@ def cases(campaign: str, worlds: Worlds, *, full: bool) -> list[Case]:
         out += api_faults.cases()
         for kind in worlds.targets:
             if kind in ("local", "ssh"):
-                out += store_faults.cases(worlds.machine(kind), worlds.traces(kind))
+                # The store is the same whatever the target: every append on the local
+                # target; on ssh, the one where a job on the target awaits its record.
+                only = None if kind == "local" or full else "run.JobStarted"
+                out += store_faults.cases(worlds.machine(kind), worlds.traces(kind), only)
             if kind == "ssh":
                 out += store_faults.ssh_drop_cases(worlds.base / "ssh-drops", worlds.traces(kind))
             if kind == "runpod":
                 out += worlds.runpod().fault_cases(worlds.traces(kind))
+                out += worlds.runpod().store_fault_cases()
     elif campaign == "bad-input":
         from reliability import bad_input
 
@@ -147,14 +207,14 @@ def _done(result: Result) -> Case:
 
 
 def _ctrl_c(kind: str, worlds: Worlds, traced: dict[str, list[str]], full: bool) -> list[Case]:
+    once, twice = sample(kind, traced, full)
     if kind == "runpod":
-        return worlds.runpod().ctrl_c_cases(traced, full)
-    world = worlds.machine(kind)
-    return machine.ctrl_c_cases(world, {c: _pick(kind, k, full) for c, k in traced.items()})
+        return worlds.runpod().ctrl_c_cases(once, twice)
+    return machine.ctrl_c_cases(worlds.machine(kind), once, twice)
 
 
 def _crash(kind: str, worlds: Worlds, traced: dict[str, list[str]], full: bool) -> list[Case]:
+    once, _ = sample(kind, traced, full)
     if kind == "runpod":
-        return worlds.runpod().crash_cases(traced, full)
-    world = worlds.machine(kind)
-    return machine.crash_cases(world, {c: _pick(kind, k, full) for c, k in traced.items()})
+        return worlds.runpod().crash_cases(once)
+    return machine.crash_cases(worlds.machine(kind), once)

@@ -279,6 +279,8 @@ class RunpodWorld:
                     f"{done.said()[-700:]}"
                 )
             found += _said_next_step(done, action)
+            if command == "train" and action in ("sigint", "sigint2") and key is not None:
+                found += self._no_create_after(project, key)
             found += self._guarded(project)
             found += self._recover(project)
             found += check_outputs(project.log)
@@ -287,6 +289,31 @@ class RunpodWorld:
         finally:
             project.hold.unlink(missing_ok=True)
             project.close()
+
+    def _no_create_after(self, project: Project, key: str) -> list[str]:
+        """A Ctrl-C delivered before the create left (in the traced order) means no create
+        is sent at all (SPEC §4: provisioning sends no create after a Ctrl-C)."""
+        from overbrainer.runpod.pod_scripts import RUN_MARKER
+        from reliability.machine import _ORDER
+
+        order = _ORDER.get(("runpod", "train"), [])
+        first_create = next((i for i, k in enumerate(order) if "create_pod" in k), None)
+        if first_create is None or key not in order or order.index(key) >= first_create:
+            return []
+
+        def creates() -> list[str]:
+            return [
+                str((r.json or {}).get("env", {}).get(RUN_MARKER))
+                for r in self.fake.create_requests()
+                if isinstance(r.json, dict)
+            ]
+
+        sent = self.call(creates)
+        return [
+            f"run {run_id}: a create was sent after Ctrl-C (delivered at {short(key)})"
+            for run_id in project.runs()
+            if run_id in sent
+        ]
 
     def _guarded(self, project: Project) -> list[str]:
         """Right after the command: every pod of its runs is known and bounded."""
@@ -364,15 +391,15 @@ class RunpodWorld:
         found += scan_files([project.path])
         return found
 
-    def ctrl_c_cases(self, traced: dict[str, list[str]], full: bool) -> list[Case]:
-        """A SIGINT, and two in a row, at each checkpoint (one per call site unless full)."""
-        from reliability.plan import first_per_call_site
+    def ctrl_c_cases(self, once: dict[str, list[str]], twice: dict[str, list[str]]) -> list[Case]:
+        """A SIGINT at each of ``once``, two in a row at each of ``twice``."""
+        from reliability.machine import _index
 
         cases = []
-        for command, keys in traced.items():
-            picked = keys if full else first_per_call_site(keys)
-            for i, key in enumerate(picked):
-                for action in ("sigint", "sigint2"):
+        for action, keys in (("sigint", once), ("sigint2", twice)):
+            for command, found in keys.items():
+                for key in found:
+                    i = _index(self, command, key)
                     slug = f"runpod-{command.replace(' ', '-')}-{action}-{i:02d}"
                     cases.append(
                         Case(
@@ -384,18 +411,17 @@ class RunpodWorld:
                     )
         return cases
 
-    def crash_cases(self, traced: dict[str, list[str]], full: bool) -> list[Case]:
+    def crash_cases(self, keys: dict[str, list[str]]) -> list[Case]:
         """A SIGKILL just before and after every append, and inside every API call and
-        transfer (one per call site unless full)."""
-        from reliability.machine import is_transfer_or_call
-        from reliability.plan import first_per_call_site
+        transfer, at each of ``keys``."""
+        from reliability.machine import _index, is_transfer_or_call
 
         cases = []
-        for command, keys in traced.items():
-            picked = keys if full else first_per_call_site(keys)
-            for i, key in enumerate(picked):
+        for command, found in keys.items():
+            for key in found:
                 if not (key.startswith("append-") or is_transfer_or_call(key)):
                     continue
+                i = _index(self, command, key)
                 slug = f"runpod-{command.replace(' ', '-')}-kill-{i:02d}"
                 cases.append(
                     Case(
@@ -410,7 +436,7 @@ class RunpodWorld:
     def fault_cases(self, traced: dict[str, list[str]]) -> list[Case]:
         """A pod that disappears at each stage; an endpoint that changes; SSH refused."""
         stages = {
-            "provisioning": ("provision.py",),
+            "provisioning": ("_Walk._boot",),
             "job start": (".spawn:", ".upload:"),
             "follow": ("watch",),
             "retrieval": (".manifest:", ".download:"),
@@ -432,7 +458,9 @@ class RunpodWorld:
                 ):
                     if label.startswith("changes") and stage in ("provisioning", "ending"):
                         continue
-                    slug = f"runpod-fault-{command.replace(' ', '-')}-{stage.replace(' ', '-')}-{label.split()[0]}"
+                    slug = "-".join(
+                        ["runpod-fault", *command.split(), *stage.split(), label.split()[0]]
+                    )
                     cases.append(
                         Case(
                             "faults",
@@ -441,6 +469,30 @@ class RunpodWorld:
                             weight=4.0,
                         )
                     )
+        return cases
+
+    def store_fault_cases(self) -> list[Case]:
+        """The disk full just before the appends that record a pod's life: the attempt,
+        the created pod's id, the job's start, the delete."""
+        from reliability.store_faults import disk_full
+
+        cases = []
+        for append in (
+            "pod.AttemptSent",
+            "pod.AttemptResolved+pod.Created",
+            "run.JobStarted",
+            "pod.Deleting",
+        ):
+            key = f"append-before {append}"
+            slug = f"runpod-store-{append.replace('+', '-').replace('.', '-')}"
+            cases.append(
+                Case(
+                    "faults",
+                    f"runpod train store disk full @ {key}",
+                    self._bind("train", key, "pause", slug, disk_full),
+                    weight=4.0,
+                )
+            )
         return cases
 
     def _vanish_fault(self, project: Project) -> None:

@@ -77,14 +77,17 @@ def locked(seconds: float) -> Callable[[Project], None]:
     return hold
 
 
-def cases(world: MachineWorld, traced: dict[str, list[str]]) -> list[Case]:
-    """Each append of each command: the disk full just before it and just after it, and
-    the store locked for a moment just before it; once, the lock held past its timeout."""
+def cases(
+    world: MachineWorld, traced: dict[str, list[str]], only: str | None = None
+) -> list[Case]:
+    """Each append of each command (those naming ``only``, if given): the disk full just
+    before it and just after it, and the store locked for a moment just before it; once,
+    the lock held past its timeout."""
     out: list[Case] = []
     long_done = False
     for command, keys in traced.items():
         for i, key in enumerate(keys):
-            if not key.startswith("append-"):
+            if not key.startswith("append-") or (only is not None and only not in key):
                 continue
             faults: list[tuple[str, Callable[[Project], None]]] = [("disk full", disk_full)]
             if key.startswith("append-before"):
@@ -93,7 +96,7 @@ def cases(world: MachineWorld, traced: dict[str, list[str]]) -> list[Case]:
                     long_done = True
                     faults.append(("locked past its timeout", locked(LONG_LOCK)))
             for label, fault in faults:
-                slug = f"{world.kind}-store-{command.replace(' ', '-')}-{i:02d}-{label.replace(' ', '-')}"
+                slug = "-".join([world.kind, "store", *command.split(), f"{i:02d}", *label.split()])
                 name = f"{world.kind} {command} store {label} @{i:02d} {short(key)}"
                 out.append(
                     Case(
@@ -168,4 +171,3 @@ def _missing(message: str) -> Callable[[], list[str]]:
 
 def _bind(fn: Callable[..., list[str]], *args: Any) -> Callable[[], list[str]]:
     return lambda: fn(*args)
-

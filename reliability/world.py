@@ -52,6 +52,17 @@ exec %(python)s %(stand_in)s "$@"
 DEFAULT_KNOBS = {"FAKE_AXOLOTL_STEPS": "5", "FAKE_AXOLOTL_STEP_SECONDS": "0.05"}
 
 
+LIVE: set[Any] = set()
+"""The commands running now (so an interrupted campaign stops them, by pid)."""
+
+
+def stop_live() -> None:
+    """Kill every command the campaign is running (it is being interrupted)."""
+    for process in list(LIVE):
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+
+
 @dataclass
 class Done:
     """One finished ``overbrainer`` command."""
@@ -113,6 +124,11 @@ class Project:
     ) -> Done:
         """Run ``overbrainer ARGS`` to its end (killed after ``timeout`` s)."""
         started = time.monotonic()
+        process = self.start(*args, plan=plan, **extra)
+        return self.finish(process, args, started, timeout)
+
+    def start(self, *args: str, plan: dict[str, Any] | None = None, **extra: str) -> Any:
+        """Start ``overbrainer ARGS`` in the background; see :meth:`finish`."""
         process = subprocess.Popen(
             self.command(*args),
             env=self.environ(plan, **extra),
@@ -122,19 +138,8 @@ class Project:
             text=True,
             errors="replace",
         )
-        return self.finish(process, args, started, timeout)
-
-    def start(self, *args: str, plan: dict[str, Any] | None = None, **extra: str) -> Any:
-        """Start ``overbrainer ARGS`` in the background; see :meth:`finish`."""
-        return subprocess.Popen(
-            self.command(*args),
-            env=self.environ(plan, **extra),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            errors="replace",
-        )
+        LIVE.add(process)
+        return process
 
     def finish(
         self, process: Any, args: tuple[str, ...], started: float, timeout: float = 90
@@ -147,6 +152,8 @@ class Project:
             timed_out = True
             process.kill()
             out, err = process.communicate()
+        finally:
+            LIVE.discard(process)
         done = Done(
             tuple(args), process.returncode, out, err, time.monotonic() - started, timed_out
         )

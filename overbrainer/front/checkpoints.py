@@ -171,6 +171,7 @@ def frame_key(frames: Iterable[tuple[FrameType, int]], roots: Sequence[Path]) ->
     task of trio or a library only) or when it is the Ctrl-C listener waiting."""
     parts: list[str] = []
     layer: list[str] = []
+    current: str | None = None  # the layer of the frames in ``layer``
     for frame, line in frames:
         path = Path(frame.f_code.co_filename)
         if path == _SELF:
@@ -179,12 +180,15 @@ def frame_key(frames: Iterable[tuple[FrameType, int]], roots: Sequence[Path]) ->
             if path.is_relative_to(root):
                 rel = str(path.relative_to(root.parent))
                 part = f"{rel}:{frame.f_code.co_qualname}:{line}"
-                if rel.startswith(_LAYERS):
-                    layer.append(part)
-                else:
+                which = next((name for name in _LAYERS if rel.startswith(name)), None)
+                if which is None or which != current:
                     parts.extend(_ends(layer))
                     layer = []
+                current = which
+                if which is None:
                     parts.append(part)
+                else:
+                    layer.append(part)
                 break
     parts.extend(_ends(layer))
     if not parts or _is_listener(parts):

@@ -387,6 +387,11 @@ class _Walk:
                     )
                 ],
             )
+            if self.interrupts.interrupted:
+                # A Ctrl-C noted since the check above (while the attempt was recorded):
+                # nothing has left yet, and no create is sent after a Ctrl-C.
+                await self._resolve(n, "not_sent", "Ctrl-C came before the create was sent")
+                raise _Stop("creating a pod")
             sent_at = trio.current_time()
             pod: Pod | None
             try:
