@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reliability.core import Case
+from reliability.core import UNREACHED, Case
 from reliability.invariants import (
     check_machine_runs,
     check_outputs,
@@ -208,6 +208,8 @@ def inject_case(
             if pauser is not None:
                 pauser.close()
         reached = key in read_trace(trace_path)
+        if not reached:
+            UNREACHED.append(name)
         found: list[str] = []
         if pauser is not None and pauser.error is not None:
             found.append(f"harness: the injected fault failed: {pauser.error!r}")

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from reliability.core import Case
+from reliability.core import UNREACHED, Case
 from reliability.invariants import (
     check_outputs,
     check_projections,
@@ -272,6 +272,8 @@ class RunpodWorld:
             if pauser is not None and pauser.error is not None:
                 found.append(f"harness: the injected fault failed: {pauser.error!r}")
             reached = key is None or key in keys
+            if not reached:
+                UNREACHED.append(name)
             allowed = _allowed(command, action, reached)
             if done.code not in allowed:
                 found.append(
@@ -279,7 +281,8 @@ class RunpodWorld:
                     f"{done.said()[-700:]}"
                 )
             found += _said_next_step(done, action)
-            if command == "train" and action in ("sigint", "sigint2") and key is not None:
+            sigint = action in ("sigint", "sigint2")
+            if command == "train" and sigint and key is not None and reached:
                 found += self._no_create_after(project, key)
             found += self._guarded(project)
             found += self._recover(project)

@@ -77,9 +77,7 @@ def locked(seconds: float) -> Callable[[Project], None]:
     return hold
 
 
-def cases(
-    world: MachineWorld, traced: dict[str, list[str]], only: str | None = None
-) -> list[Case]:
+def cases(world: MachineWorld, traced: dict[str, list[str]], only: str | None = None) -> list[Case]:
     """Each append of each command (those naming ``only``, if given): the disk full just
     before it and just after it, and the store locked for a moment just before it; once,
     the lock held past its timeout."""
