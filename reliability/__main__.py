@@ -54,6 +54,9 @@ def _args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--markdown", type=Path, help="also write the table as Markdown here")
     parser.add_argument("--verbose", action="store_true", help="print every case")
     parser.add_argument("--keep", action="store_true", help="keep the working directory")
+    parser.add_argument(
+        "--list", action="store_true", help="trace the commands, list the cases, run none"
+    )
     return parser.parse_args(argv)
 
 
@@ -86,7 +89,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             try:
                 cases: list[Case] = plan.cases(campaign, worlds, full=args.full)
                 print(f"reliability: {campaign}: {len(cases)} cases", flush=True)
+                if args.list:
+                    for case in cases:
+                        print(f"  {case.name}")
+                    continue
                 found = run_cases(cases, args.jobs, show)
+                if campaign == "ctrl-c":
+                    found += worlds.clean  # the traced clean runs, checked as cases too
             except KeyboardInterrupt:
                 print("reliability: interrupted; stopping the running commands", flush=True)
                 stop_live()

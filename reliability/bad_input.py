@@ -171,8 +171,6 @@ def _strategies() -> Any:
                 "true",
                 "[1, 2",
                 '"quoted"',
-                CANARY_API,
-                f"{CANARY_API} trailing",
             ]
         ),
     )
@@ -349,13 +347,21 @@ def prop_env_values(examples: int) -> tuple[int, list[str]]:
         ),
     )
     values = st.one_of(nasty, st.text(max_size=30).map(lambda s: s.replace("\x00", "")))
+    # A secret is a secret by its variable: a malformed one must not be echoed either.
+    secrets = st.dictionaries(
+        st.sampled_from(["OVERBRAINER_RUNPOD__API_KEY", "OVERBRAINER_HF_TOKEN"]),
+        st.sampled_from(
+            [CANARY_API, f"{CANARY_API} trailing", f"{CANARY_API}\n", f" {CANARY_HF}", CANARY_HF]
+        ),
+        max_size=2,
+    )
     tally = _Tally()
 
-    @given(extra=st.dictionaries(names, values, max_size=4))
-    def test(extra: dict[str, str]) -> None:
+    @given(extra=st.dictionaries(names, values, max_size=4), secret=secrets)
+    def test(extra: dict[str, str], secret: dict[str, str]) -> None:
         tally.count += 1
         environ = dict(env)
-        for name, val in extra.items():
+        for name, val in {**extra, **secret}.items():
             environ[name] = val.replace("\x00", "\\0")
         check = cli(["-C", str(project), "config", "check"], environ)
         problems = check.problems(codes=(0, 1))
@@ -662,11 +668,9 @@ def prop_runpod_answers(examples: int) -> tuple[int, list[str]]:
         problems: list[str] = []
 
         def handler(request: httpx.Request) -> httpx.Response:
-            if isinstance(answer, bytes):
-                return httpx.Response(
-                    200, content=answer, headers={"content-type": "application/json"}
-                )
-            return httpx.Response(200, json=answer)
+            # NaN and infinities go out as JavaScript spells them, which Python reads back.
+            body = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
+            return httpx.Response(200, content=body, headers={"content-type": "application/json"})
 
         client = RunpodClient(
             CANARY_API,
@@ -757,12 +761,12 @@ def prop_unknown_run_pod_rm(examples: int) -> tuple[int, list[str]]:
 
 EXAMPLES = {
     "config-files": 150,
-    "env-values": 150,
-    "run-ids": 150,
-    "metrics-lines": 1500,
+    "env-values": 500,
+    "run-ids": 600,
+    "metrics-lines": 800,
     "training-jsonl": 400,
     "edited-caches": 60,
-    "runpod-answers": 800,
+    "runpod-answers": 1500,
     "unknown-run-pod-rm": 1,
 }
 
@@ -805,9 +809,16 @@ def _worker_case(name: str, examples: int) -> Callable[[], tuple[int, list[str]]
 
 def main(argv: list[str]) -> int:
     """Worker entry point: run one property, print ``{"count", "violations"}``."""
+    import shutil
+
     name, examples = argv[0], int(argv[1])
     started = time.monotonic()
-    count, found = PROPERTIES[name](examples)
+    # Every project this worker makes goes under one directory, removed at the end.
+    tempfile.tempdir = tempfile.mkdtemp(prefix=f"ob-bad-{name}-")
+    try:
+        count, found = PROPERTIES[name](examples)
+    finally:
+        shutil.rmtree(tempfile.tempdir, ignore_errors=True)
     print(json.dumps({"count": count, "violations": found, "seconds": time.monotonic() - started}))
     return 0
 

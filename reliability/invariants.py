@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -22,7 +23,6 @@ from typing import Any
 
 from reliability.world import (
     CANARIES,
-    PRIVATE_KEY_MARK,
     Done,
     Project,
     group_alive,
@@ -30,6 +30,8 @@ from reliability.world import (
 )
 
 _SKIP_SCAN = ("venv",)
+# A key itself, not a script that mentions the format: the armour line, then base64.
+_PRIVATE_KEY = re.compile(rb"-----BEGIN [A-Z ]*PRIVATE KEY-----\s*[A-Za-z0-9+/=]{40}")
 
 
 def open_store(project: Project) -> Any:
@@ -153,7 +155,7 @@ def scan_files(roots: Iterable[Path], *, allow_keys_in_ssh: bool = True) -> list
             for canary in CANARIES:
                 if canary.encode() in data:
                     found.append(f"a canary secret is in {path}")
-            if PRIVATE_KEY_MARK.encode() in data and not (in_ssh and allow_keys_in_ssh):
+            if _PRIVATE_KEY.search(data) and not (in_ssh and allow_keys_in_ssh):
                 found.append(f"a private key is in {path}")
     return found
 
@@ -177,7 +179,7 @@ def check_outputs(log: Sequence[Done], allowed: dict[str, set[int]] | None = Non
         for canary in CANARIES:
             if canary in text:
                 found.append(f"`{name}` printed a canary secret")
-        if PRIVATE_KEY_MARK in text:
+        if _PRIVATE_KEY.search(text.encode()):
             found.append(f"`{name}` printed a private key")
         if "Traceback" in text:
             tail = text[text.index("Traceback") :][-600:].replace("\n", " | ")

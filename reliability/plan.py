@@ -86,8 +86,8 @@ def sample(
 
     ``full`` (and the local target, whose cases are cheap): every checkpoint, both ways.
     Otherwise one Ctrl-C at each code site (the first checkpoint through it, whichever
-    command passes there first) and a second one where the first is only noted: inside a
-    shield, or during an append.
+    command passes there first), and two in a row at each append (where the first is only
+    noted: an append is never torn, and a second Ctrl-C must say what is being finished).
     """
     if full or kind == "local":
         return dict(traced), dict(traced)
@@ -102,7 +102,7 @@ def sample(
                 continue
             seen.add(site)
             once[command].append(key)
-            if key.startswith("append-") or "Interrupts.shield" in key:
+            if key.startswith("append-"):
                 twice[command].append(key)
     return once, twice
 
@@ -176,7 +176,6 @@ def cases(campaign: str, worlds: Worlds, *, full: bool) -> list[Case]:
         for kind in worlds.targets:
             traced = worlds.traces(kind)
             out += _ctrl_c(kind, worlds, traced, full)
-        out += [_done(result) for result in worlds.clean]
     elif campaign == "crash":
         for kind in worlds.targets:
             out += _crash(kind, worlds, worlds.traces(kind), full)
@@ -200,10 +199,6 @@ def cases(campaign: str, worlds: Worlds, *, full: bool) -> list[Case]:
 
         out += bad_input.cases(scale=4.0 if full else 1.0)
     return out
-
-
-def _done(result: Result) -> Case:
-    return Case(result.campaign, result.name, lambda: result.violations, weight=0.0)
 
 
 def _ctrl_c(kind: str, worlds: Worlds, traced: dict[str, list[str]], full: bool) -> list[Case]:

@@ -381,10 +381,13 @@ class RunpodWorld:
                 for canary in CANARIES:
                     if any(canary in value for value in pod["env"].values()):
                         found.append(f"a canary secret is in pod {pod['id']}'s environment")
+                # On the pod, the host key is the one private key allowed (the run's client
+                # key never leaves runs/<id>/ssh/).
+                host_key = str(pod["root"] / "etc" / "ssh" / "overbrainer_host_ed25519_key")
                 found += [
                     f"{issue} (on the pod)"
                     for issue in scan_files([pod["root"]], allow_keys_in_ssh=True)
-                    if "canary" in issue
+                    if "canary" in issue or not issue.endswith(host_key)
                 ]
             if state.pod.may_bill():
                 found.append(f"the log of run {run_id} says a pod of it may still bill")

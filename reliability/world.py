@@ -36,7 +36,6 @@ STAND_IN = ROOT / "tests" / "fakes" / "axolotl"
 CANARY_HF = "hf_CANARYhfTOKEN0123456789abcdefXYZ"
 CANARY_API = "rpa_CANARYapiKEY0123456789abcdefghijXYZW"
 CANARIES = (CANARY_HF, CANARY_API)
-PRIVATE_KEY_MARK = "PRIVATE KEY-----"
 
 _WRAPPER = """#!/bin/sh
 # The venv's axolotl: the project's knobs, an optional hold, then the stand-in.
@@ -161,11 +160,13 @@ class Project:
         return done
 
     def runs(self) -> list[str]:
-        """The project's run IDs (from ``runs/``), oldest first."""
+        """The project's run IDs, oldest first: those of its log (a command killed right
+        after creating a run leaves no ``runs/<id>/`` yet) and of ``runs/``."""
         directory = self.path / "runs"
-        if not directory.is_dir():
-            return []
-        return sorted(p.name for p in directory.iterdir() if p.is_dir())
+        found = {p.name for p in directory.iterdir() if p.is_dir()} if directory.is_dir() else set()
+        if (self.path / ".overbrainer" / "events.sqlite").exists():
+            found |= set(logged_runs(self.path))
+        return sorted(found)
 
     def job_dir(self, run_id: str) -> Path:
         """The run's directory on the target, as a local path."""
@@ -196,6 +197,23 @@ class Project:
         for undo in reversed(self.cleanup):
             with contextlib.suppress(Exception):
                 undo()
+
+
+def logged_runs(project_dir: Path) -> list[str]:
+    """Every run ID in a project's event log (read as ``runs ls`` does, in this process)."""
+    from overbrainer.events.actor import Actor
+    from overbrainer.events.store import RunStore
+
+    store = RunStore(None, project_dir, Actor.here("reliability"))
+    try:
+        found: set[str] = set()
+        position = 0
+        while batch := store.notifications(position, 1000):
+            found.update(record.run_id for _, record in batch)
+            position = batch[-1][0]
+        return sorted(found)
+    finally:
+        store.close()
 
 
 def job_pid(job_dir: Path) -> int | None:

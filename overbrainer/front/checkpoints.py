@@ -74,6 +74,7 @@ class Plan:
     action: str = "sigint"
     pause_file: Path | None = None
     roots: tuple[Path, ...] = (_PACKAGE,)
+    noted: Noted | None = None  # the command's Ctrl-C state, once installed
     hits: dict[str, int] = field(default_factory=dict)
     seen: set[str] = field(default_factory=set)
     second_pending: bool = False
@@ -128,7 +129,15 @@ class Plan:
             os.kill(os.getpid(), signal.SIGKILL)
         elif self.action in ("sigint", "sigint2"):
             self.second_pending = self.action == "sigint2"
+            noted = self.noted
+            before = noted.count if noted is not None else 0
             os.kill(os.getpid(), signal.SIGINT)
+            if noted is not None and threading.current_thread() is not threading.main_thread():
+                # At an append (a worker thread): hold it until the command has noted the
+                # Ctrl-C, so the signal lands during the append, every time.
+                end = time.monotonic() + 2.0
+                while noted.count <= before and time.monotonic() < end:
+                    time.sleep(0.001)
         elif self.pause_file is not None:
             # Appears whole (written aside, then renamed): the campaign acts as soon as it
             # sees the file, maybe by making every further write of this process fail.
@@ -232,6 +241,7 @@ def install(noted: Noted | None = None, plan: Plan | None = None) -> Callable[[]
         return lambda: None
     import trio
 
+    plan.noted = noted
     instrument = _instrument_class()(plan, noted)
     trio.lowlevel.add_instrument(instrument)
 

@@ -219,18 +219,19 @@ async def remove_run_pods(ctx: PodContext, run_id: str, *, force: bool) -> Remov
             recorded pod) without ``--force``.
     """
     state = await _state_or_none(ctx, run_id)
+    if state is None and not force:
+        # Refused before any call to Runpod: a mistyped run ID gets this answer at once.
+        raise OverbrainerError(
+            f"run {run_id} is not in this store: another checkout may own it "
+            f"(`overbrainer pod ls` shows its pods as not in this store). To delete its "
+            f"pods anyway: {_force_hint(run_id)}"
+        )
     listed = [
         p
         for p in await ctx.client.list_pods()
         if run_of(p) == run_id and p.status is not PodStatus.TERMINATED
     ]
     if state is None:
-        if not force:
-            raise OverbrainerError(
-                f"run {run_id} is not in this store: another checkout may own it "
-                f"(`overbrainer pod ls` shows its pods as not in this store). To delete its "
-                f"pods anyway: {_force_hint(run_id)}"
-            )
         return await _remove_unrecorded(ctx, run_id, listed)
     run, pod = state.run, state.pod
     if not force and run.state == "preparing":

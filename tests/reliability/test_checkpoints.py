@@ -149,6 +149,9 @@ def test_the_real_train_command_is_traced_end_to_end(tmp_path: Path) -> None:
         k.startswith("await overbrainer/cli/train_cmd.py:train:") and "watch" in k for k in keys
     )
     # The job does not inherit the plan (its environment drops OVERBRAINER_*).
-    assert "OVERBRAINER_CHECKPOINTS" not in (project / "runs").joinpath(
-        sorted(p.name for p in (project / "runs").iterdir())[0], "job.cmds"
-    ).read_text()
+    assert (
+        "OVERBRAINER_CHECKPOINTS"
+        not in (project / "runs")
+        .joinpath(sorted(p.name for p in (project / "runs").iterdir())[0], "job.cmds")
+        .read_text()
+    )

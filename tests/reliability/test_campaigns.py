@@ -1,0 +1,129 @@
+"""A representative subset of the reliability campaigns (``just reliability`` runs them
+all): the same harness, the same invariants, a few cases of each kind on each target."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from reliability import api_faults, bad_input, machine, store_faults
+from reliability.core import Case, Result, run_cases
+from reliability.pods import RunpodWorld
+from reliability.world import MachineWorld
+
+
+def _pick(keys: list[str], mark: str, *, last: bool = False) -> str:
+    found = [key for key in keys if mark in key]
+    assert found, f"no checkpoint matches {mark!r}"
+    return found[-1] if last else found[0]
+
+
+def _clean(results: list[Result]) -> None:
+    bad = {r.name: r.violations for r in results if r.violations}
+    assert bad == {}
+
+
+def _case(name: str, run: Callable[[], list[str]]) -> Case:
+    return Case("subset", name, run)
+
+
+def test_ctrl_c_crash_and_store_faults_on_the_local_target(tmp_path: Path) -> None:
+    with MachineWorld("local", tmp_path) as world:
+        keys, found = machine.trace(world, "train", "trace")
+        assert found == []
+        start = _pick(keys, ".spawn:")  # inside the shielded start
+        follow = _pick(keys, "service.py:watch")  # inside the raced follow
+        cases = [
+            _case(
+                "sigint start", lambda: machine.inject_case(world, "train", start, "sigint", "a")
+            ),
+            _case(
+                "sigint follow", lambda: machine.inject_case(world, "train", follow, "sigint", "b")
+            ),
+            _case(
+                "sigint2 end",
+                lambda: machine.inject_case(
+                    world, "train", "append-before run.Ended", "sigint2", "c"
+                ),
+            ),
+            _case(
+                "kill job record",
+                lambda: machine.inject_case(
+                    world, "train", "append-before run.JobStarted", "kill", "d"
+                ),
+            ),
+            _case(
+                "disk full at the end",
+                lambda: machine.inject_case(
+                    world,
+                    "train",
+                    "append-before run.Ended",
+                    "pause",
+                    "e",
+                    store_faults.disk_full,
+                    {0, 1},
+                ),
+            ),
+        ]
+        _clean(run_cases(cases, 5))
+
+
+def test_ctrl_c_and_a_dropped_connection_on_the_ssh_target(tmp_path: Path) -> None:
+    with MachineWorld("ssh", tmp_path / "world") as world:
+        keys, found = machine.trace(world, "train", "trace")
+        assert found == []
+        follow = _pick(keys, "service.py:watch")
+        download = _pick(keys, ".download:")
+        cases = [
+            _case(
+                "sigint follow", lambda: machine.inject_case(world, "train", follow, "sigint", "a")
+            ),
+            _case(
+                "drop during download",
+                lambda: store_faults._drop_case(tmp_path / "drop", "train", download, "b"),
+            ),
+        ]
+        _clean(run_cases(cases, 2))
+
+
+def test_ctrl_c_crash_and_a_vanishing_pod_on_the_runpod_target(tmp_path: Path) -> None:
+    with RunpodWorld(tmp_path) as world:
+        keys, found = world.trace("train", "trace")
+        assert found == []
+        machine.remember_order("runpod", "train", keys)
+        boot = _pick(keys, "_Walk._boot")  # waiting for the pod: a race inside a shield
+        create = _pick(keys, "RunpodClient.create_pod")  # the create in flight
+        follow = _pick(keys, "service.py:watch")
+
+        def vanish(project: object) -> None:
+            world._vanish_fault(project)  # type: ignore[arg-type]
+
+        cases = [
+            _case("sigint boot", lambda: world._case("train", boot, "sigint", "a", None)[1]),
+            _case("kill create", lambda: world._case("train", create, "kill", "b", None)[1]),
+            _case("pod vanishes", lambda: world._case("train", follow, "pause", "c", vanish)[1]),
+        ]
+        _clean(run_cases(cases, 3))
+
+
+def test_runpod_api_faults() -> None:
+    picked = [
+        ("POST /pods", "500", "once"),
+        ("POST /pods", "connection reset", "always"),
+        ("GET /pods/{id}", "timeout", "always"),
+        ("GET /pods", "malformed JSON", "once"),
+        ("DELETE /pods/{id}", "429 Retry-After", "once"),
+        ("DELETE /pods/{id}", "404 not Runpod's", "always"),
+    ]
+    for endpoint, kind, span in picked:
+        assert api_faults.run_fault(endpoint, kind, span) == [], (endpoint, kind, span)
+
+
+def test_bad_input_properties_hold_on_a_few_examples() -> None:
+    cases = [
+        Case("bad-input", name, lambda name=name: bad_input.run_worker(name, 6))  # type: ignore[misc]
+        for name in bad_input.EXAMPLES
+    ]
+    results = run_cases(cases, 4)
+    _clean(results)
+    assert all(r.count >= 1 for r in results)
