@@ -59,7 +59,27 @@ async def _with_run(run: str, name: str) -> int:
     check_run_id(run)
     async with _session() as (settings, session):
         state = await session.journal.state(run)
+        from overbrainer.runs import elsewhere
+
+        if elsewhere.lives_elsewhere(session, state):
+            # A team store: the run's job is reached from the checkout that started it.
+            if name == "attach":
+                return await elsewhere.attach_elsewhere(session, state)
+            return await elsewhere.cancel_elsewhere(
+                session, state, follower_poll=_follower_poll(settings, state)
+            )
         return await _act(name, state.run.kind)(session, settings, state)
+
+
+def _follower_poll(settings: "Settings", state: "RunLog") -> float:
+    """How often the command following ``state``'s run reads the log (its status poll)."""
+    if state.run.kind == "runpod":
+        from overbrainer.runpod.train import follow_poll
+
+        return follow_poll(settings)
+    from overbrainer.runs.service import POLL_SECONDS
+
+    return POLL_SECONDS
 
 
 @app.default

@@ -80,6 +80,9 @@ class RunView:
     exit_code: int | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
     cancel_requested: bool = False
+    # A cancel asked of the run's follower (from a checkout that cannot reach the job) and
+    # not taken yet: the next command following the run stops the job.
+    cancel_pending: bool = False
     interrupted_stage: str | None = None
     detached: bool = False
     artifacts: dict[str, Any] | None = None
@@ -170,6 +173,7 @@ def _ended(s: RunLog, e: ev.RunEnded, at: str) -> None:
         raise InvalidTransition(f"run already {s.run.state}")
     if e.state not in ev.FINAL_STATES:
         raise InvalidTransition(f"{e.state} is not a final state")
+    s.run.cancel_pending = False  # nothing is left to stop
     s.run.state = e.state
     s.run.message = e.message
     s.run.exit_code = e.exit_code
@@ -179,6 +183,10 @@ def _ended(s: RunLog, e: ev.RunEnded, at: str) -> None:
 
 def _cancel_requested(s: RunLog, e: ev.CancelRequested, at: str) -> None:
     s.run.cancel_requested = True
+    if e.relay == "asked":
+        s.run.cancel_pending = True
+    elif e.relay == "taken":
+        s.run.cancel_pending = False
 
 
 def _interrupted(s: RunLog, e: ev.Interrupted, at: str) -> None:

@@ -100,6 +100,14 @@ class Journal:
 
         return await trio.to_thread.run_sync(read)
 
+    async def asker_of_cancel(self, run_id: str) -> str:
+        """`` by `train cancel` as alice on host laptop-a`` for the run's latest cancel asked
+        through the log (empty when none is found)."""
+        import trio
+
+        records = await trio.to_thread.run_sync(self.store.history, run_id)
+        return asker_text(records)
+
     def _announce(self, records: list[Recorded], state: RunLog) -> None:
         news, self._news = self._news, []
         if self.others is not None:
@@ -108,3 +116,17 @@ class Journal:
         if self.listener is not None:
             for record in records:
                 self.listener(record, state)
+
+
+def asker_text(records: Sequence[Recorded]) -> str:
+    """Who asked the latest relayed cancel among ``records``, as a phrase (or empty)."""
+    from overbrainer.events.types import CancelRequested
+
+    for record in reversed(records):
+        if isinstance(record.event, CancelRequested) and record.event.relay == "asked":
+            actor = record.actor
+            return (
+                f" by `{actor.get('command', '?')}` as {actor.get('user', '?')} "
+                f"on host {actor.get('host', '?')}"
+            )
+    return ""

@@ -83,9 +83,16 @@ class RunEnded(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class CancelRequested(Event):
-    """Somebody asked for the run's job to stop."""
+    """Somebody asked for the run's job to stop.
+
+    ``relay`` is empty when the asking command stops the job itself; ``asked`` when it
+    cannot reach the job (the run's files live in another checkout, maybe on another host)
+    and leaves it to the command following the run; ``taken`` when that follower took the
+    request and is stopping the job. Older readers ignore the field.
+    """
 
     name: ClassVar[str] = "run.CancelRequested"
+    relay: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,7 +21,9 @@ def summary_lines(state: RunLog) -> list[str]:
             f"  job        pid {r.job['pid']} in {r.job['dir']}"
             + (f", container {r.job['container']}" if r.job.get("container") else "")
         )
-    if r.cancel_requested:
+    if r.cancel_pending:
+        lines.append("  cancel     requested, waiting for the command following the run")
+    elif r.cancel_requested:
         lines.append("  cancel     requested")
     if r.detached:
         lines.append("  following  detached (the job kept running)")

@@ -43,6 +43,12 @@ def _metrics(metrics: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+_CANCEL_TEXT = {
+    "asked": "cancel requested of the command following the run",
+    "taken": "cancel taken by the command following the run: stopping its job",
+}
+
+
 def _created(e: ev.RunCreated, s: RunLog | None) -> str:
     keep = ", keeping its pod (--keep-pod)" if e.keep_pod else ""
     model = f" {e.adapter} of {e.base_model}" if e.base_model else ""
@@ -109,7 +115,7 @@ _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
     ev.RunCreated: _created,
     ev.JobStarted: _job_started,
     ev.RunEnded: _ended,
-    ev.CancelRequested: lambda e, s: "cancel requested",
+    ev.CancelRequested: lambda e, s: _CANCEL_TEXT.get(e.relay, "cancel requested"),
     ev.Interrupted: lambda e, s: f"interrupted before the job started ({e.stage})",
     ev.Detached: _detached,
     ev.ArtifactsRetrieved: _artifacts,

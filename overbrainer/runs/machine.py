@@ -225,7 +225,8 @@ def report(session: Session, state: RunLog, summary: MetricsSummary | None, retr
     if run.state == "succeeded":
         return 0
     note = f" ({run.note})" if run.note else ""
-    raise OverbrainerError(f"run {run.run_id} {run.state}: {run.message}{note}")
+    why = f": {run.message}" if run.message and run.message != run.state else ""
+    raise OverbrainerError(f"run {run.run_id} {run.state}{why}{note}")
 
 
 async def attach(session: Session, settings: Settings, state: RunLog) -> int:

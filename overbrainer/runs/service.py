@@ -19,7 +19,7 @@ from overbrainer.errors import OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.journal import Journal
-from overbrainer.exec.base import Executor, JobState, JobStatus, TargetUnreachable
+from overbrainer.exec.base import ExecError, Executor, JobState, JobStatus, TargetUnreachable
 from overbrainer.exec.manifest import verify
 from overbrainer.front.console import Front
 from overbrainer.front.interrupts import Interrupts
@@ -197,7 +197,45 @@ async def watch(
         if state.ended:
             session.front.progress_done(summary, spend() if spend else None)
             return Followed(state=state, summary=summary)
+        if state.status is JobStatus.running and await take_relayed_cancel(session, job):
+            continue  # the job is stopping: the next look sees it cancelled
         await trio.sleep_until(tick + poll)
+
+
+async def take_relayed_cancel(session: Session, job: Job) -> bool:
+    """Take a cancel another checkout asked of this run's follower through the log (it
+    cannot reach the job itself): record that it is taken, so the asker knows, and stop
+    the job — shielded. Returns whether a request was taken."""
+    log = await session.journal.state(job.run_id)
+    if not log.run.cancel_pending or log.final:
+        return False
+    asker = await session.journal.asker_of_cancel(job.run_id)
+    session.front.info(
+        f"train: cancel of run {job.run_id} requested{asker}: stopping its job on "
+        f"{job.executor.location}"
+    )
+
+    async def work() -> bool:
+        # Taken first, so the asker hears at once that somebody is at work.
+        taken = ev.CancelRequested(relay="taken")
+        await session.journal.append(
+            job.run_id, lambda s: [taken] if s.run.cancel_pending and not s.final else []
+        )
+        try:
+            await job.executor.cancel(job.remote_dir)
+        except ExecError as error:
+            # Asked again, by this follower: the next look tries again.
+            session.front.warn(f"{error}; trying again at the next look")
+            asked = ev.CancelRequested(relay="asked")
+            await session.journal.append(
+                job.run_id, lambda s: [] if s.run.cancel_pending or s.final else [asked]
+            )
+            return False
+        return True
+
+    return await session.interrupts.shield(
+        f"cancelling the job of run {job.run_id}", CANCEL_LIMIT, work
+    )
 
 
 async def _read_metrics(

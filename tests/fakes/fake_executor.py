@@ -273,6 +273,13 @@ class InlineJournal(Journal):
         await trio.lowlevel.checkpoint_if_cancelled()
         return self.store.get(run_id)
 
+    async def asker_of_cancel(self, run_id: str) -> str:
+        """Like :meth:`Journal.asker_of_cancel`, without the thread."""
+        from overbrainer.events.journal import asker_text
+
+        await trio.lowlevel.checkpoint()
+        return asker_text(self.store.history(run_id))
+
     def _tell(self, records: Sequence[object], state: RunLog) -> None:
         listener: Callable[..., None] | None = self.listener
         if listener is not None:

@@ -218,7 +218,7 @@ def test_cancel_from_another_terminal_while_train_follows_settles_the_run_once(
     # The follower reports the end the cancel recorded, without a second collection.
     assert train.returncode == 1, err
     assert _final(out) == (run_id, "cancelled")
-    assert f"error: run {run_id} cancelled: cancelled" in err
+    assert f"error: run {run_id} cancelled\n" in err
     assert "Traceback" not in err + cancel.stderr
     assert ssh_project.run_json(run_id)["state"] == "cancelled"
     assert ssh_project.event_names(run_id) == [

@@ -1,0 +1,136 @@
+"""``train attach`` and ``train cancel`` of a run whose files live in another checkout.
+
+With a team store every checkout sees every run, but a run's job is reached only from the
+checkout that started it: its ``runs/<id>/`` holds the job's files and, for a pod, the SSH
+keys. ``train attach`` elsewhere says where to go (or, for a run that ended, what it came
+to). ``train cancel`` elsewhere asks through the log: it records ``run.CancelRequested``
+with ``relay="asked"``, and whichever command follows the run there takes it
+(``service.take_relayed_cancel``), records that, stops the job and ends the run as any
+cancel does. The asker waits for that, and says so plainly when nobody follows the run.
+"""
+
+import trio
+
+from overbrainer.errors import Interrupted, OverbrainerError
+from overbrainer.events import types as ev
+from overbrainer.events.aggregate import RunLog
+from overbrainer.events.home import RunHome, has_local_files, run_home
+from overbrainer.runs.service import CANCEL_LIMIT, COLLECT_LIMIT, Session
+
+__all__ = ["attach_elsewhere", "cancel_elsewhere", "lives_elsewhere", "where_text"]
+
+# How often the asker reads the log while it waits.
+_WAIT_POLL = 0.25
+
+
+def lives_elsewhere(session: Session, state: RunLog) -> bool:
+    """Whether the run's job can be reached only from another checkout: it has a job, and
+    this checkout's ``runs/<id>/`` holds nothing of it but projections."""
+    return state.run.job is not None and not has_local_files(session.run_dir(state.run.run_id))
+
+
+async def home_of(session: Session, state: RunLog) -> RunHome | None:
+    """Where the run was started (host, user, command), from its first event."""
+    return await trio.to_thread.run_sync(run_home, session.journal.store, state)
+
+
+def where_text(home: RunHome | None) -> str:
+    """``host laptop-a (started by `train` as alice)``, or a plain fallback."""
+    if home is None:
+        return "another checkout"
+    return f"host {home.host} (started by `{home.command}` as {home.user})"
+
+
+async def attach_elsewhere(session: Session, state: RunLog) -> int:
+    """``train attach`` of a run that lives elsewhere: an ended run is reported from the
+    log; one still going is refused, naming the host and the command to run there."""
+    run_id = state.run.run_id
+    home = await home_of(session, state)
+    where = where_text(home)
+    if state.final:
+        session.front.result(
+            f"train: run {run_id} {state.run.state}"
+            + (f" ({state.run.message})" if state.run.message else "")
+            + f"; it ran from {where}, where its output is (runs/{run_id}/output)"
+        )
+        return 0 if state.run.state == "succeeded" else 1
+    raise OverbrainerError(
+        f"run {run_id} lives on {where}: its job and its files (runs/{run_id}/) are reached "
+        f"from there. Run `overbrainer train attach {run_id}` in that checkout, or stop it "
+        f"from here with `overbrainer train cancel {run_id}`"
+    )
+
+
+async def cancel_elsewhere(session: Session, state: RunLog, *, follower_poll: float) -> int:
+    """``train cancel`` of a run that lives elsewhere: ask the run's follower through the
+    log, then wait until the run ends. Without a follower taking the request within a few
+    of its polls, fail naming what will honour it and where.
+
+    ``follower_poll`` is how often a follower reads the log (its job-status poll).
+    """
+    run_id = state.run.run_id
+    front = session.front
+    if state.final:
+        front.result(f"train: run {run_id} had already ended ({state.run.state})")
+        return 0
+    home = await home_of(session, state)
+    where = where_text(home)
+    asked = ev.CancelRequested(relay="asked")
+    # A cancel already asked or under way elsewhere is joined, not asked twice.
+    state = await session.journal.append(
+        run_id, lambda s: [] if s.final or s.run.cancel_requested else [asked]
+    )
+    front.info(
+        f"train: run {run_id} lives on {where}: asked the command following it there to "
+        "cancel it; waiting"
+    )
+    ack_wait = 5.0 + 10 * follower_poll
+    finished = await session.interrupts.race(
+        lambda: _wait_for_end(session, run_id, ack_wait=ack_wait)
+    )
+    if finished is None:
+        raise Interrupted(
+            f"stopped waiting; the cancel of run {run_id} stays requested: "
+            f"`overbrainer events {run_id} --follow` shows when it is done"
+        )
+    final = finished.value
+    if final is None:
+        latest = await session.journal.state(run_id)
+        raise OverbrainerError(_nobody_following(run_id, where, latest))
+    if final.run.state == "cancelled":
+        front.result(f"train: run {run_id} cancelled (by the command following it on {where})")
+    else:
+        front.result(
+            f"train: run {run_id} {final.run.state} before the cancel took effect"
+            + (f" ({final.run.message})" if final.run.message else "")
+        )
+    return 0
+
+
+async def _wait_for_end(session: Session, run_id: str, *, ack_wait: float) -> RunLog | None:
+    """The run's state once it ended; None when nobody took the request in ``ack_wait``
+    seconds. Once taken, the wait is bounded by the follower's own limits."""
+    taken_by = trio.current_time() + ack_wait
+    limit = trio.current_time() + ack_wait + CANCEL_LIMIT + COLLECT_LIMIT
+    while trio.current_time() < limit:
+        state = await session.journal.state(run_id)
+        if state.final:
+            return state
+        if state.run.cancel_pending and trio.current_time() >= taken_by:
+            return None
+        await trio.sleep(_WAIT_POLL)
+    return None
+
+
+def _nobody_following(run_id: str, where: str, state: RunLog) -> str:
+    bound = ""
+    pod = state.pod
+    if pod.pod_id is not None and pod.deadline and not pod.keep:
+        bound = f"; until then its pod {pod.pod_id} bills, bounded by its watchdog ({pod.deadline})"
+    elif pod.pod_id is not None:
+        bound = f"; until then its pod {pod.pod_id} bills"
+    return (
+        f"the cancel of run {run_id} is recorded, but no command is following the run to "
+        f"take it: it lives on {where}. There, `overbrainer train attach {run_id}` stops its "
+        f"job (or `overbrainer train cancel {run_id}`){bound}"
+    )
