@@ -41,6 +41,8 @@ class Row:
     pod_id: str
     note: Note
     pod: Pod | None = None
+    # Who started the pod's run and where (``alice@laptop-a``), when the store knows it.
+    started_by: str | None = None
 
     @property
     def status(self) -> str:

@@ -15,6 +15,7 @@ is gone; every pod is tried even when one fails, and a forced run that was in pr
 failed.
 """
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -73,7 +74,22 @@ async def list_rows(ctx: PodContext, recorded: Mapping[str, RunLog]) -> list[Row
         for index, row in enumerate(found):
             if row.note is Note.gone:
                 nursery.start_soon(check, index, row)
-    return [checked.get(index, row) for index, row in enumerate(found)]
+    found = [checked.get(index, row) for index, row in enumerate(found)]
+    owners = await trio.to_thread.run_sync(_owners, ctx, states)
+    return [dataclasses.replace(row, started_by=owners.get(row.run_id or "")) for row in found]
+
+
+def _owners(ctx: PodContext, states: Mapping[str, RunLog]) -> dict[str, str]:
+    """``user@host`` of each run's ``run.Created``: with a team store, a colleague's pod
+    reads as in progress *and* whose it is."""
+    from overbrainer.events.home import run_home
+
+    owners = {}
+    for run_id, state in states.items():
+        home = run_home(ctx.session.journal.store, state)
+        if home is not None:
+            owners[run_id] = f"{home.user}@{home.host}"
+    return owners
 
 
 async def _look_up(ctx: PodContext, row: Row) -> Row:
@@ -111,12 +127,14 @@ def row_json(row: Row) -> dict[str, object]:
         "cost_per_hour": pod.cost if pod else None,
         "created": iso_utc(pod.created_at) if pod and pod.created_at else None,
         "note": row.note.value,
+        "started_by": row.started_by,
     }
 
 
 def table(found: Sequence[Row]) -> str:
-    """The ``pod ls`` table: run, pod, Runpod status, GPU, $/h, created, note."""
-    heads = ["RUN", "POD", "STATUS", "GPU", "$/H", "CREATED", "NOTE"]
+    """The ``pod ls`` table: run, pod, Runpod status, GPU, $/h, created, who started the
+    run and where, note."""
+    heads = ["RUN", "POD", "STATUS", "GPU", "$/H", "CREATED", "STARTED BY", "NOTE"]
     lines = []
     for row in found:
         data = row_json(row)
@@ -130,6 +148,7 @@ def table(found: Sequence[Row]) -> str:
                 str(data["gpu"] or "-"),
                 f"{cost:.2f}" if isinstance(cost, float) else "-",
                 created[:16].replace("T", " ") if isinstance(created, str) else "-",
+                row.started_by or "-",
                 row.note.value,
             ]
         )

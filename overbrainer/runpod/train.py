@@ -31,7 +31,7 @@ from overbrainer.config.model import RunpodTarget, Settings
 from overbrainer.errors import Interrupted, OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import PodView, RunLog
-from overbrainer.events.store import UnknownRun
+from overbrainer.events.store import StoreError, UnknownRun
 from overbrainer.exec.base import ExecError, Executor, NativeRuntime
 from overbrainer.runpod import messages
 from overbrainer.runpod.decide import interrupted_before_job, parse_utc, uptime_and_spend
@@ -390,13 +390,21 @@ class PodRun:
         forget_key_if_done(self.ctx, run_id, await self.session.journal.state(run_id))
 
     async def _fail_before_job(self, run_id: str, message: str) -> None:
-        """Fail a run whose job never started (nothing if it did, or if it ended)."""
-        await self.session.journal.append(
-            run_id,
-            lambda s: (
-                [ev.RunEnded(state="failed", message=message)] if s.run.state == "preparing" else []
-            ),
-        )
+        """Fail a run whose job never started (nothing if it did, or if it ended).
+
+        Called while an error is on its way out: when the store cannot take the record,
+        that error stays the one the user reads (the store's trouble is only warned of)."""
+        try:
+            await self.session.journal.append(
+                run_id,
+                lambda s: (
+                    [ev.RunEnded(state="failed", message=message)]
+                    if s.run.state == "preparing"
+                    else []
+                ),
+            )
+        except StoreError as error:
+            self.session.front.warn(f"{error} (while recording that run {run_id} failed)")
 
     def _detached(self, state: RunLog) -> str:
         return messages.detached(state.pod, state.run.run_id, self.spec.retrieve_grace_minutes)

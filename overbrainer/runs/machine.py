@@ -12,6 +12,7 @@ from overbrainer.config.model import LocalTarget, Settings, SshTarget
 from overbrainer.errors import Interrupted, OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
+from overbrainer.events.store import StoreError
 from overbrainer.exec.base import ContainerRuntime, Executor, NativeRuntime, Runtime
 from overbrainer.runs import service
 from overbrainer.runs.ids import new_run_id
@@ -149,9 +150,7 @@ async def train(session: Session, settings: Settings, plan: Plan) -> int:
             f"interrupted: run {run_id} stopped before its job started; nothing runs on the target"
         ) from None
     except OverbrainerError as error:
-        state = await session.journal.state(run_id)
-        if state.run.state == "preparing":
-            await _fail_before_job(session, run_id, f"could not start: {error}")
+        await _fail_before_job(session, run_id, f"could not start: {error}")
         raise
 
 
@@ -182,7 +181,11 @@ async def _fail_before_job(
         events.append(ev.RunEnded(state="failed", message=message))
         return events
 
-    await session.journal.append(run_id, decide)
+    try:
+        await session.journal.append(run_id, decide)
+    except StoreError as error:
+        # An error is on its way out: it stays the one the user reads.
+        session.front.warn(f"{error} (while recording that run {run_id} failed)")
 
 
 async def _follow_and_settle(session: Session, job: Job) -> int:
@@ -198,7 +201,11 @@ async def _follow_and_settle(session: Session, job: Job) -> int:
     if followed is None:
         await service.detach(session, job.run_id)
         raise Interrupted(_detached(job))
-    state, retrieval = await service.settle(session, job, followed)
+    try:
+        state, retrieval = await service.settle(session, job, followed)
+    except StoreError as error:
+        # The job ended but its end could not be recorded: attach records it later.
+        raise StoreError(f"{error}; once it is back, {attach_hint(job.run_id)}") from error
     return report(session, state, followed.summary, retrieval.ok)
 
 

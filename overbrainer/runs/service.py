@@ -202,11 +202,26 @@ async def watch(
         await trio.sleep_until(tick + poll)
 
 
+# Runs whose follower already warned that the store cannot be read (once per outage).
+_store_down_told: set[str] = set()
+
+
 async def take_relayed_cancel(session: Session, job: Job) -> bool:
     """Take a cancel another checkout asked of this run's follower through the log (it
     cannot reach the job itself): record that it is taken, so the asker knows, and stop
     the job — shielded. Returns whether a request was taken."""
-    log = await session.journal.state(job.run_id)
+    from overbrainer.events.store import StoreError
+
+    try:
+        log = await session.journal.state(job.run_id)
+    except StoreError as error:
+        # Following needs only the target: a store that is down stops nothing here. The
+        # run's end cannot be recorded either, which its settling will say.
+        if job.run_id not in _store_down_told:
+            session.front.warn(f"{error}; following the job of run {job.run_id} goes on")
+            _store_down_told.add(job.run_id)
+        return False
+    _store_down_told.discard(job.run_id)
     if not log.run.cancel_pending or log.final:
         return False
     asker = await session.journal.asker_of_cancel(job.run_id)

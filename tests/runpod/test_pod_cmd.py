@@ -120,7 +120,16 @@ async def test_pod_ls_gives_every_kind_of_pod_its_note_and_records_gone_ones(
         assert isinstance(data["created"], str) and data["created"].endswith("Z")
         assert row_json(by_pod[_pod_id(t, vanished)])["status"] == "-"
         text = table(found).splitlines()
-        assert text[0].split() == ["RUN", "POD", "STATUS", "GPU", "$/H", "CREATED", "NOTE"]
+        assert text[0].split() == [
+            "RUN", "POD", "STATUS", "GPU", "$/H", "CREATED", "STARTED", "BY", "NOTE"
+        ]  # fmt: skip
+        # Who started each recorded run, and where; nobody known for a run not in the store.
+        origin = t.rig.store.origin(kept)
+        assert origin is not None
+        owner = f"{origin.actor['user']}@{origin.actor['host']}"
+        assert data["started_by"] == owner
+        assert by_pod[foreign].started_by is None and by_pod[unmarked].started_by is None
+        assert any(f" {owner} " in line and line.endswith("in progress") for line in text)
         assert any(
             line.startswith(f"{kept}  {_pod_id(t, kept)}") and line.endswith("kept")
             for line in text
