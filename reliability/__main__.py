@@ -32,6 +32,7 @@ from pathlib import Path
 
 from reliability.core import (
     CAMPAIGNS,
+    RERUN,
     UNREACHED,
     Case,
     Result,
@@ -112,6 +113,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             "depends on timing); they ran and were checked all the same:"
         )
         for name in UNREACHED[:20]:
+            print(f"  {name}")
+    if RERUN:
+        print(
+            f"\n{len(RERUN)} cases timed out while being set up on a busy machine and ran "
+            "again, alone; their second result counts:"
+        )
+        for name in RERUN[:20]:
             print(f"  {name}")
     if args.markdown is not None:
         args.markdown.write_text(table(rows, markdown=True) + "\n")
