@@ -2,12 +2,12 @@
 
 import sys
 
-from bench import cli_speed, pod_cost, ssh_speed
+from bench import cli_speed, pod_cost, ssh_speed, team_speed
 
 
 def main() -> int:
     """Run the benchmarks named on the command line (default: all)."""
-    wanted = set(sys.argv[1:]) or {"cli", "pod", "ssh"}
+    wanted = set(sys.argv[1:]) or {"cli", "pod", "ssh", "team"}
     rows: list[tuple[str, str, str, str]] = []
     if "cli" in wanted:
         rows += cli_speed.run()
@@ -15,6 +15,8 @@ def main() -> int:
         rows += pod_cost.run()
     if "ssh" in wanted:
         rows += ssh_speed.run(lambda text: print(text, file=sys.stderr, flush=True))
+    if "team" in wanted:
+        rows += team_speed.run()
     width = [max(len(r[i]) for r in [*rows, ("what", "figure", "floor", "aim")]) for i in range(4)]
     head = ("what", "figure", "floor", "aim")
     print("| " + " | ".join(h.ljust(w) for h, w in zip(head, width, strict=True)) + " |")

@@ -80,16 +80,44 @@ def _time(args: list[str], cwd: Path, env: dict[str, str], repeat: int) -> float
     return statistics.median(samples)
 
 
-def _runs_ls(project: Path, env: dict[str, str]) -> tuple[float, float]:
-    """Median `runs ls` with the view up to date, and with the view rebuilt."""
-    ob = [sys.executable, "-m", "overbrainer", "-C", str(project), "runs", "ls"]
-    _time(ob, ROOT, env, 1)
-    warm = _time(ob, ROOT, env, 5)
+def _ls(project: Path) -> list[str]:
+    return [sys.executable, "-m", "overbrainer", "-C", str(project), "runs", "ls"]
+
+
+def _interleaved(commands: list[list[str]], env: dict[str, str], repeat: int) -> list[float]:
+    """Median time of each command, run in turns (so a change of load on a shared machine
+    weighs on all of them alike), after one untimed run each."""
+    for args in commands:
+        _time(args, ROOT, env, 1)
+    samples: list[list[float]] = [[] for _ in commands]
+    for _ in range(repeat):
+        for args, taken in zip(commands, samples, strict=True):
+            taken.append(_time(args, ROOT, env, 1))
+    return [statistics.median(taken) for taken in samples]
+
+
+def _cold(project: Path, env: dict[str, str]) -> float:
+    """Median `runs ls` with the view rebuilt from the whole log."""
     cold = []
     for _ in range(3):
         (project / ".overbrainer" / "view.sqlite").unlink()
-        cold.append(_time(ob, ROOT, env, 1))
-    return warm, statistics.median(cold)
+        cold.append(_time(_ls(project), ROOT, env, 1))
+    return statistics.median(cold)
+
+
+def _after_an_append(url: str, project: Path, env: dict[str, str], repeat: int = 5) -> float:
+    """Median `runs ls` when another checkout appended one event since the last listing
+    (the view catches up through the store)."""
+    store = RunStore(url, project.parent / "elsewhere", Actor.here("bench"), environ=env)
+    run_id = _run_id(0)
+    samples = []
+    try:
+        for i in range(repeat):
+            store.append(run_id, lambda _s, i=i: [ev.NoteAdded(note=f"elsewhere {i}")])
+            samples.append(_time(_ls(project), ROOT, env, 1))
+    finally:
+        store.close()
+    return statistics.median(samples)
 
 
 def _follow_latency(
@@ -174,9 +202,13 @@ def run() -> list[tuple[str, str, str, str]]:
             )
             migrated = time.perf_counter() - started
 
-            floor = _time([sys.executable, "-c", "pass"], ROOT, env, 5)
-            sqlite_warm, sqlite_cold = _runs_ls(local, env)
-            pg_warm, pg_cold = _runs_ls(team, env)
+            # Timed as an installed package runs: from its compiled modules.
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            floor, sqlite_warm, pg_warm = _interleaved(
+                [[sys.executable, "-c", "pass"], _ls(local), _ls(team)], env, 9
+            )
+            pg_append = _after_an_append(url, team, env)
+            sqlite_cold, pg_cold = _cold(local, env), _cold(team, env)
 
             sqlite_follow = _follow_latency(None, base / "follow", env)
             pg_follow = _follow_latency(url, team, env)
@@ -207,6 +239,12 @@ def run() -> list[tuple[str, str, str, str]]:
             ms(pg_warm),
             f"SQLite {ms(sqlite_warm)}",
             "< 400 ms",
+        ),
+        (
+            "runs ls, 1,000 runs, another checkout appended 1 event (PostgreSQL)",
+            ms(pg_append),
+            f"view up to date {ms(pg_warm)}",
+            "",
         ),
         ("runs ls, 1,000 runs, view rebuilt (SQLite)", ms(sqlite_cold), floor_text, ""),
         (

@@ -1,13 +1,14 @@
 """``runs ls`` and ``runs show``: the runs view, read without any network."""
 
 import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from cyclopts import App, Parameter
 
-from overbrainer.cli.common import open_store, print_json
-from overbrainer.cli.context import current
+from overbrainer.cli.common import open_store, print_json, store_url
+from overbrainer.cli.context import Invocation, current
 
 app = App(name="runs", help="List and show this project's runs (no network).")
 
@@ -51,20 +52,50 @@ def _row(state: Any, now: datetime) -> dict[str, Any]:
     }
 
 
+def _latest_position(url: str | None, environ: Mapping[str, str]) -> int | None:
+    """The team store's newest log position, by its cheap path (None: not known so)."""
+    from overbrainer.events.pg import is_postgres_url
+
+    if url is None or not is_postgres_url(url):
+        return None
+    from overbrainer.events.pg import latest_position, parse_url
+
+    return latest_position(parse_url(url, environ))
+
+
+def _listing(invocation: Invocation) -> list[Any]:
+    """Every run's state from the view, caught up with the store first when it lags.
+
+    On a team store the view is trusted as it is when its position is the log's newest
+    (one short query, see ``pg.latest_position``): the store, its driver and eventsourcing
+    are opened only when another checkout appended since.
+    """
+    from overbrainer.projections.view import RunsView, view_path
+
+    url = store_url(invocation)
+    # Asked before the view is opened: a server that cannot be reached fails the command
+    # before anything is written here, as opening the store does.
+    latest = _latest_position(url, invocation.environ())
+    view = RunsView(view_path(invocation.project_dir), str(url))
+    try:
+        if latest is not None:
+            states = view.runs_at(latest)
+            if states is not None:
+                return states
+        store = open_store(invocation)
+        try:
+            view.catch_up(store)
+            return view.runs()
+        finally:
+            store.close()
+    finally:
+        view.close()
+
+
 @app.command(name="ls")
 def ls(*, json: Annotated[bool, Parameter(negative=())] = False) -> int:
     """One line per run: id, state, target, created, progress, pod and spend."""
-    from overbrainer.projections.view import RunsView, view_path
-
-    invocation = current()
-    store = open_store(invocation)
-    view = RunsView(view_path(invocation.project_dir), str(store.url))
-    try:
-        view.catch_up(store)
-        states = view.runs()
-    finally:
-        view.close()
-        store.close()
+    states = _listing(current())
     now = datetime.now(UTC)
     rows = [_row(state, now) for state in states]
     if json:

@@ -11,11 +11,11 @@ must resolve to a function without arguments: each store registers a :class:`Pas
 in :data:`sources` and passes its topic.
 
 psycopg is imported only inside functions: this module loads without the ``postgres`` extra.
+:func:`latest_position`, the check ``runs ls`` makes before trusting its view, does not
+import it at all (see there).
 """
 
-import configparser
 import getpass
-import logging
 import os
 import stat
 import uuid
@@ -26,10 +26,6 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from overbrainer.errors import OverbrainerError
-
-# psycopg_pool logs every failed reconnection at WARNING; without a handler Python prints
-# them on stderr. The store reports failures itself, once and plainly.
-logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
 CONNECT_TIMEOUT = 5
 """Seconds a connection attempt may take before the store reports the server unreachable."""
@@ -122,25 +118,19 @@ class PgTarget:
 def parse_url(url: str, environ: Mapping[str, str] | None = None) -> PgTarget:
     """The target named by a ``postgresql://`` URL, completed from libpq's environment
     (``PGHOST``, ``PGPORT``, ``PGDATABASE``, ``PGUSER``) and service file."""
-    from overbrainer.events.store import StoreError
-
     env = dict(os.environ if environ is None else environ)
-    bad = StoreError(
-        "[store] url is not a valid postgresql://[user@]host[:port]/dbname URL; fix it in "
-        "overbrainer.toml or OVERBRAINER_STORE__URL"
-    )
     try:
         parts = urlsplit(url)
         port_in_url = parts.port
     except ValueError:
-        raise bad from None
+        raise _bad_url() from None
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     service: dict[str, str] = {}
     if "service" in query:
         service = _read_service(query.pop("service"), env)
     unknown = sorted(set(query) - _PASSTHROUGH)
     if unknown:
-        raise StoreError(
+        raise _store_error(
             f"[store] url has unknown parameter(s) {', '.join(unknown)}; it takes service, "
             f"{', '.join(sorted(_PASSTHROUGH))}"
         )
@@ -151,7 +141,7 @@ def parse_url(url: str, environ: Mapping[str, str] | None = None) -> PgTarget:
     try:
         port = int(port_in_url or service.get("port") or env.get("PGPORT") or 5432)
     except ValueError:
-        raise bad from None
+        raise _bad_url() from None
     dbname = (
         unquote(parts.path.lstrip("/"))
         or service.get("dbname")
@@ -185,6 +175,21 @@ def parse_url(url: str, environ: Mapping[str, str] | None = None) -> PgTarget:
     )
 
 
+def _store_error(message: str) -> OverbrainerError:
+    # The store's error class, imported only on failure: a listing that never opens the
+    # store does not load its module.
+    from overbrainer.events.store import StoreError
+
+    return StoreError(message)
+
+
+def _bad_url() -> OverbrainerError:
+    return _store_error(
+        "[store] url is not a valid postgresql://[user@]host[:port]/dbname URL; fix it in "
+        "overbrainer.toml or OVERBRAINER_STORE__URL"
+    )
+
+
 def _os_user() -> str:
     try:
         return getpass.getuser()
@@ -194,7 +199,7 @@ def _os_user() -> str:
 
 def _read_service(name: str, env: Mapping[str, str]) -> dict[str, str]:
     """The section ``name`` of libpq's service files (the user's first)."""
-    from overbrainer.events.store import StoreError
+    import configparser
 
     files = [
         Path(env["PGSERVICEFILE"]) if env.get("PGSERVICEFILE") else Path.home() / ".pg_service.conf"
@@ -209,13 +214,13 @@ def _read_service(name: str, env: Mapping[str, str]) -> dict[str, str]:
         except (OSError, UnicodeDecodeError):
             continue
         except configparser.Error as error:
-            raise StoreError(
+            raise _store_error(
                 f"cannot read the PostgreSQL service file {path} (line "
                 f"{getattr(error, 'lineno', '?')}); fix it or drop ?service= from [store] url"
             ) from None
         if parser.has_section(name):
             return {k.lower(): v for k, v in parser.items(name)}
-    raise StoreError(
+    raise _store_error(
         f"no PostgreSQL service {name!r} in {' or '.join(str(f) for f in files)}; add a "
         f"[{name}] section (host, port, dbname, user) or give them in [store] url"
     )
@@ -405,12 +410,27 @@ def missing_driver() -> StoreUnavailable:
     )
 
 
+def quiet_driver_logs() -> None:
+    """Silence psycopg's loggers (call before using psycopg or its pool).
+
+    psycopg_pool logs every failed reconnection at WARNING; without a handler Python prints
+    them on stderr. The store reports failures itself, once and plainly. (Not done at import:
+    ``logging`` is not worth loading for commands that never reach psycopg.)
+    """
+    import logging
+
+    logger = logging.getLogger("psycopg")
+    if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+        logger.addHandler(logging.NullHandler())
+
+
 def probe(target: PgTarget) -> str | None:
     """Connect once, directly: None when the server takes us, else the reason and fix."""
     try:
         import psycopg
     except ImportError:
         return str(missing_driver())
+    quiet_driver_logs()
     try:
         with psycopg.connect(**target.connect_kwargs()):
             return None
@@ -431,6 +451,7 @@ class Listener:
             from psycopg import sql
         except ImportError:
             raise missing_driver() from None
+        quiet_driver_logs()
         self._target = target
         try:
             self._conn: Any = psycopg.connect(**target.connect_kwargs(), autocommit=True)
@@ -457,3 +478,195 @@ class Listener:
     def close(self) -> None:
         """Stop listening."""
         self._conn.close()
+
+
+# ---- the log's newest position, cheaply -------------------------------------------------
+
+SCHEMA = "public"
+"""The schema of the log's table (eventsourcing's default: ``eventsourcing_env`` sets none)."""
+
+# libpq's enums (libpq-fe.h), stable since PostgreSQL 7.
+_CONNECTION_BAD = 1
+_POLLING_FAILED, _POLLING_READING, _POLLING_WRITING, _POLLING_OK = 0, 1, 2, 3
+_TUPLES_OK = 2
+
+_loaded: list[Any] = []  # the libpq found by _libpq (empty: not looked for yet)
+
+
+def latest_position(target: PgTarget) -> int | None:
+    """The position of the newest event in the team's log (0 when it is empty), or None when
+    this cannot tell (the log's table is missing or unreadable: opening the store creates it
+    or says why). A server that cannot be reached raises :class:`StoreUnavailable` with the
+    sentence opening the store would give (:func:`diagnose`).
+
+    ``runs ls`` asks this before trusting its view: when the answer is the view's position,
+    nothing is new and the store is never opened. Opening it costs about a quarter of a
+    second before any query (importing psycopg, its pool and eventsourcing, then three round
+    trips), so this speaks to libpq — the copy psycopg's binary wheel ships, else the
+    system's — directly through ctypes, over one connection and one query. Where no libpq
+    loads that way it uses plain psycopg (no pool, no eventsourcing).
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("psycopg") is None:
+        raise missing_driver()
+    # Two constant identifiers, quoted; no value of the user's reaches the text.
+    query = f"SELECT max(notification_id) FROM {_quoted(SCHEMA)}.{_quoted(CHANNEL)}"  # noqa: S608
+    lib = _libpq()
+    if lib is None:
+        return _latest_with_psycopg(target, query)
+    return _latest_with_libpq(lib, target, query)
+
+
+def _quoted(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def _libpq() -> Any:
+    """libpq through ctypes, its functions declared; None when none loads."""
+    if not _loaded:
+        _loaded.append(_load_libpq())
+    return _loaded[0]
+
+
+def _libpq_candidates() -> list[str]:
+    import importlib.util
+
+    found: list[str] = []
+    spec = importlib.util.find_spec("psycopg_binary")
+    if spec is not None and spec.submodule_search_locations:
+        package = Path(next(iter(spec.submodule_search_locations)))
+        # Where the wheel tools put bundled libraries: auditwheel (Linux) and delvewheel
+        # (Windows) beside the package, delocate (macOS) inside it.
+        for directory in (package.parent / "psycopg_binary.libs", package / ".dylibs"):
+            if directory.is_dir():
+                found += sorted(str(p) for p in directory.glob("libpq*"))
+    return [*found, "libpq.so.5", "libpq.5.dylib", "libpq.dll"]
+
+
+def _load_libpq() -> Any:
+    import ctypes
+
+    for name in _libpq_candidates():
+        try:
+            lib = ctypes.CDLL(name)
+            _declare(lib)
+        except (OSError, AttributeError):
+            continue
+        return lib
+    return None
+
+
+def _declare(lib: Any) -> None:
+    """Set the signatures of the libpq functions used here (ctypes would guess int)."""
+    import ctypes as c
+
+    conn = res = c.c_void_p
+    strings = c.POINTER(c.c_char_p)
+    for name, restype, argtypes in (
+        ("PQconnectStartParams", conn, [strings, strings, c.c_int]),
+        ("PQconnectPoll", c.c_int, [conn]),
+        ("PQstatus", c.c_int, [conn]),
+        ("PQsocket", c.c_int, [conn]),
+        ("PQerrorMessage", c.c_char_p, [conn]),
+        ("PQsendQuery", c.c_int, [conn, c.c_char_p]),
+        ("PQconsumeInput", c.c_int, [conn]),
+        ("PQisBusy", c.c_int, [conn]),
+        ("PQgetResult", res, [conn]),
+        ("PQresultStatus", c.c_int, [res]),
+        ("PQntuples", c.c_int, [res]),
+        ("PQgetisnull", c.c_int, [res, c.c_int, c.c_int]),
+        ("PQgetvalue", c.c_char_p, [res, c.c_int, c.c_int]),
+        ("PQclear", None, [res]),
+        ("PQfinish", None, [conn]),
+    ):
+        function = getattr(lib, name)
+        function.restype = restype
+        function.argtypes = argtypes
+
+
+def _latest_with_libpq(lib: Any, target: PgTarget, query: str) -> int | None:
+    import ctypes
+    import time
+
+    # The same parameters psycopg gets; libpq skips empty ones (then reads the passfile).
+    params = {k: str(v) for k, v in target.connect_kwargs().items() if v is not None and v != ""}
+    keys = (ctypes.c_char_p * (len(params) + 1))(*(k.encode() for k in params), None)
+    values = (ctypes.c_char_p * (len(params) + 1))(*(v.encode() for v in params.values()), None)
+    # One deadline for connecting and asking: polled, so Ctrl-C is not held up by libpq.
+    deadline = time.monotonic() + CONNECT_TIMEOUT
+    conn = lib.PQconnectStartParams(keys, values, 0)
+    if not conn:
+        raise StoreUnavailable(diagnose(target, "out of memory"))
+    try:
+        # Failures worded as psycopg words them, so that diagnose() says the same sentence.
+        if lib.PQstatus(conn) == _CONNECTION_BAD:
+            raise StoreUnavailable(diagnose(target, _message(lib, conn, "connection is bad")))
+        polling = _POLLING_WRITING
+        while polling != _POLLING_OK:
+            if polling == _POLLING_FAILED:
+                failed = _message(lib, conn, "connection failed")
+                raise StoreUnavailable(diagnose(target, failed))
+            _wait(lib, conn, target, deadline, reading=polling == _POLLING_READING)
+            polling = lib.PQconnectPoll(conn)
+        if not lib.PQsendQuery(conn, query.encode()):
+            raise StoreUnavailable(diagnose(target, _message(lib, conn)))
+        latest: int | None = None
+        while True:
+            if not lib.PQconsumeInput(conn):
+                raise StoreUnavailable(diagnose(target, _message(lib, conn)))
+            if lib.PQisBusy(conn):
+                _wait(lib, conn, target, deadline, reading=True)
+                continue
+            result = lib.PQgetResult(conn)
+            if not result:
+                return latest
+            try:
+                if lib.PQresultStatus(result) == _TUPLES_OK and lib.PQntuples(result) == 1:
+                    found = lib.PQgetvalue(result, 0, 0)
+                    latest = 0 if lib.PQgetisnull(result, 0, 0) else int(found)
+            finally:
+                lib.PQclear(result)
+    finally:
+        lib.PQfinish(conn)
+
+
+def _message(lib: Any, conn: Any, prefix: str = "") -> str:
+    raw = lib.PQerrorMessage(conn) or b""
+    text = raw.decode("utf-8", "replace").strip() or "no error details available"
+    return f"{prefix}: {text}" if prefix else text
+
+
+def _wait(lib: Any, conn: Any, target: PgTarget, deadline: float, *, reading: bool) -> None:
+    """Until libpq's socket is readable (or writable), or fail at the deadline."""
+    import select
+    import time
+
+    fd = lib.PQsocket(conn)
+    if fd < 0:
+        raise StoreUnavailable(diagnose(target, _message(lib, conn)))
+    remaining = deadline - time.monotonic()
+    ready = (
+        select.select([fd] if reading else [], [] if reading else [fd], [], remaining)
+        if remaining > 0
+        else ([], [], [])
+    )
+    if not (ready[0] or ready[1]):
+        raise StoreUnavailable(diagnose(target, "connection timeout expired"))
+
+
+def _latest_with_psycopg(target: PgTarget, query: str) -> int | None:
+    import psycopg
+
+    quiet_driver_logs()
+    try:
+        with psycopg.connect(**target.connect_kwargs(), autocommit=True) as conn:
+            try:
+                row = conn.execute(query.encode()).fetchone()
+            except psycopg.OperationalError:
+                raise
+            except psycopg.Error:
+                return None
+    except psycopg.OperationalError as error:
+        raise StoreUnavailable(diagnose(target, error)) from None
+    return 0 if row is None or row[0] is None else int(row[0])

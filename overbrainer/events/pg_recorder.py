@@ -29,7 +29,16 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastor
 from eventsourcing.utils import Environment
 from psycopg import sql
 
-from overbrainer.events.pg import PasswordSource, PgTarget, StoreUnavailable, diagnose, probe
+from overbrainer.events.pg import (
+    PasswordSource,
+    PgTarget,
+    StoreUnavailable,
+    diagnose,
+    probe,
+    quiet_driver_logs,
+)
+
+quiet_driver_logs()
 
 _T = TypeVar("_T")
 _BASE = PostgresApplicationRecorder
@@ -117,6 +126,9 @@ class TeamRecorder(PostgresApplicationRecorder):
         reason = probe(self.target)
         if reason is not None:
             raise StoreUnavailable(reason) from None
+        # Every pooled connection may predate the restart, not just the one that failed:
+        # the pool tests each and replaces the dead, so the retry gets a live one.
+        self.datastore.pool.check()
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any

@@ -9,9 +9,13 @@ import hashlib
 import json
 import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from overbrainer.events.aggregate import InvalidTransition, RunLog
-from overbrainer.events.store import RunStore, StoreError
+
+if TYPE_CHECKING:
+    # Not loaded at run time: a listing whose view is current never opens the store.
+    from overbrainer.events.store import RunStore
 
 _BATCH = 2000
 
@@ -75,7 +79,23 @@ class RunsView:
         row = self._db.execute("SELECT value FROM meta WHERE key='position'").fetchone()
         return int(row[0]) if row else 0
 
-    def catch_up(self, store: RunStore) -> int:
+    def runs_at(self, latest: int) -> list[RunLog] | None:
+        """Every run, oldest first, when the view has folded the log exactly up to position
+        ``latest`` (the store's newest); None when it must catch up first (a row or the
+        position is damaged, or the log is behind the view: it is not the log the view was
+        built from, so the view is emptied and the catch-up rebuilds it)."""
+        try:
+            position = self.position
+            if position > latest:
+                self._reset()
+                return None
+            if position < latest:
+                return None
+            return self._rows()
+        except (ValueError, _Damaged):
+            return None
+
+    def catch_up(self, store: "RunStore") -> int:
         """Fold every event appended since the view's position; returns how many."""
         self._store = store
         try:
@@ -90,7 +110,7 @@ class RunsView:
             self._db.execute("DELETE FROM runs")
             self._db.execute("INSERT OR REPLACE INTO meta VALUES ('position', '0')")
 
-    def _catch_up(self, store: RunStore) -> int:
+    def _catch_up(self, store: "RunStore") -> int:
         try:
             position = self.position
         except ValueError:
@@ -124,22 +144,24 @@ class RunsView:
 
     def runs(self) -> list[RunLog]:
         """Every run, oldest first (run IDs sort by creation time)."""
-        rows = self._db.execute("SELECT state FROM runs ORDER BY run_id").fetchall()
         try:
-            return [_decode(row[0]) for row in rows]
+            return self._rows()
         except _Damaged:
             # A row edited by hand: the view is rebuilt from the log, never trusted.
             if self._store is None:
+                from overbrainer.events.store import StoreError
+
                 raise StoreError(
                     "the runs view (.overbrainer/view.sqlite) is damaged; delete it and list "
                     "the runs again"
                 ) from None
             self._reset()
             self._catch_up(self._store)
-            return [
-                _decode(row[0])
-                for row in self._db.execute("SELECT state FROM runs ORDER BY run_id").fetchall()
-            ]
+            return self._rows()
+
+    def _rows(self) -> list[RunLog]:
+        rows = self._db.execute("SELECT state FROM runs ORDER BY run_id").fetchall()
+        return [_decode(row[0]) for row in rows]
 
 
 class _Damaged(Exception):
