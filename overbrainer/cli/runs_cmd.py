@@ -36,10 +36,11 @@ def _progress(metrics: dict[str, Any]) -> str:
     return str(step)
 
 
-def _row(state: Any, now: datetime) -> dict[str, Any]:
+def _row(state: Any, now: datetime, host: str) -> dict[str, Any]:
     run, pod = state.run, state.pod
     return {
         "id": run.run_id,
+        "host": host,
         "state": run.state,
         "target": run.target,
         "kind": run.kind,
@@ -63,8 +64,9 @@ def _latest_position(url: str | None, environ: Mapping[str, str]) -> int | None:
     return latest_position(parse_url(url, environ))
 
 
-def _listing(invocation: Invocation) -> list[Any]:
-    """Every run's state from the view, caught up with the store first when it lags.
+def _listing(invocation: Invocation) -> tuple[list[Any], dict[str, str]]:
+    """Every run's state from the view, caught up with the store first when it lags, and
+    the host each run was created on.
 
     On a team store the view is trusted as it is when its position is the log's newest
     (one short query, see ``pg.latest_position``): the store, its driver and eventsourcing
@@ -81,11 +83,11 @@ def _listing(invocation: Invocation) -> list[Any]:
         if latest is not None:
             states = view.runs_at(latest)
             if states is not None:
-                return states
+                return states, view.hosts()
         store = open_store(invocation)
         try:
             view.catch_up(store)
-            return view.runs()
+            return view.runs(), view.hosts()
         finally:
             store.close()
     finally:
@@ -94,10 +96,13 @@ def _listing(invocation: Invocation) -> list[Any]:
 
 @app.command(name="ls")
 def ls(*, json: Annotated[bool, Parameter(negative=())] = False) -> int:
-    """One line per run: id, state, target, created, progress, pod and spend."""
-    states = _listing(current())
+    """One line per run: id, state, target, created, progress, pod and spend (and the host
+    it runs from, when some run of a team store is not this machine's)."""
+    import socket
+
+    states, hosts = _listing(current())
     now = datetime.now(UTC)
-    rows = [_row(state, now) for state in states]
+    rows = [_row(state, now, hosts.get(state.run.run_id, "")) for state in states]
     if json:
         for row in rows:
             print_json(row)
@@ -106,9 +111,13 @@ def ls(*, json: Annotated[bool, Parameter(negative=())] = False) -> int:
         print("no runs yet: start one with `overbrainer train`", file=sys.stderr)
         return 0
     heads = ["RUN", "STATE", "TARGET", "CREATED", "PROGRESS", "POD", "SPEND"]
+    # The host (as actors record it) only matters once some run was started elsewhere.
+    here = socket.gethostname()
+    with_host = any(r["host"] not in ("", here) for r in rows)
     table = [
         [
             r["id"],
+            *([r["host"] or "?"] if with_host else []),
             r["state"],
             r["target"],
             (r["created"] or "")[:16].replace("T", " "),
@@ -118,6 +127,8 @@ def ls(*, json: Annotated[bool, Parameter(negative=())] = False) -> int:
         ]
         for r in rows
     ]
+    if with_host:
+        heads.insert(1, "HOST")
     widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(heads)]
     out = ["  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip()]
     out += ["  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip() for t in table]

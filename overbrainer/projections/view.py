@@ -26,11 +26,12 @@ def _open(path: Path) -> sqlite3.Connection:
         db.executescript(
             "PRAGMA journal_mode=WAL;"
             "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-            "CREATE TABLE IF NOT EXISTS runs (run_id TEXT PRIMARY KEY, state TEXT NOT NULL);"
+            "CREATE TABLE IF NOT EXISTS runs "
+            "(run_id TEXT PRIMARY KEY, state TEXT NOT NULL, host TEXT);"
         )
-        # A table of another shape under the same name is damage too.
+        # A table of another shape under the same name (an older view, say) is damage too.
         db.execute("SELECT key, value FROM meta LIMIT 1").fetchall()
-        db.execute("SELECT run_id, state FROM runs LIMIT 1").fetchall()
+        db.execute("SELECT run_id, state, host FROM runs LIMIT 1").fetchall()
     except sqlite3.DatabaseError:
         db.close()
         raise
@@ -121,7 +122,11 @@ class RunsView:
             if not batch:
                 return folded
             states: dict[str, RunLog] = {}
+            hosts: dict[str, str] = {}
             for note_id, record in batch:
+                if record.event.name == "run.Created":
+                    # Where the run lives: `runs ls` names it when it is not this machine.
+                    hosts[record.run_id] = str(record.actor.get("host", ""))
                 state = states.get(record.run_id) or self._load(record.run_id)
                 try:
                     state.apply(record.event, record.at)
@@ -132,8 +137,9 @@ class RunsView:
                 position = note_id
             with self._db:
                 self._db.executemany(
-                    "INSERT OR REPLACE INTO runs VALUES (?, ?)",
-                    [(rid, json.dumps(s.to_json())) for rid, s in states.items()],
+                    "INSERT INTO runs VALUES (?, ?, ?) ON CONFLICT(run_id) DO UPDATE SET "
+                    "state=excluded.state, host=COALESCE(excluded.host, runs.host)",
+                    [(rid, json.dumps(s.to_json()), hosts.get(rid)) for rid, s in states.items()],
                 )
                 self._db.execute("UPDATE meta SET value=? WHERE key='position'", (str(position),))
             folded += len(batch)
@@ -158,6 +164,11 @@ class RunsView:
             self._reset()
             self._catch_up(self._store)
             return self._rows()
+
+    def hosts(self) -> dict[str, str]:
+        """The host each run was created on (its ``run.Created`` actor), by run ID."""
+        rows = self._db.execute("SELECT run_id, host FROM runs WHERE host IS NOT NULL")
+        return {str(run_id): str(host) for run_id, host in rows.fetchall()}
 
     def _rows(self) -> list[RunLog]:
         rows = self._db.execute("SELECT state FROM runs ORDER BY run_id").fetchall()

@@ -185,9 +185,12 @@ EXPECTED_SENTENCES_A = [
     "pod k3x9 deleted (by pod rm) after 1h00m, spend $0.53",
 ]
 
+HERE = Actor.here("test script").host
+
 EXPECTED_ROWS = [
     {
         "id": RUN_A,
+        "host": HERE,
         "state": "succeeded",
         "target": "gpu",
         "kind": "runpod",
@@ -200,6 +203,7 @@ EXPECTED_ROWS = [
     },
     {
         "id": RUN_B,
+        "host": HERE,
         "state": "cancelled",
         "target": "here",
         "kind": "local",
@@ -212,6 +216,7 @@ EXPECTED_ROWS = [
     },
     {
         "id": RUN_C,
+        "host": HERE,
         "state": "failed",
         "target": "gpu",
         "kind": "runpod",

@@ -76,8 +76,12 @@ def test_a_run_from_one_checkout_shows_in_the_other_with_its_host(
     assert [(r["id"], r["state"], r["pod"], r["pod_status"]) for r in rows] == [
         (RUN, "preparing", "k3x9", "created")
     ]
+    assert rows[0]["host"] == "laptop-a"
     code, out, _ = _cli(capsys, "-C", str(second), "runs", "ls")
-    assert code == 0 and RUN in out and "k3x9 created" in out
+    assert code == 0 and "k3x9 created" in out
+    head, line = out.splitlines()
+    assert head.split()[:3] == ["RUN", "HOST", "STATE"]
+    assert line.split()[:3] == [RUN, "laptop-a", "preparing"]
 
     code, out, _ = _cli(capsys, "-C", str(second), "events", RUN)
     assert code == 0

@@ -1,0 +1,61 @@
+"""The runs view: where each run lives is kept with it, and a view file from before that
+(another table shape) is rebuilt from the log, never misread."""
+
+import sqlite3
+from pathlib import Path
+
+from overbrainer.events import types as ev
+from overbrainer.events.actor import Actor
+from overbrainer.events.store import RunStore
+from overbrainer.projections.view import RunsView, view_path
+
+RUN_A, RUN_B = "20260301-101500-a1b2", "20260301-111500-c3d4"
+
+
+def _created(run_id: str) -> ev.RunCreated:
+    return ev.RunCreated(
+        run_id=run_id, target="here", kind="local", remote_dir=f"runs/{run_id}", settings_digest="d"
+    )
+
+
+def _actor(host: str) -> Actor:
+    return Actor(command="train", user="alice", host=host, pid=1, version="0.3.0")
+
+
+def test_each_run_keeps_the_host_it_was_created_on(tmp_path: Path) -> None:
+    laptop = RunStore(None, tmp_path, _actor("laptop-a"))
+    laptop.create(_created(RUN_A))
+    view = RunsView(view_path(tmp_path), "local")
+    view.catch_up(laptop)
+    assert view.hosts() == {RUN_A: "laptop-a"}
+    # Later events by another host do not move the run; a new run has its own host.
+    workstation = RunStore(None, tmp_path, _actor("workstation-b"))
+    workstation.append(RUN_A, lambda _s: [ev.JobStarted(job_dir="x", pid=7)])
+    workstation.create(_created(RUN_B))
+    view.catch_up(workstation)
+    assert view.hosts() == {RUN_A: "laptop-a", RUN_B: "workstation-b"}
+    assert [s.run.state for s in view.runs()] == ["running", "preparing"]
+    view.close()
+    laptop.close()
+    workstation.close()
+
+
+def test_a_view_of_the_older_shape_is_rebuilt_from_the_log(tmp_path: Path) -> None:
+    store = RunStore(None, tmp_path, _actor("laptop-a"))
+    store.create(_created(RUN_A))
+    path = view_path(tmp_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = sqlite3.connect(path)
+    old.executescript(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        "CREATE TABLE runs (run_id TEXT PRIMARY KEY, state TEXT NOT NULL);"
+        "INSERT INTO meta VALUES ('position', '99');"
+    )
+    old.close()
+    view = RunsView(path, "local")
+    assert view.position == 0
+    view.catch_up(store)
+    assert [s.run.run_id for s in view.runs()] == [RUN_A]
+    assert view.hosts() == {RUN_A: "laptop-a"}
+    view.close()
+    store.close()
