@@ -46,7 +46,8 @@ from overbrainer.exec.base import (
 from overbrainer.front.console import Front
 from overbrainer.front.interrupts import Interrupts
 from overbrainer.projections.files import write_projections
-from overbrainer.runpod.client import RunpodClient
+from overbrainer.runpod.client import CreatePod, RunpodClient
+from overbrainer.runpod.models import Pod
 from overbrainer.runpod.pod_scripts import BOOTSTRAP_FAILED, RUN_MARKER, VERDICT
 from overbrainer.runpod.pods import PodAccess, PodContext
 from overbrainer.runpod.timing import Timing
@@ -370,6 +371,23 @@ class PodRig:
         """The PodContext (set once the client is open)."""
         assert self.ctx is not None
         return self.ctx
+
+    async def create_pod(
+        self, name: str, marker: str | None, gpu_type: str = "NVIDIA A40", args: str | None = None
+    ) -> Pod:
+        """Create a pod on the fake account through the client, behind the run log's back
+        (the caller records it, or not); ``marker`` is the run ID it carries, if any."""
+        return await self.context.client.create_pod(
+            CreatePod(
+                name=name,
+                image=PINNED_IMAGE,
+                gpu_type=gpu_type,
+                gpu_count=1,
+                disk_gb=20,
+                env={RUN_MARKER: marker} if marker else {},
+                **({"args": args} if args is not None else {}),
+            )
+        )
 
     async def new_run(self, *, keep: bool = False) -> str:
         """Create a preparing Runpod run; return its ID."""

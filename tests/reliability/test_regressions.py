@@ -31,7 +31,6 @@ from overbrainer.front.console import Front
 from overbrainer.front.interrupts import Interrupts
 from overbrainer.projections.view import RunsView, view_path
 from overbrainer.runpod.client import CreateFailed, CreatePod, RunpodClient
-from overbrainer.runpod.pod_scripts import RUN_MARKER
 from overbrainer.runpod.podrm import remove_run_pods
 from overbrainer.runpod.pods import DeleteUnconfirmed, delete_pod
 from overbrainer.runpod.provision import ProvisionInterrupted, provision
@@ -310,18 +309,7 @@ async def test_a_create_answered_by_a_proxy_404_names_the_base_url_not_the_volum
 
 
 async def _created_pod(rig: PodRig, run_id: str, name: str) -> str:
-    pod = await rig.context.client.create_pod(
-        CreatePod(
-            name=name,
-            image=PINNED_IMAGE,
-            gpu_type=A40,
-            gpu_count=1,
-            disk_gb=20,
-            env={RUN_MARKER: run_id},
-            args="sleep infinity",
-        )
-    )
-    return pod.id
+    return (await rig.create_pod(name, run_id, args="sleep infinity")).id
 
 
 async def test_a_delete_whose_confirmation_cannot_read_runpod_says_so(

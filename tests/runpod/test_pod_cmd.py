@@ -47,17 +47,7 @@ STRANGER = "20250505-050505-beef"  # a run ID no store here knows
 async def _extra_pod(t: Train, name: str, marker: str | None) -> str:
     """A pod created behind overbrainer's back (a stray, a pod of another checkout…)."""
     t.rig.plans[len(t.rig.fake.pods)] = MachinePlan(no_machine=True)
-    pod = await t.rig.context.client.create_pod(
-        CreatePod(
-            name=name,
-            image=PINNED_IMAGE,
-            gpu_type=A40,
-            gpu_count=1,
-            disk_gb=20,
-            env={RUN_MARKER: marker} if marker else {},
-        )
-    )
-    return pod.id
+    return (await t.rig.create_pod(name, marker)).id
 
 
 async def _recorded(t: Train) -> dict[str, object]:

@@ -9,11 +9,10 @@ import trio
 import trio.testing
 
 from overbrainer.events import types as ev
-from overbrainer.runpod.client import CreatePod, RunpodApiError
+from overbrainer.runpod.client import RunpodApiError
 from overbrainer.runpod.decide import iso_utc
-from overbrainer.runpod.pod_scripts import RUN_MARKER
 from overbrainer.runpod.pods import DeleteUnconfirmed, confirm_gone, delete_pod
-from tests.fakes.fake_executor import PINNED_IMAGE, PodRig, pod_rig
+from tests.fakes.fake_executor import PodRig, pod_rig
 
 A40 = "NVIDIA A40"
 FOREVER = 10**9
@@ -28,17 +27,7 @@ async def rig(tmp_path: Path):  # type: ignore[no-untyped-def]
 async def new_pod(rig: PodRig, run_id: str, n: int = 1, *, record: bool = True) -> str:
     """Create a pod of ``run_id`` on the fake; record it as the run's pod."""
     name = f"overbrainer-{run_id}-{n}"
-    pod = await rig.context.client.create_pod(
-        CreatePod(
-            name=name,
-            image=PINNED_IMAGE,
-            gpu_type=A40,
-            gpu_count=1,
-            disk_gb=20,
-            env={RUN_MARKER: run_id},
-            args="sleep infinity",
-        )
-    )
+    pod = await rig.create_pod(name, run_id, args="sleep infinity")
     if record:
         await rig.journal.append(
             run_id,
