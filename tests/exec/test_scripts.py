@@ -324,3 +324,24 @@ def test_read_from_an_offset_and_touch(shell: Shell, tmp_path: Path) -> None:
     marker = tmp_path / ".pod" / "deep" / "retrieved"
     shell.ctl("touch", str(marker))
     assert marker.is_file()
+
+
+def test_a_status_read_as_the_job_ends_is_never_lost(
+    shell: Shell, tmp_path: Path, reap: list[int]
+) -> None:
+    # Found by the Ctrl-C campaign (runpod train sigint @100): a status read that saw no
+    # exit_code yet, then a process group already gone, called a job that had just exited 0
+    # "lost", failing a good run. Jobs that end at once, each read without pause till done.
+    seen: list[str] = []
+    for n in range(12):
+        run = tmp_path / f"run{n}"
+        shell.prepare(run, [["sh", "-c", "exit 0"]])
+        pid = shell.start(run)
+        reap.append(pid)
+        while True:
+            status = shell.ctl("status", str(run)).strip()
+            seen.append(status)
+            if status != "running":
+                break
+        assert status == "exited 0", f"job {n} read {status!r} as it ended"
+    assert set(seen) <= {"running", "exited 0"}

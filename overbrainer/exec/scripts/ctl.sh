@@ -58,6 +58,14 @@ _ob_job_pid() {
 }
 
 _ob_status() {
+    # Whether the group lives is read BEFORE the markers: the job writes exit_code while
+    # its group still lives, so a group seen gone has left its exit code already. Read the
+    # other way round, a job ending between the two reads looks lost.
+    _ob_live=
+    _ob_pid=$(_ob_job_pid)
+    if [ -n "$_ob_pid" ] && _ob_alive "$_ob_pid"; then
+        _ob_live=yes
+    fi
     if [ -e cancelled ]; then
         echo cancelled
     elif [ -e cancelling ]; then
@@ -69,13 +77,10 @@ _ob_status() {
         '' | *[!0-9]*) echo "exited ?" ;;
         *) echo "exited $_ob_code" ;;
         esac
+    elif [ -n "$_ob_live" ]; then
+        echo running
     else
-        _ob_pid=$(_ob_job_pid)
-        if [ -n "$_ob_pid" ] && _ob_alive "$_ob_pid"; then
-            echo running
-        else
-            echo lost
-        fi
+        echo lost
     fi
 }
 
