@@ -98,7 +98,8 @@ async def cancel_elsewhere(session: Session, state: RunLog, *, follower_poll: fl
         latest = await session.journal.state(run_id)
         raise OverbrainerError(_nobody_following(run_id, where, latest))
     if final.run.state == "cancelled":
-        front.result(f"train: run {run_id} cancelled (by the command following it on {where})")
+        host = f"host {home.host}" if home is not None else "another checkout"
+        front.result(f"train: run {run_id} cancelled by the command following it on {host}")
     else:
         front.result(
             f"train: run {run_id} {final.run.state} before the cancel took effect"
