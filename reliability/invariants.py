@@ -39,7 +39,7 @@ def open_store(project: Project) -> Any:
     from overbrainer.events.actor import Actor
     from overbrainer.events.store import RunStore
 
-    return RunStore(None, project.path, Actor.here("reliability"))
+    return RunStore(project.store_url, project.path, Actor.here("reliability"), environ=project.env)
 
 
 def log_state(project: Project, run_id: str) -> tuple[Any, list[Any]]:

@@ -189,9 +189,16 @@ def inject_case(
     name: str,
     during: Callable[[Project], None] | None = None,
     codes: set[int] | None = None,
+    prepare: Callable[[Project], None] | None = None,
+    after: Callable[[Project], None] | None = None,
 ) -> list[str]:
-    """Run ``command`` acting ``action`` at checkpoint ``key``, recover, check."""
+    """Run ``command`` acting ``action`` at checkpoint ``key``, recover, check.
+
+    ``prepare`` adjusts the fresh project first (its store, say); ``after`` runs once the
+    command has ended, before recovery (a server put back, say)."""
     with case_project(world, name) as project:
+        if prepare is not None:
+            prepare(project)
         prepared = setup(project, command)
         trace_path = project.path.parent / "trace.jsonl"
         plan: dict[str, Any] = {"trace": str(trace_path), "at": key, "action": action}
@@ -207,6 +214,8 @@ def inject_case(
         finally:
             if pauser is not None:
                 pauser.close()
+            if after is not None:
+                after(project)
         reached = key in read_trace(trace_path)
         if not reached:
             UNREACHED.append(name)

@@ -119,6 +119,7 @@ class Worlds:
         self.clean: list[Result] = []
         self._lock = threading.Lock()
         self._runpod: Any = None
+        self._postgres: Any = None
 
     def machine(self, kind: str) -> MachineWorld:
         """The local or ssh world."""
@@ -127,6 +128,24 @@ class Worlds:
                 world = MachineWorld(kind, self.base / kind)
                 self._machines[kind] = self.stack.enter_context(world)
             return self._machines[kind]
+
+    def postgres(self) -> Any:
+        """A PostgreSQL server for the team-store faults (started on first use), or the
+        error saying which binaries are missing."""
+        from tests.pg import PgCluster, PgUnavailable
+
+        with self._lock:
+            if self._postgres is None:
+                try:
+                    cluster = PgCluster()
+                except PgUnavailable as error:
+                    self._postgres = error
+                else:
+                    self.stack.callback(cluster.destroy)
+                    self._postgres = cluster.start()
+            if isinstance(self._postgres, Exception):
+                raise self._postgres
+            return self._postgres
 
     def runpod(self) -> Any:
         """The Runpod world (the fake API and pods on loopback)."""
@@ -189,6 +208,10 @@ def cases(campaign: str, worlds: Worlds, *, full: bool) -> list[Case]:
                 # target; on ssh, the one where a job on the target awaits its record.
                 only = None if kind == "local" or full else "run.JobStarted"
                 out += store_faults.cases(worlds.machine(kind), worlds.traces(kind), only)
+            if kind == "local":
+                out += store_faults.postgres_cases(
+                    worlds.machine(kind), worlds.traces(kind), worlds.postgres
+                )
             if kind == "ssh":
                 out += store_faults.ssh_drop_cases(worlds.base / "ssh-drops", worlds.traces(kind))
             if kind == "runpod":

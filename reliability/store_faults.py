@@ -107,6 +107,80 @@ def cases(world: MachineWorld, traced: dict[str, list[str]], only: str | None = 
     return out
 
 
+# --- PostgreSQL unreachable or stopped -------------------------------------------------
+
+
+def postgres_cases(
+    world: MachineWorld, traced: dict[str, list[str]], server: Callable[[], Any]
+) -> list[Case]:
+    """``train`` on a team store (PostgreSQL) whose database becomes unreachable just before
+    each append (its connections cut, new ones refused), and, once, whose server stops just
+    before the job's start is recorded. The database comes back once the command has
+    ended; recovery then runs on it. ``server`` gives the campaign's PostgreSQL server."""
+    out: list[Case] = []
+    for i, key in enumerate(traced.get("train", [])):
+        if not key.startswith("append-before"):
+            continue
+        variants = [("unreachable", False)]
+        if "run.JobStarted" in key:
+            variants.append(("stopped", True))
+        for label, stop in variants:
+            slug = f"{world.kind}-store-postgres-{label}-{i:02d}"
+            name = f"{world.kind} train store postgres {label} @{i:02d} {short(key)}"
+            out.append(
+                Case(
+                    "faults",
+                    name,
+                    _bind(_postgres_case, world, key, slug, server, stop),
+                    weight=2.0 if stop else 1.5,
+                )
+            )
+    return out
+
+
+def _postgres_case(
+    world: MachineWorld, key: str, slug: str, server: Callable[[], Any], stop: bool
+) -> list[str]:
+    from tests.pg import PgCluster
+
+    own: Any = None
+    if stop:  # a server of its own: stopping it touches no other case
+        own = PgCluster().start()
+        cluster = own
+    else:
+        cluster = server()
+    db = cluster.new_database()
+
+    def prepare(project: Project) -> None:
+        for name in [n for n in project.env if n.startswith("PG")]:
+            del project.env[name]
+        # The password from libpq's passfile, as a team member would keep it.
+        project.env["PGPASSFILE"] = str(cluster.passfile)
+        project.env["OVERBRAINER_STORE__URL"] = cluster.url(db)
+
+    def fail(_project: Project) -> None:
+        if stop:
+            cluster.stop()
+            return
+        cluster.psql(f"ALTER DATABASE {db} ALLOW_CONNECTIONS false")
+        cut = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '%s'"
+        cluster.psql(cut % db)  # db is this case's own t_<hex> name
+
+    def back(_project: Project) -> None:
+        if stop:
+            cluster.start()
+        else:
+            cluster.psql(f"ALTER DATABASE {db} ALLOW_CONNECTIONS true")
+
+    try:
+        return inject_case(
+            world, "train", key, "pause", slug, fail, {0, 1}, prepare=prepare, after=back
+        )
+    finally:
+        if own is not None:
+            own.destroy()
+
+
 # --- SSH dropped --------------------------------------------------------------------------
 
 STAGES = {

@@ -164,9 +164,14 @@ class Project:
         after creating a run leaves no ``runs/<id>/`` yet) and of ``runs/``."""
         directory = self.path / "runs"
         found = {p.name for p in directory.iterdir() if p.is_dir()} if directory.is_dir() else set()
-        if (self.path / ".overbrainer" / "events.sqlite").exists():
-            found |= set(logged_runs(self.path))
+        if self.store_url is not None or (self.path / ".overbrainer" / "events.sqlite").exists():
+            found |= set(logged_runs(self.path, self.store_url, self.env))
         return sorted(found)
+
+    @property
+    def store_url(self) -> str | None:
+        """The project's team store (PostgreSQL), when its cases use one."""
+        return self.env.get("OVERBRAINER_STORE__URL")
 
     def job_dir(self, run_id: str) -> Path:
         """The run's directory on the target, as a local path."""
@@ -199,12 +204,14 @@ class Project:
                 undo()
 
 
-def logged_runs(project_dir: Path) -> list[str]:
+def logged_runs(
+    project_dir: Path, url: str | None = None, environ: dict[str, str] | None = None
+) -> list[str]:
     """Every run ID in a project's event log (read as ``runs ls`` does, in this process)."""
     from overbrainer.events.actor import Actor
     from overbrainer.events.store import RunStore
 
-    store = RunStore(None, project_dir, Actor.here("reliability"))
+    store = RunStore(url, project_dir, Actor.here("reliability"), environ=environ)
     try:
         found: set[str] = set()
         position = 0

@@ -10,6 +10,7 @@ from reliability import api_faults, bad_input, machine, store_faults
 from reliability.core import Case, Result, run_cases
 from reliability.pods import RunpodWorld
 from reliability.world import MachineWorld
+from tests.pg import running_cluster
 
 
 def _pick(keys: list[str], mark: str, *, last: bool = False) -> str:
@@ -66,6 +67,23 @@ def test_ctrl_c_crash_and_store_faults_on_the_local_target(tmp_path: Path) -> No
             ),
         ]
         _clean(run_cases(cases, 5))
+
+
+def test_a_team_store_unreachable_or_stopped_at_an_append(tmp_path: Path) -> None:
+    with running_cluster() as cluster, MachineWorld("local", tmp_path) as world:
+        keys, found = machine.trace(world, "train", "trace")
+        assert found == []
+        assert "append-before run.JobStarted" in keys
+        cases = [
+            c
+            for c in store_faults.postgres_cases(world, {"train": keys}, lambda: cluster)
+            if "run.JobStarted" in c.name
+        ]
+        assert sorted(c.name.split(" @")[0] for c in cases) == [
+            "local train store postgres stopped",
+            "local train store postgres unreachable",
+        ]
+        _clean(run_cases(cases, 2))
 
 
 def test_ctrl_c_and_a_dropped_connection_on_the_ssh_target(tmp_path: Path) -> None:
