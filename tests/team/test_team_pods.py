@@ -282,6 +282,8 @@ async def test_the_database_stopped_mid_train_fails_plainly_and_attach_finishes_
         )
         assert f"`overbrainer train attach {run_id}`" in errors[0]
         assert team.cluster.password not in out + err
+        # Following went on without the store, saying so once.
+        assert err.count(f"following the job of run {run_id} goes on") == 1
         # Nothing deleted the pod (its end was not recorded): its watchdog guards it.
         assert stopped_then == "RUNNING" and c.w.fake.status(pod_id) == "RUNNING"
         watchdog = (c.w.pod_run_dir(pod_id, run_id) / ".pod" / "watchdog.log").read_text()
