@@ -42,7 +42,7 @@ class Setup:
     run_id: str | None
 
 
-def detached_run(project: Project) -> str:
+def detached_run(project: Project, timeout: float = 60) -> str:
     """A run whose job is held running, and that no command follows (Ctrl-C'd ``train``)."""
     project.hold.touch()
     started = time.monotonic()
@@ -50,12 +50,12 @@ def detached_run(project: Project) -> str:
     try:
         project.wait_for(
             lambda: any(project.run_state(r) == "running" for r in project.runs()),
-            timeout=60,
+            timeout=timeout,
             what="a running run",
         )
     finally:
         process.send_signal(signal.SIGINT)
-        done = project.finish(process, ("train",), started, timeout=60)
+        done = project.finish(process, ("train",), started, timeout=timeout)
     (run_id,) = project.runs()
     if done.code != 130:
         raise RuntimeError(f"setting up a detached run failed ({done.code}): {done.said()}")

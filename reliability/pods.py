@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import signal
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,6 +30,7 @@ from reliability.invariants import (
     scan_files,
 )
 from reliability.machine import _Pauser, _said_next_step, read_trace, short
+from reliability.machine import detached_run as machine_detached_run
 from reliability.world import (
     _WRAPPER,
     CANARIES,
@@ -39,6 +38,7 @@ from reliability.world import (
     STAND_IN,
     Project,
     base_env,
+    case_dir,
 )
 
 A40 = "NVIDIA A40"
@@ -141,7 +141,7 @@ class RunpodWorld:
 
     def project(self, name: str) -> Project:
         """A fresh copy of the template for case ``name``."""
-        path = self.base / "cases" / name / "project"
+        path = case_dir(self.base, name) / "project"
         shutil.copytree(self.template, path)
         venv = path.parent / "venv"
         (venv / "bin").mkdir(parents=True)
@@ -204,23 +204,9 @@ class RunpodWorld:
     # -- setting up a command --
 
     def detached_run(self, project: Project) -> str:
-        """A run whose job is held running on its pod, and that no command follows."""
-        project.hold.touch()
-        started = time.monotonic()
-        process = project.start("train")
-        try:
-            project.wait_for(
-                lambda: any(project.run_state(r) == "running" for r in project.runs()),
-                timeout=90,
-                what="a running run",
-            )
-        finally:
-            process.send_signal(signal.SIGINT)
-            done = project.finish(process, ("train",), started, timeout=90)
-        (run_id,) = project.runs()
-        if done.code != 130:
-            raise RuntimeError(f"setting up a detached run failed ({done.code}): {done.said()}")
-        return run_id
+        """A run whose job is held running on its pod, and that no command follows (a pod
+        takes longer to get there than a machine)."""
+        return machine_detached_run(project, timeout=90)
 
     def setup(self, project: Project, command: str) -> tuple[tuple[str, ...], str | None]:
         """The arguments of ``command`` on a project made ready for it."""

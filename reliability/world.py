@@ -204,6 +204,17 @@ class Project:
                 undo()
 
 
+def case_dir(base: Path, name: str) -> Path:
+    """A fresh directory for case ``name`` under ``base``: a case run again (its harness
+    timed out) gets a new one beside the first, which is left as it was."""
+    path = base / "cases" / name
+    again = 1
+    while path.exists():
+        again += 1
+        path = base / "cases" / f"{name}-try{again}"
+    return path
+
+
 def logged_runs(
     project_dir: Path, url: str | None = None, environ: dict[str, str] | None = None
 ) -> list[str]:
@@ -318,7 +329,7 @@ class MachineWorld:
 
     def project(self, name: str) -> Project:
         """A fresh copy of the template for case ``name``."""
-        path = self.base / "cases" / name / "project"
+        path = case_dir(self.base, name) / "project"
         shutil.copytree(self.template, path)
         venv = path.parent / "venv"
         (venv / "bin").mkdir(parents=True)

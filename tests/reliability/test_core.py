@@ -1,8 +1,11 @@
 """The campaign runner: a case whose harness timed out runs once more, alone; only a second
 time-out counts as a violation, and any other failure counts at once."""
 
+from pathlib import Path
+
 from reliability import core
 from reliability.core import Case, run_cases
+from reliability.world import case_dir
 
 
 def test_a_harness_time_out_runs_again_alone_and_only_a_second_one_counts() -> None:
@@ -34,3 +37,12 @@ def test_a_harness_time_out_runs_again_alone_and_only_a_second_one_counts() -> N
     assert results["broken"].violations == ["pod k3x9 bills and nothing guards it"]
     assert sorted(core.RERUN) == ["flaky", "hung"]
     core.RERUN.clear()
+
+
+def test_a_case_run_again_gets_a_fresh_directory_beside_the_first(tmp_path: Path) -> None:
+    first = case_dir(tmp_path, "local-train-sigint-05")
+    first.mkdir(parents=True)
+    (first / "left").write_text("as it was")
+    second = case_dir(tmp_path, "local-train-sigint-05")
+    assert second == tmp_path / "cases" / "local-train-sigint-05-try2"
+    assert not second.exists() and (first / "left").read_text() == "as it was"
