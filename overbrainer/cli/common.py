@@ -47,17 +47,30 @@ def _has_password(url: str) -> bool:
         return False
 
 
-def open_store(invocation: Invocation) -> Any:
-    """The run store of the invocation's project, stamped with its actor."""
+def open_store(invocation: Invocation, *, read_only: bool = False) -> Any:
+    """The run store of the invocation's project, stamped with its actor; ``read_only``
+    for commands that only read (nothing is written or created, so they work on a
+    read-only or full disk, and outside a project they refuse before anything)."""
     from overbrainer.events.actor import Actor
     from overbrainer.events.store import RunStore
 
+    if read_only:
+        require_project(invocation)
     return RunStore(
         store_url(invocation),
         invocation.project_dir,
         Actor.here(invocation.command),
         environ=invocation.environ(),
+        read_only=read_only,
     )
+
+
+def require_project(invocation: Invocation) -> None:
+    """Refuse (naming the directory and ``overbrainer init``) when the invocation's
+    directory holds no overbrainer project."""
+    from overbrainer.config.project import require_project as require
+
+    require(invocation.project_dir)
 
 
 def print_json(data: Any) -> None:

@@ -36,7 +36,7 @@ def events(
     check_run_id(run)
     if at is not None and (at < 0 or follow):
         raise UsageError("--at takes an event number >= 0 and does not go with --follow")
-    store = open_store(invocation)
+    store = open_store(invocation, read_only=True)
     changes = None
     try:
         if follow:

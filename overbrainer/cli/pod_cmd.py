@@ -22,8 +22,11 @@ app = App(
 
 
 @asynccontextmanager
-async def _pod_context() -> AsyncIterator["tuple[PodContext, RunStore, Front]"]:
-    """Settings, store, front end, journal, Ctrl-C controller and Runpod client."""
+async def _pod_context(
+    *, read_only: bool = False
+) -> AsyncIterator["tuple[PodContext, RunStore, Front]"]:
+    """Settings, store (``read_only`` for a listing: it reads on a read-only disk), front
+    end, journal, Ctrl-C controller and Runpod client."""
     from overbrainer.config.load import load_settings
     from overbrainer.events.actor import Actor
     from overbrainer.events.journal import Journal
@@ -42,6 +45,7 @@ async def _pod_context() -> AsyncIterator["tuple[PodContext, RunStore, Front]"]:
         invocation.project_dir,
         Actor.here(invocation.command),
         environ=invocation.environ(),
+        read_only=read_only,
     )
     try:
         journal = Journal(store, invocation.project_dir, listener=front.event, others=front.other)
@@ -78,7 +82,7 @@ async def ls(*, json: Annotated[bool, Parameter(negative=())] = False) -> int:
     from overbrainer.cli.common import print_json
     from overbrainer.runpod.podrm import list_rows, row_json, table
 
-    async with _pod_context() as (ctx, store, front):
+    async with _pod_context(read_only=True) as (ctx, store, front):
         found = await list_rows(ctx, _recorded(store))
         if json:
             for row in found:

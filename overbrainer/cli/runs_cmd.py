@@ -1,5 +1,6 @@
 """``runs ls`` and ``runs show``: the runs view, read without any network."""
 
+import contextlib
 import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -7,7 +8,7 @@ from typing import Annotated, Any
 
 from cyclopts import App, Parameter
 
-from overbrainer.cli.common import open_store, print_json, store_url
+from overbrainer.cli.common import open_store, print_json, require_project, store_url
 from overbrainer.cli.context import Invocation, current
 
 app = App(name="runs", help="List and show this project's runs (no network).")
@@ -74,6 +75,7 @@ def _listing(invocation: Invocation) -> tuple[list[Any], dict[str, str]]:
     """
     from overbrainer.projections.view import RunsView, view_path
 
+    require_project(invocation)
     url = store_url(invocation)
     # Asked before the view is opened: a server that cannot be reached fails the command
     # before anything is written here, as opening the store does.
@@ -84,7 +86,7 @@ def _listing(invocation: Invocation) -> tuple[list[Any], dict[str, str]]:
             states = view.runs_at(latest)
             if states is not None:
                 return states, view.hosts()
-        store = open_store(invocation)
+        store = open_store(invocation, read_only=True)
         try:
             view.catch_up(store)
             return view.runs(), view.hosts()
@@ -145,7 +147,7 @@ def show(run: str, *, json: Annotated[bool, Parameter(negative=())] = False) -> 
 
     invocation = current()
     check_run_id(run)
-    store = open_store(invocation)
+    store = open_store(invocation, read_only=True)
     try:
         state = store.get(run)
         home = run_home(store, state)
@@ -154,7 +156,9 @@ def show(run: str, *, json: Annotated[bool, Parameter(negative=())] = False) -> 
     directory = run_dir(invocation.project_dir, run)
     local = has_local_files(directory)
     # The cache files may be missing (deleted, or a run started from another checkout).
-    write_projections(invocation.project_dir, state)
+    # On a read-only or full disk they stay as they are: only caches, the log has it all.
+    with contextlib.suppress(OSError):
+        write_projections(invocation.project_dir, state)
     data = state.to_json()
     if json:
         data["files"] = str(directory)

@@ -62,7 +62,7 @@ def migrate(
             )
     environ = invocation.environ()
     actor = Actor.here(invocation.command)
-    source = RunStore(source_url, invocation.project_dir, actor, environ=environ)
+    source = RunStore(source_url, invocation.project_dir, actor, environ=environ, read_only=True)
     try:
         target = RunStore(to, invocation.project_dir, actor, environ=environ)
         try:

@@ -44,6 +44,7 @@ from overbrainer.config.model import (
     strip_url_password,
     undeclared_target,
 )
+from overbrainer.config.project import not_a_project
 from overbrainer.config.template import BASE_MODEL
 
 __all__ = [
@@ -170,14 +171,7 @@ def _read_file(path: Path, project_dir: Path) -> dict[str, Any]:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        here = project_dir.resolve() == Path.cwd().resolve()
-        command = "overbrainer init" + ("" if here else " " + shlex.quote(str(project_dir)))
-        raise ConfigError(
-            [
-                f"{path} does not exist, so {project_dir} is not an overbrainer project yet; "
-                f"create one with: {command}"
-            ]
-        ) from None
+        raise ConfigError([not_a_project(project_dir)]) from None
     except OSError as error:
         raise ConfigError(
             [f"{path}: cannot be read ({error.strerror or type(error).__name__})"]

@@ -15,6 +15,7 @@ failures plain). Every append is one transaction: all of it is stored, or none.
 
 import os
 import random
+import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -75,29 +76,50 @@ def default_sqlite_path(project_dir: Path) -> Path:
     return project_dir / ".overbrainer" / "events.sqlite"
 
 
+def sqlite_path(url: str | None, project_dir: Path) -> Path | None:
+    """The SQLite file of the store at ``url`` (None: the project's), or None when the
+    store is not SQLite."""
+    if url is None:
+        return default_sqlite_path(project_dir)
+    if not url.startswith("sqlite:"):
+        return None
+    rest = url[len("sqlite:") :]
+    rest = rest[2:] if rest.startswith("//") else rest
+    return Path(rest) if Path(rest).is_absolute() else project_dir / rest
+
+
 def store_environment(
-    url: str | None, project_dir: Path, environ: "Mapping[str, str] | None" = None
+    url: str | None,
+    project_dir: Path,
+    environ: "Mapping[str, str] | None" = None,
+    *,
+    read_only: bool = False,
 ) -> dict[str, str]:
     """eventsourcing's settings for the store at ``url`` (None: the project's SQLite file).
+
+    ``read_only``: a SQLite log is read without writing or creating anything (a missing
+    file is an empty log), so reading works on a read-only or full disk.
 
     For PostgreSQL the settings hold no password: eventsourcing fetches it at each new
     connection through ``POSTGRES_GET_PASSWORD_TOPIC`` (see ``pg.py``).
     """
-    if url is None or url.startswith("sqlite:"):
-        if url is None:
-            path = default_sqlite_path(project_dir)
-        else:
-            rest = url[len("sqlite:") :]
-            rest = rest[2:] if rest.startswith("//") else rest
-            path = Path(rest) if Path(rest).is_absolute() else project_dir / rest
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return {
-            "PERSISTENCE_MODULE": "eventsourcing.sqlite",
-            "SQLITE_DBNAME": str(path),
-            # Another process may hold the write lock for a moment; wait rather than fail.
-            "SQLITE_LOCK_TIMEOUT": "30",
-        }
-    if url.startswith(("postgresql://", "postgres://")):
+    path = sqlite_path(url, project_dir)
+    if path is not None:
+        from overbrainer.events import sqlite_files
+
+        if read_only:
+            try:
+                return sqlite_files.read_only_env(path)
+            except sqlite_files.Unreadable as error:
+                raise StoreError(str(error)) from None
+            except (OSError, sqlite3.Error) as error:
+                raise StoreError(_cannot_open(path, error)) from None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise StoreError(_cannot_open(path, error)) from None
+        return sqlite_files.writable_env(path)
+    if url is not None and url.startswith(("postgresql://", "postgres://")):
         from overbrainer.events.pg import eventsourcing_env, parse_url
 
         return eventsourcing_env(parse_url(url, environ))
@@ -105,6 +127,15 @@ def store_environment(
         "[store] url must be sqlite:///PATH or postgresql://USER@HOST[:PORT]/DB; "
         "fix it in overbrainer.toml or OVERBRAINER_STORE__URL"
     )
+
+
+def _cannot_open(path: Path, error: BaseException) -> str:
+    from overbrainer.events.sqlite_files import io_problem
+
+    reason = io_problem(path, error) or (
+        f"{type(error).__name__}: {error}; check [store] url and the file's permissions"
+    )
+    return f"cannot open the event store: {reason}"
 
 
 def describe_store(url: str | None) -> str:
@@ -158,13 +189,23 @@ class RunStore:
         project_dir: Path,
         actor: Actor,
         environ: "Mapping[str, str] | None" = None,
+        *,
+        read_only: bool = False,
     ) -> None:
         """Open the store at ``url`` (None: the project's SQLite file). ``environ`` (default:
-        the process environment) supplies libpq's ``PG*`` variables for a PostgreSQL url."""
+        the process environment) supplies libpq's ``PG*`` variables for a PostgreSQL url.
+
+        ``read_only`` (commands that only read): a SQLite log is opened without writing or
+        creating any file, so it reads on a read-only or full disk; appends are refused."""
         self.actor = actor
         self.url = url
+        self.read_only = read_only
         self.target: PgTarget | None = None
-        env = store_environment(url, project_dir, os.environ if environ is None else environ)
+        # The SQLite file, for messages about the disk under it.
+        self._path = sqlite_path(url, project_dir)
+        env = store_environment(
+            url, project_dir, os.environ if environ is None else environ, read_only=read_only
+        )
         if env["PERSISTENCE_MODULE"] == "eventsourcing.postgres":
             self._app: Any = self._open_postgres(env)
         else:
@@ -174,6 +215,8 @@ class RunStore:
             try:
                 self._app = Application(env=env)
             except Exception as error:
+                if self._path is not None:
+                    raise StoreError(_cannot_open(self._path, error)) from error
                 raise StoreError(
                     f"cannot open the event store ({self._where}): {type(error).__name__}: "
                     f"{error}; check [store] url and the file's permissions"
@@ -240,6 +283,12 @@ class RunStore:
             from overbrainer.events.pg import diagnose
 
             return StoreError(f"{what}: {diagnose(self.target, error)}")
+        if self._path is not None:
+            from overbrainer.events.sqlite_files import io_problem
+
+            problem = io_problem(self._path, error)
+            if problem is not None:
+                return StoreError(f"{what}: {problem}")
         return StoreError(
             f"{what} ({self._where}): {type(error).__name__}: {error}; check that the file is "
             "readable and not damaged, then run the command again"
@@ -366,6 +415,8 @@ class RunStore:
         from eventsourcing.persistence import IntegrityError
 
         check_run_id(run_id)
+        if self.read_only:
+            raise StoreError(f"internal: run {run_id} not updated: the store was opened to read")
         news: list[Recorded] = []
         failed = f"run {run_id} not updated (nothing half-written: an append is one transaction)"
         for attempt in range(_RETRIES):

@@ -2,7 +2,9 @@
 notification log by catch-up from its last position, so a listing costs O(new events).
 
 It lives in its own SQLite file (``.overbrainer/view.sqlite``), which is only a cache: delete
-it and the next listing rebuilds it from the log.
+it and the next listing rebuilds it from the log. Only a damaged file is deleted: when the
+file cannot be read or written (a read-only or full disk), the view is kept in memory for
+the command and built from the log, and the file is left as it is.
 """
 
 import hashlib
@@ -12,30 +14,71 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from overbrainer.events.aggregate import InvalidTransition, RunLog
+from overbrainer.events.sqlite_files import is_damage
 
 if TYPE_CHECKING:
     # Not loaded at run time: a listing whose view is current never opens the store.
-    from overbrainer.events.store import RunStore
+    from overbrainer.events.store import Recorded, RunStore
 
 _BATCH = 2000
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS runs (run_id TEXT PRIMARY KEY, state TEXT NOT NULL, host TEXT);"
+)
+_SQLITE_ERROR = 1  # SQLite's generic result code: here, a table of another shape
 
 
 def _open(path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(path, timeout=30)
     try:
-        db.executescript(
-            "PRAGMA journal_mode=WAL;"
-            "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-            "CREATE TABLE IF NOT EXISTS runs "
-            "(run_id TEXT PRIMARY KEY, state TEXT NOT NULL, host TEXT);"
-        )
+        db.executescript("PRAGMA journal_mode=WAL;" + _SCHEMA)
         # A table of another shape under the same name (an older view, say) is damage too.
         db.execute("SELECT key, value FROM meta LIMIT 1").fetchall()
         db.execute("SELECT run_id, state, host FROM runs LIMIT 1").fetchall()
-    except sqlite3.DatabaseError:
+    except sqlite3.OperationalError as error:
+        db.close()
+        if getattr(error, "sqlite_errorcode", None) == _SQLITE_ERROR:
+            raise _Damaged(str(error)) from None
+        raise
+    except BaseException:
         db.close()
         raise
     return db
+
+
+def _in_memory() -> sqlite3.Connection:
+    """A view kept in memory for one command, when its file cannot be used."""
+    db = sqlite3.connect(":memory:")
+    db.executescript(_SCHEMA)
+    return db
+
+
+def _open_file(path: Path) -> sqlite3.Connection:
+    """The view's file, rebuilt when it is damaged; a view in memory when the file cannot
+    be read or written (a read-only or full disk, a directory in its place): the listing
+    then comes from the log, and the file is left for a command that can write it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return _open(path)
+    except OSError:
+        return _in_memory()
+    except (sqlite3.Error, _Damaged) as error:
+        if not isinstance(error, _Damaged) and not is_damage(error):
+            return _in_memory()
+    # Not a database any more (edited, truncated): it is only a cache, so it is thrown
+    # away and rebuilt from the log.
+    try:
+        for damaged in (
+            path,
+            path.with_name(path.name + "-wal"),
+            path.with_name(path.name + "-shm"),
+        ):
+            if damaged.is_symlink() or damaged.is_file():
+                damaged.unlink()
+        return _open(path)
+    except (OSError, sqlite3.Error, _Damaged):
+        return _in_memory()
 
 
 def view_path(project_dir: Path) -> Path:
@@ -44,31 +87,52 @@ def view_path(project_dir: Path) -> Path:
 
 
 class RunsView:
-    """A table of run states with the log position it reflects."""
+    """A table of run states with the log position it reflects.
+
+    The position comes with a mark of the event at it (its run, sequence number and time),
+    so a log that is not the one the view was built from — emptied, replaced, restored
+    from an older copy — is recognised and the view rebuilt: it never lists a run the log
+    does not hold.
+    """
 
     def __init__(self, path: Path, store_identity: str) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._db = _open(path)
-        except sqlite3.DatabaseError:
-            # Not a database any more (edited, truncated): it is only a cache, so it is
-            # thrown away and rebuilt from the log.
-            for damaged in (
-                path,
-                path.with_name(path.name + "-wal"),
-                path.with_name(path.name + "-shm"),
-            ):
-                damaged.unlink(missing_ok=True)
-            self._db = _open(path)
         self._store: RunStore | None = None
         # A view built from another store (the url changed) is thrown away.
-        identity = hashlib.sha256(store_identity.encode()).hexdigest()
+        self._identity = hashlib.sha256(store_identity.encode()).hexdigest()
+        self._path = path
+        self._db = _open_file(path)
+        try:
+            self._claim()
+        except sqlite3.Error as error:
+            self._recover(error, path)
+
+    def _claim(self) -> None:
+        """Empty the view unless it was built from this store."""
         row = self._db.execute("SELECT value FROM meta WHERE key='store'").fetchone()
-        if row is None or row[0] != identity:
+        if row is None or row[0] != self._identity:
             with self._db:
                 self._db.execute("DELETE FROM runs")
-                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('store', ?)", (identity,))
+                self._db.execute(
+                    "INSERT OR REPLACE INTO meta VALUES ('store', ?)", (self._identity,)
+                )
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES ('position', '0')")
+                self._db.execute("DELETE FROM meta WHERE key='mark'")
+
+    def _recover(self, error: sqlite3.Error, path: Path | None = None) -> None:
+        """Go on after ``error`` on the view's file: a damaged file is rebuilt (when it is
+        known), any other failure (a read-only or full disk) moves the view into memory.
+        Either way the view is empty: the next catch-up folds the whole log."""
+        self._db.close()
+        if path is not None and is_damage(error):
+            self._db = _open_file(path)
+            try:
+                self._claim()
+                self._reset()
+                return
+            except sqlite3.Error:
+                self._db.close()
+        self._db = _in_memory()
+        self._claim()
 
     def close(self) -> None:
         """Close the view's file."""
@@ -80,11 +144,16 @@ class RunsView:
         row = self._db.execute("SELECT value FROM meta WHERE key='position'").fetchone()
         return int(row[0]) if row else 0
 
+    def _mark(self) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key='mark'").fetchone()
+        return str(row[0]) if row else None
+
     def runs_at(self, latest: int) -> list[RunLog] | None:
         """Every run, oldest first, when the view has folded the log exactly up to position
         ``latest`` (the store's newest); None when it must catch up first (a row or the
-        position is damaged, or the log is behind the view: it is not the log the view was
-        built from, so the view is emptied and the catch-up rebuilds it)."""
+        position is damaged, the file cannot be read, or the log is behind the view: it is
+        not the log the view was built from, so the view is emptied and the catch-up
+        rebuilds it)."""
         try:
             position = self.position
             if position > latest:
@@ -95,27 +164,47 @@ class RunsView:
             return self._rows()
         except (ValueError, _Damaged):
             return None
+        except sqlite3.Error as error:
+            self._recover(error, self._path)
+            return None
 
     def catch_up(self, store: "RunStore") -> int:
         """Fold every event appended since the view's position; returns how many."""
         self._store = store
-        try:
-            return self._catch_up(store)
-        except _Damaged:
-            self._reset()
-            return self._catch_up(store)
+        for _ in range(2):
+            try:
+                return self._catch_up(store)
+            except _Damaged:
+                try:
+                    self._reset()
+                except sqlite3.Error as error:
+                    self._recover(error, self._path)
+            except sqlite3.Error as error:
+                self._recover(error, self._path)
+        # A view in memory, where a failure of the file cannot follow.
+        self._recover(sqlite3.OperationalError("the view's file failed twice"))
+        return self._catch_up(store)
 
     def _reset(self) -> None:
         """Forget every row: the next catch-up rebuilds the view from the log's start."""
         with self._db:
             self._db.execute("DELETE FROM runs")
             self._db.execute("INSERT OR REPLACE INTO meta VALUES ('position', '0')")
+            self._db.execute("DELETE FROM meta WHERE key='mark'")
+
+    def _continues(self, store: "RunStore", position: int) -> bool:
+        """Whether the log still holds, at ``position``, the event the view folded there."""
+        found = store.notifications(position - 1, 1)
+        return bool(found) and found[0][0] == position and _mark_of(found[0][1]) == self._mark()
 
     def _catch_up(self, store: "RunStore") -> int:
         try:
             position = self.position
         except ValueError:
             raise _Damaged from None
+        if position and not self._continues(store, position):
+            self._reset()
+            position = 0
         folded = 0
         while True:
             batch = store.notifications(position, _BATCH)
@@ -142,6 +231,9 @@ class RunsView:
                     [(rid, json.dumps(s.to_json()), hosts.get(rid)) for rid, s in states.items()],
                 )
                 self._db.execute("UPDATE meta SET value=? WHERE key='position'", (str(position),))
+                self._db.execute(
+                    "INSERT OR REPLACE INTO meta VALUES ('mark', ?)", (_mark_of(batch[-1][1]),)
+                )
             folded += len(batch)
 
     def _load(self, run_id: str) -> RunLog:
@@ -152,8 +244,9 @@ class RunsView:
         """Every run, oldest first (run IDs sort by creation time)."""
         try:
             return self._rows()
-        except _Damaged:
-            # A row edited by hand: the view is rebuilt from the log, never trusted.
+        except (_Damaged, sqlite3.Error) as error:
+            # A row edited by hand, or a file that fails: the view is rebuilt from the log,
+            # never trusted.
             if self._store is None:
                 from overbrainer.events.store import StoreError
 
@@ -161,14 +254,29 @@ class RunsView:
                     "the runs view (.overbrainer/view.sqlite) is damaged; delete it and list "
                     "the runs again"
                 ) from None
-            self._reset()
-            self._catch_up(self._store)
+            try:
+                if isinstance(error, sqlite3.Error):
+                    raise error
+                self._reset()
+            except sqlite3.Error as failed:
+                self._recover(failed, self._path)
+            self.catch_up(self._store)
             return self._rows()
 
     def hosts(self) -> dict[str, str]:
         """The host each run was created on (its ``run.Created`` actor), by run ID."""
-        rows = self._db.execute("SELECT run_id, host FROM runs WHERE host IS NOT NULL")
-        return {str(run_id): str(host) for run_id, host in rows.fetchall()}
+        try:
+            rows = self._db.execute("SELECT run_id, host FROM runs WHERE host IS NOT NULL")
+            found = rows.fetchall()
+        except sqlite3.Error as error:
+            if self._store is None:
+                raise
+            self._recover(error, self._path)
+            self.catch_up(self._store)
+            found = self._db.execute(
+                "SELECT run_id, host FROM runs WHERE host IS NOT NULL"
+            ).fetchall()
+        return {str(run_id): str(host) for run_id, host in found}
 
     def _rows(self) -> list[RunLog]:
         rows = self._db.execute("SELECT state FROM runs ORDER BY run_id").fetchall()
@@ -176,7 +284,12 @@ class RunsView:
 
 
 class _Damaged(Exception):
-    """A row of the view does not hold a run's state."""
+    """A row of the view does not hold a run's state (or a table is of another shape)."""
+
+
+def _mark_of(record: "Recorded") -> str:
+    """What identifies the event at a position of the log: its run, number and time."""
+    return f"{record.run_id}/{record.seq}/{record.at}"
 
 
 def _decode(text: object) -> RunLog:

@@ -247,6 +247,8 @@ def test_passwords_are_never_echoed(
 ) -> None:
     project = tmp_path / "p"
     project.mkdir()
+    # A checkout whose file names no store: the whole URL comes from the environment.
+    (project / "overbrainer.toml").write_text("")
     secret = team.cluster.password
     port = team.cluster.port
     # The whole URL, password included, from the environment: it works...

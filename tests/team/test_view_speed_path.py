@@ -61,9 +61,9 @@ def _count_store_opens(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     opened: list[int] = []
     real: Callable[..., Any] = runs_cmd.open_store
 
-    def counting(invocation: Any) -> Any:
+    def counting(invocation: Any, **options: Any) -> Any:
         opened.append(1)
-        return real(invocation)
+        return real(invocation, **options)
 
     monkeypatch.setattr(runs_cmd, "open_store", counting)
     return opened
