@@ -192,15 +192,28 @@ def _check_safe(value: str | None) -> str | None:
     return value
 
 
+def secret_problem(secret: str) -> str | None:
+    """Why ``secret`` cannot be sent as an HTTP bearer token, without showing any of it
+    (None: it can). A token is printable ASCII without spaces; anything else would fail
+    deep inside the HTTP client (a pasted smart quote cannot even be encoded) or corrupt
+    the header."""
+    if not secret:
+        return "is empty; set it to the bare value"
+    if all("!" <= ch <= "~" for ch in secret):
+        return None
+    if any(not ch.isascii() for ch in secret):
+        kind = "has a character outside ASCII (a pasted smart quote or dash?)"
+    else:
+        kind = "has a space, line break or control character"
+    return f"{kind}, which an HTTP header cannot carry; set it to the bare value"
+
+
 def _check_secret(value: SecretStr | None) -> SecretStr | None:
-    # A secret travels in HTTP headers and on stdin: a line break or space would corrupt it.
+    # A secret travels in HTTP headers and on stdin: only a header's characters survive.
     if value is not None:
-        secret = value.get_secret_value()
-        if not secret or any(ch.isspace() or not ch.isprintable() for ch in secret):
-            raise ValueError(
-                "has a space, line break or control character (or is empty); set it to the "
-                "bare value"
-            )
+        problem = secret_problem(value.get_secret_value())
+        if problem is not None:
+            raise ValueError(problem)
     return value
 
 

@@ -349,10 +349,11 @@ class RunpodClient:
         rng: random.Random | None = None,
         sleep: Callable[[float], Awaitable[None]] = trio.sleep,
     ) -> None:
-        if not api_key or not api_key.isprintable() or any(c.isspace() for c in api_key):
+        if not api_key or not all("!" <= c <= "~" for c in api_key):
+            # It becomes a header: printable ASCII without spaces, else httpx fails to send.
             raise RunpodError(
-                "the Runpod API key is empty or holds spaces or control characters; "
-                "check OVERBRAINER_RUNPOD__API_KEY"
+                "the Runpod API key is empty or holds spaces, control characters or "
+                "characters outside printable ASCII; check OVERBRAINER_RUNPOD__API_KEY"
             )
         self._redact = Redactor([api_key])
         try:

@@ -392,6 +392,16 @@ CASES = [
         absent=(CANARY,),
     ),
     Case(
+        "secret-with-a-pasted-smart-quote",
+        MINIMAL,
+        (
+            "runpod.api_key (from OVERBRAINER_RUNPOD__API_KEY): has a character outside ASCII "
+            "(a pasted smart quote or dash?), which an HTTP header cannot carry",
+        ),
+        env={"OVERBRAINER_RUNPOD__API_KEY": f"rpa_{CANARY}\u2019"},
+        absent=(CANARY,),
+    ),
+    Case(
         "env-type-error-int",
         MINIMAL,
         ("training.epochs (from OVERBRAINER_TRAINING__EPOCHS): must be a whole number",),

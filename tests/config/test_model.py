@@ -18,6 +18,7 @@ from overbrainer.config.model import (
     is_safe_label,
     is_safe_value,
     parse_host,
+    secret_problem,
     store_url_has_password,
     strip_url_password,
 )
@@ -349,3 +350,22 @@ def test_axolotl_extra_refuses_values_that_are_not_plain() -> None:
         )
     with pytest.raises(ValidationError, match="plain values"):
         Settings.model_validate(base(training={**training, "axolotl_extra": {"x": float("nan")}}))
+
+
+@pytest.mark.parametrize(
+    "secret",
+    ["", "a b", "a\tb", "a\r", "a\nX-Evil: 1", "a\x00b", "a\x7fb", "rpa_x\u2019", "\u00e9t\u00e9"],
+)
+def test_a_secret_no_http_header_can_carry_is_refused_without_showing_it(secret: str) -> None:
+    problem = secret_problem(secret)
+    assert problem is not None and "set it to the bare value" in problem
+    assert not secret.strip() or secret not in problem
+    with pytest.raises(ValidationError) as caught:
+        Settings.model_validate(base(hf_token=secret, runpod={"api_key": secret}))
+    assert len(caught.value.errors()) == 2
+
+
+@pytest.mark.parametrize("secret", ["rpa_ABC123xyz", "hf_a-b.c~d+e/f=", "!#$%&'*^`|"])
+def test_a_secret_of_printable_ascii_is_accepted(secret: str) -> None:
+    assert secret_problem(secret) is None
+    Settings.model_validate(base(hf_token=secret, runpod={"api_key": secret}))

@@ -547,7 +547,7 @@ async def test_a_create_detail_never_echoes_the_pod_environment(
 
 
 def test_a_bad_api_key_is_refused_without_echoing_it() -> None:
-    for bad in ["", f"{CANARY} ", f"{CANARY}\n", f"a\x00{CANARY}"]:
+    for bad in ["", f"{CANARY} ", f"{CANARY}\n", f"a\x00{CANARY}", f"{CANARY}\u2019"]:
         with pytest.raises(RunpodError) as caught:
             RunpodClient(bad, FAKE_URL)
         assert_no_key(str(caught.value))
