@@ -102,7 +102,7 @@ def _read_only(path: Path) -> str:
     where = shlex.quote(str(path.parent))
     return (
         f"{path} cannot be written: it or {path.parent} is read-only (permissions or a "
-        f"read-only file system); make them writable (`chmod u+w {where}`), then run the "
+        f"read-only file system); make them writable (`chmod -R u+w {where}`), then run the "
         "command again"
     )
 

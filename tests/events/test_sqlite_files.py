@@ -51,7 +51,7 @@ def _no_such_table(path: Path) -> None:
     ("make", "damage", "io", "says"),
     [
         (_not_a_database, True, False, ("is damaged", "mv ", ".damaged")),
-        (_read_only_write, False, True, ("cannot be written", "chmod u+w")),
+        (_read_only_write, False, True, ("cannot be written", "chmod -R u+w")),
         (_a_directory, False, True, ("cannot open", "not a file")),
         (_no_such_table, False, False, ()),
     ],
@@ -84,8 +84,8 @@ def test_sqlite_failures_are_sorted_and_explained(
     [
         (errno.ENOSPC, "is full"),
         (errno.EFBIG, "is full"),
-        (errno.EROFS, "chmod u+w"),
-        (errno.EACCES, "chmod u+w"),
+        (errno.EROFS, "chmod -R u+w"),
+        (errno.EACCES, "chmod -R u+w"),
         (errno.ENOTDIR, "make it a directory you can write to"),
     ],
 )

@@ -192,7 +192,7 @@ def test_runs_and_events_read_a_read_only_project_and_train_says_how_to_fix_it(
     train = run(read_only, "train", confine="read-only")
     assert train.code == 1 and train.clean(), train.err
     assert train.err.startswith("error: ") and str(read_only / ".overbrainer") in train.err
-    assert "chmod u+w" in train.err
+    assert "chmod -R u+w" in train.err
     assert _snapshot(project.path) == before
 
 
