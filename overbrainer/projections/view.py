@@ -54,28 +54,30 @@ def _in_memory() -> sqlite3.Connection:
     return db
 
 
-def _open_file(path: Path) -> sqlite3.Connection:
-    """The view's file, rebuilt when it is damaged; a view in memory when the file cannot
-    be read or written (a read-only or full disk, a directory in its place): the listing
-    then comes from the log, and the file is left for a command that can write it."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return _open(path)
-    except OSError:
-        return _in_memory()
-    except (sqlite3.Error, _Damaged) as error:
-        if not isinstance(error, _Damaged) and not is_damage(error):
+def _open_file(path: Path, *, damaged: bool = False) -> sqlite3.Connection:
+    """The view's file, rebuilt when it is ``damaged`` or found so; a view in memory when
+    the file cannot be read or written (a read-only or full disk, a directory in its
+    place): the listing then comes from the log, and the file is left for a command that
+    can write it."""
+    if not damaged:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            return _open(path)
+        except OSError:
             return _in_memory()
+        except (sqlite3.Error, _Damaged) as error:
+            if not isinstance(error, _Damaged) and not is_damage(error):
+                return _in_memory()
     # Not a database any more (edited, truncated): it is only a cache, so it is thrown
     # away and rebuilt from the log.
     try:
-        for damaged in (
+        for stale in (
             path,
             path.with_name(path.name + "-wal"),
             path.with_name(path.name + "-shm"),
         ):
-            if damaged.is_symlink() or damaged.is_file():
-                damaged.unlink()
+            if stale.is_symlink() or stale.is_file():
+                stale.unlink()
         return _open(path)
     except (OSError, sqlite3.Error, _Damaged):
         return _in_memory()
@@ -104,7 +106,7 @@ class RunsView:
         try:
             self._claim()
         except sqlite3.Error as error:
-            self._recover(error, path)
+            self._recover(error)
 
     def _claim(self) -> None:
         """Empty the view unless it was built from this store."""
@@ -118,19 +120,23 @@ class RunsView:
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES ('position', '0')")
                 self._db.execute("DELETE FROM meta WHERE key='mark'")
 
-    def _recover(self, error: sqlite3.Error, path: Path | None = None) -> None:
-        """Go on after ``error`` on the view's file: a damaged file is rebuilt (when it is
-        known), any other failure (a read-only or full disk) moves the view into memory.
-        Either way the view is empty: the next catch-up folds the whole log."""
+    def _recover(self, error: sqlite3.Error) -> None:
+        """Go on, with an empty view the next catch-up fills from the whole log, after
+        ``error`` on the view's file: a damaged file is replaced by a new one; any other
+        failure (a read-only or full disk) leaves the file alone and keeps the view in
+        memory."""
         self._db.close()
-        if path is not None and is_damage(error):
-            self._db = _open_file(path)
+        if is_damage(error):
+            self._db = _open_file(self._path, damaged=True)
             try:
                 self._claim()
                 self._reset()
                 return
             except sqlite3.Error:
                 self._db.close()
+        self._to_memory()
+
+    def _to_memory(self) -> None:
         self._db = _in_memory()
         self._claim()
 
@@ -165,7 +171,7 @@ class RunsView:
         except (ValueError, _Damaged):
             return None
         except sqlite3.Error as error:
-            self._recover(error, self._path)
+            self._recover(error)
             return None
 
     def catch_up(self, store: "RunStore") -> int:
@@ -178,11 +184,12 @@ class RunsView:
                 try:
                     self._reset()
                 except sqlite3.Error as error:
-                    self._recover(error, self._path)
+                    self._recover(error)
             except sqlite3.Error as error:
-                self._recover(error, self._path)
-        # A view in memory, where a failure of the file cannot follow.
-        self._recover(sqlite3.OperationalError("the view's file failed twice"))
+                self._recover(error)
+        # The file failed twice: a view in memory, which a disk cannot fail.
+        self._db.close()
+        self._to_memory()
         return self._catch_up(store)
 
     def _reset(self) -> None:
@@ -259,7 +266,7 @@ class RunsView:
                     raise error
                 self._reset()
             except sqlite3.Error as failed:
-                self._recover(failed, self._path)
+                self._recover(failed)
             self.catch_up(self._store)
             return self._rows()
 
@@ -271,7 +278,7 @@ class RunsView:
         except sqlite3.Error as error:
             if self._store is None:
                 raise
-            self._recover(error, self._path)
+            self._recover(error)
             self.catch_up(self._store)
             found = self._db.execute(
                 "SELECT run_id, host FROM runs WHERE host IS NOT NULL"

@@ -59,3 +59,42 @@ def test_a_view_of_the_older_shape_is_rebuilt_from_the_log(tmp_path: Path) -> No
     assert view.hosts() == {RUN_A: "laptop-a"}
     view.close()
     store.close()
+
+
+def test_a_view_file_that_fills_up_is_kept_and_the_listing_comes_from_the_log(
+    tmp_path: Path,
+) -> None:
+    store = RunStore(None, tmp_path, _actor("laptop-a"))
+    runs = [f"20260301-1015{n:02d}-a1b2" for n in range(60)]
+    for run_id in runs:
+        store.create(_created(run_id))
+    path = view_path(tmp_path)
+    view = RunsView(path, "local")
+    view.close()
+    kept = path.read_bytes()
+    view = RunsView(path, "local")
+    # SQLite's own "database or disk is full", for real: the file may not grow a page.
+    pages = view._db.execute("PRAGMA page_count").fetchone()[0]
+    view._db.execute(f"PRAGMA max_page_count={pages}")
+    view.catch_up(store)
+    assert [s.run.run_id for s in view.runs()] == runs
+    assert view.hosts() == dict.fromkeys(runs, "laptop-a")
+    view.close()
+    assert path.read_bytes() == kept  # not deleted, not rewritten: it was never damaged
+    store.close()
+
+
+def test_a_view_of_another_log_at_the_same_position_is_rebuilt(tmp_path: Path) -> None:
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    store = RunStore(None, mine, _actor("laptop-a"))
+    store.create(_created(RUN_A))
+    view = RunsView(view_path(mine), "local")
+    view.catch_up(store)
+    store.close()
+    other = RunStore(None, theirs, _actor("workstation-b"))
+    other.create(_created(RUN_B))
+    # Same position (1), another event there: only the mark tells them apart.
+    assert view.catch_up(other) == 1
+    assert [s.run.run_id for s in view.runs()] == [RUN_B]
+    view.close()
+    other.close()
