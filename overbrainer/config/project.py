@@ -39,7 +39,9 @@ def require_project(directory: Path) -> None:
     """Refuse, naming the directory and the fix, when ``directory`` is no project."""
     try:
         found = is_project(directory)
-    except OSError:  # a directory we may not look into is no project we can use
-        found = False
+    except OSError:
+        # Cannot look (no permission): the command goes on and its own reading of the
+        # directory says what fails there, rather than calling it no project.
+        found = True
     if not found:
         raise NotAProject(not_a_project(directory))
