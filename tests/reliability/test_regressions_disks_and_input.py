@@ -314,7 +314,7 @@ def test_a_secret_with_a_pasted_smart_quote_is_refused_naming_its_variable(
 # --- read commands outside a project ----------------------------------------------------------
 
 
-READ_COMMANDS = [
+OUTSIDE_A_PROJECT = [
     ("runs", "ls"),
     ("runs", "ls", "--json"),
     ("runs", "show", "20260101-000000-abcd"),
@@ -322,11 +322,16 @@ READ_COMMANDS = [
     ("events", "20260101-000000-abcd", "--follow"),
     ("pod", "ls"),
     ("config", "check"),
+    # and those that would write
+    ("train",),
+    ("train", "attach", "20260101-000000-abcd"),
+    ("train", "cancel", "20260101-000000-abcd"),
+    ("pod", "rm", "20260101-000000-abcd"),
 ]
 
 
-@pytest.mark.parametrize("args", READ_COMMANDS, ids=" ".join)
-def test_read_commands_outside_a_project_refuse_and_create_nothing(
+@pytest.mark.parametrize("args", OUTSIDE_A_PROJECT, ids=" ".join)
+def test_commands_outside_a_project_refuse_and_create_nothing(
     tmp_path: Path, args: tuple[str, ...]
 ) -> None:
     # They created .overbrainer/ (and every missing directory), printed "no runs yet" and
