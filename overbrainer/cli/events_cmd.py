@@ -29,6 +29,7 @@ def events(
     (or Ctrl-C).
     """
     from overbrainer.events.aggregate import RunLog
+    from overbrainer.front.streams import stdout_gone
     from overbrainer.projections.timeline import line
     from overbrainer.runs.ids import check_run_id
 
@@ -72,7 +73,8 @@ def events(
         if changes is None:
             return 0
         seen = records[-1].seq if records else 0
-        while not (state.final and not state.pod.may_bill()):
+        # Nobody reads any more (`| head -1`): following would only write into the void.
+        while not (state.final and not state.pod.may_bill()) and not stdout_gone():
             # PostgreSQL wakes us on every commit to the log; SQLite returns after a poll.
             # The timeout only bounds a wait on a lost notification.
             changes.wait(_FOLLOW_SAFETY)

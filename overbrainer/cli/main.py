@@ -84,8 +84,40 @@ Options:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``overbrainer`` command line and return its exit code."""
+    """Run the ``overbrainer`` command line and return its exit code.
+
+    stdout and stderr are guarded for the whole command (``overbrainer/front/streams.py``):
+    output that cannot be written never aborts the command's work.
+    """
+    from overbrainer.front import streams
+
     tokens = list(sys.argv[1:] if argv is None else argv)
+    restore = streams.install()
+    try:
+        code = _main(tokens)
+        sys.stdout.flush()  # whether the output arrived is known only once it is flushed
+        try:
+            _, rest = _split_global(tokens)
+        except _Usage:
+            return code
+        command = _command_name(rest, _command_words(rest))
+        code, problem = streams.exit_code(command, code, streams.loss_of(sys.stdout))
+        if problem is not None:
+            print(f"error: {problem}", file=sys.stderr, flush=True)
+        return code
+    finally:
+        restore()
+
+
+def _command_words(rest: Sequence[str]) -> frozenset[str]:
+    if not rest or rest[0] in ("--help", "-h", "--version"):
+        return frozenset()
+    from overbrainer.cli.app import COMMAND_WORDS
+
+    return COMMAND_WORDS
+
+
+def _main(tokens: list[str]) -> int:
     # The top-level help and version answer without importing the command tree: they must
     # stay fast (every shell completion and every newcomer starts here).
     if tokens in ([], ["--help"], ["-h"]):

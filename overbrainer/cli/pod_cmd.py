@@ -83,7 +83,13 @@ async def ls(*, json: Annotated[bool, Parameter(negative=())] = False) -> int:
     from overbrainer.runpod.podrm import list_rows, row_json, table
 
     async with _pod_context(read_only=True) as (ctx, store, front):
-        found = await list_rows(ctx, _recorded(store))
+        recorded = _recorded(store)
+        listed = await ctx.session.interrupts.race(lambda: list_rows(ctx, recorded))
+        if listed is None:
+            from overbrainer.errors import Interrupted
+
+            raise Interrupted("interrupted: no pod was listed")
+        found = listed.value
         if json:
             for row in found:
                 print_json(row_json(row))
@@ -130,4 +136,4 @@ async def rm(
             raise OverbrainerError("; ".join(problems))
         if not removal.deleted:
             front.result(f"pod rm: run {run} has no pod left")
-    return 0
+        return ctx.session.interrupts.finish(0)

@@ -64,11 +64,14 @@ async def _with_run(run: str, name: str) -> int:
         if elsewhere.lives_elsewhere(session, state):
             # A team store: the run's job is reached from the checkout that started it.
             if name == "attach":
-                return await elsewhere.attach_elsewhere(session, state)
-            return await elsewhere.cancel_elsewhere(
-                session, state, follower_poll=_follower_poll(settings, state)
-            )
-        return await _act(name, state.run.kind)(session, settings, state)
+                code = await elsewhere.attach_elsewhere(session, state)
+            else:
+                code = await elsewhere.cancel_elsewhere(
+                    session, state, follower_poll=_follower_poll(settings, state)
+                )
+        else:
+            code = await _act(name, state.run.kind)(session, settings, state)
+        return session.interrupts.finish(code)
 
 
 def _follower_poll(settings: "Settings", state: "RunLog") -> float:
@@ -107,13 +110,15 @@ async def train(
         if isinstance(spec, RunpodTarget):
             from overbrainer.runpod.train import train as train_on_pod
 
-            return await train_on_pod(session, settings, name, spec, keep=keep_pod)
+            code = await train_on_pod(session, settings, name, spec, keep=keep_pod)
+            return session.interrupts.finish(code)
         if keep_pod:
             raise UsageError(
                 f"--keep-pod applies only to a Runpod target; target {name} is {spec.kind}"
             )
         _warn_template(session, settings)
-        return await machine.train(session, settings, machine.plan_for(settings, name))
+        code = await machine.train(session, settings, machine.plan_for(settings, name))
+        return session.interrupts.finish(code)
 
 
 def _warn_template(session: "Session", settings: "Settings") -> None:

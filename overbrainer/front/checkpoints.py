@@ -5,9 +5,9 @@ chain of overbrainer frames it is suspended in, outermost first, each as
 ``path:function:line``) or the moment just before or just after an event append (keyed by
 the appended event names). Nothing lists them by hand: the reliability campaigns
 (``python -m reliability``) run a command once with a *trace* plan to learn its checkpoints,
-then once per checkpoint with an *inject* plan that acts there: a SIGINT, two SIGINTs in a
-row, a SIGKILL, or a pause while the campaign does something outside (drops a connection,
-fills the disk, deletes a pod).
+then once per checkpoint with an *inject* plan that acts there: a stop signal (SIGINT,
+SIGTERM or SIGHUP), two in a row, a SIGKILL, a broken stdout or stderr, or a pause while the
+campaign does something outside (drops a connection, fills the disk, deletes a pod).
 
 Disabled — :data:`ENV` unset, the normal case — this module costs one attribute check per
 event append and nothing per ``await``: no instrument is installed.
@@ -16,12 +16,24 @@ The plan is JSON in :data:`ENV`::
 
     {"trace": "/tmp/trace.jsonl",                 # optional: append each new checkpoint
      "at": "append-before run.JobStarted",        # optional: where to act ...
+     "containing": ".download:",                  # ... or the first key containing this
      "nth": 1,                                    # ... on its n-th hit (default 1)
-     "action": "sigint" | "sigint2" | "kill" | "pause",
+     "action": "sigint" | "sigint2" | "sigterm" | "sigterm2" | "sighup" | "sighup2"
+               | "kill" | "pause" | "none",
+     "break": ["stdout", "stderr"],               # optional: break these streams there ...
+     "break_how": "epipe" | "eio" | "closed",     # ... so (default "epipe"), before acting
      "pause_file": "/tmp/paused"}                 # for "pause"
 
+``sigint2`` (``sigterm2``, ``sighup2``) sends a second signal of the kind at the next
+checkpoint once the first has been noted. A broken stream is what users' machines do: a
+reader gone (``| tee log`` killed by the same Ctrl-C: EPIPE), a terminal closed (EIO: a
+pseudo-terminal whose other side is gone), a descriptor that cannot be written (EBADF) —
+the process's own descriptor is replaced, so the next write fails for real. ``"action":
+"sighup", "break": ["stdout", "stderr"], "break_how": "eio"`` is a terminal that went away.
+
 A pause writes the checkpoint's key to ``pause_file`` and blocks (the whole process, as a
-debugger would) until the file is removed, for at most :data:`PAUSE_LIMIT` seconds.
+debugger would) until the file is removed, for at most :data:`PAUSE_LIMIT` seconds; signals
+sent meanwhile are handled once it goes on.
 """
 
 import contextlib
@@ -49,7 +61,17 @@ ENV = "OVERBRAINER_CHECKPOINTS"
 PAUSE_LIMIT = 30.0
 """The longest a ``pause`` blocks the process."""
 
-ACTIONS = ("sigint", "sigint2", "kill", "pause")
+_SIGNALLING = {
+    "sigint": (signal.SIGINT, False),
+    "sigint2": (signal.SIGINT, True),
+    "sigterm": (signal.SIGTERM, False),
+    "sigterm2": (signal.SIGTERM, True),
+    "sighup": (signal.SIGHUP, False),
+    "sighup2": (signal.SIGHUP, True),
+}
+ACTIONS = (*_SIGNALLING, "kill", "pause", "none")
+STREAMS = {"stdout": 1, "stderr": 2}
+BREAKS = ("epipe", "eio", "closed")
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 _SELF = Path(__file__).resolve()
@@ -73,11 +95,14 @@ class Plan:
     nth: int = 1
     action: str = "sigint"
     pause_file: Path | None = None
+    containing: str | None = None
+    breaks: tuple[str, ...] = ()
+    break_how: str = "epipe"
     roots: tuple[Path, ...] = (_PACKAGE,)
     noted: Noted | None = None  # the command's Ctrl-C state, once installed
     hits: dict[str, int] = field(default_factory=dict)
     seen: set[str] = field(default_factory=set)
-    second_pending: bool = False
+    second_pending: int | None = None  # the signal to send again, once the first is noted
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -93,6 +118,13 @@ class Plan:
             nth = int(data.get("nth", 1))
             if nth < 1:
                 raise ValueError("nth must be at least 1")
+            breaks = tuple(str(name) for name in data.get("break", ()))
+            unknown = [name for name in breaks if name not in STREAMS]
+            if unknown:
+                raise ValueError(f"unknown stream {unknown[0]!r} to break")
+            how = str(data.get("break_how", "epipe"))
+            if how not in BREAKS:
+                raise ValueError(f"unknown way {how!r} to break a stream")
         except (ValueError, TypeError) as error:
             raise ValueError(f"{ENV} is not a valid checkpoint plan ({error})") from None
         trace, pause = data.get("trace"), data.get("pause_file")
@@ -102,7 +134,16 @@ class Plan:
             nth=nth,
             action=action,
             pause_file=Path(pause) if pause else None,
+            containing=str(data["containing"]) if data.get("containing") else None,
+            breaks=breaks,
+            break_how=how,
         )
+
+    def wanted(self, key: str) -> bool:
+        """Whether ``key`` is where the plan acts (on its ``nth`` hit)."""
+        if self.at is not None:
+            return key == self.at
+        return self.containing is not None and self.containing in key
 
     def hit(self, key: str, noted: Noted | None) -> None:
         """One pass through checkpoint ``key``: record it, act if it is the plan's."""
@@ -111,34 +152,42 @@ class Plan:
             self.hits[key] = count
             new = key not in self.seen
             self.seen.add(key)
-            second = self.second_pending and noted is not None and noted.count >= 1
-            if second:
-                self.second_pending = False
+            second = self.second_pending
+            if second is not None and noted is not None and noted.count >= 1:
+                self.second_pending = None
+            else:
+                second = None
+            act = self.wanted(key) and count == self.nth
+            if act and self.at is None:
+                self.containing = None  # the first matching key only
         if new and self.trace is not None:
             # A fault under test (a full disk) must not break the recorder itself.
             with contextlib.suppress(OSError), self.trace.open("a", encoding="utf-8") as out:
                 out.write(json.dumps({"key": key}) + "\n")
-        if second:
-            # The first Ctrl-C has been noted: this one arrives while it is being handled.
-            os.kill(os.getpid(), signal.SIGINT)
-        if key == self.at and count == self.nth:
+        if second is not None:
+            # The first signal has been noted: this one arrives while it is being handled.
+            os.kill(os.getpid(), second)
+        if act:
             self._act(key)
 
     def _act(self, key: str) -> None:
+        for name in self.breaks:
+            break_stream(STREAMS[name], self.break_how)
         if self.action == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
-        elif self.action in ("sigint", "sigint2"):
-            self.second_pending = self.action == "sigint2"
+        elif self.action in _SIGNALLING:
+            signum, twice = _SIGNALLING[self.action]
+            self.second_pending = signum if twice else None
             noted = self.noted
             before = noted.count if noted is not None else 0
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signum)
             if noted is not None and threading.current_thread() is not threading.main_thread():
                 # At an append (a worker thread): hold it until the command has noted the
-                # Ctrl-C, so the signal lands during the append, every time.
+                # signal, so it lands during the append, every time.
                 end = time.monotonic() + 2.0
                 while noted.count <= before and time.monotonic() < end:
                     time.sleep(0.001)
-        elif self.pause_file is not None:
+        elif self.action == "pause" and self.pause_file is not None:
             # Appears whole (written aside, then renamed): the campaign acts as soon as it
             # sees the file, maybe by making every further write of this process fail.
             aside = self.pause_file.with_name(self.pause_file.name + ".tmp")
@@ -147,6 +196,22 @@ class Plan:
             end = time.monotonic() + PAUSE_LIMIT
             while self.pause_file.exists() and time.monotonic() < end:
                 time.sleep(0.005)
+
+
+def break_stream(fd: int, how: str) -> None:
+    """Make every further write to descriptor ``fd`` fail as ``how`` says: ``epipe`` (a
+    pipe whose reader is gone), ``eio`` (a terminal whose other side is gone) or ``closed``
+    (a descriptor that cannot be written: EBADF)."""
+    if how == "eio":
+        master, broken = os.openpty()
+        os.close(master)
+    elif how == "closed":
+        broken = os.open(os.devnull, os.O_RDONLY)
+    else:
+        reader, broken = os.pipe()
+        os.close(reader)
+    os.dup2(broken, fd)
+    os.close(broken)
 
 
 def _load() -> Plan | None:

@@ -3,16 +3,20 @@
 Results go to stdout; progress, events, warnings and notices to stderr. On a terminal the
 training progress is a live line (rich); elsewhere it is a plain line at most every
 ``throttle`` seconds. Evaluation losses are always printed.
+
+Both streams are guarded (``overbrainer/front/streams.py``): a reader that went away, a
+terminal that closed or a full disk silence a stream, never the command's work.
 """
 
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.store import Recorded
 from overbrainer.front.progress import progress_text
+from overbrainer.front.streams import guard
 from overbrainer.train.metrics import MetricsSummary
 
 
@@ -30,7 +34,10 @@ class Front:
     ) -> None:
         self.out = out or sys.stdout
         self.err = err or sys.stderr
-        self.terminal = self.err.isatty() if terminal is None else terminal
+        # Every line goes through these: a stream that fails goes silent, nothing raises.
+        self._out = guard(self.out, "stdout")
+        self._err = guard(self.err, "stderr")
+        self.terminal = self._err.isatty() if terminal is None else terminal
         self.throttle = throttle
         self._clock = clock
         self._last_plain: float | None = None
@@ -44,8 +51,8 @@ class Front:
     def result(self, text: str) -> None:
         """A result line on stdout (the final ``train:`` line, listings)."""
         self._above()
-        self.out.write(text + "\n")
-        self.out.flush()
+        self._out.write(text + "\n")
+        self._out.flush()
 
     def info(self, text: str) -> None:
         """A line of commentary on stderr."""
@@ -121,7 +128,7 @@ class Front:
         from rich.text import Text
 
         if self._live is None:
-            console = Console(file=self.err, force_terminal=True)
+            console = Console(file=cast("TextIO", self._err), force_terminal=True)
             self._live = Live(Text(text), console=console, transient=True, auto_refresh=False)
             self._live.start()
         self._live.update(Text(text), refresh=True)
@@ -135,5 +142,5 @@ class Front:
         if self._live is not None:
             self._live.console.print(text, markup=False, highlight=False, soft_wrap=True)
             return
-        self.err.write(text + "\n")
-        self.err.flush()
+        self._err.write(text + "\n")
+        self._err.flush()

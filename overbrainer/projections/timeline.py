@@ -68,8 +68,16 @@ def _ended(e: ev.RunEnded, s: RunLog | None) -> str:
 
 def _detached(e: ev.Detached, s: RunLog | None) -> str:
     numbers = _metrics(e.metrics)
-    return f"stopped following ({e.reason}); the job keeps running" + (
-        f" at {numbers}" if numbers else ""
+    # The log is where a user whose terminal went away learns how to go on.
+    hint = (
+        f": `overbrainer train attach {s.run.run_id}` follows it again"
+        if s and s.run.run_id
+        else ""
+    )
+    return (
+        f"stopped following ({e.reason}); the job keeps running"
+        + (f" at {numbers}" if numbers else "")
+        + hint
     )
 
 

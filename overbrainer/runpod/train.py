@@ -252,9 +252,17 @@ class PodRun:
         """The command's journal, front end and Ctrl-C controller."""
         return self.ctx.session
 
-    def job(self, run_id: str, executor: Executor) -> service.Job:
-        """The run's job on its pod, reached through ``executor``."""
-        return service.Job(run_id, executor, remote_run_dir(run_id))
+    def job(self, run_id: str, executor: Executor, *, keep: bool = False) -> service.Job:
+        """The run's job on its pod, reached through ``executor`` (``keep``: a pod kept
+        with ``--keep-pod``, which nothing deletes by itself)."""
+        if keep:
+            wait = "the kept pod keeps them until `overbrainer pod rm` deletes it"
+        else:
+            wait = (
+                f"the pod keeps them for {self.spec.retrieve_grace_minutes} min after the job "
+                "ended (its watchdog's retrieve grace)"
+            )
+        return service.Job(run_id, executor, remote_run_dir(run_id), results_wait=wait)
 
     # -- train --
 
@@ -417,6 +425,8 @@ class PodRun:
         session = self.session
         run_id = job.run_id
         state = await session.journal.state(run_id)
+        if state.pod.keep:
+            job = self.job(run_id, job.executor, keep=True)
         watched = await self._watch(job, state)
         if watched is _DETACHED:
             state = await service.detach(session, run_id)
@@ -590,6 +600,8 @@ class PodRun:
         line = messages.report_line(state.pod, ending, run_id)
         if line is not None:
             session.front.warn(line)
+        if retrieval.stopped:
+            raise service.stopped_collection(session, job)
         return self._report(state, summary, retrieval)
 
     def _report(self, state: RunLog, summary: MetricsSummary | None, retrieval: Retrieval) -> int:
@@ -615,7 +627,7 @@ class PodRun:
             return await self._from_local_files(run_id)
         async with contextlib.AsyncExitStack() as stack:
             executor = await self._connect(stack, access, state)
-            job = self.job(run_id, executor)
+            job = self.job(run_id, executor, keep=state.pod.keep)
             state = await self.session.journal.state(run_id)
             if state.run.state == "running":
                 return await self._follow(job)
@@ -645,7 +657,7 @@ class PodRun:
             )
         async with contextlib.AsyncExitStack() as stack:
             executor = await self._connect(stack, access, state)
-            job = self.job(run_id, executor)
+            job = self.job(run_id, executor, keep=state.pod.keep)
             state, job_state, retrieval = await service.cancel(session, job)
             if retrieval is None:
                 session.front.result(
@@ -673,6 +685,8 @@ class PodRun:
             line = messages.report_line((await session.journal.state(run_id)).pod, ending, run_id)
             if line is not None:
                 session.front.warn(line)
+            if retrieval.stopped:
+                raise service.stopped_collection(session, job)
             return 0
 
     async def _reach(self, state: RunLog) -> PodAccess | None:

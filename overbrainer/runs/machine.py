@@ -206,6 +206,8 @@ async def _follow_and_settle(session: Session, job: Job) -> int:
     except StoreError as error:
         # The job ended but its end could not be recorded: attach records it later.
         raise StoreError(f"{error}; once it is back, {attach_hint(job.run_id)}") from error
+    if retrieval.stopped:
+        raise service.stopped_collection(session, job)
     return report(session, state, followed.summary, retrieval.ok)
 
 
@@ -251,6 +253,8 @@ async def attach(session: Session, settings: Settings, state: RunLog) -> int:
             return await _follow_and_settle(session, job)
         if run.artifacts is None or run.note:
             retrieval = await service.recollect(session, job)
+            if retrieval.stopped:
+                raise service.stopped_collection(session, job)
             if not retrieval.ok:
                 raise OverbrainerError(
                     f"the results of run {run.run_id} could not be retrieved: {retrieval.problem}"
@@ -277,6 +281,8 @@ async def cancel(session: Session, settings: Settings, state: RunLog) -> int:
         return 0
     note = "" if retrieval is None or retrieval.ok else f" ({service.NOT_RETRIEVED})"
     session.front.result(f"train: run {run.run_id} cancelled{note}")
+    if retrieval.stopped:
+        raise service.stopped_collection(session, job)
     return 0
 
 

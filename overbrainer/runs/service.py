@@ -11,18 +11,20 @@ import json
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import trio
 
-from overbrainer.errors import OverbrainerError
+from overbrainer.errors import Interrupted, OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.journal import Journal
 from overbrainer.exec.base import ExecError, Executor, JobState, JobStatus, TargetUnreachable
 from overbrainer.exec.manifest import verify
+from overbrainer.exec.transfer import STAGING_DIR
 from overbrainer.front.console import Front
-from overbrainer.front.interrupts import Interrupts
+from overbrainer.front.interrupts import AFTER_STOP, Interrupts, Offer
 from overbrainer.runs.outcome import Verdict, judge
 from overbrainer.train.metrics import MetricsSummary, parse_metrics_lines
 
@@ -66,12 +68,15 @@ class Session:
 
 @dataclass
 class Job:
-    """A run's job on its target. ``in_place``: the target's run dir is the local one."""
+    """A run's job on its target. ``in_place``: the target's run dir is the local one.
+    ``results_wait``: where the results wait when their collection is stopped, and for how
+    long (default: in the job's directory on the target)."""
 
     run_id: str
     executor: Executor
     remote_dir: str
     in_place: bool = False
+    results_wait: str | None = None
 
 
 @dataclass
@@ -274,13 +279,15 @@ async def follow(session: Session, job: Job, *, poll: float = POLL_SECONDS) -> F
     return None if finished is None else finished.value
 
 
-async def detach(session: Session, run_id: str, reason: str = "interrupted") -> RunLog:
-    """Record that following stopped while the job keeps running."""
+async def detach(session: Session, run_id: str, reason: str | None = None) -> RunLog:
+    """Record that following stopped while the job keeps running; ``reason`` defaults to
+    the signal that stopped it (``interrupted``, ``interrupted by SIGTERM``)."""
+    why = reason or session.interrupts.reason
 
     def decide(state: RunLog) -> list[ev.Event]:
         if state.run.state != "running":
             return []
-        return [ev.Detached(reason=reason, metrics=state.run.metrics)]
+        return [ev.Detached(reason=why, metrics=state.run.metrics)]
 
     return await session.journal.append(run_id, decide)
 
@@ -299,6 +306,8 @@ class Retrieval:
     problem: str = ""
     # The target's manifest, when it could be computed (even if the download then failed).
     expected: dict[str, str] | None = None
+    # A signal stopped the collection (the user chose to leave the results on the target).
+    stopped: bool = False
 
     @property
     def has_output(self) -> bool | None:
@@ -308,15 +317,77 @@ class Retrieval:
         return any(name.startswith("output/") for name in self.expected)
 
 
+def collection_offer(session: Session, job: Job) -> Offer:
+    """What collecting the job's results says to a first signal: how far it got and what a
+    second signal leaves."""
+    local = session.run_dir(job.run_id)
+    where = job.results_wait or f"they stay in {job.remote_dir} on {job.executor.location}"
+    return Offer(
+        what=f"collecting the results of run {job.run_id}",
+        if_stopped=f"{where}, and `overbrainer train attach {job.run_id}` collects them",
+        progress=None if job.in_place else partial(_arrived, local / STAGING_DIR),
+    )
+
+
+def _arrived(staging: Path) -> str:
+    """How much of a download has arrived, from its staging directory."""
+    total = 0
+    for directory, _, names in os.walk(staging):
+        for name in names:
+            with contextlib.suppress(OSError):
+                total += (Path(directory) / name).lstat().st_size
+    return f"{_size(total)} so far"
+
+
+def _size(count: int) -> str:
+    """``count`` bytes, as ``"12.5 MB"``."""
+    value = float(count)
+    for unit in ("bytes", "kB", "MB", "GB"):
+        if value < 1000:
+            return f"{count} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} TB"
+
+
+def stopped_collection(session: Session, job: Job) -> Interrupted:
+    """The error of a command whose collection of results a signal stopped."""
+    where = job.results_wait or f"they stay in {job.remote_dir} on {job.executor.location}"
+    return Interrupted(
+        f"interrupted: the collection of the results of run {job.run_id} was stopped before "
+        f"they were all home and verified (nothing is recorded as retrieved); {where}: "
+        f"`overbrainer train attach {job.run_id}` collects them"
+    )
+
+
 async def collect(session: Session, job: Job) -> Retrieval:
     """Bring the job's results home and check every file against the target's manifest
-    (none missing, none different, none extra); record the retrieval."""
+    (none missing, none different, none extra); record the retrieval.
+
+    A second signal stops it (:meth:`Interrupts.stoppable`): nothing is recorded then, and
+    the retrieval says ``stopped``."""
     local = session.run_dir(job.run_id)
-    expected, error = await _fetch(job, local)
+
+    async def bring_home() -> tuple[dict[str, str] | None, OverbrainerError | None, list[str]]:
+        expected, error = await _fetch(job, local)
+        if error is not None or expected is None:
+            return expected, error, []
+        problems = await trio.to_thread.run_sync(verify, expected, local, RETRIEVED_PATHS)
+        return expected, None, problems
+
+    interrupts = session.interrupts
+    brought = await interrupts.stoppable(
+        collection_offer(session, job), COLLECT_LIMIT, bring_home
+    )
+    if brought is None:
+        return Retrieval(
+            ok=False,
+            problem=f"the collection was stopped by {interrupts.label}",
+            stopped=True,
+        )
+    expected, error, problems = brought.value
     if error is not None:
         return Retrieval(ok=False, problem=str(error), expected=expected)
     assert expected is not None
-    problems = await trio.to_thread.run_sync(verify, expected, local, RETRIEVED_PATHS)
     if problems:
         return Retrieval(ok=False, problem="; ".join(problems[:5]), expected=expected)
     size = sum((local / name).stat().st_size for name in expected)
@@ -416,7 +487,7 @@ async def recollect(session: Session, job: Job) -> Retrieval:
             return _settled(state) or await collect(session, job)
 
     return await session.interrupts.shield(
-        f"collecting the results of run {job.run_id}", COLLECT_LIMIT, work
+        f"collecting the results of run {job.run_id}", COLLECT_LIMIT + AFTER_STOP, work
     )
 
 
@@ -436,7 +507,7 @@ async def settle(session: Session, job: Job, followed: Followed) -> tuple[RunLog
             return await _settle_now(session, job, followed)
 
     return await session.interrupts.shield(
-        f"collecting the results of run {job.run_id}", COLLECT_LIMIT, work
+        f"recording the end of run {job.run_id}", COLLECT_LIMIT + AFTER_STOP, work
     )
 
 
@@ -518,7 +589,7 @@ async def cancel(session: Session, job: Job) -> tuple[RunLog, JobState, Retrieva
             return state, after, retrieval
 
     return await session.interrupts.shield(
-        f"cancelling the job of run {job.run_id}", CANCEL_LIMIT + COLLECT_LIMIT, work
+        f"cancelling the job of run {job.run_id}", CANCEL_LIMIT + COLLECT_LIMIT + AFTER_STOP, work
     )
 
 

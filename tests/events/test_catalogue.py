@@ -187,7 +187,8 @@ EXPECTED_SENTENCES_A = [
     "pod k3x9 ready (watchdog: ready)",
     "started the job (pid 4242) in overbrainer/a",
     "the job runs on pod k3x9",
-    "stopped following (interrupted); the job keeps running at step 3/10",
+    "stopped following (interrupted); the job keeps running at step 3/10: "
+    f"`overbrainer train attach {RUN_A}` follows it again",
     "pod k3x9 awaits retrieval of the results (output/adapter.bin did not verify)",
     "retrieved 4 files (1234 bytes), every checksum verified",
     "run succeeded (step 10/10, loss 0.5, eval_loss 0.7)",
