@@ -3,6 +3,7 @@ time (see test_sigint.py for real signals to a real process)."""
 
 import signal
 import threading
+from collections.abc import Awaitable, Callable
 
 import pytest
 import trio
@@ -12,6 +13,7 @@ from overbrainer.errors import Interrupted, OverbrainerError
 from overbrainer.front.interrupts import (
     Finished,
     Interrupts,
+    Offer,
     ShieldTimeout,
     StopRequested,
     open_interrupts,
@@ -382,3 +384,247 @@ def test_open_interrupts_outside_the_main_thread_does_not_listen() -> None:
     thread.join(10)
     assert failures == []
     assert seen == [1]
+
+
+# --- SIGTERM and SIGHUP ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("signum", "label", "code"),
+    [
+        (signal.SIGINT, "Ctrl-C", 130),
+        (signal.SIGTERM, "SIGTERM", 143),
+        (signal.SIGHUP, "SIGHUP", 129),
+    ],
+)
+async def test_each_stop_signal_has_its_name_and_conventional_exit_code(
+    signum: int, label: str, code: int
+) -> None:
+    interrupts = Interrupts(Lines())
+    assert (interrupts.label, interrupts.exit_code, interrupts.signum) == ("Ctrl-C", 130, None)
+    interrupts.interrupt(signum)
+    interrupts.interrupt(signal.SIGINT)  # the first one decides
+    assert (interrupts.label, interrupts.exit_code, interrupts.signum) == (label, code, signum)
+    with pytest.raises(StopRequested) as caught:
+        interrupts.check("creating pod")
+    assert str(caught.value) == f"interrupted by {label} before creating pod"
+    assert caught.value.exit_code == code
+    assert interrupts.reason == ("interrupted" if label == "Ctrl-C" else f"interrupted by {label}")
+    assert interrupts.finish(0) == code  # ran to its end, but was asked to stop
+    assert interrupts.finish(1) == 1  # a failure stays one
+
+
+async def test_a_command_never_interrupted_keeps_its_exit_code() -> None:
+    interrupts = Interrupts(Lines())
+    assert interrupts.finish(0) == 0
+    assert interrupts.finish(1) == 1
+
+
+async def test_sigterm_cancels_races_and_a_further_one_says_what_is_being_finished(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    notices = Lines()
+    interrupts = Interrupts(notices)
+
+    async def follow() -> None:
+        await trio.sleep(1000)
+
+    assert await interrupts_race_stopped_by(interrupts, signal.SIGTERM, follow)
+    interrupts.interrupt(signal.SIGTERM)
+    assert notices.lines == ["already stopping after SIGTERM"]
+
+
+async def interrupts_race_stopped_by(
+    interrupts: Interrupts, signum: int, fn: Callable[[], Awaitable[None]]
+) -> bool:
+    async with trio.open_nursery() as nursery:
+
+        async def later() -> None:
+            await trio.sleep(1)
+            interrupts.interrupt(signum)
+
+        nursery.start_soon(later)
+        return await interrupts.race(fn) is None
+
+
+def test_an_interrupted_error_names_any_signal_but_ctrl_c() -> None:
+    error = Interrupted("interrupted: run r1 keeps running on this machine")
+    assert str(error) == "interrupted: run r1 keeps running on this machine"
+    assert error.exit_code == 130
+    error.by("SIGHUP", 129)
+    assert str(error) == "interrupted by SIGHUP: run r1 keeps running on this machine"
+    assert error.exit_code == 129
+    already = Interrupted("interrupted by SIGTERM before creating pod").by("SIGTERM", 143)
+    assert str(already) == "interrupted by SIGTERM before creating pod"
+
+
+async def test_an_interrupted_error_leaving_open_interrupts_is_told_its_signal() -> None:
+    with pytest.raises(Interrupted) as caught:
+        async with open_interrupts(Lines(), listen=False) as interrupts:
+            interrupts.interrupt(signal.SIGTERM)
+            raise Interrupted("interrupted: run r1 stopped before its job started")
+    assert str(caught.value) == "interrupted by SIGTERM: run r1 stopped before its job started"
+    assert caught.value.exit_code == 143
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+async def test_open_interrupts_takes_sigterm_and_sighup_and_gives_them_back(signum: int) -> None:
+    before = signal.getsignal(signum)
+    async with open_interrupts(Lines()) as interrupts:
+        signal.raise_signal(signum)  # a real one, in this process
+        with trio.fail_after(5):
+            while interrupts.count < 1:
+                await trio.sleep(0.01)
+        assert interrupts.signum == signum
+    assert signal.getsignal(signum) == before
+
+
+async def test_a_signal_ignored_at_the_start_stays_ignored() -> None:
+    # `nohup overbrainer train` ignores SIGHUP: the terminal closing must not stop it.
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        async with open_interrupts(Lines()) as interrupts:
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            signal.raise_signal(signal.SIGHUP)
+            await trio.sleep(0.1)
+            assert interrupts.count == 0
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
+# --- stoppable work ----------------------------------------------------------------------
+
+
+def _offer(progress: "list[str] | None" = None) -> Offer:
+    return Offer(
+        what="collecting the results of run r1",
+        if_stopped="the pod keeps them for 60 min, and `overbrainer train attach r1` collects them",
+        progress=(lambda: progress[0]) if progress is not None else None,
+    )
+
+
+async def test_stoppable_work_says_what_it_does_at_the_first_signal_and_stops_at_the_second(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    notices = Lines()
+    interrupts = Interrupts(notices)
+    progress = ["0 bytes so far"]
+    steps: list[str] = []
+
+    async def download() -> str:
+        for step in range(100):
+            await trio.sleep(1)
+            progress[0] = f"{step + 1}.0 MB so far"
+            steps.append(str(step))
+        return "home"
+
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(interrupt_at, interrupts, 2.5, 5.5)
+        outcome = await interrupts.stoppable(_offer(progress), 3600, download)
+
+    assert outcome is None
+    assert trio.current_time() - start == pytest.approx(5.5)
+    assert len(steps) == 5
+    assert notices.lines == [
+        "Ctrl-C: collecting the results of run r1 first (2.0 MB so far); Ctrl-C again stops it "
+        "now: the pod keeps them for 60 min, and `overbrainer train attach r1` collects them",
+        "Ctrl-C: stopped collecting the results of run r1 (5.0 MB so far)",
+    ]
+
+
+async def test_stoppable_work_left_alone_finishes(autojump_clock: trio.testing.MockClock) -> None:
+    notices = Lines()
+    interrupts = Interrupts(notices)
+
+    async def download() -> str:
+        await trio.sleep(10)
+        return "home"
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(interrupt_at, interrupts, 1)
+        outcome = await interrupts.stoppable(_offer(), 3600, download)
+    assert outcome == Finished("home")
+    assert len(notices.lines) == 1  # the offer only
+
+
+async def test_stoppable_work_offers_at_once_when_a_signal_came_before_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    notices = Lines()
+    interrupts = Interrupts(notices)
+    interrupts.interrupt(signal.SIGTERM)
+
+    async def download() -> None:
+        await trio.sleep(1000)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(interrupt_at, interrupts, 2)
+        assert await interrupts.stoppable(_offer(), 3600, download) is None
+    assert notices.lines[0].startswith(
+        "SIGTERM: collecting the results of run r1 first; another SIGTERM stops it now: "
+    )
+    assert notices.lines[1] == "Ctrl-C: stopped collecting the results of run r1"
+
+
+async def test_stoppable_work_past_its_limit_is_a_shield_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    interrupts = Interrupts(Lines())
+
+    async def download() -> None:
+        await trio.sleep(1000)
+
+    with pytest.raises(ShieldTimeout, match="collecting the results of run r1 did not finish"):
+        await interrupts.stoppable(_offer(), 10, download)
+
+
+async def test_stoppable_work_inside_a_shield_speaks_for_it_and_bounds_what_follows(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    notices = Lines()
+    interrupts = Interrupts(notices)
+    steps: list[str] = []
+
+    async def download() -> None:
+        await trio.sleep(1000)
+
+    async def settle() -> None:
+        outcome = await interrupts.stoppable(_offer(), 3600, download)
+        steps.append("stopped" if outcome is None else "home")
+        await trio.sleep(10)  # recording what happened, still shielded
+        steps.append("recorded")
+
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(interrupt_at, interrupts, 1, 2, 5)
+        await interrupts.shield("recording the end of run r1", 3720, settle)
+
+    assert steps == ["stopped", "recorded"]
+    assert trio.current_time() - start == pytest.approx(12)
+    assert len(notices.lines) == 3
+    assert notices.lines[1] == "Ctrl-C: stopped collecting the results of run r1"
+    # Not "at most 62 min": what follows a stoppable section is bounded by AFTER_STOP.
+    assert notices.lines[2] == (
+        "still recording the end of run r1 (at most 117 s more); it cannot be interrupted safely"
+    )
+
+
+async def test_a_second_signal_stops_stoppable_work_inside_any_shield(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    interrupts = Interrupts(Lines())
+    steps: list[str] = []
+
+    async def download() -> None:
+        await trio.sleep(1000)
+
+    async def work() -> None:
+        outcome = await interrupts.stoppable(_offer(), 3600, download)
+        steps.append("stopped" if outcome is None else "home")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(interrupt_at, interrupts, 1, 2)
+        await interrupts.shield("cancelling the job of run r1", 4000, work)
+    assert steps == ["stopped"]

@@ -21,20 +21,27 @@ WAIT = 10.0
 class Probe:
     """The probe process, its stdout read line by line as it comes."""
 
-    def __init__(self, tmp_path: Path, scenario: str) -> None:
+    def __init__(self, tmp_path: Path, scenario: str, *, stderr_broken: bool = False) -> None:
         self.marker = tmp_path / "marker"
         self.stderr_path = tmp_path / "stderr"
         self.lines: list[str] = []
         self._queue: queue.Queue[str | None] = queue.Queue()
         with self.stderr_path.open("w") as stderr:
+            broken = None
+            if stderr_broken:
+                # A pipe whose reader is gone (a `| tee` killed by the same signal).
+                reader, broken = os.pipe()
+                os.close(reader)
             self.process = subprocess.Popen(
                 [sys.executable, str(PROBE), scenario, str(self.marker)],
                 cwd=tmp_path,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
-                stderr=stderr,
+                stderr=stderr if broken is None else broken,
                 text=True,
             )
+            if broken is not None:
+                os.close(broken)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -59,6 +66,9 @@ class Probe:
     def sigint(self) -> None:
         os.kill(self.process.pid, signal.SIGINT)
 
+    def signal(self, signum: int) -> None:
+        os.kill(self.process.pid, signum)
+
     def finish(self) -> tuple[int, str]:
         """Wait for the probe to exit; return its exit code and stderr."""
         code = self.process.wait(WAIT)
@@ -78,7 +88,7 @@ class Probe:
             self.process.wait()
 
 
-Start = Callable[[str], Probe]
+Start = Callable[..., Probe]
 
 
 @pytest.fixture
@@ -86,8 +96,8 @@ def probes(tmp_path: Path) -> Iterator[Start]:
     """Starts probes (one scenario each) and kills any left running at the end."""
     started: list[Probe] = []
 
-    def start(scenario: str) -> Probe:
-        probe = Probe(tmp_path, scenario)
+    def start(scenario: str, *, stderr_broken: bool = False) -> Probe:
+        probe = Probe(tmp_path, scenario, stderr_broken=stderr_broken)
         started.append(probe)
         return probe
 
@@ -155,4 +165,45 @@ def test_sigint_during_a_shield_inside_a_race(probes: Start) -> None:
     assert "RACE DONE" not in probe.lines
     assert "LATER STARTED" not in probe.lines
     assert stderr.splitlines() == ["error: interrupted by Ctrl-C before the probe's next step"]
+    assert code == 130
+
+
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)], ids=["SIGTERM", "SIGHUP"]
+)
+def test_sigterm_and_sighup_are_handled_as_ctrl_c_with_their_exit_codes(
+    probes: Start, signum: signal.Signals, code: int
+) -> None:
+    probe = probes("shield")
+    probe.expect("READY shield")
+    probe.signal(signum)
+    probe.expect("NOTED 1")
+    probe.signal(signum)
+    probe.expect("NOTED 2")
+    code_seen, stderr = probe.finish()
+
+    assert probe.marker.read_text() == "written\n"
+    assert probe.lines.index("NOTED 2") < probe.lines.index("SHIELD DONE")
+    assert "LATER SKIPPED" in probe.lines
+    lines = stderr.splitlines()
+    assert len([line for line in lines if line.startswith("still writing the probe's marker")]) == 1
+    assert lines[-1] == f"error: interrupted by {signum.name} before the probe's next step"
+    assert "Traceback" not in stderr
+    assert code_seen == code
+
+
+def test_a_signal_with_stderr_gone_still_finishes_the_shielded_work(probes: Start) -> None:
+    # `overbrainer train 2>&1 | tee log` and Ctrl-C: tee dies too, and every line written to
+    # stderr after it (the notice of the second Ctrl-C, the final error) meets a broken pipe.
+    probe = probes("shield", stderr_broken=True)
+    probe.expect("READY shield")
+    probe.sigint()
+    probe.expect("NOTED 1")
+    probe.sigint()
+    probe.expect("NOTED 2")
+    code, _ = probe.finish()
+
+    assert probe.marker.read_text() == "written\n"
+    assert "SHIELD DONE" in probe.lines
+    assert "LATER SKIPPED" in probe.lines
     assert code == 130

@@ -7,6 +7,8 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.runs.conftest import Project, alive, job_pid, kill_group
 
 FINAL = re.compile(r"^train: run (\S+) (\w+)")
@@ -111,6 +113,37 @@ def test_ctrl_c_while_following_leaves_the_job_running_and_attach_finishes_it(
         "run.ArtifactsRetrieved",
         "run.Ended",
     ]
+
+
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)], ids=["SIGTERM", "SIGHUP"]
+)
+def test_sigterm_or_sighup_while_following_detaches_with_the_attach_hint(
+    project: Project, signum: signal.Signals, code: int
+) -> None:
+    # `timeout`, systemd, CI cancelling a job (SIGTERM) and a closed terminal (SIGHUP) used
+    # to kill the command outright: no run.Detached, no hint.
+    train = project.start("train", FAKE_AXOLOTL_STEPS="30", FAKE_AXOLOTL_STEP_SECONDS="0.1")
+    run_id = project.wait_for_state("running")
+    time.sleep(0.3)
+    train.send_signal(signum)
+    _out, err = train.communicate(timeout=30)
+    assert train.returncode == code, err
+    assert "Traceback" not in err
+    assert (
+        f"error: interrupted by {signum.name}: run {run_id} keeps running on this machine; "
+        f"follow it again with `overbrainer train attach {run_id}`"
+    ) in err
+    assert alive(job_pid(project, run_id)), "the job must keep running"
+    story = project.run("events", run_id)
+    assert (
+        f"stopped following (interrupted by {signum.name}); the job keeps running"
+    ) in story.stdout
+    assert f"`overbrainer train attach {run_id}` follows it again" in story.stdout
+
+    attach = project.run("train", "attach", run_id)
+    assert attach.returncode == 0, attach.stderr
+    assert _final(attach.stdout) == (run_id, "succeeded")
 
 
 def test_ctrl_c_while_the_job_starts_never_leaves_an_unrecorded_job(project: Project) -> None:

@@ -5,6 +5,7 @@ trainer in the remote venv. See tests/runs/ssh_project.py for the seams."""
 
 import hashlib
 import re
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -280,6 +281,27 @@ def test_ctrl_c_while_following_leaves_the_job_running_and_attach_finishes_it(
         "run.ArtifactsRetrieved",
         "run.Ended",
     ]
+
+
+def test_sigterm_while_following_detaches_with_the_attach_hint(ssh_project: SshProject) -> None:
+    # SIGTERM (`timeout`, systemd, CI) used to kill the command: no run.Detached, no hint.
+    ssh_project.knobs(OB_GATE="1")
+    train, run_id = _started(ssh_project)
+    _wait_for_polls(ssh_project)
+    train.send_signal(signal.SIGTERM)
+    _out, err = train.communicate(timeout=30)
+    assert train.returncode == 143, err
+    assert "Traceback" not in err
+    assert (
+        f"error: interrupted by SIGTERM: run {run_id} keeps running on host {ALIAS}; follow "
+        f"it again with `overbrainer train attach {run_id}`"
+    ) in err
+    assert alive(ssh_project.job_pid(run_id)), "the job must keep running"
+    assert ssh_project.event_names(run_id)[-1] == "run.Detached"
+    ssh_project.open_gate(run_id)
+    attach = ssh_project.run("train", "attach", run_id)
+    assert attach.returncode == 0, attach.stderr
+    assert _final(attach.stdout) == (run_id, "succeeded")
 
 
 def test_ctrl_c_while_connecting_stops_the_run_before_its_job(ssh_project: SshProject) -> None:
