@@ -39,12 +39,15 @@ class World:
     project: Path
     env: dict[str, str]
 
-    async def run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        """``overbrainer -C PROJECT ARGS`` in a real process (the fake keeps serving)."""
+    async def run(
+        self, *args: str, timeout: float = 60, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """``overbrainer -C PROJECT ARGS`` in a real process (the fake keeps serving);
+        ``env`` adds to its environment."""
         with trio.fail_after(timeout):
             done = await trio.run_process(
                 [sys.executable, "-m", "overbrainer", "-C", str(self.project), *args],
-                env=self.env,
+                env={**self.env, **(env or {})},
                 capture_stdout=True,
                 capture_stderr=True,
                 check=False,
@@ -103,6 +106,7 @@ async def world(
     steps: int = 5,
     overrides: dict[str, str] | None = None,
     max_hours: float = 1.0,
+    output_mb: float = 0.0625,
 ) -> AsyncIterator[World]:
     """The fake API and pods on loopback, and a project whose Runpod target runs the
     stand-in trainer from a venv (knobs set in its wrapper: the pod's SSH sessions have an
@@ -118,6 +122,7 @@ async def world(
     wrapper.write_text(
         "#!/bin/sh\n"
         f"FAKE_AXOLOTL_STEPS={steps} FAKE_AXOLOTL_STEP_SECONDS={step_seconds} "
+        f"FAKE_AXOLOTL_OUTPUT_MB={output_mb} "
         f'exec {sys.executable} {STAND_IN} "$@"\n'
     )
     wrapper.chmod(0o755)
