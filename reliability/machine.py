@@ -247,7 +247,8 @@ def _said_next_step(done: Any, action: str) -> list[str]:
     """An interrupted command says what was left and the exact next command."""
     if action not in ("sigint", "sigint2") or done.code != 130:
         return []
-    if "overbrainer train attach" in done.err or "stopped before its job started" in done.err:
+    told = ("overbrainer train attach", "stopped before its job started", "nothing is left to do")
+    if any(words in done.err for words in told):
         return []
     return [f"`{' '.join(done.args)}` was interrupted without saying how to go on: {done.err}"]
 

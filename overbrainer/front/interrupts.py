@@ -182,10 +182,13 @@ class Interrupts:
 
     def finish(self, code: int) -> int:
         """The exit code of a command that ran to its end with ``code``: a noted signal's
-        conventional one when ``code`` is 0 (the caller asked the command to stop: a shell
-        loop, ``timeout`` or CI must hear so, whatever became of the run, which the command
-        printed and recorded)."""
-        return self.exit_code if code == 0 and self.interrupted else code
+        conventional one when ``code`` is 0 (the caller asked the command to stop: a script,
+        ``timeout`` or CI must hear so, whatever became of the run, which the command printed
+        and recorded), said in one line."""
+        if code != 0 or not self.interrupted:
+            return code
+        self._say(f"{self.label}: finished before stopping; nothing is left to do")
+        return self.exit_code
 
     def interrupt(self, signum: int = signal.SIGINT) -> None:
         """Note one signal: the first cancels every running race and tells what a stoppable

@@ -400,7 +400,8 @@ def test_open_interrupts_outside_the_main_thread_does_not_listen() -> None:
 async def test_each_stop_signal_has_its_name_and_conventional_exit_code(
     signum: int, label: str, code: int
 ) -> None:
-    interrupts = Interrupts(Lines())
+    notices = Lines()
+    interrupts = Interrupts(notices)
     assert (interrupts.label, interrupts.exit_code, interrupts.signum) == ("Ctrl-C", 130, None)
     interrupts.interrupt(signum)
     interrupts.interrupt(signal.SIGINT)  # the first one decides
@@ -410,8 +411,10 @@ async def test_each_stop_signal_has_its_name_and_conventional_exit_code(
     assert str(caught.value) == f"interrupted by {label} before creating pod"
     assert caught.value.exit_code == code
     assert interrupts.reason == ("interrupted" if label == "Ctrl-C" else f"interrupted by {label}")
-    assert interrupts.finish(0) == code  # ran to its end, but was asked to stop
     assert interrupts.finish(1) == 1  # a failure stays one
+    assert notices.lines == [f"already stopping after {label}"]  # from the second signal
+    assert interrupts.finish(0) == code  # ran to its end, but was asked to stop
+    assert notices.lines[1:] == [f"{label}: finished before stopping; nothing is left to do"]
 
 
 async def test_a_command_never_interrupted_keeps_its_exit_code() -> None:

@@ -371,6 +371,7 @@ async def test_sigterm_or_sighup_during_retrieval_finishes_it_and_deletes_the_po
             f"{signum.name}: collecting the results of run {run_id} first ("
         ) in err  # what goes on, how far it got ...
         assert f"another {signum.name} stops it now: the pod keeps them for 30 min" in err
+        assert err.endswith(f"{signum.name}: finished before stopping; nothing is left to do\n")
 
 
 # ---- a terminal that went away -----------------------------------------------------------
