@@ -100,8 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _, rest = _split_global(tokens)
         except _Usage:
             return code
-        command = _command_name(rest, _command_words(rest))
-        code, problem = streams.exit_code(command, code, streams.loss_of(sys.stdout))
+        code, problem = streams.exit_code(_asked(rest), code, streams.loss_of(sys.stdout))
         if problem is not None:
             print(f"error: {problem}", file=sys.stderr, flush=True)
         return code
@@ -109,12 +108,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         restore()
 
 
-def _command_words(rest: Sequence[str]) -> frozenset[str]:
-    if not rest or rest[0] in ("--help", "-h", "--version"):
-        return frozenset()
+def _asked(rest: Sequence[str]) -> str:
+    """What was asked of overbrainer, as ``"runs ls"`` (``"train --help"`` for a help)."""
+    if not rest or any(token in ("--help", "-h", "--version") for token in rest):
+        return " ".join(rest)
     from overbrainer.cli.app import COMMAND_WORDS
 
-    return COMMAND_WORDS
+    name = _command_name(rest, COMMAND_WORDS)
+    return "" if name == "overbrainer" else name
 
 
 def _main(tokens: list[str]) -> int:

@@ -237,8 +237,9 @@ def stdout_gone() -> bool:
 
 
 def exit_code(command: str, code: int, stdout_loss: Loss | None) -> tuple[int, str | None]:
-    """The exit code of ``command``, which would exit ``code``, once its stdout was lost
-    (``stdout_loss``), and the error to report, if any.
+    """The exit code of ``command`` (the words after ``overbrainer``: ``"runs ls"``), which
+    would exit ``code``, once its stdout was lost (``stdout_loss``), and the error to
+    report, if any.
 
     A reader that left (``| head``) is no failure. Otherwise a command whose product is
     its stdout (a listing, a log) did not deliver it: an error, exit 1. A command that acts
@@ -248,4 +249,5 @@ def exit_code(command: str, code: int, stdout_loss: Loss | None) -> tuple[int, s
         return code, None
     if command in ACTING_COMMANDS:
         return code, None
-    return 1, f"could not write the output of `overbrainer {command}` ({stdout_loss.reason})"
+    asked = f"overbrainer {command}".strip()
+    return 1, f"could not write the output of `{asked}` ({stdout_loss.reason})"

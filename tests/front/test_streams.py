@@ -164,6 +164,8 @@ PIPE_HEAD = [
     ("train", 0, Loss("stdout", "No space left on device"), 0, False),  # by its run
     ("train attach", 130, Loss("stdout", "closed"), 130, False),
     ("pod rm", 0, Loss("stdout", "Input/output error"), 0, False),
+    ("train --help", 0, Loss("stdout", "closed"), 1, True),  # a help's product is its text
+    ("", 0, Loss("stdout", "No space left on device"), 1, True),  # `overbrainer` alone
 ]
 
 
@@ -175,7 +177,7 @@ def test_exit_code_after_stdout_was_lost(
     assert got == expected
     assert (problem is not None) == says
     if problem is not None:
-        assert f"`overbrainer {command}`" in problem
+        assert f"`{f'overbrainer {command}'.strip()}`" in problem
         assert loss is not None and loss.reason in problem
 
 
