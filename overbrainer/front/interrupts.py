@@ -39,7 +39,7 @@ import signal
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import trio
@@ -99,7 +99,7 @@ class Finished(Generic[T]):
 class _Shielded:
     what: str
     deadline: float
-    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    scope: trio.CancelScope
     # Stoppable sections running inside: their own notices speak for this work meanwhile.
     waiting: int = 0
 
@@ -239,8 +239,8 @@ class Interrupts:
         """
         if not limit > 0:
             raise ValueError(f"the time limit of {what!r} must be positive, not {limit!r}")
-        work = _Shielded(what, trio.current_time() + limit)
-        work.scope = trio.CancelScope(deadline=work.deadline, shield=True)
+        deadline = trio.current_time() + limit
+        work = _Shielded(what, deadline, trio.CancelScope(deadline=deadline, shield=True))
         self._shielded.append(work)
         token = _ENCLOSING.set((*_ENCLOSING.get(), work))
         try:

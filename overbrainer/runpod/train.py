@@ -601,7 +601,7 @@ class PodRun:
         if line is not None:
             session.front.warn(line)
         if retrieval.stopped:
-            raise service.stopped_collection(session, job)
+            raise service.stopped_collection(job)
         return self._report(state, summary, retrieval)
 
     def _report(self, state: RunLog, summary: MetricsSummary | None, retrieval: Retrieval) -> int:
@@ -686,7 +686,7 @@ class PodRun:
             if line is not None:
                 session.front.warn(line)
             if retrieval.stopped:
-                raise service.stopped_collection(session, job)
+                raise service.stopped_collection(job)
             return 0
 
     async def _reach(self, state: RunLog) -> PodAccess | None:

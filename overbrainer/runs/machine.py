@@ -79,7 +79,9 @@ async def open_job(
                 await executor.connect()
             elif await session.interrupts.race(executor.connect) is None:
                 raise _StoppedBeforeJob("connecting to the target")
-            yield Job(run_id, executor, remote_dir)
+            where = f"{plan.target.workdir.rstrip('/')}/{remote_dir}"
+            wait = f"they stay in {where} on {executor.location}"
+            yield Job(run_id, executor, remote_dir, results_wait=wait)
         return
     from overbrainer.exec.local import LocalExecutor
 
@@ -207,7 +209,7 @@ async def _follow_and_settle(session: Session, job: Job) -> int:
         # The job ended but its end could not be recorded: attach records it later.
         raise StoreError(f"{error}; once it is back, {attach_hint(job.run_id)}") from error
     if retrieval.stopped:
-        raise service.stopped_collection(session, job)
+        raise service.stopped_collection(job)
     return report(session, state, followed.summary, retrieval.ok)
 
 
@@ -254,7 +256,7 @@ async def attach(session: Session, settings: Settings, state: RunLog) -> int:
         if run.artifacts is None or run.note:
             retrieval = await service.recollect(session, job)
             if retrieval.stopped:
-                raise service.stopped_collection(session, job)
+                raise service.stopped_collection(job)
             if not retrieval.ok:
                 raise OverbrainerError(
                     f"the results of run {run.run_id} could not be retrieved: {retrieval.problem}"
@@ -282,7 +284,7 @@ async def cancel(session: Session, settings: Settings, state: RunLog) -> int:
     note = "" if retrieval is None or retrieval.ok else f" ({service.NOT_RETRIEVED})"
     session.front.result(f"train: run {run.run_id} cancelled{note}")
     if retrieval.stopped:
-        raise service.stopped_collection(session, job)
+        raise service.stopped_collection(job)
     return 0
 
 

@@ -317,11 +317,15 @@ class Retrieval:
         return any(name.startswith("output/") for name in self.expected)
 
 
+def _results_wait(job: Job) -> str:
+    return job.results_wait or f"they stay in {job.remote_dir} on {job.executor.location}"
+
+
 def collection_offer(session: Session, job: Job) -> Offer:
     """What collecting the job's results says to a first signal: how far it got and what a
     second signal leaves."""
     local = session.run_dir(job.run_id)
-    where = job.results_wait or f"they stay in {job.remote_dir} on {job.executor.location}"
+    where = _results_wait(job)
     return Offer(
         what=f"collecting the results of run {job.run_id}",
         if_stopped=f"{where}, and `overbrainer train attach {job.run_id}` collects them",
@@ -349,9 +353,9 @@ def _size(count: int) -> str:
     return f"{value:.1f} TB"
 
 
-def stopped_collection(session: Session, job: Job) -> Interrupted:
+def stopped_collection(job: Job) -> Interrupted:
     """The error of a command whose collection of results a signal stopped."""
-    where = job.results_wait or f"they stay in {job.remote_dir} on {job.executor.location}"
+    where = _results_wait(job)
     return Interrupted(
         f"interrupted: the collection of the results of run {job.run_id} was stopped before "
         f"they were all home and verified (nothing is recorded as retrieved); {where}: "

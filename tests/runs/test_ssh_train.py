@@ -4,6 +4,7 @@ and checked against ``~/.ssh/known_hosts`` (both in a temporary HOME), with the 
 trainer in the remote venv. See tests/runs/ssh_project.py for the seams."""
 
 import hashlib
+import json
 import re
 import signal
 import subprocess
@@ -302,6 +303,36 @@ def test_sigterm_while_following_detaches_with_the_attach_hint(ssh_project: SshP
     attach = ssh_project.run("train", "attach", run_id)
     assert attach.returncode == 0, attach.stderr
     assert _final(attach.stdout) == (run_id, "succeeded")
+
+
+def test_a_second_ctrl_c_during_retrieval_stops_it_and_attach_collects_later(
+    ssh_project: SshProject,
+) -> None:
+    # Collecting was shielded for up to an hour: a big adapter on a slow link left only
+    # `kill`. The second Ctrl-C now stops it, recording nothing as retrieved.
+    ssh_project.knobs(FAKE_AXOLOTL_OUTPUT_MB="16")
+    plan = {"containing": ".download:", "action": "sigint2"}
+    done = ssh_project.run("train", OVERBRAINER_CHECKPOINTS=json.dumps(plan))
+    assert done.returncode == 130, done.stderr
+    assert "Traceback" not in done.stderr
+    (run_id,) = ssh_project.runs()
+    where = f"they stay in {ssh_project.workdir}/runs/{run_id} on host {ALIAS}"
+    assert f"Ctrl-C again stops it now: {where}, and `overbrainer train attach {run_id}`" in (
+        done.stderr
+    )
+    assert done.stderr.splitlines()[-1] == (
+        f"error: interrupted: the collection of the results of run {run_id} was stopped before "
+        f"they were all home and verified (nothing is recorded as retrieved); {where}: "
+        f"`overbrainer train attach {run_id}` collects them"
+    )
+    assert ssh_project.run_json(run_id)["state"] == "running"  # a would-be success
+    assert "run.ArtifactsRetrieved" not in ssh_project.event_names(run_id)
+    assert not (ssh_project.path / "runs" / run_id / "output").exists()
+
+    attach = ssh_project.run("train", "attach", run_id)
+    assert attach.returncode == 0, attach.stderr
+    assert _final(attach.stdout) == (run_id, "succeeded")
+    assert ssh_project.event_names(run_id).count("run.ArtifactsRetrieved") == 1
 
 
 def test_ctrl_c_while_connecting_stops_the_run_before_its_job(ssh_project: SshProject) -> None:
