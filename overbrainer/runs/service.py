@@ -379,9 +379,7 @@ async def collect(session: Session, job: Job) -> Retrieval:
         return expected, None, problems
 
     interrupts = session.interrupts
-    brought = await interrupts.stoppable(
-        collection_offer(session, job), COLLECT_LIMIT, bring_home
-    )
+    brought = await interrupts.stoppable(collection_offer(session, job), COLLECT_LIMIT, bring_home)
     if brought is None:
         return Retrieval(
             ok=False,
