@@ -51,8 +51,15 @@ async def copy_watchdog_log(ctx: PodContext, run_id: str, executor: Executor) ->
         ctx.session.front.warn(f"cannot copy the watchdog's log of run {run_id} home: {error}")
         return False
     path = ctx.session.run_dir(run_id) / LOG_COPY
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(bytes(data))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(bytes(data))
+    except OSError as error:
+        ctx.session.front.warn(
+            f"cannot write the watchdog's log of run {run_id} into runs/{run_id}/{LOG_COPY}: "
+            f"{error.strerror or error}"
+        )
+        return False
     return True
 
 

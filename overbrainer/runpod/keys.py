@@ -25,11 +25,13 @@ KNOWN_HOSTS = "known_hosts"
 # A host name, an IPv4 address or a bare IPv6 address; nothing a shell or ssh_config parses.
 _HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$")
 _USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
+# What a double-quoted ssh_config argument holds as is: no quote, backslash or control.
+_PLAIN_IN_QUOTES = re.compile(r'[^"\\\x00-\x1f\x7f]*')
 _PUBLIC_KEY = re.compile(r"^ssh-ed25519 [A-Za-z0-9+/]+={0,2}( [A-Za-z0-9._@:+-]+)?$")
 
 
 class UnsafeSshValue(OverbrainerError):
-    """A host, user, port or path that cannot be written into an SSH config safely."""
+    """A host, user or port that cannot be written into an SSH config safely."""
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,8 @@ def write_ssh_config(ssh_dir: Path, run_id: str, host: str, port: int, user: str
 
     ``ssh -F runs/<id>/ssh/config overbrainer-<id>`` then reaches the pod with the run's own
     key only, refusing any host key but the pinned one; the user's ``~/.ssh/config``, the
-    system config and the agent play no part. Returns the config's path.
+    system config and the agent play no part. Any project path can be written (see
+    :func:`_config_path`). Returns the config's path.
     """
     check_run_id(run_id)
     _check_endpoint(host, port, user)
@@ -184,14 +187,19 @@ def _check_endpoint(host: str, port: int, user: str) -> None:
 
 
 def _config_path(path: Path) -> str:
-    """``path`` as an ssh_config argument: quoted, with ``%`` escaped (ssh expands tokens)."""
+    """``path`` (a file in ``runs/<id>/ssh/``) as an ssh_config argument.
+
+    Absolute, in double quotes, with ``%`` doubled (ssh expands ``%`` tokens), whenever
+    every OpenSSH reads that back as the same path: non-ASCII, spaces, ``'`` and ``#`` are
+    fine inside quotes. A path it cannot hold that way — a ``"`` or ``\\`` (older clients
+    know no escapes), a control character, ``${`` (ssh expands environment variables and
+    has no escape for it) — is written relative to the project, ``runs/<id>/ssh/<file>``,
+    which is where ``ssh -F runs/<id>/ssh/config`` is run from.
+    """
     text = str(path)
-    if any(c in text for c in '"\\\n\r\0'):
-        raise UnsafeSshValue(
-            "refusing to write the pod's SSH config: the project's path contains a quote, "
-            "backslash or line break"
-        )
-    return '"' + text.replace("%", "%%") + '"'
+    if _PLAIN_IN_QUOTES.fullmatch(text) and "${" not in text:
+        return '"' + text.replace("%", "%%") + '"'
+    return "/".join(path.parts[-4:])
 
 
 def _make_private_dir(path: Path) -> None:
@@ -209,17 +217,22 @@ def _make_private_dir(path: Path) -> None:
 
 
 def _write_atomically(path: Path, text: str, mode: int) -> None:
-    """Write ``text`` to ``path`` through a temporary file that has ``mode`` from creation."""
+    """Write ``text`` to ``path`` through a temporary file that has ``mode`` from creation.
+
+    Encoded as file names are (UTF-8, undecodable bytes kept as they were), so a config
+    naming the project's path holds exactly that path's bytes.
+    """
+    data = os.fsencode(text)
     temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     # A leftover from a crashed write of this same process id.
     temp.unlink(missing_ok=True)
     fd = os.open(temp, flags, mode)
     try:
-        with os.fdopen(fd, "w", encoding="ascii") as out:
+        with os.fdopen(fd, "wb") as out:
             # The umask may have narrowed ``mode`` (never widened it): set it exactly.
             os.fchmod(out.fileno(), mode)
-            out.write(text)
+            out.write(data)
             out.flush()
             os.fsync(out.fileno())
     except BaseException:

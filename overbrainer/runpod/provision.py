@@ -344,7 +344,15 @@ class _Walk:
     # -- steps --
 
     async def _keys(self) -> RunKeys:
-        keys = write_run_keys(self.ctx.session.run_dir(self.run_id) / "ssh", self.run_id)
+        # Before any create: a run directory that cannot hold the keys stops the run here,
+        # not once a pod bills.
+        try:
+            keys = write_run_keys(self.ctx.session.run_dir(self.run_id) / "ssh", self.run_id)
+        except OSError as error:
+            raise ProvisionError(
+                f"cannot store the SSH keys of run {self.run_id} in runs/{self.run_id}/ssh "
+                f"({error.strerror or error}); no pod was created"
+            ) from error
         await self.journal.append(
             self.run_id, [ev.KeysGenerated(host_public_key=keys.host_public_key)]
         )
@@ -703,13 +711,21 @@ class _Walk:
             ],
         )
         # For --keep-pod and for humans: `ssh -F runs/<id>/ssh/config overbrainer-<id>`.
-        write_ssh_config(
-            self.ctx.session.run_dir(self.run_id) / "ssh",
-            self.run_id,
-            endpoint.host,
-            endpoint.port,
-            endpoint.username,
-        )
+        try:
+            write_ssh_config(
+                self.ctx.session.run_dir(self.run_id) / "ssh",
+                self.run_id,
+                endpoint.host,
+                endpoint.port,
+                endpoint.username,
+            )
+        except OSError as error:
+            # A disk that cannot take this file cannot take the results either: the walk
+            # ends here and deletes the pod.
+            raise ProvisionError(
+                f"cannot write runs/{self.run_id}/ssh/config for pod {pod_id} "
+                f"({error.strerror or error}); the pod is deleted"
+            ) from error
 
     async def _verdict(self, executor: Executor, deadline: float) -> _Booted | None:
         """Read the watchdog's verdict every poll until it is written or ``deadline``;

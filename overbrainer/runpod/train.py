@@ -744,7 +744,14 @@ class PodRun:
                     )
                 ],
             )
-            write_ssh_config(ssh_dir, run_id, endpoint.host, endpoint.port, endpoint.username)
+            try:
+                write_ssh_config(ssh_dir, run_id, endpoint.host, endpoint.port, endpoint.username)
+            except OSError as error:
+                # Only `ssh -F` needs the file; this command reaches the pod without it.
+                self.session.front.warn(
+                    f"cannot rewrite runs/{run_id}/ssh/config for pod {pod_id}'s new endpoint "
+                    f"({error.strerror or error}); `ssh -F` with it reaches the old one"
+                )
         return PodAccess(endpoint, client_key_path(ssh_dir), pod.host_public_key, self.ctx.root)
 
     async def _connect(

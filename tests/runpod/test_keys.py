@@ -243,3 +243,44 @@ def test_real_ssh_is_refused_once_the_client_key_is_forgotten(tmp_path):
     assert done.returncode == 255
     assert "reached" not in done.stdout
     assert "Permission denied" in done.stderr
+
+
+# Finding 4 of issue 12: a project path that an ASCII-only, quote-refusing config writer
+# could not hold was discovered only once the pod existed (a traceback, a pod paid for).
+@pytest.mark.parametrize(
+    ("name", "absolute"),
+    [
+        ("josé p'q #x %h", True),
+        (os.fsdecode(b"not-utf8-\xff"), True),
+        ('quo"te back\\slash', False),
+        ("dollar ${HOME} brace", False),
+        ("tab\there", False),
+    ],
+)
+def test_finding_4_any_project_path_survives_in_the_ssh_config(tmp_path, name, absolute):
+    project = tmp_path / name / "project"
+    keys = _keys(project)
+    user = "root" if os.geteuid() == 0 else os.environ.get("USER", "root")
+    with openssh_server(tmp_path / "server", keys.host_private_key, keys.client_public_key) as port:
+        config = write_ssh_config(keys.ssh_dir, RUN, "127.0.0.1", port, user)
+        text = os.fsdecode(config.read_bytes())
+        key_line = f'    IdentityFile "{str(keys.client_key_path).replace("%", "%%")}"\n'
+        if absolute:
+            assert key_line in text
+        else:
+            assert f"    IdentityFile runs/{RUN}/ssh/id_ed25519\n" in text
+            assert name not in text
+        # The printed command, run from the project as it says, with the real client.
+        done = subprocess.run(
+            ["ssh", "-F", f"runs/{RUN}/ssh/config", f"overbrainer-{RUN}", "echo reached"],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            env={"PATH": os.environ["PATH"], "HOME": str(_hostile_home(tmp_path))},
+            timeout=20,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "reached\n"
+    assert len((keys.ssh_dir / "known_hosts").read_text().splitlines()) == 1

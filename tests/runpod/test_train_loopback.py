@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 import trio
 
 from overbrainer.runpod.client import RunpodClient
@@ -107,14 +108,15 @@ async def world(
     overrides: dict[str, str] | None = None,
     max_hours: float = 1.0,
     output_mb: float = 0.0625,
+    project: Path | None = None,
 ) -> AsyncIterator[World]:
     """The fake API and pods on loopback, and a project whose Runpod target runs the
     stand-in trainer from a venv (knobs set in its wrapper: the pod's SSH sessions have an
     environment of their own)."""
     fake = FakeRunpod(provisioning_seconds=0.2, starting_seconds=0.3)
     fake.add_account(CANARY_KEY)
-    project = tmp_path / "project"
-    project.mkdir()
+    project = project or tmp_path / "project"
+    project.mkdir(parents=True)
     _project(project)
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
@@ -387,3 +389,40 @@ async def test_attach_reaches_a_restarted_pod_through_its_new_endpoint(tmp_path:
         assert w.fake.status(pod_id) == "TERMINATED"
         names = await w.events(run_id)
         assert names.count("pod.EndpointSeen") == 2
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["josé p'q #%h", "josé p'q \"r\\s"],
+    ids=["quoted-in-the-config", "relative-in-the-config"],
+)
+async def test_finding_4_a_project_at_a_non_ascii_quoted_spaced_path_trains(
+    tmp_path: Path, where: str
+) -> None:
+    # Issue 12: such a path used to be found unwritable into runs/<id>/ssh/config only once
+    # the pod existed (a UnicodeEncodeError traceback and a pod paid for, per retry).
+    project = tmp_path / where / "project"
+    async with world(tmp_path, project=project, steps=3) as w:
+        done = await w.run("train", "--keep-pod")
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+        (run_id,) = w.runs()
+        pod_id = str(w.pod_json(run_id)["pod_id"])
+        assert _final(done.stdout).startswith(f"train: run {run_id} succeeded")
+        assert len(w.fake.create_requests()) == 1
+        # The printed `ssh -F` command works from the project with the real client.
+        reached = await trio.run_process(
+            [
+                *("ssh", "-o", "BatchMode=yes", "-F", f"runs/{run_id}/ssh/config"),
+                *(f"overbrainer-{run_id}", "echo reached"),
+            ],
+            cwd=project,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+        assert reached.returncode == 0, reached.stderr
+        assert reached.stdout == b"reached\n"
+        removed = await w.run("pod", "rm", run_id)
+        assert removed.returncode == 0, removed.stderr
+        assert w.fake.status(pod_id) == "TERMINATED"

@@ -102,6 +102,14 @@ def kill_group(pgid: int) -> None:
 @pytest.fixture
 def project(tmp_path: Path) -> Iterator[Project]:
     """``overbrainer init`` in a temporary directory, the local target on the stand-in."""
+    with local_project(tmp_path, tmp_path / "project") as made:
+        yield made
+
+
+@contextlib.contextmanager
+def local_project(tmp_path: Path, path: Path) -> Iterator[Project]:
+    """``overbrainer init`` at ``path``, the local target on the stand-in (its venv in
+    ``tmp_path``)."""
     venv = tmp_path / "venv" / "bin"
     venv.mkdir(parents=True)
     (venv / "axolotl").symlink_to(STAND_IN)
@@ -115,7 +123,6 @@ def project(tmp_path: Path) -> Iterator[Project]:
             "PYTHONPATH": str(ROOT),
         }
     )
-    path = tmp_path / "project"
     made = Project(path, env)
     init = subprocess.run(
         [sys.executable, "-m", "overbrainer", "init", str(path)],

@@ -365,6 +365,14 @@ def _ssh_home(home: Path, box: Box) -> None:
 @pytest.fixture
 def ssh_project(tmp_path: Path) -> Iterator[SshProject]:
     """``overbrainer init``, plus ``[targets.box]`` (kind ssh) as the training target."""
+    with ssh_project_at(tmp_path, tmp_path / "project") as made:
+        yield made
+
+
+@contextlib.contextmanager
+def ssh_project_at(tmp_path: Path, path: Path) -> Iterator[SshProject]:
+    """The ``ssh_project`` fixture's project at ``path`` (its sshd, home and venv in
+    ``tmp_path``)."""
     with box_sshd(tmp_path / "sshd") as box:
         home = tmp_path / "home"
         _ssh_home(home, box)
@@ -394,7 +402,6 @@ def ssh_project(tmp_path: Path) -> Iterator[SshProject]:
                 "PYTHONPATH": str(ROOT),
             }
         )
-        path = tmp_path / "project"
         made = SshProject(path, env, box=box, home=home, venv=venv, workdir=workdir)
         made.knobs()
         init = subprocess.run(
@@ -432,5 +439,6 @@ __all__ = [
     "SshProject",
     "box_sshd",
     "ssh_project",
+    "ssh_project_at",
     "stop_following",
 ]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.runs.conftest import Project, alive, job_pid, kill_group
+from tests.runs.conftest import Project, alive, job_pid, kill_group, local_project
 
 FINAL = re.compile(r"^train: run (\S+) (\w+)")
 
@@ -49,6 +49,22 @@ def test_a_run_trains_merges_and_brings_verified_output_home(project: Project) -
     # The live output told the same story as the replay.
     for name in ("run.Created", "run.JobStarted", "run.ArtifactsRetrieved", "run.Ended"):
         assert name in done.stderr
+
+
+# Issue 12, finding 4: non-ASCII, a quote, a space, a double quote and a backslash.
+HOSTILE_DIR = "josé p'q \"r\\s"
+
+
+def test_finding_4_a_project_at_a_non_ascii_quoted_spaced_path_trains(tmp_path: Path) -> None:
+    with local_project(tmp_path, tmp_path / HOSTILE_DIR / "project") as project:
+        done = project.run("train")
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+        run_id, state = _final(done.stdout)
+        assert state == "succeeded"
+        out = project.path / "runs" / run_id / "output" / "adapter_model.safetensors"
+        assert out.is_file()
+        assert project.run_json(run_id)["state"] == "succeeded"
 
 
 def test_a_failing_job_fails_the_run_naming_the_code_and_its_log(project: Project) -> None:

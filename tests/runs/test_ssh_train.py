@@ -21,6 +21,7 @@ from tests.runs.ssh_project import (
     GHOST_FILE,
     SshProject,
     ssh_project,
+    ssh_project_at,
     stop_following,
 )
 from tests.sshd import keygen, known_hosts_line
@@ -111,6 +112,21 @@ def test_a_run_trains_merges_and_brings_verified_output_home(ssh_project: SshPro
     assert ssh_project.event_names(run_id) == STORY_OK
     for name in STORY_OK:
         assert name in done.stderr
+
+
+def test_finding_4_a_project_at_a_non_ascii_quoted_spaced_path_trains(tmp_path: Path) -> None:
+    # Issue 12: non-ASCII, a quote, a space, a double quote and a backslash in the project's
+    # path (the local side of the upload, the download and the run's files).
+    with ssh_project_at(tmp_path, tmp_path / "josé p'q \"r\\s" / "project") as project:
+        done = project.run("train")
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+        run_id, state = _final(done.stdout)
+        assert state == "succeeded"
+        local = project.path / "runs" / run_id
+        adapter = "output/adapter_model.safetensors"
+        assert _sha256(local / adapter) == _sha256(project.remote_run(run_id) / adapter)
+        assert project.event_names(run_id) == STORY_OK
 
 
 def test_a_failing_job_fails_the_run_naming_the_code_and_its_log(
