@@ -94,6 +94,12 @@ async def end_pod(
         pod_id = pod.pod_id
         if pod_id is None or pod.pods.get(pod_id) == "deleted":
             return Ending.deleted
+        if pod.pods.get(pod_id) == "deleting":
+            # Another command (a second follower, `pod rm`) is deleting it: join that delete
+            # rather than reach a pod on its way out.
+            await delete_pod(ctx, run_id, pod_id, "retrieved")
+            forget_key_if_done(ctx, run_id, await session.journal.state(run_id))
+            return Ending.deleted
         await copy_watchdog_log(ctx, run_id, executor)
         if pod.keep:
             await session.journal.append(

@@ -4,7 +4,7 @@ Used by ``pod ls`` (a note per pod), the orphan warning at ``train`` (the pods n
 delete) and ``pod rm`` (which pods belong to a run). No I/O here.
 """
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -20,6 +20,7 @@ class Note(StrEnum):
     """How a pod stands against the runs of this store."""
 
     in_progress = "in progress"
+    abandoned = "abandoned while starting"
     ended_not_deleted = "ended but not deleted"
     kept = "kept"
     awaiting_retrieval = "awaiting retrieval"
@@ -30,7 +31,9 @@ class Note(StrEnum):
 
 
 # Pods nothing will delete: the orphan warning at `train` names these.
-UNATTENDED = frozenset({Note.ended_not_deleted, Note.stray, Note.not_in_store, Note.no_marker})
+UNATTENDED = frozenset(
+    {Note.ended_not_deleted, Note.stray, Note.not_in_store, Note.no_marker, Note.abandoned}
+)
 
 
 @dataclass(frozen=True)
@@ -61,8 +64,9 @@ def is_ours(pod: Pod) -> bool:
     return run_of(pod) is not None or pod.name.startswith(NAME_PREFIX)
 
 
-def classify(pod: Pod, state: RunLog | None) -> Note:
-    """The note for a listed pod of overbrainer, given its run's state (None: not in store)."""
+def classify(pod: Pod, state: RunLog | None, *, abandoned: bool = False) -> Note:
+    """The note for a listed pod of overbrainer, given its run's state (None: not in store)
+    and whether the command starting the run is provably gone (``starting.judge``)."""
     run_id = run_of(pod)
     if run_id is None:
         return Note.no_marker
@@ -80,6 +84,8 @@ def classify(pod: Pod, state: RunLog | None) -> Note:
         return Note.awaiting_retrieval
     if state.final:
         return Note.ended_not_deleted
+    if abandoned and state.run.state == "preparing":
+        return Note.abandoned
     return Note.in_progress
 
 
@@ -87,9 +93,11 @@ def rows(
     pods: Iterable[Pod],
     states: Callable[[str], RunLog | None],
     recorded: Mapping[str, RunLog] | None = None,
+    abandoned: Collection[str] = (),
 ) -> list[Row]:
     """A row per overbrainer pod of the listing, then one per pod the store says may exist
-    that the listing lacks (``gone``, to be confirmed before it is recorded deleted)."""
+    that the listing lacks (``gone``, to be confirmed before it is recorded deleted).
+    ``abandoned``: the runs whose starting command is provably gone."""
     out: list[Row] = []
     seen: set[str] = set()
     for pod in pods:
@@ -97,7 +105,8 @@ def rows(
             continue
         run_id = run_of(pod)
         state = states(run_id) if run_id else None
-        out.append(Row(run_id=run_id, pod_id=pod.id, note=classify(pod, state), pod=pod))
+        note = classify(pod, state, abandoned=run_id in abandoned)
+        out.append(Row(run_id=run_id, pod_id=pod.id, note=note, pod=pod))
         seen.add(pod.id)
     for run_id, state in (recorded or {}).items():
         for pod_id, status in state.pod.pods.items():
@@ -114,6 +123,14 @@ def orphan_warnings(found: Iterable[Row]) -> list[str]:
             continue
         rate = f" (${row.pod.cost:.2f}/h)" if row.pod and row.pod.cost else ""
         owner = f"of run {row.run_id}" if row.run_id else "named like overbrainer's"
+        if row.note is Note.abandoned:
+            # Its starter is provably gone: ending it needs no --force.
+            warnings.append(
+                f"pod {row.pod_id} {owner}{rate} was {row.note.value}: the `overbrainer "
+                f"train` starting it is gone, and only its watchdog's boot grace bounds it; "
+                f"end the run with `overbrainer pod rm {row.run_id}`"
+            )
+            continue
         fix = f"`overbrainer pod rm {row.run_id} --force`" if row.run_id else "the Runpod console"
         warnings.append(
             f"pod {row.pod_id} {owner}{rate} is {row.note.value}: nothing will "

@@ -7,18 +7,20 @@ pod" answers and a listing without it) it is recorded deleted (``found_gone``); 
 it is shown as it is.
 
 ``pod rm`` takes a run ID, never a pod ID. Without ``--force`` it refuses a run unknown to
-the store (another checkout may own it), a run still starting its pod, and a run in
-progress whose pod is not recorded; for a run in progress with a recorded pod it deletes
-the run's other pods, keeps the training pod and fails naming both. Otherwise — and with
-``--force`` always — it deletes every pod of the run (a kept one too) and waits until each
-is gone; every pod is tried even when one fails, and a forced run that was in progress is
-failed.
+the store (another checkout may own it), a run still starting its pod while the command
+starting it may be alive (one provably gone left it *abandoned while starting*: it is
+ended), and a run in progress whose pod is not recorded; for a run in progress with a
+recorded pod it deletes the run's other pods, keeps the training pod and fails naming
+both. Otherwise — and with ``--force`` always — it deletes every pod of the run (a kept one
+too) and waits until each is gone; every pod is tried even when one fails, and a forced run
+that was in progress is failed.
 """
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 import trio
 
@@ -32,6 +34,7 @@ from overbrainer.runpod.ending import forget_key_if_done
 from overbrainer.runpod.models import Pod, PodStatus
 from overbrainer.runpod.orphans import Note, Row, classify, rows, run_of
 from overbrainer.runpod.pods import PodContext, confirm_gone, delete_pod
+from overbrainer.runpod.starting import Start, look, start_of
 
 __all__ = [
     "Deleted",
@@ -40,6 +43,7 @@ __all__ = [
     "list_rows",
     "remove_run_pods",
     "row_json",
+    "still_starting",
     "table",
 ]
 
@@ -64,7 +68,9 @@ async def list_rows(ctx: PodContext, recorded: Mapping[str, RunLog]) -> list[Row
         state = await _state_or_none(ctx, run_id)
         if state is not None:
             states[run_id] = state
-    found = rows(pods, states.get, recorded)
+    starts = await look(ctx, states)
+    abandoned = {run_id for run_id, start in starts.items() if start.abandoned}
+    found = rows(pods, states.get, recorded, abandoned)
     checked: dict[int, Row] = {}
 
     async def check(index: int, row: Row) -> None:
@@ -113,7 +119,9 @@ async def _look_up(ctx: PodContext, row: Row) -> Row:
         )
         return row
     state = await _state_or_none(ctx, row.run_id)
-    return Row(run_id=row.run_id, pod_id=row.pod_id, note=classify(pod, state), pod=pod)
+    start = await start_of(ctx, state) if state is not None else None
+    note = classify(pod, state, abandoned=start is not None and start.abandoned)
+    return Row(run_id=row.run_id, pod_id=row.pod_id, note=note, pod=pod)
 
 
 def row_json(row: Row) -> dict[str, object]:
@@ -229,9 +237,30 @@ def _force_hint(run_id: str) -> str:
     return f"`overbrainer pod rm {run_id} --force`"
 
 
-async def remove_run_pods(ctx: PodContext, run_id: str, *, force: bool) -> Removal:
+def still_starting(start: Start) -> str:
+    """Why a run whose starter may be alive is left alone, and the ways to end it."""
+    run_id = start.run_id
+    return (
+        f"run {run_id} is still starting its pod: {start.who()} is at it ({start.why}), and "
+        f"deletes the pod itself if it fails or is stopped. Stop it with `overbrainer train "
+        f"cancel {run_id}`, or delete the run's pods anyway with {_force_hint(run_id)}"
+    )
+
+
+async def remove_run_pods(
+    ctx: PodContext,
+    run_id: str,
+    *,
+    force: bool,
+    outcome: Literal["failed", "cancelled"] = "failed",
+    command: str = "pod rm",
+) -> Removal:
     """``pod rm RUN [--force]``: see the module docstring. Returns what was deleted and
     what failed; the caller prints it.
+
+    A run left starting by a command that is provably gone (``starting.judge``) needs no
+    ``--force``: its pods are deleted and it ends ``outcome`` (``train attach`` and
+    ``train cancel`` end such a run here too, naming themselves as ``command``).
 
     Raises:
         OverbrainerError: the run is refused (unknown, starting, in progress without a
@@ -253,12 +282,9 @@ async def remove_run_pods(ctx: PodContext, run_id: str, *, force: bool) -> Remov
     if state is None:
         return await _remove_unrecorded(ctx, run_id, listed)
     run, pod = state.run, state.pod
-    if not force and run.state == "preparing":
-        raise OverbrainerError(
-            f"run {run_id} is still starting its pod: the `overbrainer train` starting it "
-            "deletes the pod itself if it fails or is interrupted (Ctrl-C). If that command "
-            f"is gone, delete the run's pods with {_force_hint(run_id)}"
-        )
+    start = await start_of(ctx, state)
+    if not force and start is not None and not start.abandoned:
+        raise OverbrainerError(still_starting(start))
     in_progress = run.state == "running"
     if not force and in_progress and pod.pod_id is None:
         raise OverbrainerError(
@@ -281,12 +307,20 @@ async def remove_run_pods(ctx: PodContext, run_id: str, *, force: bool) -> Remov
                 deleted.append(await _delete(ctx, run_id, pod_id, found))
         except OverbrainerError as error:
             failures.append(str(error))
-    if force or run.state != "preparing":
-        try:
-            deleted += await _resolve_pending(ctx, run_id, listed)
-        except OverbrainerError as error:
-            failures.append(str(error))
-    if force and not state.final:
+    try:
+        deleted += await _resolve_pending(ctx, run_id, listed)
+    except OverbrainerError as error:
+        failures.append(str(error))
+    if start is not None and start.abandoned:
+        message = (
+            f"abandoned while starting its pod: {start.who()} is gone ({start.why}); "
+            f"`overbrainer {command}` deleted its pods"
+        )
+        await ctx.session.journal.append(
+            run_id,
+            lambda s: [] if s.final else [ev.RunEnded(state=outcome, message=message)],
+        )
+    elif force and not state.final:
         message = f"its pods were deleted by `overbrainer pod rm {run_id} --force`"
         await ctx.session.journal.append(
             run_id,

@@ -12,11 +12,12 @@ whole of it is shielded from Ctrl-C. A delete that cannot be confirmed raises
 :class:`PodContext` is what these and the provisioning walk share.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -61,13 +62,22 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def alive_here(actor: Mapping[str, Any]) -> bool | None:
+    """Whether the process of an event's ``actor`` still runs overbrainer on this host
+    (None: it ran on another host)."""
+    from overbrainer.runs.recover import starter_alive
+
+    return starter_alive(dict(actor))
+
+
 @dataclass
 class PodContext:
     """What pod operations of one command share.
 
     ``connect`` is needed only by provisioning (tests pass the in-memory fake executor's,
     production the pinned SSH executor's); ``clock`` is the wall clock that uptimes and
-    deadlines are counted on (tests tie it to trio's MockClock).
+    deadlines are counted on (tests tie it to trio's MockClock); ``alive`` tells whether
+    another command's process runs (tests, whose commands share one process, script it).
     """
 
     client: RunpodClient
@@ -76,6 +86,7 @@ class PodContext:
     connect: Connect | None = None
     clock: Callable[[], datetime] = utc_now
     root: str = POD_ROOT
+    alive: Callable[[Mapping[str, Any]], bool | None] = alive_here
 
 
 class DeleteUnconfirmed(OverbrainerError):
@@ -108,17 +119,23 @@ async def delete_pod(
     pod is gone, with its uptime and spend (``rate`` × uptime). ``rate`` and
     ``created_at`` default to what the run's log says of its current pod; give them for
     another pod (a stray). A pod that was already gone is recorded deleted ``found_gone``.
-    Shielded from Ctrl-C; a pod already recorded deleted is left alone.
+    Shielded from Ctrl-C; a pod already recorded deleted is left alone. A pod another
+    command is deleting (``PodDeleting`` in the log) is joined: no second ``PodDeleting``,
+    the delete is sent again (the other command may have died before sending it) and
+    waited for, and whichever command sees it gone first records ``PodDeleted``.
 
     Raises:
         DeleteUnconfirmed: the delete failed, or Runpod still showed the pod
             ``timing.delete_confirm`` seconds later; it may still bill.
     """
     journal = ctx.session.journal
+    joined = False  # another command's delete of the pod was already in the log
 
     def deleting(now: RunLog) -> list[ev.Event]:
-        if now.pod.pods.get(pod_id) == "deleted":
-            return []
+        nonlocal joined
+        joined = now.pod.pods.get(pod_id) == "deleting"
+        if now.pod.pods.get(pod_id) in ("deleted", "deleting"):
+            return []  # gone, or another command's delete of it is recorded: one fact
         return [ev.PodDeleting(pod_id=pod_id, reason=reason)]
 
     async def work() -> None:
@@ -129,7 +146,9 @@ async def delete_pod(
         if state.pod.pod_id == pod_id:
             rate = state.pod.cost_per_hour if rate is None else rate
             created_at = created_at or state.pod.created_at
-        await journal.append(run_id, deleting)
+        state = await journal.append(run_id, deleting)
+        if state.pod.pods.get(pod_id) == "deleted":
+            return  # recorded deleted by another command meanwhile
         try:
             accepted = await ctx.client.delete_pod(pod_id)
         except RunpodError as error:
@@ -154,9 +173,10 @@ async def delete_pod(
                 pod_id=pod_id,
             )
         uptime, spend = uptime_and_spend(created_at, ctx.clock(), rate)
+        # Joining another command's delete, a pod already gone is that delete's doing.
         deleted = ev.PodDeleted(
             pod_id=pod_id,
-            by=by if accepted else "found_gone",
+            by=by if accepted or joined else "found_gone",
             uptime_seconds=uptime,
             spend=spend,
         )

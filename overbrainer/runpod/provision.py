@@ -63,8 +63,10 @@ __all__ = [
     "CreateStopped",
     "NothingPlaced",
     "PodRefused",
+    "ProvisionCancelled",
     "ProvisionError",
     "ProvisionInterrupted",
+    "ProvisionOvertaken",
     "Provisioned",
     "ReadyPod",
     "interrupted_before_job",
@@ -99,6 +101,22 @@ class CreateStopped(ProvisionError):
 class PodRefused(ProvisionError):
     """The pod's watchdog refused to guard it, or its bootstrap failed: the pod was deleted
     and the run is refused (no further GPU type is tried)."""
+
+
+class ProvisionCancelled(ProvisionError):
+    """``train cancel`` asked (through the log) for the run to stop while its pod was being
+    started: the request was taken between two steps and the pod deleted. The caller
+    ends the run ``cancelled`` with ``reason``."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class ProvisionOvertaken(ProvisionError):
+    """Another command ended the run (``pod rm --force``, a ``train attach`` that found it
+    abandoned) or deleted its pod while this one was starting it: nothing more is done,
+    and the pod this walk held is deleted if the other command did not."""
 
 
 class ProvisionInterrupted(Interrupted):
@@ -284,6 +302,22 @@ class _Stop(Exception):
         self.stage = stage
 
 
+class _Cancel(Exception):
+    """A cancel asked through the log was found between two steps, at ``stage``."""
+
+    def __init__(self, stage: str) -> None:
+        super().__init__(stage)
+        self.stage = stage
+
+
+class _Overtaken(Exception):
+    """The fresh log says another command ended the run or is deleting the walk's pod."""
+
+    def __init__(self, state: RunLog) -> None:
+        super().__init__(state.run.state)
+        self.state = state
+
+
 @dataclass(frozen=True)
 class _Booted:
     """How waiting for a pod to be ready ended."""
@@ -331,6 +365,10 @@ class _Walk:
                     return placed
         except _Stop as stop:
             raise await self._interrupted(stop.stage) from None
+        except _Cancel as cancel:
+            raise await self._cancelled(cancel.stage) from None
+        except _Overtaken as overtaken:
+            raise await self._overtaken(overtaken.state) from None
         except BaseException as error:
             await self._release_after(error)
             if isinstance(error, OverbrainerError):
@@ -353,10 +391,42 @@ class _Walk:
                 f"cannot store the SSH keys of run {self.run_id} in runs/{self.run_id}/ssh "
                 f"({error.strerror or error}); no pod was created"
             ) from error
-        await self.journal.append(
-            self.run_id, [ev.KeysGenerated(host_public_key=keys.host_public_key)]
-        )
+        generated = ev.KeysGenerated(host_public_key=keys.host_public_key)
+        self._taken(await self.journal.append(self.run_id, self._unless_overtaken([generated])))
         return keys
+
+    # -- other commands' events --
+
+    def _taken(self, state: RunLog, stage: str = "creating a pod") -> None:
+        """Between two steps, on the fresh log: stop if another command ended the run or
+        is deleting the walk's pod, or take a cancel asked through the log."""
+        if self._overtaken_in(state):
+            raise _Overtaken(state)
+        if state.run.cancel_pending:
+            raise _Cancel(stage)
+
+    def _overtaken_in(self, state: RunLog) -> bool:
+        # The walk's own deletes hand the pod over first (``live`` is None by then).
+        live = self.live
+        return state.final or (
+            live is not None and state.pod.pods.get(live) in ("deleting", "deleted")
+        )
+
+    def _unless_overtaken(self, events: list[ev.Event]) -> Callable[[RunLog], list[ev.Event]]:
+        """A decision appending ``events`` unless the fresh log says the walk was overtaken
+        (then nothing: the caller's :meth:`_taken` stops the walk)."""
+        return lambda state: [] if self._overtaken_in(state) else events
+
+    async def _look(self, stage: str) -> None:
+        """:meth:`_taken` on a fresh read of the log."""
+        self._taken(await self.journal.state(self.run_id), stage)
+
+    async def _sleep_watching(self, seconds: float, stage: str) -> None:
+        """Sleep ``seconds``, looking at the log every poll (a cancel is taken at once)."""
+        end = trio.current_time() + seconds
+        while (left := end - trio.current_time()) > 0:
+            await trio.sleep(min(left, self.timing.poll))
+            await self._look(stage)
 
     def _check(self, before: str) -> None:
         try:
@@ -382,19 +452,17 @@ class _Walk:
         while True:
             self._check("creating a pod")
             state = await self.journal.state(self.run_id)
+            self._taken(state)
             n = decide.next_attempt(state.pod.attempts)
             name = decide.pod_name(self.run_id, n)
             deadline = decide.deadline(self.ctx.clock(), self.spec.max_hours)
             # Built (and checked) before AttemptSent: a bad value sends nothing.
             request = self._request(name, gpu_type, keys, deadline)
-            await self.journal.append(
-                self.run_id,
-                [
-                    ev.AttemptSent(
-                        n=n, pod_name=name, gpu_type=gpu_type, deadline=decide.iso_utc(deadline)
-                    )
-                ],
+            sent = ev.AttemptSent(
+                n=n, pod_name=name, gpu_type=gpu_type, deadline=decide.iso_utc(deadline)
             )
+            # Decided on the fresh log: no create leaves for a run another command ended.
+            self._taken(await self.journal.append(self.run_id, self._unless_overtaken([sent])))
             if self.interrupts.interrupted:
                 # A Ctrl-C noted since the check above (while the attempt was recorded):
                 # nothing has left yet, and no create is sent after a Ctrl-C.
@@ -439,12 +507,12 @@ class _Walk:
                             f"on {gpu_type} (last asked to wait {choice.wait:g} s); nothing "
                             "was created. Run `overbrainer train` again later"
                         ) from None
-                    await self._race(
-                        "waiting out Runpod's rate limit", partial(trio.sleep, choice.wait)
-                    )
+                    stage = "waiting out Runpod's rate limit"
+                    await self._race(stage, partial(self._sleep_watching, choice.wait, stage))
                     continue
             else:
-                await self._record_created(n, gpu_type, pod)
+                state = await self._record_created(n, gpu_type, pod)
+                self._taken(state, f"waiting for pod {pod.id} to be ready")
             assert pod is not None
             return await self._settle(n, gpu_type, pod, keys, deadline)
 
@@ -481,23 +549,25 @@ class _Walk:
             "no pod was created"
         )
 
-    async def _record_created(self, n: int, gpu_type: str, pod: Pod, detail: str = "") -> None:
+    async def _record_created(self, n: int, gpu_type: str, pod: Pod, detail: str = "") -> RunLog:
         """The pod exists: its id is in the log before anything else is done with it."""
         self.live = pod.id
         self.rate = pod.cost if pod.cost > 0 else None
         created_at = decide.iso_utc(pod.created_at) if pod.created_at is not None else None
-        await self.journal.append(
-            self.run_id,
-            [
-                ev.AttemptResolved(n=n, result="created", detail=detail, pod_id=pod.id),
-                ev.PodCreated(
-                    pod_id=pod.id,
-                    gpu_type=pod.gpu_id or gpu_type,
-                    data_center=pod.data_center_id,
-                    cost_per_hour=self.rate,
-                    created_at=created_at,
-                ),
-            ],
+        events: list[ev.Event] = [
+            ev.AttemptResolved(n=n, result="created", detail=detail, pod_id=pod.id),
+            ev.PodCreated(
+                pod_id=pod.id,
+                gpu_type=pod.gpu_id or gpu_type,
+                data_center=pod.data_center_id,
+                cost_per_hour=self.rate,
+                created_at=created_at,
+            ),
+        ]
+        # A fact even for a run another command ended meanwhile (the pod exists and must be
+        # deleted) — unless that command already found the pod by its marker and has it.
+        return await self.journal.append(
+            self.run_id, lambda s: [] if pod.id in s.pod.pods else events
         )
 
     # -- ambiguous creates --
@@ -592,7 +662,8 @@ class _Walk:
         )
         if booted.kind == "ready":
             assert booted.endpoint is not None
-            await self.journal.append(self.run_id, [ev.PodReady(pod_id=pod.id, verdict="ready")])
+            ready = ev.PodReady(pod_id=pod.id, verdict="ready")
+            self._taken(await self.journal.append(self.run_id, self._unless_overtaken([ready])))
             access = PodAccess(
                 booted.endpoint, keys.client_key_path, keys.host_public_key, self.ctx.root
             )
@@ -641,6 +712,7 @@ class _Walk:
         warned: set[SshEndpoint] = set()
         problem = "Runpod showed no SSH endpoint"
         while True:
+            await self._look(f"waiting for pod {pod_id} to be ready")
             limit = verdict_deadline if verdict_deadline is not None else ssh_deadline
             if trio.current_time() >= limit:
                 if verdict_deadline is not None:
@@ -702,14 +774,11 @@ class _Walk:
             await trio.sleep(timing.poll)
 
     async def _endpoint_seen(self, pod_id: str, endpoint: SshEndpoint) -> None:
-        await self.journal.append(
-            self.run_id,
-            [
-                ev.EndpointSeen(
-                    pod_id=pod_id, host=endpoint.host, port=endpoint.port, user=endpoint.username
-                )
-            ],
+        seen = ev.EndpointSeen(
+            pod_id=pod_id, host=endpoint.host, port=endpoint.port, user=endpoint.username
         )
+        stage = f"waiting for pod {pod_id} to be ready"
+        self._taken(await self.journal.append(self.run_id, self._unless_overtaken([seen])), stage)
         # For --keep-pod and for humans: `ssh -F runs/<id>/ssh/config overbrainer-<id>`.
         try:
             write_ssh_config(
@@ -743,8 +812,50 @@ class _Walk:
             if trio.current_time() >= deadline:
                 return None
             await trio.sleep(self.timing.poll)
+            await self._look("waiting for the pod's watchdog")
 
     # -- ways out --
+
+    async def _cancelled(self, stage: str) -> ProvisionCancelled:
+        """A cancel asked through the log: say it is taken, delete the pod if any."""
+        taken = ev.CancelRequested(relay="taken")
+        await self.journal.append(
+            self.run_id, lambda s: [taken] if s.run.cancel_pending and not s.final else []
+        )
+        asker = await self.journal.asker_of_cancel(self.run_id)
+        self.front.info(
+            f"train: cancel of run {self.run_id} requested{asker}: stopping while "
+            f"{stage}, before its job started"
+        )
+        pod_id, self.live = self.live, None
+        deleted = ""
+        if pod_id is not None:
+            try:
+                await delete_pod(self.ctx, self.run_id, pod_id, "cancelled", rate=self.rate)
+                deleted = f"; pod {pod_id} was deleted"
+            except DeleteUnconfirmed as error:
+                self.front.warn(str(error))
+        _forget_key(self.ctx, self.run_id, await self.journal.state(self.run_id))
+        reason = f"cancelled before its job started{asker}"
+        return ProvisionCancelled(f"run {self.run_id} {reason}{deleted}", reason=reason)
+
+    async def _overtaken(self, state: RunLog) -> ProvisionOvertaken:
+        """Another command ended the run or is deleting its pod: delete what this walk
+        holds (joining that command's delete, never recording it twice) and say what the
+        other command did."""
+        pod_id, self.live = self.live, None
+        if pod_id is not None:
+            try:
+                await delete_pod(self.ctx, self.run_id, pod_id, "failed", rate=self.rate)
+            except DeleteUnconfirmed as error:
+                self.front.warn(str(error))
+        state = await self.journal.state(self.run_id)
+        _forget_key(self.ctx, self.run_id, state)
+        done = await _what_others_did(self.ctx, self.run_id, state)
+        return ProvisionOvertaken(
+            f"run {self.run_id} {done} while this command was starting its pod; nothing "
+            f"more is done here (see `overbrainer events {self.run_id}`)"
+        )
 
     async def _interrupted(self, stage: str) -> ProvisionInterrupted:
         """Ctrl-C: record it, delete the pod if any (shielded), say what is left."""
@@ -778,6 +889,17 @@ class _Walk:
                     f"cannot delete pod {pod_id} of run {self.run_id} ({failure}): "
                     f"{pod_ls_hint(self.run_id)}"
                 )
+
+
+async def _what_others_did(ctx: PodContext, run_id: str, state: RunLog) -> str:
+    """``was failed by `pod rm` as alice on host h (pid 4): its pods were deleted …``."""
+    from overbrainer.runs.service import ended_by
+
+    if state.final:
+        who = await ended_by(ctx.session, run_id)
+        why = f": {state.run.message}" if state.run.message else ""
+        return f"was {'ended' if state.run.state == 'succeeded' else state.run.state}{who}{why}"
+    return "had its pod deleted by another command"
 
 
 def _forget_key(ctx: PodContext, run_id: str, state: RunLog) -> None:

@@ -23,6 +23,7 @@ import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from functools import partial
+from typing import Literal
 from urllib.parse import urlsplit
 
 import trio
@@ -39,6 +40,7 @@ from overbrainer.runpod.ending import end_pod, forget_key_if_done
 from overbrainer.runpod.keys import client_key_path, write_ssh_config
 from overbrainer.runpod.models import PodStatus, UnsafeSshEndpoint
 from overbrainer.runpod.orphans import orphan_warnings, rows, run_of
+from overbrainer.runpod.podrm import deleted_line, remove_run_pods, still_starting
 from overbrainer.runpod.pods import (
     PodAccess,
     PodContext,
@@ -46,15 +48,18 @@ from overbrainer.runpod.pods import (
     delete_pod,
 )
 from overbrainer.runpod.provision import (
+    ProvisionCancelled,
     ProvisionInterrupted,
+    ProvisionOvertaken,
     open_provisioned,
     pinned_ssh,
     remote_run_dir,
 )
+from overbrainer.runpod.starting import Start, look, start_of
 from overbrainer.runpod.timing import Timing
 from overbrainer.runs import service
 from overbrainer.runs.ids import new_run_id
-from overbrainer.runs.machine import report, secrets_of
+from overbrainer.runs.machine import report, report_ended_meanwhile, secrets_of
 from overbrainer.runs.service import Followed, Retrieval, Session, attach_hint
 from overbrainer.train.axolotl import (
     job_environment,
@@ -195,31 +200,38 @@ async def train(
 
 
 async def attach(session: Session, settings: Settings, state: RunLog) -> int:
-    """``overbrainer train attach`` on a Runpod run: see :meth:`PodRun.attach`."""
+    """``overbrainer train attach`` on a Runpod run: see :meth:`PodRun.attach` (and
+    :meth:`PodRun.attach_starting` for a run still starting its pod)."""
     spec = _target_of(settings, state)
-    _require_job(state)
+    if state.run.state != "preparing":
+        _require_job(state)
     async with open_pod_context(session, settings, spec) as ctx:
-        return await PodRun(ctx, settings, spec, poll=follow_poll(settings)).attach(state)
+        run = PodRun(ctx, settings, spec, poll=follow_poll(settings))
+        if state.run.state == "preparing":
+            return await run.attach_starting(state)
+        return await run.attach(state)
 
 
 async def cancel(session: Session, settings: Settings, state: RunLog) -> int:
-    """``overbrainer train cancel`` on a Runpod run: see :meth:`PodRun.cancel`."""
+    """``overbrainer train cancel`` on a Runpod run: see :meth:`PodRun.cancel` (and
+    :meth:`PodRun.cancel_starting` for a run still starting its pod)."""
     spec = _target_of(settings, state)
-    if state.run.job is None:
+    if state.run.job is None and state.run.state != "preparing":
         raise OverbrainerError(f"run {state.run.run_id} has no job to cancel ({state.run.state})")
     async with open_pod_context(session, settings, spec) as ctx:
-        return await PodRun(ctx, settings, spec, poll=follow_poll(settings)).cancel(state)
+        run = PodRun(ctx, settings, spec, poll=follow_poll(settings))
+        if state.run.state == "preparing":
+            return await run.cancel_starting(state)
+        return await run.cancel(state)
 
 
 def _require_job(state: RunLog) -> None:
     if state.run.job is None:
         run_id = state.run.run_id
         if state.run.state == "preparing":
-            # The command starting it may have died (killed, crashed): say what ends it.
             raise OverbrainerError(
-                f"run {run_id} has no job yet: its pod is still starting. If the "
-                f"`overbrainer train` that started it is gone, delete its pods and end it "
-                f"with `overbrainer pod rm {run_id} --force`"
+                f"run {run_id} has no job yet: its pod is still starting; `overbrainer "
+                f"train attach {run_id}` follows it once its job started"
             )
         raise OverbrainerError(
             f"run {run_id} has no job: it stopped before its job started ({state.run.message})"
@@ -310,6 +322,12 @@ class PodRun:
         except ProvisionInterrupted:
             await self._fail_before_job(run_id, "interrupted before the job started")
             raise
+        except ProvisionCancelled as cancelled:
+            # Asked from another terminal (or checkout) through the log; the pod is deleted.
+            await self._fail_before_job(run_id, cancelled.reason, outcome="cancelled")
+            state = await session.journal.state(run_id)
+            session.front.result(summary_line(run_id, state.run.state, None, None))
+            raise OverbrainerError(str(cancelled)) from None
         except OverbrainerError as error:
             await self._fail_before_job(run_id, f"could not start: {error}")
             raise
@@ -328,7 +346,9 @@ class PodRun:
                 states[run_id] = await self.session.journal.state(run_id)
             except UnknownRun:
                 continue
-        for warning in orphan_warnings(rows(pods, states.get)):
+        starts = await look(self.ctx, states)
+        abandoned = {run_id for run_id, start in starts.items() if start.abandoned}
+        for warning in orphan_warnings(rows(pods, states.get, abandoned=abandoned)):
             front.warn(warning)
 
     async def _run(self, run_id: str, executor: Executor) -> int:
@@ -336,6 +356,7 @@ class PodRun:
         session = self.session
         if session.interrupts.interrupted:
             return await self._abandon(run_id)
+        await self._before_start(run_id)
         job = self.job(run_id, executor)
         try:
             await service.start(
@@ -355,8 +376,21 @@ class PodRun:
             # Only now: until the job started, Ctrl-C or a failure deleted the pod.
             session.front.warn(messages.keep_warning(pod, run_id))
         assert pod.pod_id is not None  # provisioning recorded it
+        pod_id = pod.pod_id
+        running = ev.PodJobRunning(pod_id=pod_id)
         try:
-            state = await session.journal.append(run_id, [ev.PodJobRunning(pod_id=pod.pod_id)])
+            # Not over another command's end of the run or delete of its pod: following
+            # then finds the run ended and reports that.
+            state = await session.journal.append(
+                run_id,
+                lambda s: (
+                    [running]
+                    if s.run.state == "running"
+                    and s.pod.pod_id == pod_id
+                    and s.pod.pods.get(pod_id) not in ("deleting", "deleted")
+                    else []
+                ),
+            )
         except OverbrainerError as error:
             # The job runs on a billed pod: the error says how to reach or remove it.
             raise OverbrainerError(f"{messages.job_on_pod(pod, run_id)} ({error})") from error
@@ -364,6 +398,43 @@ class PodRun:
             await service.detach(session, run_id)
             raise Interrupted(self._detached(state))
         return await self._follow(job)
+
+    async def _before_start(self, run_id: str) -> None:
+        """The last look at the log before the job starts: a cancel asked through it is
+        taken (the pod deleted, the run cancelled), and a run another command ended (or
+        whose pod it is deleting) starts nothing.
+
+        Raises:
+            ProvisionCancelled: the cancel was taken.
+            ProvisionOvertaken: another command ended the run or is deleting its pod.
+        """
+        session = self.session
+        state = await session.journal.state(run_id)
+        pod_id = state.pod.pod_id
+        if state.final or (pod_id is not None and state.pod.pods.get(pod_id) == "deleting"):
+            await self._release(run_id, "failed")
+            state = await session.journal.state(run_id)
+            who = await service.ended_by(session, run_id) if state.final else ""
+            why = f": {state.run.message}" if state.final and state.run.message else ""
+            done = f"was {state.run.state}{who}{why}" if state.final else "lost its pod"
+            raise ProvisionOvertaken(
+                f"run {run_id} {done} while this command was starting its job; nothing more "
+                f"is done here (see `overbrainer events {run_id}`)"
+            )
+        if state.run.cancel_pending:
+            taken = ev.CancelRequested(relay="taken")
+            await session.journal.append(
+                run_id, lambda s: [taken] if s.run.cancel_pending and not s.final else []
+            )
+            asker = await session.journal.asker_of_cancel(run_id)
+            session.front.info(
+                f"train: cancel of run {run_id} requested{asker}: not starting its job"
+            )
+            await self._release(run_id, "cancelled")
+            reason = f"cancelled before its job started{asker}"
+            raise ProvisionCancelled(
+                f"run {run_id} {reason}; pod {pod_id} was deleted", reason=reason
+            )
 
     async def _abandon(self, run_id: str) -> int:
         """Ctrl-C came once the pod was ready but before the job started: delete the pod
@@ -397,8 +468,9 @@ class PodRun:
             return
         forget_key_if_done(self.ctx, run_id, await self.session.journal.state(run_id))
 
-    async def _fail_before_job(self, run_id: str, message: str) -> None:
-        """Fail a run whose job never started (nothing if it did, or if it ended).
+    async def _fail_before_job(self, run_id: str, message: str, *, outcome: str = "failed") -> None:
+        """Fail (or end as ``outcome``) a run whose job never started (nothing if it did,
+        or if it ended).
 
         Called while an error is on its way out: when the store cannot take the record,
         that error stays the one the user reads (the store's trouble is only warned of)."""
@@ -406,7 +478,7 @@ class PodRun:
             await self.session.journal.append(
                 run_id,
                 lambda s: (
-                    [ev.RunEnded(state="failed", message=message)]
+                    [ev.RunEnded(state=outcome, message=message)]
                     if s.run.state == "preparing"
                     else []
                 ),
@@ -428,6 +500,9 @@ class PodRun:
         if state.pod.keep:
             job = self.job(run_id, job.executor, keep=True)
         watched = await self._watch(job, state)
+        if isinstance(watched, service.EndedMeanwhile):
+            # Another follower won the race to the end (it may have deleted the pod).
+            return await report_ended_meanwhile(session, watched.state)
         if watched is _DETACHED:
             state = await service.detach(session, run_id)
             raise Interrupted(self._detached(state))
@@ -440,7 +515,9 @@ class PodRun:
             raise OverbrainerError(f"{error}; {attach_hint(run_id)}") from error
         return await self._end(job, state, watched.summary, retrieval)
 
-    async def _watch(self, job: service.Job, state: RunLog) -> Followed | _Stop:
+    async def _watch(
+        self, job: service.Job, state: RunLog
+    ) -> Followed | _Stop | service.EndedMeanwhile:
         """``service.watch`` raced against Ctrl-C and against the pod's deadline plus
         :data:`DEADLINE_SLACK` (a kept pod has no deadline). Never calls the API."""
         left = math.inf
@@ -460,9 +537,24 @@ class PodRun:
 
         try:
             finished = await self.session.interrupts.race(work)
+        except service.EndedMeanwhile as ended:
+            return ended
         except service.FollowLost as lost:
+            ended_state = await self._ended_since(job.run_id, state)
+            if ended_state is not None:
+                return service.EndedMeanwhile(ended_state)
             return await self._lost(job.run_id, state, lost)
         return _DETACHED if finished is None else finished.value
+
+    async def _ended_since(self, run_id: str, before: RunLog) -> RunLog | None:
+        """The run's fresh state if another command ended it since ``before`` was read."""
+        if before.final:
+            return None
+        try:
+            state = await self.session.journal.state(run_id)
+        except StoreError:
+            return None
+        return state if state.final else None
 
     async def _ended(self, job: service.Job) -> bool:
         """Whether the job has ended, as far as one look tells (unreachable: no)."""
@@ -626,7 +718,15 @@ class PodRun:
         if access is None:
             return await self._from_local_files(run_id)
         async with contextlib.AsyncExitStack() as stack:
-            executor = await self._connect(stack, access, state)
+            try:
+                executor = await self._connect(stack, access, state)
+            except OverbrainerError:
+                # Another follower may have ended the run and its pod (and forgotten the
+                # key) since this command looked: its outcome is the one to report.
+                ended = await self._ended_since(run_id, state)
+                if ended is None:
+                    raise
+                return await report_ended_meanwhile(self.session, ended)
             job = self.job(run_id, executor, keep=state.pod.keep)
             state = await self.session.journal.state(run_id)
             if state.run.state == "running":
@@ -634,6 +734,132 @@ class PodRun:
             retrieval = await self._collect_again(job, state)
             state = await self.session.journal.state(run_id)
             return await self._end(job, state, None, retrieval)
+
+    async def attach_starting(self, state: RunLog) -> int:
+        """``train attach`` of a run still starting its pod: one whose starter is provably
+        gone (*abandoned while starting*) is ended — its pods deleted, the run failed; one
+        whose starter may be alive is left to it."""
+        run_id = state.run.run_id
+        start = await start_of(self.ctx, state)
+        if start is None:
+            # It got its job (or ended) since it was read.
+            return await self.attach(await self.session.journal.state(run_id))
+        if not start.abandoned:
+            raise OverbrainerError(
+                f"{still_starting(start)}; `overbrainer train attach {run_id}` follows it "
+                "once its job started"
+            )
+        self.session.front.info(
+            f"train: run {run_id} was abandoned while starting its pod: {start.who()} is "
+            f"gone ({start.why}); ending it"
+        )
+        await self._end_abandoned(run_id, "failed", f"train attach {run_id}")
+        return report(self.session, await self.session.journal.state(run_id), None, False)
+
+    async def _end_abandoned(
+        self, run_id: str, outcome: Literal["failed", "cancelled"], by: str
+    ) -> None:
+        """Delete every pod of a run abandoned while starting and end it ``outcome``."""
+        removal = await remove_run_pods(self.ctx, run_id, force=False, outcome=outcome, command=by)
+        for deleted in removal.deleted:
+            self.session.front.result(deleted_line(run_id, deleted).replace("pod rm:", "train:"))
+        problems = removal.problems()
+        if problems:
+            raise OverbrainerError("; ".join(problems))
+
+    async def cancel_starting(self, state: RunLog) -> int:
+        """``train cancel`` of a run still starting its pod.
+
+        Its starter provably gone, the run is ended here (pods deleted, run cancelled).
+        Otherwise the cancel is asked through the log (``run.CancelRequested``, relay
+        ``asked``): the provisioning walk takes it between two steps, deletes its pod and
+        cancels the run; a run that got its job meanwhile has it taken by its follower.
+        This command waits for the end — and ends the run itself if the starter dies
+        meanwhile.
+        """
+        session = self.session
+        run_id = state.run.run_id
+        start = await start_of(self.ctx, state)
+        if start is None:
+            state = await session.journal.state(run_id)
+            if state.final:
+                return await self._already_ended(state)
+            return await self.cancel(state)
+        if start.abandoned:
+            session.front.info(
+                f"train: run {run_id} was abandoned while starting its pod: {start.who()} is "
+                f"gone ({start.why}); ending it"
+            )
+            await self._end_abandoned(run_id, "cancelled", f"train cancel {run_id}")
+            session.front.result(f"train: run {run_id} cancelled")
+            return 0
+        asked = ev.CancelRequested(relay="asked")
+        await session.journal.append(
+            run_id, lambda s: [] if s.final or s.run.cancel_requested else [asked]
+        )
+        session.front.info(
+            f"train: run {run_id} is starting its pod ({start.who()}): asked it to stop and "
+            "delete its pod; waiting"
+        )
+        finished = await session.interrupts.race(lambda: self._wait_starting(run_id))
+        if finished is None:
+            raise Interrupted(
+                f"stopped waiting; the cancel of run {run_id} stays requested: "
+                f"`overbrainer events {run_id} --follow` shows when it is done"
+            )
+        outcome = finished.value
+        if isinstance(outcome, Start):
+            # The starter died with the request pending: nothing else will take it.
+            session.front.info(
+                f"train: {outcome.who()} is gone ({outcome.why}) with the cancel pending; "
+                "ending the run here"
+            )
+            await self._end_abandoned(run_id, "cancelled", f"train cancel {run_id}")
+            session.front.result(f"train: run {run_id} cancelled")
+            return 0
+        if outcome is None:
+            raise OverbrainerError(
+                f"the cancel of run {run_id} is recorded, but {start.who()}, which is "
+                f"starting it, did not take it; it is taken at the next step of that "
+                f"command, or end the run with `overbrainer pod rm {run_id} --force`"
+            )
+        if outcome.run.state == "cancelled":
+            session.front.result(
+                f"train: run {run_id} cancelled by the command starting it, {start.who()}"
+            )
+        else:
+            message = f" ({outcome.run.message})" if outcome.run.message else ""
+            session.front.result(
+                f"train: run {run_id} {outcome.run.state} before the cancel took effect{message}"
+            )
+        return 0
+
+    async def _wait_starting(self, run_id: str) -> RunLog | Start | None:
+        """Wait for a run asked to cancel while starting: its final state; its starter's
+        :class:`Start` once that is provably gone; None when nobody took the request in
+        time (the longest step of a walk that does not look at the log, and a few polls)."""
+        timing = self.ctx.timing
+        ack_wait = (
+            5.0
+            + 10 * max(timing.poll, self.poll)
+            + timing.create_limit
+            + max(timing.reconcile_after, default=0.0)
+            + timing.delete_limit
+            + service.START_LIMIT
+        )
+        taken_by = trio.current_time() + ack_wait
+        limit = taken_by + timing.delete_limit + service.CANCEL_LIMIT + service.COLLECT_LIMIT
+        while trio.current_time() < limit:
+            state = await self.session.journal.state(run_id)
+            if state.final:
+                return state
+            start = await start_of(self.ctx, state)
+            if start is not None and start.abandoned:
+                return start
+            if state.run.cancel_pending and trio.current_time() >= taken_by:
+                return None
+            await trio.sleep(min(timing.poll, self.poll))
+        return None
 
     async def _collect_again(self, job: service.Job, state: RunLog) -> Retrieval:
         """The results of an ended run, again (nothing to do for a kept pod whose results
@@ -656,9 +882,16 @@ class PodRun:
                 f"{state.run.state}; see `overbrainer events {run_id}`)"
             )
         async with contextlib.AsyncExitStack() as stack:
-            executor = await self._connect(stack, access, state)
-            job = self.job(run_id, executor, keep=state.pod.keep)
-            state, job_state, retrieval = await service.cancel(session, job)
+            try:
+                executor = await self._connect(stack, access, state)
+                job = self.job(run_id, executor, keep=state.pod.keep)
+                state, job_state, retrieval = await service.cancel(session, job)
+            except OverbrainerError:
+                # Lost a race with the run's follower: it ended the run (and its pod).
+                ended = await self._ended_since(run_id, state)
+                if ended is None:
+                    raise
+                return await self._already_ended(ended)
             if retrieval is None:
                 session.front.result(
                     f"train: the job of run {run_id} had already ended "
@@ -688,6 +921,18 @@ class PodRun:
             if retrieval.stopped:
                 raise service.stopped_collection(job)
             return 0
+
+    async def _already_ended(self, state: RunLog) -> int:
+        """``train cancel`` of a run that ended before the cancel took effect: say how, and
+        by whom; nothing is left to do."""
+        run_id = state.run.run_id
+        who = await service.ended_by(self.session, run_id)
+        message = f" ({state.run.message})" if state.run.message else ""
+        self.session.front.result(
+            f"train: run {run_id} had already ended ({state.run.state}){who}{message}; "
+            "nothing to cancel"
+        )
+        return 0
 
     async def _reach(self, state: RunLog) -> PodAccess | None:
         """A fresh look at the run's pod: how to reach it now (its endpoint may have
@@ -733,16 +978,14 @@ class PodRun:
         seen = {"host": endpoint.host, "port": endpoint.port, "user": endpoint.username}
         ssh_dir = self.session.run_dir(run_id) / "ssh"
         if pod.endpoint != seen:
+            fresh = ev.EndpointSeen(
+                pod_id=pod_id, host=endpoint.host, port=endpoint.port, user=endpoint.username
+            )
+            # Decided on the fresh log: a second follower that saw the same endpoint first
+            # has recorded it already.
             await self.session.journal.append(
                 run_id,
-                [
-                    ev.EndpointSeen(
-                        pod_id=pod_id,
-                        host=endpoint.host,
-                        port=endpoint.port,
-                        user=endpoint.username,
-                    )
-                ],
+                lambda s: [fresh] if s.pod.endpoint != seen and s.pod.pod_id == pod_id else [],
             )
             try:
                 write_ssh_config(ssh_dir, run_id, endpoint.host, endpoint.port, endpoint.username)

@@ -197,6 +197,8 @@ async def _follow_and_settle(session: Session, job: Job) -> int:
         raise Interrupted(_detached(job))
     try:
         followed = await service.follow(session, job)
+    except service.EndedMeanwhile as ended:
+        return await report_ended_meanwhile(session, ended.state)
     except service.FollowLost:
         await service.detach(session, job.run_id, reason="target unreachable")
         raise
@@ -238,6 +240,15 @@ def report(session: Session, state: RunLog, summary: MetricsSummary | None, retr
     note = f" ({run.note})" if run.note else ""
     why = f": {run.message}" if run.message and run.message != run.state else ""
     raise OverbrainerError(f"run {run.run_id} {run.state}{why}{note}")
+
+
+async def report_ended_meanwhile(session: Session, state: RunLog) -> int:
+    """Report a run another command ended while this one followed it — what that command
+    did, then the run's real outcome (exit 0 only if it succeeded)."""
+    run_id = state.run.run_id
+    who = await service.ended_by(session, run_id)
+    session.front.info(f"train: run {run_id} was ended{who} while this command followed it")
+    return report(session, state, None, state.run.artifacts is not None and not state.run.note)
 
 
 async def attach(session: Session, settings: Settings, state: RunLog) -> int:

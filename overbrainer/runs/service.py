@@ -50,6 +50,15 @@ class FollowLost(OverbrainerError):
     """Following gave up after too many failed polls; the job keeps running."""
 
 
+class EndedMeanwhile(OverbrainerError):
+    """Another command ended the run while this one followed it (and may have taken its
+    target away: a pod deleted, its key forgotten); ``state`` is the run as it ended."""
+
+    def __init__(self, state: RunLog) -> None:
+        super().__init__(f"run {state.run.run_id} ended meanwhile ({state.run.state})")
+        self.state = state
+
+
 @dataclass
 class Session:
     """What the run operations of one command share."""
@@ -124,15 +133,21 @@ async def start(
         handle = await job.executor.spawn(
             job.remote_dir, commands, env=env, secrets=secrets, container=container
         )
+        started = ev.JobStarted(job_dir=job.remote_dir, pid=handle.pid, container=handle.container)
         try:
-            return await session.journal.append(
-                job.run_id,
-                [ev.JobStarted(job_dir=job.remote_dir, pid=handle.pid, container=handle.container)],
+            # Decided on the fresh log: another command may have ended the run meanwhile.
+            state = await session.journal.append(
+                job.run_id, lambda s: [started] if s.run.state == "preparing" else []
             )
         except OverbrainerError as error:
             # The log cannot say the job exists (the store is full, locked, gone): stop it,
             # so no job runs that nothing knows of.
             raise await _unrecorded(job, handle.pid, error) from error
+        if state.run.state != "running" or (state.run.job or {}).get("pid") != handle.pid:
+            who = await ended_by(session, job.run_id)
+            ended = OverbrainerError(f"run {job.run_id} was {state.run.state}{who} meanwhile")
+            raise await _unrecorded(job, handle.pid, ended)
+        return state
 
     return await session.interrupts.shield(
         f"starting the job of run {job.run_id}", START_LIMIT, work
@@ -186,7 +201,14 @@ async def watch(
             state = await job.executor.status(job.remote_dir)
             summary, offset = await _read_metrics(job, summary, offset, final=state.ended)
             failures = 0
-        except TargetUnreachable as error:
+        except ExecError as error:
+            # Another follower may have won the race to the end (and deleted the pod): the
+            # log says so before any failure is reported or retried.
+            ended = await _ended_meanwhile(session, job.run_id)
+            if ended is not None:
+                raise EndedMeanwhile(ended) from error
+            if not isinstance(error, TargetUnreachable):
+                raise
             failures += 1
             if failures > MAX_FAILED_POLLS:
                 raise FollowLost(
@@ -205,6 +227,31 @@ async def watch(
         if state.status is JobStatus.running and await take_relayed_cancel(session, job):
             continue  # the job is stopping: the next look sees it cancelled
         await trio.sleep_until(tick + poll)
+
+
+async def _ended_meanwhile(session: Session, run_id: str) -> RunLog | None:
+    """The run's state if another command ended it; None if not (or the log is unreadable)."""
+    from overbrainer.events.store import StoreError
+
+    try:
+        state = await session.journal.state(run_id)
+    except StoreError:
+        return None
+    return state if state.final else None
+
+
+async def ended_by(session: Session, run_id: str) -> str:
+    """`` by `train cancel` as alice on host laptop-a (pid 42)``: who recorded the run's end
+    (empty when it is not found)."""
+    records = await trio.to_thread.run_sync(session.journal.store.history, run_id)
+    for record in reversed(records):
+        if isinstance(record.event, ev.RunEnded):
+            actor = record.actor
+            return (
+                f" by `{actor.get('command', '?')}` as {actor.get('user', '?')} on host "
+                f"{actor.get('host', '?')} (pid {actor.get('pid', '?')})"
+            )
+    return ""
 
 
 # Runs whose follower already warned that the store cannot be read (once per outage).

@@ -365,6 +365,8 @@ class PodRig:
     seen_at_request: list[tuple[str, str, list[str]]] = field(default_factory=list)
     spy: SpyTransport | None = None
     ctx: PodContext | None = None
+    # The pids whose commands count as gone (killed) for ``PodContext.alive``.
+    gone: set[object] = field(default_factory=set)
 
     @property
     def context(self) -> PodContext:
@@ -487,6 +489,9 @@ async def pod_rig(
                 timing=timing or Timing(),
                 connect=rig.network.connect,
                 clock=wall_clock(),
+                # Every command of the rig runs in this test's process, which is alive; a
+                # test of a dead starter says so (``rig.gone``).
+                alive=lambda actor: actor.get("pid") not in rig.gone,
             )
             yield rig
         for request in fake.create_requests():

@@ -223,3 +223,37 @@ async def test_a_404_not_in_runpods_shape_confirms_nothing(
     )
     with pytest.raises(RunpodApiError, match="not in Runpod's error format"):
         await confirm_gone(rig.context, pod_id)
+
+
+async def test_finding_6_two_commands_deleting_one_pod_record_one_deleting_and_one_deleted(
+    rig: PodRig, autojump_clock: trio.testing.MockClock
+) -> None:
+    # Issue 12: two followers ending the same pod each appended pod.Deleting.
+    run_id = await rig.new_run()
+    pod_id = await new_pod(rig, run_id)
+    rig.fake.linger_next_delete(4)  # the first delete takes a while to show
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(delete_pod, rig.context, run_id, pod_id, "retrieved")
+        await trio.sleep(0.5)  # the second command comes in while the first waits
+        nursery.start_soon(delete_pod, rig.context, run_id, pod_id, "requested", "pod_rm")
+    assert rig.names(run_id)[-2:] == ["pod.Deleting", "pod.Deleted"]
+    (deleting,) = rig.events(run_id, ev.PodDeleting)
+    assert isinstance(deleting, ev.PodDeleting) and deleting.reason == "retrieved"
+    (deleted,) = rig.events(run_id, ev.PodDeleted)
+    # The pod was gone by the joined delete, not found gone by chance.
+    assert isinstance(deleted, ev.PodDeleted) and deleted.by in ("client", "pod_rm")
+    assert rig.fake.status(pod_id) == "TERMINATED"
+
+
+async def test_a_delete_recorded_by_a_command_that_died_is_joined_not_recorded_again(
+    rig: PodRig, autojump_clock: trio.testing.MockClock
+) -> None:
+    run_id = await rig.new_run()
+    pod_id = await new_pod(rig, run_id)
+    # A command recorded its delete, then died before sending it.
+    await rig.journal.append(run_id, [ev.PodDeleting(pod_id=pod_id, reason="retrieved")])
+    await delete_pod(rig.context, run_id, pod_id, "requested", "pod_rm")
+    assert rig.names(run_id)[-2:] == ["pod.Deleting", "pod.Deleted"]
+    (deleted,) = rig.events(run_id, ev.PodDeleted)
+    assert isinstance(deleted, ev.PodDeleted) and deleted.by == "pod_rm"
+    assert rig.fake.status(pod_id) == "TERMINATED"

@@ -426,3 +426,79 @@ async def test_finding_4_a_project_at_a_non_ascii_quoted_spaced_path_trains(
         removed = await w.run("pod", "rm", run_id)
         assert removed.returncode == 0, removed.stderr
         assert w.fake.status(pod_id) == "TERMINATED"
+
+
+async def test_finding_6_train_and_a_cancel_from_another_terminal_agree_on_the_outcome(
+    tmp_path: Path,
+) -> None:
+    # Issue 12: the cancel ended the pod and forgot the run's key; the `train` following
+    # the run then failed to reconnect and reported "cannot read the run's SSH key".
+    async with world(tmp_path, steps=200, step_seconds=0.1) as w:
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "overbrainer", "-C", str(w.project), "train"],
+            env=w.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        run_id = await w.wait_for("job_running")
+        await trio.sleep(0.5)
+        cancel = await w.run("train", "cancel", run_id)
+        assert cancel.returncode == 0, cancel.stderr
+        assert _final(cancel.stdout) == f"train: run {run_id} cancelled"
+        with trio.fail_after(60):
+            assert process.stdout is not None and process.stderr is not None
+            out = err = b""
+            async with trio.open_nursery() as nursery:
+
+                async def read_out() -> None:
+                    nonlocal out
+                    async for chunk in process.stdout:  # type: ignore[union-attr]
+                        out += chunk
+
+                nursery.start_soon(read_out)
+                async for chunk in process.stderr:
+                    err += chunk
+            await process.wait()
+        text = err.decode()
+        assert process.returncode == 1, text  # the run's real outcome: cancelled
+        assert "Traceback" not in text
+        assert "SSH key" not in text
+        assert text.strip().splitlines()[-1] == f"error: run {run_id} cancelled"
+        assert _final(out.decode()).startswith(f"train: run {run_id} cancelled")
+        names = await w.events(run_id)
+        assert names.count("pod.Deleting") == 1 and names.count("pod.Deleted") == 1
+        assert names.count("run.Ended") == 1
+        assert w.run_json(run_id)["state"] == "cancelled"
+
+
+async def test_finding_6_two_attaches_both_report_the_success_and_delete_the_pod_once(
+    tmp_path: Path,
+) -> None:
+    async with world(tmp_path, steps=30, step_seconds=0.1) as w:
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "overbrainer", "-C", str(w.project), "train"],
+            env=w.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        run_id = await w.wait_for("job_running")
+        process.send_signal(signal.SIGINT)
+        with trio.fail_after(30):
+            await process.wait()
+        done: list[subprocess.CompletedProcess[str]] = []
+        async with trio.open_nursery() as nursery:
+
+            async def attach() -> None:
+                done.append(await w.run("train", "attach", run_id))
+
+            nursery.start_soon(attach)
+            nursery.start_soon(attach)
+        for each in done:
+            assert each.returncode == 0, each.stderr
+            assert "Traceback" not in each.stderr
+            assert "SSH key" not in each.stderr
+            assert _final(each.stdout).startswith(f"train: run {run_id} succeeded")
+        names = await w.events(run_id)
+        assert names.count("pod.Deleting") == 1 and names.count("pod.Deleted") == 1
+        assert names.count("run.ArtifactsRetrieved") == 1 and names.count("run.Ended") == 1
+        assert w.fake.status(str(w.pod_json(run_id)["pod_id"])) == "TERMINATED"

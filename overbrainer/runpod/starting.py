@@ -1,0 +1,154 @@
+"""Whether the command starting a run's pod is still there, or provably gone.
+
+A Runpod run is ``preparing`` while the ``train`` that created it provisions its pod. That
+command may die (SIGKILL, a crash, a closed laptop) and leave the run starting for ever,
+with a pod billing until its watchdog's boot grace. Nothing may act on such a run while its
+starter lives — it would delete the pod under it — so the starter must be *provably* gone:
+
+- on this host: its process (the actor's pid) no longer runs overbrainer;
+- on another host (a team store): it is silent past its *lease*, the longest time a walk
+  goes between two of its appends (see :func:`lease_seconds`) plus a margin for clocks,
+  counted from the time of its latest event. No renewal event is needed: every step of a
+  walk appends within that bound.
+
+:func:`judge` is the pure decision; :func:`look` gathers what it needs (the run's events,
+the process table) for the runs given.
+"""
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from overbrainer.events.aggregate import RunLog
+from overbrainer.runpod.decide import parse_utc
+from overbrainer.runpod.timing import Timing
+
+if TYPE_CHECKING:
+    from overbrainer.runpod.pods import PodContext
+
+__all__ = ["LEASE_MARGIN", "Start", "judge", "lease_seconds", "look", "start_of"]
+
+LEASE_MARGIN = 10 * 60.0
+"""Added to a lease: two hosts' clocks disagree by minutes (no more, or their TLS fails)."""
+
+
+@dataclass(frozen=True)
+class Start:
+    """How a ``preparing`` run's start stands.
+
+    ``verdict`` is ``starting`` (its starter runs, or may) or ``abandoned`` (provably
+    gone); ``starter`` the command's stamp (``command``, ``user``, ``host``, ``pid``);
+    ``why`` a phrase for messages.
+    """
+
+    run_id: str
+    verdict: Literal["starting", "abandoned"]
+    starter: Mapping[str, Any]
+    why: str
+
+    @property
+    def abandoned(self) -> bool:
+        """Whether the starter is provably gone."""
+        return self.verdict == "abandoned"
+
+    def who(self) -> str:
+        """``\\`train\\` (pid 42 on host laptop-a)``."""
+        starter = self.starter
+        return (
+            f"`{starter.get('command', '?')}` (pid {starter.get('pid', '?')} on host "
+            f"{starter.get('host', '?')})"
+        )
+
+
+def lease_seconds(timing: Timing, start_limit: float) -> float:
+    """The longest a provisioning walk may go without appending, plus :data:`LEASE_MARGIN`.
+
+    Each term bounds one wait between two appends: a booting pod (SSH, then the watchdog's
+    verdict), a create, a rate limit waited out, a delete, and the job's start (upload and
+    spawn, ``start_limit``). Their sum bounds the longest of them, whichever it is.
+    """
+    return (
+        timing.ssh_within
+        + timing.verdict_within
+        + timing.create_limit
+        + timing.max_retry_after
+        + timing.delete_limit
+        + start_limit
+        + LEASE_MARGIN
+    )
+
+
+def judge(
+    state: RunLog,
+    records: Sequence[tuple[Mapping[str, Any], str]],
+    *,
+    now: datetime,
+    lease: float,
+    alive: Callable[[Mapping[str, Any]], bool | None],
+) -> Start | None:
+    """The start of ``state``'s run, or None when it is not starting (it has a job, or ended).
+
+    ``records`` are the run's events as ``(actor, ISO time)``, oldest first: the first is
+    ``run.Created``, whose actor is the starter. ``alive`` tells whether an actor's process
+    runs here (True/False) or cannot be told from here (None: another host).
+    """
+    if state.run.state != "preparing" or not records:
+        return None
+    run_id = state.run.run_id
+    starter = records[0][0]
+    if alive(starter) is False:
+        return Start(run_id, "abandoned", starter, "its process is gone")
+    if alive(starter) is True:
+        return Start(run_id, "starting", starter, "its process runs")
+    own = [at for actor, at in records if _same(actor, starter)]
+    last = parse_utc(own[-1]) if own else None
+    if last is None:
+        return Start(run_id, "starting", starter, "its last sign of life is unknown")
+    silent = (now - last).total_seconds()
+    if silent > lease:
+        return Start(
+            run_id,
+            "abandoned",
+            starter,
+            f"it has recorded nothing for {_minutes(silent)}, past its {_minutes(lease)} lease",
+        )
+    return Start(run_id, "starting", starter, f"it recorded an event {_minutes(silent)} ago")
+
+
+def _same(actor: Mapping[str, Any], starter: Mapping[str, Any]) -> bool:
+    return actor.get("host") == starter.get("host") and actor.get("pid") == starter.get("pid")
+
+
+def _minutes(seconds: float) -> str:
+    return f"{max(0, round(seconds / 60))} min"
+
+
+async def look(ctx: "PodContext", states: Mapping[str, RunLog]) -> dict[str, Start]:
+    """The start of every ``preparing`` run of ``states``, from its events (read in a
+    worker thread) and ``ctx.alive``; the lease is counted on ``ctx.clock``."""
+    import trio
+
+    from overbrainer.runs.service import START_LIMIT
+
+    history = ctx.session.journal.store.history
+    lease = lease_seconds(ctx.timing, START_LIMIT)
+    now = ctx.clock()
+
+    def read() -> dict[str, Start]:
+        found: dict[str, Start] = {}
+        for run_id, state in states.items():
+            if state.run.state != "preparing":
+                continue
+            records = [(r.actor, r.at) for r in history(run_id)]
+            start = judge(state, records, now=now, lease=lease, alive=ctx.alive)
+            if start is not None:
+                found[run_id] = start
+        return found
+
+    return await trio.to_thread.run_sync(read)
+
+
+async def start_of(ctx: "PodContext", state: RunLog) -> Start | None:
+    """:func:`look` for one run (None when it is not starting)."""
+    return (await look(ctx, {state.run.run_id: state})).get(state.run.run_id)
