@@ -6,6 +6,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from overbrainer.errors import OverbrainerError
 from overbrainer.events.aggregate import InvalidTransition, RunLog
 from overbrainer.events.store import Decision, Recorded, RunStore
 from overbrainer.events.types import Event, RunCreated
@@ -13,6 +14,10 @@ from overbrainer.front import checkpoints
 from overbrainer.projections.files import refresh_projections, write_projections
 
 Listener = Callable[[Recorded, RunLog], None]
+
+
+class RunChanged(OverbrainerError):
+    """An append whose decision no longer fits the run: another command changed it."""
 
 
 class Journal:
@@ -70,7 +75,15 @@ class Journal:
             def decision(_: RunLog) -> Sequence[Event]:
                 return fixed
 
-        state, records = await trio.to_thread.run_sync(self._append_sync, run_id, decision)
+        try:
+            state, records = await trio.to_thread.run_sync(self._append_sync, run_id, decision)
+        except InvalidTransition as error:
+            # A decision that did not expect what another command appended meanwhile: say
+            # so plainly (nothing was stored) rather than crash.
+            raise RunChanged(
+                f"run {run_id} changed under this command ({error}); nothing was recorded "
+                f"by it: see `overbrainer events {run_id}`"
+            ) from error
         self._announce(records, state)
         return state
 
