@@ -74,3 +74,31 @@ async def test_the_loser_of_a_race_is_told_what_the_other_process_did(tmp_path: 
     assert state.run.note is None  # it re-decided on what the other wrote
     first.close()
     second.close()
+
+
+async def test_an_append_that_no_longer_fits_the_run_is_a_plain_error_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    # Issue 12: a decision made before another command ended the run (a fixed list of
+    # events) reached the user as an InvalidTransition traceback.
+    import pytest
+
+    from overbrainer.errors import OverbrainerError
+    from overbrainer.events.journal import Journal
+
+    store = RunStore(None, tmp_path, Actor.here("test"))
+    store.create(
+        ev.RunCreated(
+            run_id=RUN, target="here", kind="local", remote_dir="runs/x", settings_digest="d"
+        )
+    )
+    store.append(RUN, lambda _: [ev.RunEnded(state="failed", message="ended by another")])
+    journal = Journal(store, tmp_path)
+    with pytest.raises(OverbrainerError) as changed:
+        await journal.append(RUN, [ev.JobStarted(job_dir="runs/x", pid=1)])
+    assert str(changed.value) == (
+        f"run {RUN} changed under this command (job started while the run is failed); nothing "
+        f"was recorded by it: see `overbrainer events {RUN}`"
+    )
+    assert [r.event.name for r in store.history(RUN)] == ["run.Created", "run.Ended"]
+    store.close()

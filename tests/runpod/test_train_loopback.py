@@ -109,11 +109,12 @@ async def world(
     max_hours: float = 1.0,
     output_mb: float = 0.0625,
     project: Path | None = None,
+    provisioning_seconds: float = 0.2,
 ) -> AsyncIterator[World]:
     """The fake API and pods on loopback, and a project whose Runpod target runs the
     stand-in trainer from a venv (knobs set in its wrapper: the pod's SSH sessions have an
     environment of their own)."""
-    fake = FakeRunpod(provisioning_seconds=0.2, starting_seconds=0.3)
+    fake = FakeRunpod(provisioning_seconds=provisioning_seconds, starting_seconds=0.3)
     fake.add_account(CANARY_KEY)
     project = project or tmp_path / "project"
     project.mkdir(parents=True)
@@ -502,3 +503,128 @@ async def test_finding_6_two_attaches_both_report_the_success_and_delete_the_pod
         assert names.count("pod.Deleting") == 1 and names.count("pod.Deleted") == 1
         assert names.count("run.ArtifactsRetrieved") == 1 and names.count("run.Ended") == 1
         assert w.fake.status(str(w.pod_json(run_id)["pod_id"])) == "TERMINATED"
+
+
+async def _communicate(process: trio.Process, timeout: float = 60) -> tuple[str, str]:
+    """A background command's whole stdout and stderr, once it exited."""
+    out = err = b""
+    with trio.fail_after(timeout):
+        async with trio.open_nursery() as nursery:
+
+            async def read_out() -> None:
+                nonlocal out
+                assert process.stdout is not None
+                async for chunk in process.stdout:
+                    out += chunk
+
+            nursery.start_soon(read_out)
+            assert process.stderr is not None
+            async for chunk in process.stderr:
+                err += chunk
+        await process.wait()
+    return out.decode(), err.decode()
+
+
+async def _train_in_background(w: World) -> trio.Process:
+    return await trio.lowlevel.open_process(
+        [sys.executable, "-m", "overbrainer", "-C", str(w.project), "train"],
+        env=w.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+async def test_finding_5_pod_rm_force_while_train_provisions_never_gives_a_traceback(
+    tmp_path: Path,
+) -> None:
+    # Issue 12: `pod rm --force` during provisioning crashed that train with an
+    # InvalidTransition traceback. A pod that takes 30 s to boot: train is booting it.
+    async with world(tmp_path, provisioning_seconds=30) as w:
+        process = await _train_in_background(w)
+        run_id = await w.wait_for("created")
+        pod_id = str(w.pod_json(run_id)["pod_id"])
+        removed = await w.run("pod", "rm", run_id, "--force")
+        assert removed.returncode == 0, removed.stderr
+        assert removed.stdout.startswith(f"pod rm: deleted pod {pod_id} of run {run_id} after ")
+        out, err = await _communicate(process)
+        assert process.returncode == 1, err
+        assert "Traceback" not in err and "Transition" not in err
+        assert (
+            err.strip()
+            .splitlines()[-1]
+            .startswith(f"error: run {run_id} was failed by `pod rm` as ")
+        )
+        assert "while this command was starting its pod" in err
+        assert w.fake.status(pod_id) == "TERMINATED"
+        assert w.run_json(run_id)["state"] == "failed"
+        names = await w.events(run_id)
+        assert names.count("pod.Deleting") == 1 and "run.JobStarted" not in names
+
+
+async def test_item_5_a_killed_train_is_abandoned_while_starting_then_attach_ends_it(
+    tmp_path: Path,
+) -> None:
+    async with world(tmp_path, provisioning_seconds=30) as w:
+        process = await _train_in_background(w)
+        run_id = await w.wait_for("created")
+        pod_id = str(w.pod_json(run_id)["pod_id"])
+        process.kill()
+        await _communicate(process)
+        listed = await w.run("pod", "ls")
+        assert listed.returncode == 0, listed.stderr
+        (row,) = [line for line in listed.stdout.splitlines() if pod_id in line]
+        assert row.startswith(run_id) and row.endswith("abandoned while starting")
+
+        # The next train warns about it (and trains on a pod that boots at once).
+        w.fake.provisioning_seconds = 0.2
+        again = await w.run("train")
+        assert again.returncode == 0, again.stderr
+        assert (
+            f"warning: pod {pod_id} of run {run_id} ($0.40/h) was abandoned while starting: "
+            f"the `overbrainer train` starting it is gone"
+        ) in again.stderr
+        assert f"end the run with `overbrainer pod rm {run_id}`" in again.stderr
+
+        attach = await w.run("train", "attach", run_id)
+        assert attach.returncode == 1
+        assert "Traceback" not in attach.stderr
+        assert f"train: run {run_id} was abandoned while starting its pod: `train` (pid " in (
+            attach.stderr
+        )
+        assert f"train: deleted pod {pod_id} of run {run_id} after " in attach.stdout
+        assert (
+            attach.stderr.strip()
+            .splitlines()[-1]
+            .startswith(f"error: run {run_id} failed: abandoned while starting its pod")
+        )
+        assert w.fake.status(pod_id) == "TERMINATED"
+        assert w.run_json(run_id)["state"] == "failed"
+
+
+async def test_item_5_train_cancel_of_a_provisioning_run_is_taken_by_the_train_starting_it(
+    tmp_path: Path,
+) -> None:
+    async with world(tmp_path, provisioning_seconds=30) as w:
+        process = await _train_in_background(w)
+        run_id = await w.wait_for("created")
+        pod_id = str(w.pod_json(run_id)["pod_id"])
+        cancel = await w.run("train", "cancel", run_id)
+        assert cancel.returncode == 0, cancel.stderr
+        assert _final(cancel.stdout).startswith(
+            f"train: run {run_id} cancelled by the command starting it, `train` (pid "
+        )
+        out, err = await _communicate(process)
+        assert process.returncode == 1, err
+        assert "Traceback" not in err
+        assert (
+            err.strip()
+            .splitlines()[-1]
+            .startswith(
+                f"error: run {run_id} cancelled before its job started by `train cancel` as "
+            )
+        )
+        assert _final(out) == f"train: run {run_id} cancelled"
+        assert w.fake.status(pod_id) == "TERMINATED"
+        assert w.run_json(run_id)["state"] == "cancelled"
+        names = await w.events(run_id)
+        assert names.count("run.CancelRequested") == 2 and "run.JobStarted" not in names
