@@ -369,15 +369,17 @@ async def test_ctrl_c_while_the_attempt_is_recorded_sends_no_create(
         assert not state.pod.may_bill()
 
 
-def test_attach_of_a_runpod_run_left_starting_points_to_pod_rm() -> None:
-    from overbrainer.events.aggregate import RunLog
-    from overbrainer.runpod.train import _require_job
+def test_attach_of_a_runpod_run_left_starting_points_to_cancel_and_pod_rm() -> None:
+    # A run whose starter may still be alive is left to it, with the ways to end it; one
+    # whose starter is provably gone is ended by attach itself (tests/runpod/test_starting).
+    from overbrainer.runpod.podrm import still_starting
+    from overbrainer.runpod.starting import Start
 
-    state = RunLog()
-    state.apply(
-        ev.RunCreated(run_id=RUN, target="gpu", kind="runpod", remote_dir="r", settings_digest=""),
-        "2026-01-01T00:00:00Z",
+    starter = {"command": "train", "host": "laptop-a", "pid": 42}
+    said = still_starting(Start(RUN, "starting", starter, "its process runs"))
+    assert said.startswith(
+        f"run {RUN} is still starting its pod: `train` (pid 42 on host laptop-a) is at it "
+        "(its process runs)"
     )
-    with pytest.raises(OverbrainerError) as caught:
-        _require_job(state)
-    assert f"`overbrainer pod rm {RUN} --force`" in str(caught.value)
+    assert f"`overbrainer train cancel {RUN}`" in said
+    assert f"`overbrainer pod rm {RUN} --force`" in said

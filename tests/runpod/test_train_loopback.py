@@ -546,7 +546,7 @@ async def test_finding_5_pod_rm_force_while_train_provisions_never_gives_a_trace
         removed = await w.run("pod", "rm", run_id, "--force")
         assert removed.returncode == 0, removed.stderr
         assert removed.stdout.startswith(f"pod rm: deleted pod {pod_id} of run {run_id} after ")
-        out, err = await _communicate(process)
+        _out, err = await _communicate(process)
         assert process.returncode == 1, err
         assert "Traceback" not in err and "Transition" not in err
         assert (
