@@ -59,6 +59,7 @@ from overbrainer.runpod.starting import Start, look, start_of
 from overbrainer.runpod.timing import Timing
 from overbrainer.runs import service
 from overbrainer.runs.ids import new_run_id
+from overbrainer.runs.elsewhere import lives_elsewhere
 from overbrainer.runs.machine import report, report_ended_meanwhile, secrets_of
 from overbrainer.runs.service import Followed, Retrieval, Session, attach_hint
 from overbrainer.train.axolotl import (
@@ -818,6 +819,11 @@ class PodRun:
             session.front.result(f"train: run {run_id} cancelled")
             return 0
         if outcome is None:
+            state = await session.journal.state(run_id)
+            if state.run.state == "running" and not lives_elsewhere(session, state):
+                # Its job started, and nothing follows it to take the request: stop the
+                # job from here, as any cancel of a started run does.
+                return await self.cancel(state)
             raise OverbrainerError(
                 f"the cancel of run {run_id} is recorded, but {start.who()}, which is "
                 f"starting it, did not take it; it is taken at the next step of that "

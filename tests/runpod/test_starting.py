@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -308,3 +309,46 @@ async def test_item_5_train_cancel_of_a_provisioning_run_is_taken_by_its_walk(
             assert t.rig.fake.status(pod.id) == "TERMINATED"
         assert not state.pod.may_bill()
         assert "run.JobStarted" not in t.rig.names(run_id)
+
+
+@pytest.mark.parametrize("other", ["cancel asked", "run ended"])
+async def test_item_5_what_another_command_did_once_the_pod_is_ready_is_seen_before_the_job(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, other: str
+) -> None:
+    # The walk's last look is at the pod's readiness; the job's start looks again.
+    async with training(tmp_path) as t:
+        real = t.rig.journal.append
+
+        async def append(run: str, decide: Any) -> Any:
+            state = await real(run, decide)
+            if state.pod.status == "ready" and not state.final and not state.run.cancel_requested:
+                late: ev.Event = (
+                    ev.CancelRequested(relay="asked")
+                    if other == "cancel asked"
+                    else ev.RunEnded(state="failed", message="ended by another command")
+                )
+                await real(run, [late])  # just after: the walk does not see it
+            return state
+
+        t.rig.journal.append = append  # type: ignore[method-assign]
+        with pytest.raises(OverbrainerError) as stopped:
+            await t.train()
+        run_id = t.run_id()
+        state = t.rig.state(run_id)
+        if other == "cancel asked":
+            assert str(stopped.value).startswith(f"run {run_id} cancelled before its job started")
+            assert state.run.state == "cancelled" and not state.run.cancel_pending
+        else:
+            assert str(stopped.value).startswith(
+                f"run {run_id} was failed by `test` as "
+            ) and "while this command was starting its job" in str(stopped.value)
+            assert state.run.state == "failed"
+        assert "run.JobStarted" not in t.rig.names(run_id)
+        assert t.rig.fake.status(_only_pod(t)) == "TERMINATED"
+        assert not state.pod.may_bill()
+        assert t.rig.names(run_id).count("pod.Deleting") == 1
+
+
+def _only_pod(t: Train) -> str:
+    (pod,) = t.rig.fake.pods.values()
+    return pod.id
