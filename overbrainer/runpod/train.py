@@ -58,8 +58,8 @@ from overbrainer.runpod.provision import (
 from overbrainer.runpod.starting import Start, look, start_of
 from overbrainer.runpod.timing import Timing
 from overbrainer.runs import service
-from overbrainer.runs.ids import new_run_id
 from overbrainer.runs.elsewhere import lives_elsewhere
+from overbrainer.runs.ids import new_run_id
 from overbrainer.runs.machine import report, report_ended_meanwhile, secrets_of
 from overbrainer.runs.service import Followed, Retrieval, Session, attach_hint
 from overbrainer.train.axolotl import (
