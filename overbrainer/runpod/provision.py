@@ -418,8 +418,15 @@ class _Walk:
         return lambda state: [] if self._overtaken_in(state) else events
 
     async def _look(self, stage: str) -> None:
-        """:meth:`_taken` on a fresh read of the log."""
-        self._taken(await self.journal.state(self.run_id), stage)
+        """:meth:`_taken` on a fresh read of the log (a log that cannot be read now is
+        looked at again at the next step: only an append the walk needs fails it)."""
+        from overbrainer.events.store import StoreError
+
+        try:
+            state = await self.journal.state(self.run_id)
+        except StoreError:
+            return
+        self._taken(state, stage)
 
     async def _sleep_watching(self, seconds: float, stage: str) -> None:
         """Sleep ``seconds``, looking at the log every poll (a cancel is taken at once)."""

@@ -347,7 +347,11 @@ class PodRun:
                 states[run_id] = await self.session.journal.state(run_id)
             except UnknownRun:
                 continue
-        starts = await look(self.ctx, states)
+        try:
+            starts = await look(self.ctx, states)
+        except OverbrainerError as error:  # a warning's extra: training goes on without it
+            front.warn(f"cannot tell which runs were abandoned while starting: {error}")
+            starts = {}
         abandoned = {run_id for run_id, start in starts.items() if start.abandoned}
         for warning in orphan_warnings(rows(pods, states.get, abandoned=abandoned)):
             front.warn(warning)
