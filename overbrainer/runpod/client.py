@@ -2,8 +2,9 @@
 
 Creates are sent once and never retried: a failed create raises :class:`CreateFailed`
 with a fixed text per status, or :class:`AmbiguousCreate` when a pod may exist anyway.
-Reads, deletes and ``terminate`` are retried on transport errors, 408, 429 (honouring
-``Retry-After``) and 5xx with jittered exponential backoff, bounded in attempts and time.
+Reads (pods and the GPU catalog), deletes and ``terminate`` are retried on transport errors,
+408, 429 (honouring ``Retry-After``) and 5xx with jittered exponential backoff, bounded in
+attempts and time.
 Redirects are never followed. No message or exception this module raises holds the API
 key, nor any piece of it of :data:`~overbrainer.runpod.redact.MIN_FRAGMENT` characters.
 """
@@ -15,6 +16,7 @@ import json
 import math
 import random
 import re
+import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,10 +29,13 @@ import trio
 from overbrainer import __version__
 from overbrainer.errors import OverbrainerError
 from overbrainer.runpod.models import (
+    BadGpuData,
     BadPodData,
+    GpuType,
     Pod,
     Problem,
     check_pod_id,
+    parse_gpu_type,
     parse_pod,
     parse_problem,
 )
@@ -324,6 +329,16 @@ def _create_text(status: int) -> str:
     return f"Runpod refused the create (HTTP {status})"
 
 
+def _catalog_query(availability: bool, gpu_count: int) -> dict[str, str] | None:
+    """The catalog's query: nothing, or availability for pods of ``gpu_count`` GPUs on the
+    secure cloud (``product`` is required with ``include``, and the rest valid only then)."""
+    if not availability:
+        return None
+    if isinstance(gpu_count, bool) or not isinstance(gpu_count, int) or gpu_count < 1:
+        raise RunpodError("a GPU count for the catalog must be a whole number of at least 1")
+    return {"include": "AVAILABILITY", "product": "POD", "cloud": "SECURE", "count": str(gpu_count)}
+
+
 # --- the client ------------------------------------------------------------------------
 
 
@@ -504,6 +519,68 @@ class RunpodClient:
             seen.add(next_cursor)
             cursor = next_cursor
         raise RunpodApiError(f"cannot {op}: more than {_MAX_PAGES} pages", status=200)
+
+    async def list_gpu_types(
+        self, *, availability: bool = False, gpu_count: int = 1
+    ) -> list[GpuType]:
+        """Runpod's GPU catalog: every GPU type, with its list prices per GPU.
+
+        With ``availability`` the catalog also says how much of each type is free for a pod
+        of ``gpu_count`` GPUs on the secure cloud (the cloud overbrainer creates pods on),
+        overall and per data center. The catalog tells which ``gpu.id`` values exist; the
+        rate a pod really bills is the pod's own ``cost``.
+        """
+        op = "read Runpod's GPU catalog"
+        answer, attempts = await self._call(
+            "GET", "/catalog/gpus", op, "always", params=_catalog_query(availability, gpu_count)
+        )
+        if answer.status != 200:
+            raise self._api_error(op, answer, attempts)
+        try:
+            data = answer.json()
+        except ValueError:
+            data = None
+        items = data.get("gpus") if isinstance(data, dict) else None
+        if not isinstance(items, list):
+            raise self._api_error(op, answer, attempts)
+        found: dict[str, GpuType] = {}
+        for item in items:
+            gpu = self._gpu_type(item, op)
+            found.setdefault(gpu.id, gpu)
+        return list(found.values())
+
+    async def get_gpu_type(
+        self, gpu_id: str, *, availability: bool = False, gpu_count: int = 1
+    ) -> GpuType | None:
+        """One GPU type of the catalog (see :meth:`list_gpu_types`), or None when Runpod,
+        in its own error shape, says no such type exists."""
+        if not gpu_id or not gpu_id.isprintable() or len(gpu_id) > 200:
+            raise RunpodError("refusing to look up a GPU type id that is empty or not printable")
+        op = f"read GPU type {one_line(gpu_id, 100)!r} of Runpod's catalog"
+        path = "/catalog/gpus/" + urllib.parse.quote(gpu_id, safe="")
+        answer, attempts = await self._call(
+            "GET", path, op, "always", params=_catalog_query(availability, gpu_count)
+        )
+        if answer.status == 404 and answer.problem() is not None:
+            return None
+        if answer.status != 200:
+            raise self._api_error(op, answer, attempts)
+        try:
+            data = answer.json()
+        except ValueError:
+            raise self._api_error(op, answer, attempts) from None
+        gpu = self._gpu_type(data, op)
+        if gpu.id != gpu_id:
+            raise RunpodApiError(f"cannot {op}: Runpod answered with another GPU type", status=200)
+        return gpu
+
+    def _gpu_type(self, data: object, op: str) -> GpuType:
+        try:
+            return parse_gpu_type(data)
+        except BadGpuData as error:
+            raise RunpodApiError(
+                self._redact(f"cannot {op}: Runpod listed {error}"), status=200
+            ) from None
 
     async def delete_pod(self, pod_id: str) -> bool:
         """Delete a pod: True when Runpod accepted, False when it was already gone."""

@@ -1,4 +1,5 @@
-"""What Runpod's REST API v2 answers, parsed into typed values that are safe to use.
+"""What Runpod's REST API v2 answers (pods, errors, the GPU catalog), parsed into typed
+values that are safe to use.
 
 Everything here is account-provided data: names and ids are sanitized or validated, an
 unknown status becomes ``UNKNOWN``, and an SSH endpoint is only handed out once its host,
@@ -21,13 +22,18 @@ from overbrainer.errors import OverbrainerError
 from overbrainer.runpod.redact import one_line
 
 __all__ = [
+    "Availability",
+    "BadGpuData",
     "BadPodData",
+    "DataCenterAvailability",
+    "GpuType",
     "Pod",
     "PodStatus",
     "Problem",
     "SshEndpoint",
     "UnsafeSshEndpoint",
     "check_pod_id",
+    "parse_gpu_type",
     "parse_pod",
     "parse_problem",
 ]
@@ -255,3 +261,163 @@ def _ssh_direct(ssh: object) -> tuple[SshEndpoint | None, str | None]:
     except UnsafeSshEndpoint as error:
         return None, str(error)
     return endpoint, None
+
+
+# --- the GPU catalog ---------------------------------------------------------------------
+
+
+class Availability(StrEnum):
+    """Stock of a GPU type (overall or in one data center); anything new reads ``UNKNOWN``."""
+
+    NONE = "NONE"
+    LOW = "LOW"
+    MEDIUM = "MEDIUM"
+    HIGH = "HIGH"
+    UNKNOWN = "UNKNOWN"
+
+
+class BadGpuData(ValueError):
+    """Runpod's answer does not describe a usable GPU type (the message is one line)."""
+
+
+@dataclass(frozen=True)
+class DataCenterAvailability:
+    """How much of a GPU type one data center has free (only when availability was asked)."""
+
+    id: str
+    name: str
+    availability: Availability
+
+
+@dataclass(frozen=True)
+class GpuType:
+    """One entry of Runpod's GPU catalog (``GET /catalog/gpus``), its text made safe to print.
+
+    ``id`` is what a create's ``gpu.id`` (and a target's ``gpu_types``) takes; ``name`` is
+    the short name people use ("RTX 4090"). Prices are list USD/h for ONE GPU on each cloud
+    (the rate a pod really bills is its ``cost``); ``max_count_*`` the most GPUs of this
+    type one pod can have there. ``availability``, ``data_centers`` and ``cuda_versions``
+    are filled only when the catalog was asked for availability (``None`` / empty
+    otherwise); ``cuda_versions`` maps a ``major.minor`` version to whether a machine with
+    it has capacity now.
+    """
+
+    id: str
+    name: str
+    manufacturer: str
+    memory_gb: int | None
+    secure: bool
+    community: bool
+    price_secure: float | None
+    price_community: float | None
+    max_count_secure: int | None
+    max_count_community: int | None
+    availability: Availability | None = None
+    data_centers: tuple[DataCenterAvailability, ...] = ()
+    cuda_versions: Mapping[str, bool] = field(default_factory=dict)
+
+    def offered(self, *, secure: bool = True) -> bool:
+        """Whether pods of this type can be created on the secure (or community) cloud."""
+        return self.secure if secure else self.community
+
+    def max_count(self, *, secure: bool = True) -> int | None:
+        """The most GPUs of this type one pod can have on that cloud (None: not said)."""
+        return self.max_count_secure if secure else self.max_count_community
+
+
+_GPU_ID_LIMIT = 200
+
+
+def parse_gpu_type(data: object) -> GpuType:
+    """Parse one ``GpuType`` object of Runpod's answer, tolerating missing or unknown fields.
+
+    Raises BadGpuData only when there is no object or no usable ``id`` (a printable string
+    of at most 200 characters): without its id a GPU type cannot be named in a create.
+    """
+    if not isinstance(data, dict):
+        raise BadGpuData(f"a GPU type is a {type(data).__name__}, not an object")
+    gpu_id = data.get("id")
+    if (
+        not isinstance(gpu_id, str)
+        or not gpu_id.strip()
+        or len(gpu_id) > _GPU_ID_LIMIT
+        or not gpu_id.isprintable()
+    ):
+        shown = one_line(repr(gpu_id), 60) if isinstance(gpu_id, str) else type(gpu_id).__name__
+        raise BadGpuData(f"unusable GPU type id {shown}")
+    price = data.get("price")
+    prices = price if isinstance(price, dict) else {}
+    counts_raw = data.get("maxCount")
+    counts = counts_raw if isinstance(counts_raw, dict) else {}
+    availability_raw = data.get("availability")
+    return GpuType(
+        id=gpu_id,
+        name=_text(data.get("name"), 100) or gpu_id,
+        manufacturer=_text(data.get("manufacturer"), 40) or "UNKNOWN",
+        memory_gb=_count(data.get("memory")),
+        secure=data.get("secure") is True,
+        community=data.get("community") is True,
+        price_secure=_price(prices.get("secure")),
+        price_community=_price(prices.get("community")),
+        max_count_secure=_count(counts.get("secure")),
+        max_count_community=_count(counts.get("community")),
+        availability=(None if availability_raw is None else _availability(availability_raw)),
+        data_centers=_data_centers(data.get("dataCenters")),
+        cuda_versions=_cuda_versions(data.get("cudaVersions")),
+    )
+
+
+def _count(value: object) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
+
+
+def _price(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    price = float(value)
+    return price if math.isfinite(price) and price >= 0 else None
+
+
+def _availability(value: object) -> Availability:
+    try:
+        return Availability(value) if isinstance(value, str) else Availability.UNKNOWN
+    except ValueError:
+        return Availability.UNKNOWN
+
+
+def _data_centers(value: object) -> tuple[DataCenterAvailability, ...]:
+    if not isinstance(value, list):
+        return ()
+    found: list[DataCenterAvailability] = []
+    for item in value:
+        if not isinstance(item, dict):
+            continue
+        center = _text(item.get("id"), 100)
+        if not center:
+            continue
+        found.append(
+            DataCenterAvailability(
+                id=center,
+                name=_text(item.get("name"), 100) or center,
+                availability=_availability(item.get("availability")),
+            )
+        )
+    return tuple(found)
+
+
+_CUDA_VERSION = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}")
+
+
+def _cuda_versions(value: object) -> dict[str, bool]:
+    if not isinstance(value, list):
+        return {}
+    found: dict[str, bool] = {}
+    for item in value:
+        if not isinstance(item, dict):
+            continue
+        version = item.get("version")
+        if isinstance(version, str) and _CUDA_VERSION.fullmatch(version):
+            found[version] = item.get("available") is True
+    return found

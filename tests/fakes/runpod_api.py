@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, unquote
 
 import httpx
 import trio
@@ -50,12 +50,16 @@ from tests.fakes import runpod_schema
 FAKE_URL = "http://runpod.fake/v2"
 PREFIX = "/v2"
 
-DEFAULT_GPU_PRICES: dict[str, float] = {
-    "NVIDIA GeForce RTX 4090": 0.69,
-    "NVIDIA A40": 0.40,
-    "NVIDIA H100 80GB HBM3": 2.99,
-}
 DEFAULT_DATA_CENTERS: tuple[str, ...] = ("EU-RO-1", "US-TX-3", "US-KS-2")
+DATA_CENTER_NAMES: dict[str, tuple[str, str]] = {
+    "EU-RO-1": ("Europe Romania 1", "RO"),
+    "US-TX-3": ("US Texas 3", "US"),
+    "US-KS-2": ("US Kansas 2", "US"),
+}
+"""Name and country of the fake's known data centers (another one is named by its id and
+is in no country)."""
+CUDA_VERSION = "12.8"
+"""The CUDA version of every fake machine (the pods report it as ``cudaVersion``)."""
 NO_CAPACITY = (
     "There are no longer any instances available with the requested specifications. "
     "Please refresh and try again."
@@ -89,6 +93,60 @@ _ALLOWED_ACTIONS = {
 _BILLING = frozenset({"PROVISIONING", "STARTING", "RUNNING", "ERROR"})
 
 Hook = Callable[["FakePod"], Awaitable[None]]
+
+
+@dataclass
+class FakeGpuType:
+    """One GPU type the fake offers: its catalog entry (``GpuType`` in the published schema)
+    and what a pod of it bills.
+
+    ``price`` is the secure cloud's USD/h for one GPU, which is also what the fake bills per
+    GPU; ``community_price`` None means not offered on the community cloud, ``secure`` False
+    not on the secure one. ``max_count`` is the most GPUs of this type one pod can have.
+    """
+
+    id: str
+    name: str
+    memory: int
+    price: float
+    community_price: float | None = None
+    secure: bool = True
+    max_count: int = 8
+    manufacturer: str = "NVIDIA"
+    pool: str | None = None
+
+    def catalog_entry(self) -> dict[str, Any]:
+        """The type as ``GET /catalog/gpus`` lists it (availability not included)."""
+        community = self.community_price is not None
+        price: dict[str, Any] = {
+            "secure": self.price if self.secure else 0.0,
+            "community": self.community_price if self.community_price is not None else 0.0,
+        }
+        if self.pool is not None:
+            price["serverless"] = round(self.price * 1.5, 2)
+        return {
+            "id": self.id,
+            "name": self.name,
+            "pool": self.pool,
+            "manufacturer": self.manufacturer,
+            "memory": self.memory,
+            "secure": self.secure,
+            "community": community,
+            "price": price,
+            "maxCount": {
+                "secure": self.max_count if self.secure else 0,
+                "community": self.max_count if community else 0,
+            },
+        }
+
+
+DEFAULT_GPU_TYPES: tuple[FakeGpuType, ...] = (
+    FakeGpuType("NVIDIA GeForce RTX 4090", "RTX 4090", 24, 0.69, 0.34, pool="ADA_24"),
+    FakeGpuType("NVIDIA A40", "A40", 48, 0.40, 0.35, max_count=10, pool="AMPERE_48"),
+    FakeGpuType("NVIDIA H100 80GB HBM3", "H100 SXM", 80, 2.99, 2.69, pool="HOPPER_141"),
+)
+"""The GPU types the fake offers by default (the ones the tests and the demo train on)."""
+DEFAULT_GPU_PRICES: dict[str, float] = {gpu.id: gpu.price for gpu in DEFAULT_GPU_TYPES}
 
 
 # --- state ---------------------------------------------------------------------------
@@ -215,6 +273,7 @@ class FakeRequest:
     query: dict[str, str]
     headers: dict[str, str]  # lower-case names
     body: bytes
+    raw_path: str | None = None  # percent-encoded, when the front end knows it
 
 
 @dataclass
@@ -239,17 +298,28 @@ class FakeRunpod:
         provisioning_seconds: float = 5.0,
         starting_seconds: float = 10.0,
         gpu_prices: dict[str, float] | None = None,
+        gpu_types: Sequence[FakeGpuType] | None = None,
         data_centers: Sequence[str] = DEFAULT_DATA_CENTERS,
         capacity_per_gpu_type: int = 8,
         seed: int | None = 0,
     ) -> None:
         self.provisioning_seconds = provisioning_seconds
         self.starting_seconds = starting_seconds
-        self.gpu_prices = dict(gpu_prices if gpu_prices is not None else DEFAULT_GPU_PRICES)
         self.data_centers = tuple(data_centers)
-        self.capacity: dict[tuple[str, str], int] = {
-            (gpu, dc): capacity_per_gpu_type for gpu in self.gpu_prices for dc in self.data_centers
-        }
+        self.capacity_per_gpu_type = capacity_per_gpu_type
+        self.capacity: dict[tuple[str, str], int] = {}
+        # The catalog: every GPU type a pod can be created with, in listing order.
+        self.gpu_types: dict[str, FakeGpuType] = {}
+        if gpu_types is None:
+            if gpu_prices is None:
+                gpu_types = DEFAULT_GPU_TYPES
+            else:
+                gpu_types = [
+                    FakeGpuType(gpu, gpu.removeprefix("NVIDIA "), 24, price)
+                    for gpu, price in gpu_prices.items()
+                ]
+        for gpu_type in gpu_types:
+            self.add_gpu_type(gpu_type)
         self.network_volumes: set[str] = set()
         self.accounts: dict[str, Account] = {}
         self.pods: dict[str, FakePod] = {}
@@ -281,6 +351,22 @@ class FakeRunpod:
         key = "rpsk_" + self._token(32)
         self._scoped[key] = pod_id
         return key
+
+    @property
+    def gpu_prices(self) -> dict[str, float]:
+        """USD/h for one GPU of each type the fake offers (what a pod of it bills per GPU)."""
+        return {gpu.id: gpu.price for gpu in self.gpu_types.values()}
+
+    def add_gpu_type(self, gpu_type: FakeGpuType) -> None:
+        """Offer a GPU type (replacing one of the same id), with the default capacity in
+        every data center that has none set for it yet."""
+        self.gpu_types[gpu_type.id] = gpu_type
+        for dc in self.data_centers:
+            self.capacity.setdefault((gpu_type.id, dc), self.capacity_per_gpu_type)
+
+    def remove_gpu_type(self, gpu_id: str) -> None:
+        """Stop offering a GPU type: it leaves the catalog and creates of it fail (400)."""
+        del self.gpu_types[gpu_id]
 
     def set_capacity(self, gpu_id: str, count: int, data_center: str | None = None) -> None:
         """Set how many GPUs of a type are free in a data center (all of them if None)."""
@@ -403,8 +489,13 @@ class FakeRunpod:
     async def _dispatch(
         self, request: FakeRequest, path: str, body: Any, record: RecordedRequest
     ) -> FakeResponse:
-        parts = path.strip("/").split("/")
-        if parts[0] != "pods" or len(parts) > 3 or (len(parts) == 3 and parts[2] != "action"):
+        parts = _segments(request.raw_path) if request.raw_path is not None else None
+        if parts is None:
+            parts = path.strip("/").split("/")
+        catalog = parts[:2] == ["catalog", "gpus"] and len(parts) <= 3
+        if not catalog and (
+            parts[0] != "pods" or len(parts) > 3 or (len(parts) == 3 and parts[2] != "action")
+        ):
             return _problem(404, "resource not found")
         auth = self._authenticate(request.headers.get("authorization"))
         record.auth = auth
@@ -412,6 +503,12 @@ class FakeRunpod:
             detail = "missing bearer token" if auth == "none" else "invalid api key"
             return _problem(401, detail)
         method = request.method
+        if catalog:
+            if auth.startswith("pod:"):
+                return _problem(403, "access denied")
+            if method != "GET":
+                return _problem(405, "The requested method is not allowed for this path.")
+            return self._catalog(parts[2] if len(parts) == 3 else None, request.query)
         pod_id = parts[1] if len(parts) > 1 else None
         if auth.startswith("pod:"):
             allowed = pod_id == auth[4:] and (
@@ -484,6 +581,56 @@ class FakeRunpod:
             answer["nextCursor"] = f"page-{end}"
         return _json(200, answer)
 
+    def _catalog(self, gpu_id: str | None, query: dict[str, str]) -> FakeResponse:
+        """``GET /catalog/gpus`` (``gpu_id`` None) or ``GET /catalog/gpus/{id}``."""
+        asked, refusal = _catalog_query(query)
+        if refusal is not None:
+            return refusal
+        if gpu_id is not None:
+            gpu = self.gpu_types.get(gpu_id)
+            if gpu is None:
+                return _problem(404, "resource not found")
+            return _json(200, self._catalog_entry(gpu, asked, single=True) or {})
+        entries = [self._catalog_entry(gpu, asked) for gpu in self.gpu_types.values()]
+        return _json(200, {"gpus": [entry for entry in entries if entry is not None]})
+
+    def _catalog_entry(
+        self, gpu: FakeGpuType, asked: dict[str, Any] | None, *, single: bool = False
+    ) -> dict[str, Any] | None:
+        """A type's catalog entry, with its availability when ``asked`` (None: a listing
+        filtered by country leaves the type out)."""
+        entry = gpu.catalog_entry()
+        if asked is None:
+            return entry
+        count: int = asked.get("count", 1)
+        cloud: str = asked.get("cloud", "SECURE")
+        countries: list[str] | None = asked.get("countryCodes")
+        offered = (
+            "POD" in asked["product"]
+            and count <= gpu.max_count
+            and (gpu.secure if cloud == "SECURE" else gpu.community_price is not None)
+        )
+        cuda_ok = _cuda_wanted(asked)
+        centers: list[dict[str, Any]] = []
+        for dc in self.data_centers:
+            name, country = DATA_CENTER_NAMES.get(dc, (dc, ""))
+            if countries is not None and country not in countries:
+                continue
+            free = self._free(gpu.id, dc) // count if offered and cuda_ok else 0
+            centers.append({"id": dc, "name": name, "availability": _level(free)})
+        if countries is not None and not centers and not single:
+            return None
+        levels = [c["availability"] for c in centers]
+        best = max(levels, key=_LEVELS.index) if levels else "NONE"
+        entry["availability"] = best
+        if best != "NONE":
+            entry["dataCenters"] = centers
+        if cuda_ok:
+            entry["cudaVersions"] = [{"version": CUDA_VERSION, "available": best != "NONE"}]
+        else:
+            entry["cudaVersions"] = []
+        return entry
+
     async def _create(self, owner: str, body: Any, record: RecordedRequest) -> FakeResponse:
         if body is _NOT_JSON:
             return _problem(400, "request body is not valid JSON")
@@ -506,8 +653,14 @@ class FakeRunpod:
             if mount["volumeId"] not in self.network_volumes:
                 return _problem(404, f"network volume {mount['volumeId']} not found")
         gpu_id, count = gpu["id"], gpu.get("count", 1)
-        if gpu_id not in self.gpu_prices:
+        offered = self.gpu_types.get(gpu_id)
+        if offered is None:
             return _problem(400, f"GPU type {gpu_id!r} is not available")
+        cloud = body.get("cloud", "SECURE")
+        if not (offered.secure if cloud == "SECURE" else offered.community_price is not None):
+            return _problem(400, f"GPU type {gpu_id!r} is not offered on the {cloud} cloud")
+        if count > offered.max_count:
+            return _problem(400, f"at most {offered.max_count} GPUs of type {gpu_id!r} per pod")
         wanted = body.get("dataCenterIds") or list(self.data_centers)
         unknown = [dc for dc in wanted if dc not in self.data_centers]
         if unknown:
@@ -749,9 +902,79 @@ def _vanished(pod: FakePod, now: float) -> bool:
 
 def _route(method: str, path: str) -> str:
     parts = path.strip("/").split("/")
-    if len(parts) >= 2:
+    if parts[0] == "catalog":
+        if len(parts) >= 3:
+            parts[2] = "{id}"
+    elif len(parts) >= 2:
         parts[1] = "{id}"
     return f"{method} /" + "/".join(parts)
+
+
+def _segments(raw_path: str) -> list[str] | None:
+    """The decoded segments of a percent-encoded path below ``/v2`` (None: not below it),
+    so that an id holding an encoded ``/`` stays one segment."""
+    if raw_path != PREFIX and not raw_path.startswith(PREFIX + "/"):
+        return None
+    return [unquote(part) for part in raw_path[len(PREFIX) :].strip("/").split("/")]
+
+
+_LEVELS = ("NONE", "LOW", "MEDIUM", "HIGH")
+
+
+def _level(free: int) -> str:
+    """The stock level the fake shows for ``free`` placeable pods."""
+    if free <= 0:
+        return "NONE"
+    return "LOW" if free == 1 else "MEDIUM" if free < 4 else "HIGH"
+
+
+def _catalog_query(query: dict[str, str]) -> tuple[dict[str, Any] | None, FakeResponse | None]:
+    """The catalog's query read as the published parameters describe it: the asked-for
+    availability (None: not asked), or the refusal (422 for a malformed value, 400 for a
+    combination the description rules out)."""
+    values: dict[str, Any] = {}
+    errors: list[str] = []
+    for name in runpod_schema.CATALOG_GPU_PARAMETERS:
+        param = runpod_schema.parameter(name)
+        key = param["name"]
+        if key not in query:
+            continue
+        raw = query[key]
+        value: Any = raw
+        kind = param["schema"].get("type")
+        if kind == "array":  # style form, explode false: one comma-separated value
+            value = raw.split(",") if raw else []
+        elif kind == "integer":
+            try:
+                value = int(raw)
+            except ValueError:
+                value = raw
+        errors.extend(runpod_schema.parameter_errors(name, value))
+        values[key] = value
+    if errors:
+        return None, _problem(422, "Request validation failed.", errors=errors)
+    if "include" not in values or not values["include"]:
+        extra = sorted(set(values) - {"include"})
+        if extra:
+            return None, _problem(400, f"{', '.join(extra)} valid only with include=AVAILABILITY")
+        return None, None
+    if not values.get("product"):
+        return None, _problem(400, "product is required with include=AVAILABILITY")
+    if "cudaVersions" in values and "minCudaVersion" in values:
+        return None, _problem(400, "cudaVersions and minCudaVersion are mutually exclusive")
+    return values, None
+
+
+def _cuda_wanted(asked: dict[str, Any]) -> bool:
+    """Whether the fake's machines (all on :data:`CUDA_VERSION`) fit the CUDA filters."""
+    if "cudaVersions" in asked:
+        return CUDA_VERSION in asked["cudaVersions"]
+    floor = asked.get("minCudaVersion")
+    if floor is None:
+        return True
+    have = tuple(int(p) for p in CUDA_VERSION.split("."))
+    want = tuple(int(p) for p in str(floor).split("."))
+    return have[: len(want)] >= want
 
 
 def _rate_headers() -> list[tuple[str, str]]:
@@ -803,6 +1026,7 @@ class FakeTransport(httpx.AsyncBaseTransport):
                 query=dict(parse_qsl(request.url.query.decode())),
                 headers={k.lower(): v for k, v in request.headers.items()},
                 body=body,
+                raw_path=request.url.raw_path.decode("ascii").partition("?")[0],
             )
         )
         if answer.connect_error:
@@ -852,6 +1076,11 @@ class FakeAsgi:
                     k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]
                 },
                 body=body,
+                raw_path=(
+                    scope["raw_path"].decode("latin-1").partition("?")[0]
+                    if scope.get("raw_path")
+                    else None
+                ),
             )
         )
         if answer.timeout or answer.connect_error:

@@ -1,9 +1,11 @@
 """Runpod's published REST API v2 schema, as the fake server and the tests use it.
 
 ``runpod_openapi.json`` beside this file is data copied from Runpod's published OpenAPI
-description (``openapi-v2.json``): its ``openapi``/``info`` header and the component
-schemas the pod endpoints use (``CreatePodRequest``, ``Pod``, ``ListPodsResponse``,
-``PodActionRequest``, ``ErrorResponse`` and everything they reference). Regenerate it with
+description (``openapi-v2.json``): its ``openapi``/``info`` header, the component schemas
+the pod and GPU catalog endpoints use (``CreatePodRequest``, ``Pod``, ``ListPodsResponse``,
+``PodActionRequest``, ``ErrorResponse``, ``ListGpuTypesResponse``, ``GpuType`` and
+everything they reference) and the query parameters of ``GET /catalog/gpus``.
+Regenerate it with
 
     python -m tests.fakes.runpod_schema /path/to/openapi-v2.json
 
@@ -23,8 +25,27 @@ from typing import Any
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
 SCHEMA_FILE = Path(__file__).with_name("runpod_openapi.json")
-ROOTS = ("CreatePodRequest", "Pod", "ListPodsResponse", "PodActionRequest", "ErrorResponse")
+ROOTS = (
+    "CreatePodRequest",
+    "Pod",
+    "ListPodsResponse",
+    "PodActionRequest",
+    "ErrorResponse",
+    "ListGpuTypesResponse",
+    "GpuType",
+)
+CATALOG_GPU_PARAMETERS = (
+    "CatalogIncludeParam",
+    "GpuProductFilter",
+    "GpuCountFilter",
+    "GpuCloudFilter",
+    "CountryCodesFilter",
+    "CudaVersionsFilter",
+    "MinCudaVersionFilter",
+)
+"""The query parameters of ``GET /catalog/gpus`` and ``GET /catalog/gpus/{id}``."""
 _PREFIX = "#/components/schemas/"
+_PARAMETERS = "#/components/parameters/"
 
 
 def _refs(node: object) -> Iterator[str]:
@@ -40,10 +61,13 @@ def _refs(node: object) -> Iterator[str]:
 
 
 def extract(published: dict[str, Any]) -> dict[str, Any]:
-    """The part of the published description the pod endpoints need."""
+    """The part of the published description the pod and catalog endpoints need."""
     schemas = published["components"]["schemas"]
+    parameters = {
+        name: published["components"]["parameters"][name] for name in CATALOG_GPU_PARAMETERS
+    }
     wanted: dict[str, Any] = {}
-    todo = list(ROOTS)
+    todo = list(ROOTS) + [ref for p in parameters.values() for ref in _refs(p)]
     while todo:
         name = todo.pop()
         if name in wanted:
@@ -54,7 +78,10 @@ def extract(published: dict[str, Any]) -> dict[str, Any]:
         "openapi": published["openapi"],
         "info": published["info"],
         "x-extracted-from": "Runpod REST API v2 published OpenAPI description (openapi-v2.json)",
-        "components": {"schemas": dict(sorted(wanted.items()))},
+        "components": {
+            "parameters": dict(sorted(parameters.items())),
+            "schemas": dict(sorted(wanted.items())),
+        },
     }
 
 
@@ -77,6 +104,35 @@ def validator(name: str) -> Draft202012Validator:
     }
     Draft202012Validator.check_schema(root)
     return Draft202012Validator(root)
+
+
+def parameter(name: str) -> dict[str, Any]:
+    """A query parameter's published description (``name``, ``schema``, ``description``)."""
+    found: dict[str, Any] = document()["components"]["parameters"][name]
+    return found
+
+
+@cache
+def parameter_validator(name: str) -> Draft202012Validator:
+    """A Draft 2020-12 validator for the value of one named query parameter."""
+    root = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$ref": f"{_PARAMETERS}{name}/schema",
+        "components": document()["components"],
+    }
+    Draft202012Validator.check_schema(root)
+    return Draft202012Validator(root)
+
+
+def parameter_errors(name: str, value: object) -> list[str]:
+    """Every violation of a query parameter's schema by ``value`` (an array parameter's
+    value is the list its comma-separated text stands for), as ``query NAME: message``."""
+    key = parameter(name)["name"]
+    found = [
+        f"query {key}{error.json_path[1:]}: {error.message}"
+        for error in parameter_validator(name).iter_errors(value)
+    ]
+    return sorted(found)
 
 
 def errors(name: str, instance: object) -> list[str]:

@@ -25,7 +25,15 @@ from overbrainer.runpod.client import (
     RunpodError,
     create_body,
 )
-from overbrainer.runpod.models import PodStatus, UnsafeSshEndpoint, parse_pod, parse_problem
+from overbrainer.runpod.models import (
+    Availability,
+    BadGpuData,
+    PodStatus,
+    UnsafeSshEndpoint,
+    parse_gpu_type,
+    parse_pod,
+    parse_problem,
+)
 from overbrainer.runpod.redact import REDACTED, Redactor, one_line
 from tests.fakes import runpod_schema
 from tests.fakes.runpod_api import FAKE_URL, NO_CAPACITY, FakeRunpod
@@ -673,3 +681,97 @@ async def test_a_transport_seam_failure_names_the_host_not_the_key(
             await client.list_pods()
     assert "ConnectError talking to api.runpod.example after 5 attempts" in str(caught.value)
     assert_no_key(*error_texts(caught.value))
+
+
+# --- the GPU catalog ------------------------------------------------------------------
+
+
+async def test_the_gpu_catalog_lists_every_type_with_its_prices(
+    fake: FakeRunpod, client: RunpodClient, autojump_clock: trio.testing.MockClock
+) -> None:
+    gpus = await client.list_gpu_types()
+    assert [gpu.id for gpu in gpus] == list(fake.gpu_types)
+    a40 = next(gpu for gpu in gpus if gpu.id == GPU)
+    assert (a40.name, a40.memory_gb, a40.manufacturer) == ("A40", 48, "NVIDIA")
+    assert a40.offered(secure=True) and a40.price_secure == pytest.approx(0.40)
+    assert a40.max_count() == 10 and a40.availability is None and a40.data_centers == ()
+    (request,) = [r for r in fake.requests if r.path == "/catalog/gpus"]
+    assert request.query == {} and request.auth == "account"
+
+
+async def test_catalog_availability_is_asked_for_pods_on_the_secure_cloud(
+    fake: FakeRunpod, client: RunpodClient, autojump_clock: trio.testing.MockClock
+) -> None:
+    fake.set_capacity(GPU, 0)
+    fake.set_capacity(GPU, 1, "US-KS-2")
+    a40 = await client.get_gpu_type(GPU, availability=True, gpu_count=1)
+    assert a40 is not None and a40.availability is Availability.LOW
+    assert [(c.id, c.availability) for c in a40.data_centers] == [
+        ("EU-RO-1", Availability.NONE),
+        ("US-TX-3", Availability.NONE),
+        ("US-KS-2", Availability.LOW),
+    ]
+    assert a40.cuda_versions == {"12.8": True}
+    listed = await client.list_gpu_types(availability=True, gpu_count=2)
+    assert next(g for g in listed if g.id == GPU).availability is Availability.NONE
+    queries = [r.query for r in fake.requests if r.path.startswith("/catalog/gpus")]
+    assert queries[-1] == {"include": "AVAILABILITY", "product": "POD", "cloud": "SECURE",
+                           "count": "2"}  # fmt: skip
+    assert all(r.status == 200 for r in fake.requests)
+    with pytest.raises(RunpodError, match="at least 1"):
+        await client.list_gpu_types(availability=True, gpu_count=0)
+
+
+async def test_an_unknown_gpu_type_reads_as_none_and_odd_ids_stay_in_the_path(
+    fake: FakeRunpod, client: RunpodClient, autojump_clock: trio.testing.MockClock
+) -> None:
+    assert await client.get_gpu_type("NVIDIA RTX 9999") is None
+    assert await client.get_gpu_type("a/../../pods") is None  # one path segment, encoded
+    assert [r.path for r in fake.requests] == [
+        "/catalog/gpus/NVIDIA RTX 9999",
+        "/catalog/gpus/a/../../pods",
+    ]
+    with pytest.raises(RunpodError, match="not printable"):
+        await client.get_gpu_type("bad\nid")
+    fake.fail_next("GET /catalog/gpus/{id}", 404, raw_body=b"<html>nginx</html>",
+                   content_type="text/html")  # fmt: skip
+    with pytest.raises(RunpodApiError, match="not in Runpod's error format"):
+        await client.get_gpu_type(GPU)
+
+
+async def test_catalog_reads_are_retried_and_errors_hold_no_key(
+    fake: FakeRunpod, client: RunpodClient, autojump_clock: trio.testing.MockClock
+) -> None:
+    fake.fail_next("GET /catalog/gpus", 503)
+    fake.fail_next("GET /catalog/gpus", timeout=True)
+    assert len(await client.list_gpu_types()) == len(fake.gpu_types)
+    fake.fail_next("GET /catalog/gpus", 401, times=5)
+    with pytest.raises(RunpodApiError) as refused:
+        await client.list_gpu_types()
+    assert refused.value.status == 401 and "refused the API key" in str(refused.value)
+    fake.fail_next(
+        "GET /catalog/gpus", 200, raw_body=json.dumps({"gpus": [{"id": CANARY}]}).encode()
+    )
+    fake.fail_next("GET /catalog/gpus", 200, raw_body=b'{"gpus": "none"}')
+    for _ in range(2):
+        with pytest.raises(RunpodApiError) as caught:
+            await client.list_gpu_types()
+        assert "GPU catalog" in str(caught.value)
+        assert_no_key(*error_texts(caught.value))
+
+
+def test_a_gpu_type_is_parsed_tolerantly() -> None:
+    odd = parse_gpu_type(
+        {"id": "NVIDIA X", "name": "X\n\x1b[2J", "memory": -3, "secure": "yes",
+         "price": {"secure": float("inf"), "community": 0.2}, "maxCount": [],
+         "availability": "PLENTY", "dataCenters": [{"id": "EU-1"}, 7],
+         "cudaVersions": [{"version": "12.8", "available": True}, {"version": "x"}]}
+    )  # fmt: skip
+    assert odd.name == "X [2J" and odd.memory_gb is None and odd.secure is False
+    assert odd.price_secure is None and odd.price_community == 0.2
+    assert odd.max_count_secure is None and odd.availability is Availability.UNKNOWN
+    assert [(c.id, c.availability) for c in odd.data_centers] == [("EU-1", Availability.UNKNOWN)]
+    assert odd.cuda_versions == {"12.8": True}
+    for bad in ({"id": ""}, {"id": 7}, {"name": "x"}, [], {"id": "a\nb"}, {"id": "x" * 201}):
+        with pytest.raises(BadGpuData):
+            parse_gpu_type(bad)

@@ -20,7 +20,14 @@ import trio.testing
 from overbrainer.runpod.client import AmbiguousCreate, CreatePod, RunpodClient
 from overbrainer.runpod.models import PodStatus
 from tests.fakes import runpod_schema
-from tests.fakes.runpod_api import FAKE_URL, NO_CAPACITY, FakePod, FakeRunpod, serve_loopback
+from tests.fakes.runpod_api import (
+    FAKE_URL,
+    NO_CAPACITY,
+    FakeGpuType,
+    FakePod,
+    FakeRunpod,
+    serve_loopback,
+)
 
 GPU = "NVIDIA GeForce RTX 4090"
 ROOT = Path(__file__).resolve().parents[2]
@@ -352,6 +359,11 @@ async def test_the_client_works_over_real_loopback_http() -> None:
                 await client.create_pod(spec)
             assert await client.delete_pod(pod.id) is True
             assert await client.delete_pod(pod.id) is False
+            # The catalog too, a GPU type id with spaces (and one with a "/") in the path.
+            assert GPU in [gpu.id for gpu in await client.list_gpu_types()]
+            rtx = await client.get_gpu_type(GPU, availability=True)
+            assert rtx is not None and rtx.id == GPU and rtx.availability is not None
+            assert await client.get_gpu_type("a/../../pods") is None
     assert all(r.schema_errors == [] for r in fake.create_requests())
     assert len(fake.live_pods()) == 1  # the stalled create made one
 
@@ -376,3 +388,121 @@ def test_the_fake_runs_from_the_command_line() -> None:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+# --- the GPU catalog ------------------------------------------------------------------
+
+
+async def test_the_catalog_lists_what_can_be_created_shaped_as_published(
+    fake: FakeRunpod, http: httpx.AsyncClient, autojump_clock: trio.testing.MockClock
+) -> None:
+    listing = await http.get("/catalog/gpus")
+    assert listing.status_code == 200
+    data = listing.json()
+    assert runpod_schema.errors("ListGpuTypesResponse", data) == []
+    ids = [gpu["id"] for gpu in data["gpus"]]
+    assert ids == list(fake.gpu_types)
+    assert {GPU, "NVIDIA A40"} <= set(ids)  # what the tests and the demo train on
+    (rtx,) = [gpu for gpu in data["gpus"] if gpu["id"] == GPU]
+    assert rtx["price"]["secure"] == fake.gpu_prices[GPU] == 0.69
+    assert rtx["memory"] == 24 and rtx["secure"] is True
+    # Without include=AVAILABILITY there is no stock in the answer.
+    assert not {"availability", "dataCenters", "cudaVersions"} & set(rtx)
+    one = await http.get(f"/catalog/gpus/{GPU}")
+    assert one.status_code == 200 and one.json() == rtx
+    assert runpod_schema.errors("GpuType", one.json()) == []
+    missing = await http.get("/catalog/gpus/NVIDIA RTX 9999")
+    assert missing.status_code == 404 and problem_of(missing)["detail"] == "resource not found"
+
+
+async def test_the_tests_control_the_catalog_and_creates_follow_it(
+    fake: FakeRunpod, http: httpx.AsyncClient, autojump_clock: trio.testing.MockClock
+) -> None:
+    fake.remove_gpu_type(GPU)
+    fake.add_gpu_type(FakeGpuType("NVIDIA L40S", "L40S", 48, 0.86, secure=False))
+    listed = [gpu["id"] for gpu in (await http.get("/catalog/gpus")).json()["gpus"]]
+    assert GPU not in listed and "NVIDIA L40S" in listed
+    gone = await http.post("/pods", json=body())
+    assert gone.status_code == 400 and "not available" in problem_of(gone)["detail"]
+    # Only on the community cloud: a secure create of it is refused.
+    community = await http.post("/pods", json=body(gpu={"id": "NVIDIA L40S", "count": 1}))
+    assert community.status_code == 400 and "SECURE" in problem_of(community)["detail"]
+    too_many = await http.post("/pods", json=body(gpu={"id": "NVIDIA A40", "count": 11}))
+    assert too_many.status_code == 400 and "at most 10" in problem_of(too_many)["detail"]
+
+
+async def test_catalog_availability_follows_capacity_per_data_center(
+    fake: FakeRunpod, http: httpx.AsyncClient, autojump_clock: trio.testing.MockClock
+) -> None:
+    fake.set_capacity(GPU, 0)
+    fake.set_capacity(GPU, 2, "US-TX-3")
+    query = {"include": "AVAILABILITY", "product": "POD", "count": "1"}
+    data = (await http.get("/catalog/gpus", params=query)).json()
+    assert runpod_schema.errors("ListGpuTypesResponse", data) == []
+    rtx = next(gpu for gpu in data["gpus"] if gpu["id"] == GPU)
+    assert rtx["availability"] == "MEDIUM"
+    centers = {c["id"]: c["availability"] for c in rtx["dataCenters"]}
+    assert centers == {"EU-RO-1": "NONE", "US-TX-3": "MEDIUM", "US-KS-2": "NONE"}
+    assert rtx["cudaVersions"] == [{"version": "12.8", "available": True}]
+    # A pod of two GPUs fits once; then none is left and the data centers are omitted.
+    two = {**query, "count": "2"}
+    assert (await http.get(f"/catalog/gpus/{GPU}", params=two)).json()["availability"] == "LOW"
+    await create(http, gpu={"id": GPU, "count": 2})
+    after = (await http.get(f"/catalog/gpus/{GPU}", params=query)).json()
+    assert after["availability"] == "NONE" and "dataCenters" not in after
+    assert runpod_schema.errors("GpuType", after) == []
+    # Country and CUDA filters narrow it the way the description says.
+    romania = {**query, "countryCodes": "RO"}
+    listed = (await http.get("/catalog/gpus", params=romania)).json()["gpus"]
+    assert GPU not in [g["id"] for g in listed if g.get("dataCenters")]
+    newer = {**query, "minCudaVersion": "13"}
+    a40 = (await http.get("/catalog/gpus/NVIDIA A40", params=newer)).json()
+    assert a40["availability"] == "NONE" and a40["cudaVersions"] == []
+
+
+@pytest.mark.parametrize(
+    ("query", "status", "words"),
+    [
+        ({"include": "AVAILABILITY"}, 400, "product is required"),
+        ({"product": "POD"}, 400, "valid only with include"),
+        ({"count": "2"}, 400, "valid only with include"),
+        ({"include": "STOCK", "product": "POD"}, 422, "query include[0]"),
+        ({"include": "AVAILABILITY", "product": "POD", "count": "0"}, 422, "query count"),
+        ({"include": "AVAILABILITY", "product": "POD", "count": "two"}, 422, "query count"),
+        ({"include": "AVAILABILITY", "product": "POD", "cloud": "MOON"}, 422, "query cloud"),
+        ({"include": "AVAILABILITY", "product": "POD", "countryCodes": "ro"}, 422, "countryCodes"),
+        (
+            {"include": "AVAILABILITY", "product": "POD", "cudaVersions": "12.8",
+             "minCudaVersion": "12"},
+            400,
+            "mutually exclusive",
+        ),
+    ],
+)  # fmt: skip
+async def test_catalog_queries_are_checked_against_the_published_parameters(
+    http: httpx.AsyncClient,
+    query: dict[str, str],
+    status: int,
+    words: str,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    for path in ("/catalog/gpus", f"/catalog/gpus/{GPU}"):
+        answer = await http.get(path, params=query)
+        assert answer.status_code == status, answer.text
+        problem = problem_of(answer)
+        assert words in problem["detail"] + " ".join(problem.get("errors", []))
+
+
+async def test_the_catalog_needs_an_account_key(
+    fake: FakeRunpod, http: httpx.AsyncClient, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with httpx.AsyncClient(transport=fake.transport(), base_url=FAKE_URL) as anonymous:
+        assert (await anonymous.get("/catalog/gpus")).status_code == 401
+    pod = await create(http)
+    scoped = fake.pod_scoped_key(pod["id"])
+    headers = {"Authorization": f"Bearer {scoped}"}
+    assert (await http.get("/catalog/gpus", headers=headers)).status_code == 403
+    assert (await http.post("/catalog/gpus", json={})).status_code == 405
+    fake.fail_next("GET /catalog/gpus", 503)
+    assert (await http.get("/catalog/gpus")).status_code == 503
+    assert (await http.get("/catalog/gpus")).status_code == 200
