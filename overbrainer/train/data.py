@@ -1,10 +1,11 @@
 """The project's training data: ``data/train.jsonl`` and the optional ``data/eval.jsonl``.
 
 Both are JSON Lines in the chat format Axolotl's ``chat_template`` type reads: one object per
-line with a non-empty ``messages`` list of ``{"role": …, "content": …}`` turns, reasoning (if
-any) in an assistant turn's ``reasoning_content``. They are checked before any run is
-created, so a bad file never costs a job, let alone a pod. Problems are reported by line
-number only: the examples may be private, so their content is never echoed.
+line with a non-empty ``messages`` list of ``{"role": …, "content": …}`` turns, at least one
+of them the assistant's (only assistant turns are trained on), reasoning (if any) in an
+assistant turn's ``reasoning_content``. They are checked before any run is created, so a
+bad file never costs a job, let alone a pod. Problems are reported as ``file:line`` (paths
+relative to the project) and never echo content: the examples may be private.
 """
 
 import json
@@ -20,6 +21,9 @@ EVAL_FILE = Path("data") / "eval.jsonl"
 """The optional eval set, relative to the project (and to the run directory)."""
 
 _SHOWN_PROBLEMS = 5
+# Roles Axolotl's chat_template reads as the assistant's (ShareGPT's "gpt" is mapped to it):
+# the turns the rendered config trains on.
+_ASSISTANT_ROLES = frozenset({"assistant", "gpt"})
 _FORMAT = (
     'one JSON object per line, each with a "messages" list of {"role": ..., "content": ...} '
     'turns (reasoning, if any, in an assistant turn\'s "reasoning_content")'
@@ -49,16 +53,34 @@ class DataFiles:
         return self.eval_path is not None
 
 
+@dataclass(frozen=True)
+class DataReport:
+    """What checking the data files found: the files (when usable) and every problem.
+
+    Each problem is one line naming its file (relative to the project) and, for a bad
+    example, its line: ``data/train.jsonl:3: not valid JSON (…)``. Only the first bad lines
+    of a file are spelled out; one more line says how many others there are.
+    """
+
+    files: DataFiles | None
+    problems: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        """Whether the data can be trained on."""
+        return self.files is not None and not self.problems
+
+
 @dataclass
 class _Scan:
     examples: int = 0
     reasoning: int = 0
-    problems: list[str] | None = None
+    bad_lines: list[tuple[int, str]] | None = None
 
     def problem(self, line: int, what: str) -> None:
-        if self.problems is None:
-            self.problems = []
-        self.problems.append(f"line {line}: {what}")
+        if self.bad_lines is None:
+            self.bad_lines = []
+        self.bad_lines.append((line, what))
 
 
 def _check_message(index: int, message: object) -> tuple[str | None, bool]:
@@ -102,6 +124,11 @@ def _check_line(raw: bytes) -> tuple[str | None, bool]:
         if problem is not None:
             return problem, False
         has_reasoning = has_reasoning or reasoning
+    if not any(message["role"] in _ASSISTANT_ROLES for message in messages):
+        return (
+            'no assistant turn (role "assistant"): only assistant turns are trained on, so '
+            "this example would teach nothing"
+        ), False
     return None, has_reasoning
 
 
@@ -121,53 +148,64 @@ def _scan(path: Path) -> _Scan:
     return scan
 
 
-def _describe(path: Path, problems: list[str]) -> str:
-    shown = "; ".join(problems[:_SHOWN_PROBLEMS])
-    more = len(problems) - _SHOWN_PROBLEMS
-    tail = f"; and {more} more" if more > 0 else ""
-    noun = "line" if len(problems) == 1 else "lines"
-    return f"{path} has {len(problems)} bad {noun}: {shown}{tail}"
+def _describe(shown: Path, bad_lines: list[tuple[int, str]]) -> list[str]:
+    """One problem per bad line, the first few only, then how many more there are."""
+    problems = [f"{shown}:{line}: {what}" for line, what in bad_lines[:_SHOWN_PROBLEMS]]
+    more = len(bad_lines) - _SHOWN_PROBLEMS
+    if more > 0:
+        problems.append(f"{shown}: {more} more bad lines ({len(bad_lines)} in all)")
+    return problems
 
 
-def _read(path: Path, *, required: bool) -> tuple[_Scan | None, str | None]:
-    """The scan of ``path`` (``None`` when absent or empty) and the problem, if any."""
+def _read(path: Path, shown: Path, *, required: bool) -> tuple[_Scan | None, list[str]]:
+    """The scan of ``path`` (``None`` when absent or empty) and its problems."""
     if not path.exists():
         if required:
-            return None, f"{path} is missing: put the training examples there, {_FORMAT}"
-        return None, None
+            return None, [f"{shown} is missing: put the training examples there, {_FORMAT}"]
+        return None, []
     if not path.is_file():
-        return None, f"{path} is not a file: it must hold {_FORMAT}"
+        return None, [f"{shown} is not a file: it must hold {_FORMAT}"]
     try:
         scan = _scan(path)
     except OSError as error:
-        return None, f"cannot read {path} ({error.strerror or error})"
-    if scan.problems:
-        return scan, _describe(path, scan.problems)
+        return None, [f"cannot read {shown} ({error.strerror or error})"]
+    if scan.bad_lines:
+        return scan, _describe(shown, scan.bad_lines)
     if scan.examples == 0:
         if required:
-            return None, f"{path} is empty: put the training examples there, {_FORMAT}"
-        return None, None
-    return scan, None
+            return None, [f"{shown} is empty: put the training examples there, {_FORMAT}"]
+        return None, []
+    return scan, []
 
 
-def check_data(project_dir: Path) -> DataFiles:
-    """Check the project's data files; a :class:`DataError` names every problem at once.
+def inspect_data(project_dir: Path) -> DataReport:
+    """Check every line of the project's data files; never raises for bad data.
 
-    A missing or empty ``data/train.jsonl`` is an error; ``data/eval.jsonl`` is optional
+    A missing or empty ``data/train.jsonl`` is a problem; ``data/eval.jsonl`` is optional
     (missing or empty means no eval set), but when it has examples they must be valid too.
     """
     train_path = project_dir / TRAIN_FILE
     eval_path = project_dir / EVAL_FILE
-    train, train_problem = _read(train_path, required=True)
-    evaluation, eval_problem = _read(eval_path, required=False)
-    problems = [p for p in (train_problem, eval_problem) if p is not None]
-    if problems:
-        raise DataError("\n".join([*problems, "fix the data, then run `overbrainer train` again"]))
-    assert train is not None  # no problem means the train set was read and is not empty
-    return DataFiles(
+    train, train_problems = _read(train_path, TRAIN_FILE, required=True)
+    evaluation, eval_problems = _read(eval_path, EVAL_FILE, required=False)
+    problems = (*train_problems, *eval_problems)
+    if problems or train is None:
+        return DataReport(None, problems)
+    files = DataFiles(
         train_path=train_path,
         eval_path=eval_path if evaluation is not None else None,
         train_examples=train.examples,
         eval_examples=evaluation.examples if evaluation is not None else 0,
         reasoning_examples=train.reasoning,
     )
+    return DataReport(files, ())
+
+
+def check_data(project_dir: Path) -> DataFiles:
+    """Check the project's data files (see :func:`inspect_data`); a :class:`DataError`
+    names every problem at once, one per line."""
+    report = inspect_data(project_dir)
+    if report.files is None or report.problems:
+        lines = [*report.problems, "fix the data, then run `overbrainer train` again"]
+        raise DataError("\n".join(lines))
+    return report.files

@@ -26,8 +26,7 @@ def test_missing_train_file_names_it(tmp_path: Path) -> None:
     with pytest.raises(OverbrainerError) as caught:
         check_data(tmp_path)
     message = str(caught.value)
-    assert str(tmp_path / "data" / "train.jsonl") in message
-    assert "is missing" in message
+    assert message.startswith("data/train.jsonl is missing")
     assert '"messages"' in message
     assert "overbrainer train" in message
     assert caught.value.exit_code == 1
@@ -71,17 +70,17 @@ def test_bad_lines_are_reported_by_number_without_content(tmp_path: Path) -> Non
         check_data(tmp_path)
     message = str(caught.value)
     assert SECRET not in message
-    assert f"{path} has 9 bad lines" in message
-    assert "line 1:" not in message
-    assert "line 2: not valid JSON" in message
-    assert "line 3: not a JSON object" in message
-    assert 'line 4: "messages" must be a non-empty list' in message
-    assert 'line 6: "messages" must be a non-empty list' in message
-    assert "line 5" not in message
-    # Only the first five are spelled out.
-    assert "line 7: message 1 has no" in message
-    assert "line 8" not in message
-    assert "and 4 more" in message
+    # Only the first five are spelled out, each as file:line, one per line.
+    assert message.splitlines() == [
+        "data/train.jsonl:2: not valid JSON (Expecting property name enclosed in double "
+        "quotes at column 2)",
+        "data/train.jsonl:3: not a JSON object",
+        'data/train.jsonl:4: "messages" must be a non-empty list of turns',
+        'data/train.jsonl:6: "messages" must be a non-empty list of turns',
+        'data/train.jsonl:7: message 1 has no "role" string',
+        "data/train.jsonl: 4 more bad lines (9 in all)",
+        "fix the data, then run `overbrainer train` again",
+    ]
 
 
 def test_each_kind_of_turn_problem(tmp_path: Path) -> None:
@@ -97,11 +96,33 @@ def test_each_kind_of_turn_problem(tmp_path: Path) -> None:
     with pytest.raises(DataError) as caught:
         check_data(tmp_path)
     message = str(caught.value)
-    assert 'line 1: message 1 has no "content"' in message
-    assert 'line 2: message 1 has a "content" that is neither' in message
-    assert 'line 3: message 1 has a "reasoning_content" that is not a string' in message
-    assert "line 4: message 2 is not an object" in message
-    assert 'line 5: message 1 has no "role" string' in message
+    assert 'train.jsonl:1: message 1 has no "content"' in message
+    assert 'train.jsonl:2: message 1 has a "content" that is neither' in message
+    assert 'train.jsonl:3: message 1 has a "reasoning_content" that is not a string' in message
+    assert "train.jsonl:4: message 2 is not an object" in message
+    assert 'train.jsonl:5: message 1 has no "role" string' in message
+
+
+@pytest.mark.parametrize(
+    ("roles", "ok"),
+    [
+        (["user", "assistant"], True),
+        (["system", "user", "assistant", "user", "assistant"], True),
+        (["human", "gpt"], True),  # ShareGPT's names, which Axolotl maps
+        (["user"], False),
+        (["system", "user", "tool"], False),
+        (["user", "Assistant"], False),  # roles are matched exactly
+    ],
+)
+def test_an_example_needs_an_assistant_turn(tmp_path: Path, roles: list[str], ok: bool) -> None:
+    turns = [{"role": role, "content": "x"} for role in roles]
+    write_jsonl(tmp_path / "data" / "train.jsonl", [example(), {"messages": turns}])
+    if ok:
+        assert check_data(tmp_path).train_examples == 2
+        return
+    with pytest.raises(DataError) as caught:
+        check_data(tmp_path)
+    assert str(caught.value).startswith("data/train.jsonl:2: no assistant turn")
 
 
 def test_content_may_be_a_list_of_parts(tmp_path: Path) -> None:
@@ -117,7 +138,7 @@ def test_not_utf8(tmp_path: Path) -> None:
     path = tmp_path / "data" / "train.jsonl"
     path.parent.mkdir()
     path.write_bytes(json.dumps(example()).encode() + b"\n\xff\xfe{}\n")
-    with pytest.raises(DataError, match="line 2: not UTF-8 text"):
+    with pytest.raises(DataError, match="train.jsonl:2: not UTF-8 text"):
         check_data(tmp_path)
 
 
@@ -146,5 +167,9 @@ def test_bad_eval_and_train_are_reported_together(tmp_path: Path) -> None:
     with pytest.raises(DataError) as caught:
         check_data(tmp_path)
     message = str(caught.value)
-    assert "train.jsonl is empty" in message
-    assert "eval.jsonl has 1 bad line: line 1: not valid JSON" in message
+    assert message.splitlines()[:2] == [
+        "data/train.jsonl is empty: put the training examples there, one JSON object per "
+        'line, each with a "messages" list of {"role": ..., "content": ...} turns '
+        '(reasoning, if any, in an assistant turn\'s "reasoning_content")',
+        "data/eval.jsonl:1: not valid JSON (Expecting value at column 1)",
+    ]
