@@ -2,6 +2,7 @@
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Annotated
 
 from cyclopts import App, Parameter
@@ -11,6 +12,9 @@ from overbrainer.cli.context import current
 if TYPE_CHECKING:
     from overbrainer.config.model import Settings
     from overbrainer.events.aggregate import RunLog
+    from overbrainer.front.console import Front
+    from overbrainer.front.interrupts import Interrupts
+    from overbrainer.preflight.gather import Preflight
     from overbrainer.runs.service import Session
 
     Act = Callable[[Session, Settings, RunLog], Awaitable[int]]
@@ -23,19 +27,30 @@ app = App(
 
 
 @asynccontextmanager
-async def _session() -> AsyncIterator["tuple[Settings, Session]"]:
-    """Settings, store, front end, journal and Ctrl-C controller for one train command."""
-    from overbrainer.config.load import load_settings
+async def _front() -> AsyncIterator["tuple[Front, Interrupts]"]:
+    """The front end and the Ctrl-C controller of one train command."""
+    from overbrainer.front.console import Front
+    from overbrainer.front.interrupts import open_interrupts
+
+    front = Front()
+    try:
+        async with open_interrupts(front.notice) as interrupts:
+            yield front, interrupts
+    finally:
+        front.close()
+
+
+@asynccontextmanager
+async def _store(
+    settings: "Settings", front: "Front", interrupts: "Interrupts"
+) -> AsyncIterator["Session"]:
+    """The store and journal of one train command, around its front end and Ctrl-C."""
     from overbrainer.events.actor import Actor
     from overbrainer.events.journal import Journal
     from overbrainer.events.store import RunStore
-    from overbrainer.front.console import Front
-    from overbrainer.front.interrupts import open_interrupts
     from overbrainer.runs.service import Session
 
     invocation = current()
-    settings = load_settings(invocation.project_dir, invocation.environ())
-    front = Front()
     store = RunStore(
         settings.store.url,
         invocation.project_dir,
@@ -44,13 +59,20 @@ async def _session() -> AsyncIterator["tuple[Settings, Session]"]:
     )
     try:
         journal = Journal(store, invocation.project_dir, listener=front.event, others=front.other)
-        async with open_interrupts(front.notice) as interrupts:
-            try:
-                yield settings, Session(journal, front, interrupts, invocation.project_dir)
-            finally:
-                front.close()
+        yield Session(journal, front, interrupts, invocation.project_dir)
     finally:
         store.close()
+
+
+@asynccontextmanager
+async def _session() -> AsyncIterator["tuple[Settings, Session]"]:
+    """Settings, store, front end, journal and Ctrl-C controller for one train command."""
+    from overbrainer.config.load import load_settings
+
+    invocation = current()
+    settings = load_settings(invocation.project_dir, invocation.environ())
+    async with _front() as (front, interrupts), _store(settings, front, interrupts) as session:
+        yield settings, session
 
 
 async def _with_run(run: str, name: str) -> int:
@@ -98,27 +120,82 @@ async def train(
             help="Runpod only: keep the pod once the job started, until `overbrainer pod rm RUN`.",
         ),
     ] = False,
+    check: Annotated[
+        bool,
+        Parameter(
+            negative=(),
+            help="Only run the preflight checks (configuration, data, the target's trainer or "
+            "Runpod account) and print them; create no run.",
+        ),
+    ] = False,
 ) -> int:
-    """Create a run, start its job, follow it to the end, retrieve and verify the results."""
+    """Create a run, start its job, follow it to the end, retrieve and verify the results.
+
+    Every check a run would fail on runs first (`--check` runs only them): a problem
+    creates no run.
+    """
     from overbrainer.config.model import RunpodTarget
-    from overbrainer.errors import UsageError
+    from overbrainer.errors import Interrupted, OverbrainerError, UsageError
     from overbrainer.runs import machine
 
-    async with _session() as (settings, session):
-        name = target or settings.training.target
-        spec = settings.target_of(name)
-        if isinstance(spec, RunpodTarget):
-            from overbrainer.runpod.train import train as train_on_pod
-
-            code = await train_on_pod(session, settings, name, spec, keep=keep_pod)
-            return session.interrupts.finish(code)
-        if keep_pod:
+    async with _front() as (front, interrupts):
+        checked = await interrupts.race(partial(_preflight, target))
+        if checked is None:
+            raise Interrupted("interrupted during the preflight checks; no run was created")
+        found = checked.value
+        report = found.report
+        spec = found.settings.targets.get(found.target or "") if found.settings else None
+        if keep_pod and spec is not None and not isinstance(spec, RunpodTarget):
             raise UsageError(
-                f"--keep-pod applies only to a Runpod target; target {name} is {spec.kind}"
+                f"--keep-pod applies only to a Runpod target; target {found.target} is {spec.kind}"
             )
-        _warn_template(session, settings)
-        code = await machine.train(session, settings, machine.plan_for(settings, name))
-        return session.interrupts.finish(code)
+        if check:
+            for line in report.lines():
+                front.result(line)
+            if not report.ok:
+                raise OverbrainerError(report.summary())
+            front.result(report.summary())
+            return interrupts.finish(0)
+        if not report.ok or found.settings is None or found.target is None or spec is None:
+            from overbrainer.config.model import TARGET_NAME_RE
+
+            named = target is not None and TARGET_NAME_RE.fullmatch(target) is not None
+            command = "overbrainer train" + (f" --target {target}" if named else "")
+            raise OverbrainerError(report.failure(command))
+        for warning in report.warnings:
+            front.warn(warning)
+        settings, name = found.settings, found.target
+        async with _store(settings, front, interrupts) as session:
+            if interrupts.interrupted:
+                raise Interrupted("interrupted before the run was created; no run was created")
+            if isinstance(spec, RunpodTarget):
+                from overbrainer.runpod.train import train as train_on_pod
+
+                code = await train_on_pod(
+                    session, settings, name, spec, keep=keep_pod, pods=found.pods
+                )
+            else:
+                _warn_template(session, settings)
+                code = await machine.train(session, settings, machine.plan_for(settings, name))
+            return interrupts.finish(code)
+
+
+async def _preflight(target: str | None) -> "Preflight":
+    """The preflight of the command's project (see :mod:`overbrainer.preflight`)."""
+    from overbrainer.config.load import ConfigError
+    from overbrainer.preflight.gather import preflight
+
+    invocation = current()
+    env_problems: list[str] = []
+    try:
+        environ = invocation.environ()
+    except ConfigError as error:
+        # A broken .env is one more problem; the rest is still checked.
+        env_problems = error.problems
+        environ = dict(invocation.base_environ)
+    return await preflight(
+        invocation.project_dir, environ, target=target, env_problems=env_problems
+    )
 
 
 def _warn_template(session: "Session", settings: "Settings") -> None:

@@ -30,6 +30,7 @@ from overbrainer.errors import OverbrainerError
 
 __all__ = [
     "MANAGED_AXOLOTL_KEYS",
+    "RUNPOD_DEFAULT_IMAGE",
     "SAFE_CHARS_RULE",
     "TARGET_NAME_RE",
     "ConfigError",
@@ -367,16 +368,22 @@ class SshTarget(_MachineTarget):
     """
 
     kind: Literal["ssh"]
+    # Relative to the remote home, or absolute (a scratch disk: /scratch/me/overbrainer).
     workdir: str = "overbrainer"
     host: str | None = None
 
     @field_validator("workdir")
     @classmethod
     def _workdir(cls, value: str) -> str:
-        if value.startswith("/"):
-            raise ValueError("must be relative to the remote home directory, not absolute")
         _check_safe(value)
-        return value
+        trimmed = value.rstrip("/")
+        if not trimmed:
+            raise ValueError(
+                "may not be the root directory: name a directory for overbrainer's runs, "
+                'relative to the remote home ("overbrainer") or absolute '
+                '("/scratch/me/overbrainer")'
+            )
+        return trimmed
 
     @field_validator("host")
     @classmethod
@@ -384,6 +391,14 @@ class SshTarget(_MachineTarget):
         if value is not None:
             parse_host(value)
         return value
+
+
+RUNPOD_DEFAULT_IMAGE = (
+    "axolotlai/axolotl-cloud-term:0.19.0-py3.12-cu130-2.12.1"
+    "@sha256:f7b94da82913920a003e28e091d8528f57f76da7360fca87e95faf62fa32a680"
+)
+"""The image of a Runpod target that names none: Axolotl 0.19.0's cloud image (Axolotl in
+``/workspace/axolotl-venv``, the target's default venv), pinned by digest."""
 
 
 class RunpodTarget(BaseModel):
@@ -397,7 +412,7 @@ class RunpodTarget(BaseModel):
     gpu_count: Count = 1
     # Declared before ``image`` so that the image's validator sees it.
     allow_unpinned_image: bool = False
-    image: str
+    image: str = RUNPOD_DEFAULT_IMAGE
     venv: str = "/workspace/axolotl-venv"
     container_disk_gb: Annotated[int, Field(ge=20)] = 50
     boot_grace_minutes: Annotated[int, Field(ge=5)] = 30

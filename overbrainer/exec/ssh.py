@@ -544,6 +544,13 @@ class SshExecutor:
             command, what=what, stdin=script(CONTROL_SCRIPT).encode(), sink=sink
         )
 
+    async def run_script(self, text: str, args: Sequence[str], *, what: str) -> bytes:
+        """Run the POSIX script ``text`` as ``sh -s -- ARGS`` (the script on stdin, every
+        argument quoted) in the remote home directory; return its stdout. A short
+        question, not a job: it ends with the connection."""
+        command = "sh -s -- " + build_command(args, name=what)
+        return await self._exec(command, what=what, stdin=text.encode())
+
     # -- the executor interface ------------------------------------------------------
 
     async def upload(self, local_dir: Path, remote_dir: str) -> None:

@@ -38,7 +38,7 @@ from overbrainer.runpod import messages
 from overbrainer.runpod.decide import interrupted_before_job, parse_utc, uptime_and_spend
 from overbrainer.runpod.ending import end_pod, forget_key_if_done
 from overbrainer.runpod.keys import client_key_path, write_ssh_config
-from overbrainer.runpod.models import PodStatus, UnsafeSshEndpoint
+from overbrainer.runpod.models import Pod, PodStatus, UnsafeSshEndpoint
 from overbrainer.runpod.orphans import orphan_warnings, rows, run_of
 from overbrainer.runpod.podrm import deleted_line, remove_run_pods, still_starting
 from overbrainer.runpod.pods import (
@@ -192,12 +192,20 @@ def _target_of(settings: Settings, state: RunLog) -> RunpodTarget:
 
 
 async def train(
-    session: Session, settings: Settings, name: str, spec: RunpodTarget, *, keep: bool
+    session: Session,
+    settings: Settings,
+    name: str,
+    spec: RunpodTarget,
+    *,
+    keep: bool,
+    pods: list[Pod] | None = None,
 ) -> int:
-    """``overbrainer train`` on the Runpod target ``name``: see :meth:`PodRun.train`."""
+    """``overbrainer train`` on the Runpod target ``name``: see :meth:`PodRun.train`.
+
+    ``pods`` is the account's listing the preflight made, if any (no second listing)."""
     async with open_pod_context(session, settings, spec) as ctx:
         run = PodRun(ctx, settings, spec, poll=follow_poll(settings))
-        return await run.train(name, keep=keep, api_base=api_base_of(settings))
+        return await run.train(name, keep=keep, api_base=api_base_of(settings), pods=pods)
 
 
 async def attach(session: Session, settings: Settings, state: RunLog) -> int:
@@ -279,18 +287,26 @@ class PodRun:
 
     # -- train --
 
-    async def train(self, name: str, *, keep: bool, api_base: str | None = None) -> int:
+    async def train(
+        self,
+        name: str,
+        *,
+        keep: bool,
+        api_base: str | None = None,
+        pods: list[Pod] | None = None,
+    ) -> int:
         """Warn about leftover pods, create the run, provision its pod (shielded), start the
         job (shielded; a failed start deletes the pod), then follow, settle and end it.
 
-        ``api_base`` is told to the pod's watchdog when the API is not Runpod's own.
+        ``api_base`` is told to the pod's watchdog when the API is not Runpod's own;
+        ``pods`` is a fresh listing of the account's pods, when the caller has one.
         """
         session = self.session
         training = self.settings.training
         warning = reasoning_template_warning(training)
         if warning:
             session.front.warn(warning)
-        await self.warn_orphans()
+        await self.warn_orphans(pods)
         run_id = new_run_id()
         await session.journal.create(
             ev.RunCreated(
@@ -333,14 +349,16 @@ class PodRun:
             await self._fail_before_job(run_id, f"could not start: {error}")
             raise
 
-    async def warn_orphans(self) -> None:
-        """Warn about the pods nothing will delete, from one listing; never deletes."""
+    async def warn_orphans(self, pods: list[Pod] | None = None) -> None:
+        """Warn about the pods nothing will delete, from one listing (``pods``, or a fresh
+        one); never deletes."""
         front = self.session.front
-        try:
-            pods = await self.ctx.client.list_pods()
-        except OverbrainerError as error:
-            front.warn(f"cannot look for leftover pods: {error}")
-            return
+        if pods is None:
+            try:
+                pods = await self.ctx.client.list_pods()
+            except OverbrainerError as error:
+                front.warn(f"cannot look for leftover pods: {error}")
+                return
         states: dict[str, RunLog] = {}
         for run_id in sorted({r for r in map(run_of, pods) if r is not None}):
             try:

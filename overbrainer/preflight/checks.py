@@ -1,0 +1,370 @@
+"""The preflight's pure core: named checks from gathered facts to verdicts, and the report.
+
+Every function here takes what a driver found (a data report, a probe's answer, an API
+failure's status and text, the GPU catalog) and returns a :class:`Check`; nothing here
+touches a file, a process, the network or the clock. Each problem is one line that names
+the thing (a file and line, a configuration key, a host) and the fix.
+"""
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from overbrainer.config.model import is_pinned_image
+from overbrainer.preflight.probes import EngineProbe, TrainerProbe
+from overbrainer.runpod.models import GpuType
+from overbrainer.train.data import DataReport
+
+__all__ = [
+    "ApiFailure",
+    "Check",
+    "Report",
+    "Verdict",
+    "config_check",
+    "data_check",
+    "engine_check",
+    "gpu_types_check",
+    "host_check",
+    "image_check",
+    "runpod_key_check",
+    "skipped",
+    "trainer_check",
+]
+
+
+class Verdict(StrEnum):
+    """How a check ended."""
+
+    ok = "ok"
+    warning = "warning"
+    problem = "PROBLEM"
+    skipped = "skipped"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One named check: what it looked at (``summary``) and what it found."""
+
+    name: str
+    verdict: Verdict
+    summary: str
+    problems: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+def _check(
+    name: str, summary: str, problems: Sequence[str] = (), warnings: Sequence[str] = ()
+) -> Check:
+    if problems:
+        verdict = Verdict.problem
+    elif warnings:
+        verdict = Verdict.warning
+    else:
+        verdict = Verdict.ok
+    return Check(name, verdict, summary, tuple(problems), tuple(warnings))
+
+
+def skipped(name: str, why: str) -> Check:
+    """A check that could not run because another one failed first (``why`` says which)."""
+    return Check(name, Verdict.skipped, why)
+
+
+@dataclass(frozen=True)
+class ApiFailure:
+    """A call to Runpod that failed: its HTTP status (None: no answer) and the client's
+    message (which never holds the key)."""
+
+    status: int | None
+    message: str
+
+
+# --- configuration and data ------------------------------------------------------------
+
+
+def config_check(source: str, problems: Sequence[str], target: str | None) -> Check:
+    """``source`` (the file) read with ``problems`` (none: usable); ``target`` describes
+    the target the run would use (None when the configuration does not tell)."""
+    if problems:
+        count = len(problems)
+        return _check("configuration", f"{source}: {count} problem{_s(count)}", problems)
+    return _check("configuration", f"{source}: {target}" if target else source)
+
+
+def data_check(report: DataReport) -> Check:
+    """The project's data files, every line checked."""
+    files = report.files
+    if files is None or report.problems:
+        bad = len(report.problems)
+        return _check("data", f"data files: {bad} problem{_s(bad)}", report.problems)
+    summary = (
+        f"data/train.jsonl: {files.train_examples} example{_s(files.train_examples)} "
+        f"({files.reasoning_examples} with reasoning)"
+    )
+    if files.eval_path is not None:
+        summary += f"; data/eval.jsonl: {files.eval_examples} example{_s(files.eval_examples)}"
+    else:
+        summary += "; no eval set"
+    return _check("data", summary)
+
+
+# --- machine targets -------------------------------------------------------------------
+
+
+def host_check(host: str, error: str | None) -> Check:
+    """Whether the SSH host answered with a host key the known hosts pin, and let us in."""
+    if error is not None:
+        return _check("ssh host", host, [error])
+    return _check("ssh host", f"{host}: answered with its known host key")
+
+
+def trainer_check(probe: TrainerProbe, *, where: str, venv_key: str) -> Check:
+    """The trainer executable on ``where``; ``venv_key`` is the setting that names it."""
+    asked = probe.asked
+    path = probe.path or asked
+    if probe.status == "ok":
+        started = f" (interpreter {probe.program or probe.interpreter} starts)"
+        return _check("trainer", f"{path} on {where}{started if probe.interpreter else ''}")
+    if probe.status == "missing":
+        if "/" in asked:
+            problem = (
+                f"{asked} does not exist on {where}: install Axolotl in that venv "
+                f"(pip install axolotl), or set {venv_key} to the venv that holds bin/axolotl"
+            )
+        else:
+            problem = (
+                f"no `{asked}` on the PATH of {where}: install Axolotl there, or set "
+                f"{venv_key} to the venv that holds bin/axolotl"
+            )
+    elif probe.status == "not_executable":
+        problem = (
+            f"{path} on {where} is not an executable file; it must be Axolotl's `axolotl` "
+            f"command (check {venv_key})"
+        )
+    elif probe.status == "no_interpreter":
+        wanted = probe.program or probe.interpreter or "?"
+        problem = (
+            f"{path} on {where} starts with `#!{probe.shebang}`, but {wanted} is not there "
+            "(the venv was moved or its Python removed?); recreate the venv and reinstall "
+            "Axolotl in it"
+        )
+    elif probe.status == "interpreter_failed":
+        said = f" ({probe.detail})" if probe.detail else ""
+        problem = (
+            f"the interpreter of {path} on {where}, {probe.program or probe.interpreter}, "
+            f"fails to start{said}; repair or recreate the venv"
+        )
+    else:
+        problem = f"could not check the trainer {asked} on {where}: {probe.detail}"
+    return _check("trainer", f"{path} on {where}", [problem])
+
+
+def engine_check(probe: EngineProbe, *, where: str, engine_key: str) -> Check:
+    """The container engine on ``where`` answers (its daemon or service is up)."""
+    engine = probe.engine
+    if probe.status == "ok":
+        version = f" (version {probe.version})" if probe.version else ""
+        return _check("container engine", f"{engine} on {where} answers{version}")
+    if probe.status == "missing":
+        problem = (
+            f"`{engine}` is not installed on {where} (not on its PATH): install it, or set "
+            f"{engine_key} to the engine that is there"
+        )
+    elif probe.status == "no_answer":
+        said = f" ({probe.detail})" if probe.detail else ""
+        problem = f"{engine} on {where} does not answer{said}; start it, then check again"
+    else:
+        problem = f"could not check {engine} on {where}: {probe.detail}"
+    return _check("container engine", f"{engine} on {where}", [problem])
+
+
+def image_check(name: str, key: str, image: str, *, allowed_unpinned: bool, default: bool) -> Check:
+    """A container image: pinned by digest, or accepted unpinned by ``allow_unpinned_image``
+    (a warning: a later run may get another image). ``default`` says nobody set it."""
+    name, pinned, digest = image.partition("@sha256:")
+    shown = f"{name}@sha256:{digest[:12]}…" if pinned and len(digest) > 12 else image
+    if is_pinned_image(image):
+        origin = "the default image, " if default else ""
+        return _check(name, f"{shown} ({origin}pinned by digest)")
+    if allowed_unpinned:
+        return _check(
+            name,
+            f"{shown} (not pinned)",
+            warnings=[
+                f"{key} is not pinned by digest (allowed by allow_unpinned_image): each run may "
+                "get a different image; pin it as name@sha256:<digest>"
+            ],
+        )
+    return _check(
+        name,
+        shown,
+        [f"{key} must be pinned by digest (name@sha256:<64 hex digits>) so every run uses the "
+         "same image"],
+    )  # fmt: skip
+
+
+# --- Runpod ------------------------------------------------------------------------------
+
+
+def runpod_key_check(base_url: str, answer: int | ApiFailure | str) -> Check:
+    """The API key, as Runpod took it when asked for the account's pods: their count, the
+    call's failure, or (a string) why no call was made."""
+    if isinstance(answer, str):
+        return _check("runpod key", base_url, [answer])
+    if isinstance(answer, int):
+        return _check(
+            "runpod key", f"accepted by {base_url} ({answer} pod{_s(answer)} on the account)"
+        )
+    if answer.status == 401:
+        problem = (
+            "OVERBRAINER_RUNPOD__API_KEY: Runpod refused the key (HTTP 401); create a key at "
+            "https://www.runpod.io/console/user/settings and set it in the environment or .env"
+        )
+    elif answer.status == 403:
+        problem = (
+            "OVERBRAINER_RUNPOD__API_KEY: the key may not list the account's pods (HTTP 403); "
+            "give it read and write access to pods, or use another key"
+        )
+    else:
+        problem = (
+            f"cannot reach Runpod at {base_url} ({answer.message}); check the connection and "
+            "OVERBRAINER_RUNPOD__BASE_URL, then check again"
+        )
+    return _check("runpod key", base_url, [problem])
+
+
+def gpu_types_check(
+    target: str, gpu_types: Sequence[str], gpu_count: int, catalog: Sequence[GpuType] | ApiFailure
+) -> Check:
+    """Every ``gpu_types`` entry of target ``target`` exists in Runpod's catalog, is offered
+    on the secure cloud (where overbrainer creates pods) and allows ``gpu_count`` GPUs.
+
+    A catalog that could not be read is a warning: it cannot tell, and a create of a type
+    that does not exist fails on its own, before anything is billed.
+    """
+    listed = ", ".join(gpu_types)
+    if isinstance(catalog, ApiFailure):
+        return _check(
+            "gpu types",
+            f"{listed}: not checked",
+            warnings=[
+                f"could not read Runpod's GPU catalog to check targets.{target}.gpu_types "
+                f"({catalog.message})"
+            ],
+        )
+    by_id = {gpu.id: gpu for gpu in catalog}
+    problems: list[str] = []
+    found: list[str] = []
+    for index, wanted in enumerate(gpu_types):
+        key = f"targets.{target}.gpu_types[{index}]"
+        gpu = by_id.get(wanted)
+        if gpu is None:
+            problems.append(f"{key}: {_unknown_gpu(wanted, catalog)}")
+            continue
+        if not gpu.offered(secure=True):
+            problems.append(
+                f'{key}: "{wanted}" is not offered on Runpod\'s secure cloud, where '
+                "overbrainer creates pods; choose another GPU type"
+            )
+            continue
+        most = gpu.max_count(secure=True)
+        if most is not None and gpu_count > most:
+            problems.append(
+                f'{key}: a pod of "{wanted}" has at most {most} GPU{_s(most)}, and '
+                f"targets.{target}.gpu_count is {gpu_count}; lower gpu_count or choose another "
+                "GPU type"
+            )
+            continue
+        found.append(_gpu_summary(gpu))
+    if problems:
+        bad = len(problems)
+        return _check("gpu types", f"{bad} of {len(gpu_types)} cannot be used", problems)
+    return _check("gpu types", f"in Runpod's catalog: {'; '.join(found)}")
+
+
+def _unknown_gpu(wanted: str, catalog: Sequence[GpuType]) -> str:
+    text = f'"{wanted}" is not a GPU type in Runpod\'s catalog'
+    folded = wanted.casefold()
+    same_name = [gpu for gpu in catalog if folded in (gpu.name.casefold(), gpu.id.casefold())]
+    if same_name:
+        gpu = same_name[0]
+        return f'{text}; did you mean "{gpu.id}" (its catalog name is "{gpu.name}")?'
+    close = difflib.get_close_matches(wanted, [gpu.id for gpu in catalog], n=3, cutoff=0.6)
+    if close:
+        names = ", ".join(f'"{gpu}"' for gpu in close)
+        return f"{text}; close ones: {names}"
+    return f"{text}; use a GPU type id exactly as Runpod's catalog spells it"
+
+
+def _gpu_summary(gpu: GpuType) -> str:
+    details = []
+    if gpu.memory_gb:
+        details.append(f"{gpu.memory_gb} GB")
+    if gpu.price_secure:
+        details.append(f"${gpu.price_secure:.2f}/h per GPU")
+    return f"{gpu.id} ({', '.join(details)})" if details else gpu.id
+
+
+# --- the report --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Report:
+    """Every check of one preflight, in the order they ran; ``subject`` says what was
+    checked ("target gpu (runpod)")."""
+
+    subject: str
+    checks: tuple[Check, ...]
+
+    @property
+    def problems(self) -> list[str]:
+        """Every problem, in order."""
+        return [problem for check in self.checks for problem in check.problems]
+
+    @property
+    def warnings(self) -> list[str]:
+        """Every warning, in order."""
+        return [warning for check in self.checks for warning in check.warnings]
+
+    @property
+    def ok(self) -> bool:
+        """Whether a run may be created: no check found a problem."""
+        return not self.problems
+
+    def lines(self) -> list[str]:
+        """What ``train --check`` prints: one line per check, its problems and warnings
+        below it."""
+        width = max((len(check.name) for check in self.checks), default=0)
+        out = [f"preflight of {self.subject}:"]
+        for check in self.checks:
+            out.append(f"  {check.verdict.value:<8} {check.name:<{width}}  {check.summary}")
+            out.extend(f"             {problem}" for problem in check.problems)
+            out.extend(f"             warning: {warning}" for warning in check.warnings)
+        return out
+
+    def failure(self, command: str) -> str:
+        """The error of a preflight that found problems, each on its own line, and the
+        ``command`` to run once they are fixed."""
+        problems = self.problems
+        count = len(problems)
+        lines = [f"preflight found {count} problem{_s(count)}; no run was created:"]
+        lines.extend(f"  {problem}" for problem in problems)
+        lines.append(
+            f"fix {'it' if count == 1 else 'them'}, then run `{command}` again "
+            "(`overbrainer train --check` checks without training)"
+        )
+        return "\n".join(lines)
+
+    def summary(self) -> str:
+        """The last line of ``train --check``."""
+        count = len(self.problems)
+        if count == 0:
+            return f"train --check: every check passed on {self.subject}"
+        return (
+            f"train --check: {count} problem{_s(count)} (listed above); fix "
+            f"{'it' if count == 1 else 'them'}, then run `overbrainer train --check` again"
+        )
+
+
+def _s(count: int) -> str:
+    return "" if count == 1 else "s"
