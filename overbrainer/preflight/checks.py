@@ -181,8 +181,8 @@ def engine_check(probe: EngineProbe, *, where: str, engine_key: str) -> Check:
 def image_check(name: str, key: str, image: str, *, allowed_unpinned: bool, default: bool) -> Check:
     """A container image: pinned by digest, or accepted unpinned by ``allow_unpinned_image``
     (a warning: a later run may get another image). ``default`` says nobody set it."""
-    name, pinned, digest = image.partition("@sha256:")
-    shown = f"{name}@sha256:{digest[:12]}…" if pinned and len(digest) > 12 else image
+    reference, pinned, digest = image.partition("@sha256:")
+    shown = f"{reference}@sha256:{digest[:12]}…" if pinned and len(digest) > 12 else image
     if is_pinned_image(image):
         origin = "the default image, " if default else ""
         return _check(name, f"{shown} ({origin}pinned by digest)")

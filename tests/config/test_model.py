@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from overbrainer.config.load import ConfigError, masked
 from overbrainer.config.model import (
+    RUNPOD_DEFAULT_IMAGE,
     RunpodTarget,
     Settings,
     SshTarget,
@@ -369,3 +370,59 @@ def test_a_secret_no_http_header_can_carry_is_refused_without_showing_it(secret:
 def test_a_secret_of_printable_ascii_is_accepted(secret: str) -> None:
     assert secret_problem(secret) is None
     Settings.model_validate(base(hf_token=secret, runpod={"api_key": secret}))
+
+
+def test_a_runpod_target_without_image_gets_the_pinned_axolotl_cloud_image() -> None:
+    settings = Settings.model_validate(
+        base(
+            targets={
+                "local": {"kind": "local"},
+                "gpu": {"kind": "runpod", "gpu_types": ["NVIDIA A40"], "max_hours": 2},
+            }
+        )
+    )
+    gpu = settings.target_of("gpu")
+    assert isinstance(gpu, RunpodTarget)
+    assert gpu.image == (
+        "axolotlai/axolotl-cloud-term:0.19.0-py3.12-cu130-2.12.1"
+        "@sha256:f7b94da82913920a003e28e091d8528f57f76da7360fca87e95faf62fa32a680"
+    )
+    assert gpu.image == RUNPOD_DEFAULT_IMAGE and is_pinned_image(gpu.image)
+    assert is_safe_value(gpu.image)  # it goes into a create request and a shell line
+    # Its venv is where that image keeps Axolotl.
+    assert gpu.venv == "/workspace/axolotl-venv"
+
+
+@pytest.mark.parametrize(
+    ("workdir", "kept"),
+    [
+        ("overbrainer", "overbrainer"),
+        ("ob/runs/", "ob/runs"),
+        ("/scratch/me/overbrainer", "/scratch/me/overbrainer"),
+        ("/scratch/me/overbrainer/", "/scratch/me/overbrainer"),
+        (".", "."),
+    ],
+)
+def test_an_ssh_workdir_is_relative_to_the_remote_home_or_absolute(workdir: str, kept: str) -> None:
+    settings = Settings.model_validate(
+        base(targets={"local": {"kind": "local"}, "box": {"kind": "ssh", "workdir": workdir}})
+    )
+    box = settings.targets["box"]
+    assert isinstance(box, SshTarget) and box.workdir == kept
+
+
+@pytest.mark.parametrize(
+    ("workdir", "words"),
+    [
+        ("/", "may not be the root directory"),
+        ("///", "may not be the root directory"),
+        ("/scratch/../etc", "cannot be passed safely"),
+        ("~/ob", "cannot be passed safely"),
+        ("/scratch/my runs", "cannot be passed safely"),
+    ],
+)
+def test_an_ssh_workdir_that_cannot_be_used_is_refused(workdir: str, words: str) -> None:
+    with pytest.raises(ValidationError, match=words):
+        Settings.model_validate(
+            base(targets={"local": {"kind": "local"}, "box": {"kind": "ssh", "workdir": workdir}})
+        )

@@ -133,7 +133,8 @@ def test_engine_verdicts(probe: EngineProbe, verdict: Verdict, words: str) -> No
 def test_image_verdicts() -> None:
     pinned = image_check("pod image", "targets.gpu.image", PINNED, allowed_unpinned=False,
                          default=False)  # fmt: skip
-    assert (pinned.verdict, pinned.summary) == (
+    assert (pinned.name, pinned.verdict, pinned.summary) == (
+        "pod image",
         Verdict.ok,
         "ghcr.io/x/axolotl:1@sha256:aaaaaaaaaaaa… (pinned by digest)",
     )

@@ -21,7 +21,9 @@ What differs from a local target, and how the fixture handles it:
   the flag file ``Box.corrupt`` exists, or add a file that was never there while
   ``Box.ghost`` exists — to the verifier, exactly a corrupted or a missing download, and
   deterministic — and a ``setsid`` wrapper that makes the job's start take a second while
-  ``Box.slow_start`` exists, so a Ctrl-C lands inside the shielded start for sure.
+  ``Box.slow_start`` exists, so a Ctrl-C lands inside the shielded start for sure. Its
+  ``dd`` (which only the preflight's probe uses) holds while ``Box.hold_probe`` exists,
+  after creating ``Box.probe_held``: a test can change the host while the preflight waits.
 """
 
 import contextlib
@@ -79,6 +81,16 @@ if [ -e {slow} ]; then sleep 1; fi
 exec {real} "$@"
 """
 
+_DD = """#!/bin/sh
+# Test seam: the preflight probe's dd, held while a flag file exists.
+if [ -e {hold} ]; then
+    echo held >{held}
+    n=0
+    while [ -e {hold} ] && [ $n -lt 1500 ]; do sleep 0.02; n=$((n + 1)); done
+fi
+exec {real} "$@"
+"""
+
 _WRAPPER = """#!/bin/sh
 # The remote venv's axolotl: the knobs first (the sshd session does not carry the test's
 # environment), then the stand-in.
@@ -103,6 +115,8 @@ class Box:
     corrupt: Path
     ghost: Path
     slow_start: Path
+    hold_probe: Path
+    probe_held: Path
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -264,6 +278,8 @@ def box_sshd(directory: Path) -> Iterator[Box]:
         corrupt=directory / "corrupt",
         ghost=directory / "ghost",
         slow_start=directory / "slow_start",
+        hold_probe=directory / "hold_probe",
+        probe_held=directory / "probe_held",
     )
     for tool in ("sha256sum", "openssl"):
         real = shutil.which(tool, path=_SYSTEM_PATH)
@@ -282,6 +298,9 @@ def box_sshd(directory: Path) -> Iterator[Box]:
     real_setsid = shutil.which("setsid", path=_SYSTEM_PATH)
     assert real_setsid, "the job launcher needs setsid (util-linux)"
     _script(bin_dir / "setsid", _SETSID.format(real=real_setsid, slow=box.slow_start))
+    real_dd = shutil.which("dd", path=_SYSTEM_PATH)
+    assert real_dd
+    _script(bin_dir / "dd", _DD.format(real=real_dd, hold=box.hold_probe, held=box.probe_held))
     _write_sshd_config(box)
     if os.geteuid() == 0:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation

@@ -129,6 +129,63 @@ def test_finding_4_a_project_at_a_non_ascii_quoted_spaced_path_trains(tmp_path: 
         assert project.event_names(run_id) == STORY_OK
 
 
+def test_an_absolute_workdir_holds_the_runs_and_attach_and_cancel_find_them(
+    ssh_project: SshProject, tmp_path: Path
+) -> None:
+    scratch = tmp_path / "scratch" / "me" / "overbrainer"
+    ssh_project.env["OVERBRAINER_TARGETS__BOX__WORKDIR"] = f"{scratch}/"
+    ssh_project.workdir = str(scratch)  # remote_root: an absolute path stays itself
+    done = ssh_project.run("train")
+    assert done.returncode == 0, done.stderr
+    run_id, state = _final(done.stdout)
+    assert state == "succeeded"
+    remote = scratch / "runs" / run_id
+    assert (remote / "output" / "adapter_model.safetensors").is_file()
+    local = ssh_project.path / "runs" / run_id
+    assert _sha256(local / "output" / "adapter_model.safetensors") == _sha256(
+        remote / "output" / "adapter_model.safetensors"
+    )
+    assert ssh_project.run_json(run_id)["remote_dir"] == f"{scratch}/runs/{run_id}"
+    commands = ssh_project.sshd.commands()
+    assert any(c.startswith(f"cd '{scratch}/runs/{run_id}' && ") for c in commands)
+    assert not any(f"{scratch}//" in c for c in commands)
+    # A run followed again and cancelled there, through the same absolute directory.
+    ssh_project.knobs(OB_GATE="1")
+    train, second = _started(ssh_project)
+    assert ssh_project.remote_run(second) == scratch / "runs" / second
+    stop_following(train)
+    cancel = ssh_project.run("train", "cancel", second)
+    assert cancel.returncode == 0, cancel.stderr
+    assert f"train: run {second} cancelled" in cancel.stdout
+    assert (scratch / "runs" / second / "cancelled").exists()
+    assert ssh_project.run_json(second)["state"] == "cancelled"
+
+
+def test_check_names_the_host_and_the_remote_trainer(ssh_project: SshProject) -> None:
+    done = ssh_project.run("train", "--check")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "preflight of target box (ssh, native):"
+    assert f"  ok       ssh host       {ALIAS}: answered with its known host key" in lines
+    trainer = f"{ssh_project.venv}/bin/axolotl on host {ALIAS} (interpreter /bin/sh starts)"
+    assert f"  ok       trainer        {trainer}" in lines
+    assert [c for c in ssh_project.sshd.commands() if c.startswith("sh -s -- ")] == [
+        f"sh -s -- 'trainer' '{ssh_project.venv}/bin/axolotl'"
+    ]
+    # The remote venv gone: named, and no run.
+    ssh_project.venv.rename(ssh_project.venv.with_name("venv-moved"))
+    try:
+        failed = ssh_project.run("train")
+    finally:
+        ssh_project.venv.with_name("venv-moved").rename(ssh_project.venv)
+    assert failed.returncode == 1
+    assert (
+        f"  {ssh_project.venv}/bin/axolotl does not exist on host {ALIAS}: install Axolotl in "
+        "that venv"
+    ) in failed.stderr
+    assert ssh_project.runs() == []
+
+
 def test_a_failing_job_fails_the_run_naming_the_code_and_its_log(
     ssh_project: SshProject,
 ) -> None:
@@ -352,9 +409,15 @@ def test_a_second_ctrl_c_during_retrieval_stops_it_and_attach_collects_later(
 
 
 def test_ctrl_c_while_connecting_stops_the_run_before_its_job(ssh_project: SshProject) -> None:
-    ssh_project.sshd.pause()  # the host accepts the connection and never answers
+    # The preflight reaches the host; while its probe is held, the host stops answering
+    # new connections: the run is created and its own connection hangs.
+    box = ssh_project.sshd
+    box.hold_probe.touch()
+    train = ssh_project.start("train")
     try:
-        train = ssh_project.start("train")
+        ssh_project.wait_for_file(box.probe_held, timeout=30)
+        box.pause()  # the host accepts the connection and never answers
+        box.hold_probe.unlink()
         assert train.stderr is not None
         line = train.stderr.readline()
         assert "run.Created" in line, line
@@ -363,7 +426,8 @@ def test_ctrl_c_while_connecting_stops_the_run_before_its_job(ssh_project: SshPr
         _out, err = stop_following(train)
         assert time.monotonic() - stopped < 5, "Ctrl-C must not wait for the connect timeout"
     finally:
-        ssh_project.sshd.resume()
+        box.hold_probe.unlink(missing_ok=True)
+        box.resume()
     assert train.returncode == 130, err
     assert "Traceback" not in err
     (run_id,) = ssh_project.runs()
@@ -373,8 +437,26 @@ def test_ctrl_c_while_connecting_stops_the_run_before_its_job(ssh_project: SshPr
     run = ssh_project.run_json(run_id)
     assert (run["state"], run["job"]) == ("failed", None)
     assert run["interrupted_stage"] == "connecting to the target"
-    assert ssh_project.sshd.commands() == []
+    assert [c for c in box.commands() if "job.sh" in c or "tar" in c] == []
     assert ssh_project.event_names(run_id) == ["run.Created", "run.Interrupted", "run.Ended"]
+
+
+def test_ctrl_c_while_the_preflight_connects_creates_no_run(ssh_project: SshProject) -> None:
+    ssh_project.sshd.pause()
+    try:
+        train = ssh_project.start("train")
+        time.sleep(1.0)  # the preflight is connecting, for up to the 20 s connect timeout
+        stopped = time.monotonic()
+        _out, err = stop_following(train)
+        assert time.monotonic() - stopped < 5, "Ctrl-C must not wait for the connect timeout"
+    finally:
+        ssh_project.sshd.resume()
+    assert train.returncode == 130, err
+    assert err.splitlines() == [
+        "error: interrupted during the preflight checks; no run was created"
+    ]
+    assert ssh_project.runs() == []
+    assert ssh_project.sshd.commands() == []
 
 
 def test_ctrl_c_while_the_job_starts_leaves_it_recorded_and_attachable(
@@ -480,14 +562,13 @@ def test_a_changed_host_key_is_refused_and_nothing_starts(
     )
     assert f"`ssh-keygen -R '[127.0.0.1]:{port}'`" in done.stderr
     assert f"`ssh-keyscan -p {port} 127.0.0.1 >> ~/.ssh/known_hosts`" in done.stderr
-    # Nothing ran on the host, and the run says why it never started.
+    # The preflight refused it: nothing ran on the host, and no run was created.
+    assert done.stderr.startswith("error: preflight found 1 problem; no run was created:\n")
     assert ssh_project.sshd.commands() == []
     assert not (ssh_project.remote_root / "runs").exists()
-    (run_id,) = ssh_project.runs()
-    run = ssh_project.run_json(run_id)
-    assert (run["state"], run["job"]) == ("failed", None)
-    assert str(run["message"]).startswith("could not start: the host key of")
-    assert ssh_project.event_names(run_id) == ["run.Created", "run.Ended"]
+    assert ssh_project.runs() == []
+    listed = ssh_project.run("runs", "ls", "--json")
+    assert listed.returncode == 0 and listed.stdout == ""
 
 
 # ---- retrieval ------------------------------------------------------------------------

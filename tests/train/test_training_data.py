@@ -138,7 +138,7 @@ def test_not_utf8(tmp_path: Path) -> None:
     path = tmp_path / "data" / "train.jsonl"
     path.parent.mkdir()
     path.write_bytes(json.dumps(example()).encode() + b"\n\xff\xfe{}\n")
-    with pytest.raises(DataError, match="train.jsonl:2: not UTF-8 text"):
+    with pytest.raises(DataError, match=r"train\.jsonl:2: not UTF-8 text"):
         check_data(tmp_path)
 
 
