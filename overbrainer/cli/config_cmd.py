@@ -52,7 +52,7 @@ def check(*, json: bool = False) -> int:
 
     settings = resolved.settings
     warnings = _warnings(settings)
-    data = masked(settings)
+    data = _shown(masked(settings))
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if json:
@@ -72,6 +72,20 @@ def check(*, json: bool = False) -> int:
     print(f"# {resolved.path}: ok (secrets masked; digest {settings.settings_digest()[:12]})")
     print(_render(data, resolved.sources), end="")
     return 0
+
+
+# Keys of a local or ssh target that only the docker runtime reads.
+_DOCKER_ONLY = ("engine", "image", "allow_unpinned_image")
+
+
+def _shown(data: dict[str, Any]) -> dict[str, Any]:
+    """The settings as shown: a native target without the keys only docker reads (a
+    default ``engine = "docker"`` there would suggest docker is used)."""
+    for target in data["targets"].values():
+        if target.get("kind") in ("local", "ssh") and target.get("runtime") == "native":
+            for key in _DOCKER_ONLY:
+                target.pop(key, None)
+    return data
 
 
 def _warnings(settings: "Settings") -> list[str]:

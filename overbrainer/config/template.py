@@ -2,6 +2,8 @@
 
 import json
 
+from overbrainer.config.defaults import RUNPOD_DEFAULT_IMAGE
+
 __all__ = ["BASE_MODEL", "project_files"]
 
 # Small, public, and its chat template renders ``reasoning_content``.
@@ -16,7 +18,9 @@ OVERBRAINER_TOML = f"""\
 # The environment wins over this file, this file over the defaults shown below. A list can
 # come from the environment as one comma-separated string. Unknown keys are errors.
 # Secrets and SSH hosts are read from the environment only (see .env.example).
-# Check everything with: overbrainer config check
+# Check the settings with: overbrainer config check
+# Check everything a run needs (settings, data, the target's trainer or Runpod account)
+# without starting one: overbrainer train --check
 
 [training]
 # The target to train on: the name of one [targets.NAME] below (required).
@@ -69,7 +73,8 @@ kind = "local"                        # this machine
 #   OVERBRAINER_TARGETS__BOX__HOST=user@host[:port]   (or a Host alias from ~/.ssh/config)
 # [targets.box]
 # kind = "ssh"
-# workdir = "overbrainer"             # relative to the remote home; runs go below it
+# workdir = "overbrainer"             # runs go below it; relative to the remote home, or
+#                                     # absolute ("/scratch/me/overbrainer")
 # runtime = "native"                  # as for a local target, also venv, engine, image
 # venv = "/opt/axolotl-venv"          #   and allow_unpinned_image
 
@@ -79,13 +84,17 @@ kind = "local"                        # this machine
 # kind = "runpod"
 # gpu_types = ["NVIDIA GeForce RTX 4090", "NVIDIA RTX A6000"]
 #                                     # required; tried in this order
-# max_hours = 4                       # required; > 0, at most 720: the pod is deleted by
-#                                     # then, whatever happens
-# image = "axolotlai/axolotl-cloud@sha256:<64 hex digits>"
-#                                     # required; an Axolotl cloud image pinned by digest
+# max_hours = 4                       # required; > 0, at most 720: the pod's watchdog
+#                                     # deletes it by then, even with this machine gone;
+#                                     # not with --keep-pod (then only `overbrainer pod rm
+#                                     # RUN` deletes it)
+# image = "{RUNPOD_DEFAULT_IMAGE}"
+#                                     # an Axolotl cloud image pinned by digest; default:
+#                                     # Axolotl 0.19.0's, shown here
 # allow_unpinned_image = false        # true accepts an image by tag (it may change)
 # gpu_count = 1                       # >= 1
-# venv = "/workspace/axolotl-venv"    # where the image keeps axolotl
+# venv = "/workspace/axolotl-venv"    # where the image keeps axolotl (the default
+#                                     # image does)
 # container_disk_gb = 50              # >= 20
 # boot_grace_minutes = 30             # >= 5: how long the pod may take to boot
 # retrieve_grace_minutes = 60         # >= 1: time kept for bringing results home
@@ -95,8 +104,9 @@ kind = "local"                        # this machine
 # Where the event log lives. Default: SQLite at .overbrainer/events.sqlite.
 # [store]
 # url = "postgresql://you@db.example.com/overbrainer"
-#                                     # a team's PostgreSQL; no password here: use
-#                                     # ~/.pgpass or OVERBRAINER_STORE__URL
+#                                     # a team's PostgreSQL; never a password here: it
+#                                     # comes from PGPASSWORD, a ?service= entry or
+#                                     # ~/.pgpass (see .env.example)
 
 # The Runpod API (the key is OVERBRAINER_RUNPOD__API_KEY, environment only).
 # [runpod]
@@ -118,8 +128,12 @@ OVERBRAINER_HF_TOKEN=
 # The host of an ssh target named box: user@host[:port] or a Host alias from ~/.ssh/config.
 # OVERBRAINER_TARGETS__BOX__HOST=
 
-# A PostgreSQL event store with its password (default: SQLite in .overbrainer/).
-# OVERBRAINER_STORE__URL=
+# A team's PostgreSQL event store (default: SQLite in .overbrainer/). Its password never
+# goes in overbrainer.toml: it comes from PGPASSWORD, a ?service=NAME entry of
+# ~/.pg_service.conf, or libpq's password file (~/.pgpass, mode 600). A password inside
+# this URL is taken too, but PGPASSWORD or ~/.pgpass keep it out of the URL you share.
+# OVERBRAINER_STORE__URL=postgresql://you@db.example.com/overbrainer
+# PGPASSWORD=
 """
 
 GITIGNORE = """\

@@ -629,6 +629,39 @@ def test_defaults(
         assert line in out.splitlines(), line
 
 
+def test_the_container_keys_show_only_for_the_docker_runtime(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "project"
+    docker = f'\n[targets.boxed]\nkind = "ssh"\nruntime = "docker"\nimage = "ax@{DIGEST}"\n'
+    _write(project, Case("x", cfg(targets=docker), ()))
+    assert check(project) == 0
+    out = capsys.readouterr().out
+    native = out.split("[targets.local]\n")[1].split("\n\n")[0].splitlines()
+    assert native == ['kind = "local"', 'runtime = "native"', "venv = (not set)"]
+    boxed = out.split("[targets.boxed]\n")[1].split("\n\n")[0].splitlines()
+    assert 'engine = "docker"' in boxed and f'image = "ax@{DIGEST}"' in boxed
+    assert "allow_unpinned_image = false" in boxed
+    assert check(project, "--json") == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report["settings"]["targets"]["local"]) == {"kind", "runtime", "venv"}
+    assert report["settings"]["targets"]["boxed"]["engine"] == "docker"
+
+
+def test_a_runpod_target_shows_its_default_image(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "project"
+    gpu = '\n[targets.gpu]\nkind = "runpod"\ngpu_types = ["NVIDIA A40"]\nmax_hours = 2\n'
+    _write(project, Case("x", cfg(targets=gpu), ()))
+    assert check(project) == 0
+    out = capsys.readouterr().out
+    assert (
+        'image = "axolotlai/axolotl-cloud-term:0.19.0-py3.12-cu130-2.12.1@sha256:'
+        'f7b94da82913920a003e28e091d8528f57f76da7360fca87e95faf62fa32a680"'
+    ) in out.splitlines()
+
+
 def test_env_wins_over_dotenv_over_file(
     tmp_path: Path, clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -14,6 +14,7 @@ import pytest
 from overbrainer.cli.main import main
 from overbrainer.config.load import load_settings
 from overbrainer.config.model import (
+    RUNPOD_DEFAULT_IMAGE,
     LocalTarget,
     RunpodSettings,
     RunpodTarget,
@@ -57,15 +58,9 @@ def test_init_writes_a_project_that_checks_clean(
     report = json.loads(out)
     training = report["settings"]["training"]
     assert (training["target"], training["adapter"]) == ("local", "lora")
+    # A native target: no container engine or image shown (only docker reads them).
     assert report["settings"]["targets"] == {
-        "local": {
-            "kind": "local",
-            "runtime": "native",
-            "venv": None,
-            "engine": "docker",
-            "allow_unpinned_image": False,
-            "image": None,
-        }
+        "local": {"kind": "local", "runtime": "native", "venv": None}
     }
 
 
@@ -147,6 +142,43 @@ def test_example_data_is_chat_format_with_reasoning() -> None:
         assert assistant["reasoning_content"]
 
 
+def test_env_example_says_where_the_store_password_comes_from_as_the_code_does(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    from overbrainer.cli.common import store_url
+    from overbrainer.cli.context import Invocation
+    from overbrainer.events.pg import parse_url
+
+    text = project_files()[".env.example"]
+    assert "with its password" not in text
+    for source in ("PGPASSWORD", "?service=", "~/.pgpass"):
+        assert source in text, source
+    assert "never" in text and "overbrainer.toml" in text
+    # Filled in as it says: the URL without a password, PGPASSWORD beside it in .env.
+    canary = "pg-CANARY-5e1d"
+    filled = text.replace("# OVERBRAINER_STORE__URL=", "OVERBRAINER_STORE__URL=").replace(
+        "# PGPASSWORD=", f"PGPASSWORD={canary}"
+    )
+    (tmp_path / "overbrainer.toml").write_text(OVERBRAINER_TOML)
+    (tmp_path / ".env").write_text(filled)
+    clean_env.delenv("PGPASSWORD", raising=False)
+    invocation = Invocation(tmp_path, "test", base_environ={})
+    url = store_url(invocation)
+    assert url == "postgresql://you@db.example.com/overbrainer"
+    target = parse_url(url, invocation.environ())
+    assert (target.password, target.password_origin) == (canary, "PGPASSWORD")
+    # The template's [store] comment agrees: never a password in the file.
+    store = OVERBRAINER_TOML.split("# [store]")[1].split("# [runpod]")[0]
+    assert "never a password here" in store and "PGPASSWORD" in store
+
+
+def test_the_template_says_what_bounds_a_pod_and_what_does_not() -> None:
+    block = OVERBRAINER_TOML.split("# max_hours = 4")[1].split("# image =")[0]
+    words = " ".join(line.strip("# ") for line in block.splitlines())
+    assert "whatever happens" not in words
+    assert "watchdog" in words and "--keep-pod" in words and "overbrainer pod rm" in words
+
+
 def test_env_example_names_only_env_only_variables(tmp_path: Path) -> None:
     text = project_files()[".env.example"]
     active = [line for line in text.splitlines() if line and not line.startswith("#")]
@@ -214,6 +246,9 @@ def test_template_examples_are_valid_when_uncommented(tmp_path: Path) -> None:
     gpu = settings.targets["gpu_cloud"]
     assert isinstance(gpu, RunpodTarget)
     assert gpu.gpu_types == ["NVIDIA GeForce RTX 4090", "NVIDIA RTX A6000"]
+    assert gpu.image == RUNPOD_DEFAULT_IMAGE  # the example shown is the default
+    box = settings.targets["box"]
+    assert isinstance(box, SshTarget) and box.workdir == "overbrainer"
     assert settings.store.is_postgres
     # The defaults written in the comments are the defaults in the code.
     defaults = TrainingSettings(target="local", base_model="m", adapter="lora")
