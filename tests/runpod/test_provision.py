@@ -5,6 +5,7 @@ directory. Waits of minutes run in milliseconds."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import trio
 import trio.testing
 
 from overbrainer.events import types as ev
+from overbrainer.events.store import StoreError
 from overbrainer.runpod import decide
 from overbrainer.runpod.pod_scripts import ENV_DEADLINE, ENV_HOST_KEY, RUN_MARKER
 from overbrainer.runpod.pods import DeleteUnconfirmed
@@ -626,3 +628,34 @@ async def test_an_ambiguous_create_that_cannot_be_looked_up_stops_the_walk(
     assert state.pod.attempts[0]["result"] is None and state.pod.may_bill()
     # The client key stays: a pod of this run may exist.
     assert (rig.project / "runs" / run_id / "ssh" / "id_ed25519").exists()
+
+
+# --- the store fails ----------------------------------------------------------------------
+
+
+async def test_no_create_is_sent_when_attempt_sent_cannot_be_appended(
+    rig: PodRig, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    run_id = await rig.new_run()
+    app = rig.store._app
+    real_save = app.save
+    refused: list[str] = []
+
+    def save(*envelopes: object, **kwargs: object) -> object:
+        # The disk fills up just as the attempt is to be recorded: SQLite raises.
+        names = [getattr(envelope, "name", "") for envelope in envelopes]
+        if "pod.AttemptSent" in names:
+            refused.append(run_id)
+            raise sqlite3.OperationalError("database or disk is full")
+        return real_save(*envelopes, **kwargs)
+
+    monkeypatch.setattr(app, "save", save)
+    with pytest.raises(StoreError) as caught:
+        await walk(rig, run_id, A40, RTX)
+
+    assert "database or disk is full" in str(caught.value)
+    assert refused == [run_id]  # one try: the walk stopped, no other GPU type was tried
+    assert rig.fake.create_requests() == []  # nothing left for Runpod
+    assert rig.fake.live_pods() == []
+    assert rig.names(run_id) == ["run.Created", "pod.KeysGenerated"]
+    assert not rig.state(run_id).pod.may_bill()
