@@ -13,7 +13,7 @@ import json
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -209,6 +209,7 @@ def inject_case(
             assert during is not None
             pauser = _Pauser(pause_file, lambda: during(project))
         before_command(project, command)
+        runs_before = set(project.runs())
         try:
             done = project.run(*prepared.args, plan=plan)
         finally:
@@ -228,7 +229,7 @@ def inject_case(
             allowed = {0, 130}
         else:
             allowed = codes if codes is not None else {0, 1}
-        found += _said_next_step(done, action)
+        found += _said_next_step(done, action, sorted(set(project.runs()) - runs_before))
         if done.code not in allowed:
             found.append(
                 f"`{' '.join(done.args)}` exited {done.code} (expected {sorted(allowed)}): "
@@ -243,9 +244,14 @@ def inject_case(
         return found
 
 
-def _said_next_step(done: Any, action: str) -> list[str]:
-    """An interrupted command says what was left and the exact next command."""
+def _said_next_step(done: Any, action: str, new_runs: Sequence[str] = ()) -> list[str]:
+    """An interrupted command says what was left and the exact next command; one that says
+    it created no run (Ctrl-C during the preflight) created none."""
     if action not in ("sigint", "sigint2") or done.code != 130:
+        return []
+    if "no run was created" in done.err:
+        if new_runs:
+            return [f"`{' '.join(done.args)}` said no run was created, but created {new_runs}"]
         return []
     told = ("overbrainer train attach", "stopped before its job started", "nothing is left to do")
     if any(words in done.err for words in told):

@@ -248,6 +248,7 @@ class RunpodWorld:
                 pauser = _Pauser(pause_file, lambda: during(project))
             if command == "train attach":
                 project.hold.unlink(missing_ok=True)
+            runs_before = set(project.runs())
             try:
                 done = project.run(*args, plan=plan, timeout=150)
             finally:
@@ -266,7 +267,7 @@ class RunpodWorld:
                     f"`{' '.join(done.args)}` exited {done.code} (expected {sorted(allowed)}): "
                     f"{done.said()[-700:]}"
                 )
-            found += _said_next_step(done, action)
+            found += _said_next_step(done, action, sorted(set(project.runs()) - runs_before))
             sigint = action in ("sigint", "sigint2")
             if command == "train" and sigint and key is not None and reached:
                 found += self._no_create_after(project, key)

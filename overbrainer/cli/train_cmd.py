@@ -141,7 +141,10 @@ async def train(
     async with _front() as (front, interrupts):
         checked = await interrupts.race(partial(_preflight, target))
         if checked is None:
-            raise Interrupted("interrupted during the preflight checks; no run was created")
+            raise Interrupted(
+                "interrupted during the preflight checks: no run was created; start one with "
+                "`overbrainer train`"
+            )
         found = checked.value
         report = found.report
         spec = found.settings.targets.get(found.target or "") if found.settings else None
@@ -167,7 +170,10 @@ async def train(
         settings, name = found.settings, found.target
         async with _store(settings, front, interrupts) as session:
             if interrupts.interrupted:
-                raise Interrupted("interrupted before the run was created; no run was created")
+                raise Interrupted(
+                    "interrupted before the run was created: no run was created; start one "
+                    "with `overbrainer train`"
+                )
             if isinstance(spec, RunpodTarget):
                 from overbrainer.runpod.train import train as train_on_pod
 

@@ -7,6 +7,9 @@ Every verdict comes from :mod:`overbrainer.preflight.checks`. Nothing is written
 is created; the caller races the whole walk against Ctrl-C.
 """
 
+import contextlib
+import os
+import signal
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,7 +132,7 @@ async def _machine(
         return
     from overbrainer.exec.local import job_environment
 
-    env = job_environment(_process_environ(), {})
+    env = job_environment(os.environ, {})  # as a job here would see it
 
     async def run_here(args: Sequence[str]) -> str:
         done = await trio.run_process(
@@ -140,20 +143,24 @@ async def _machine(
             env=env,
             cwd=project_dir,
             check=False,
+            # Its own process group: a probe given up on goes with everything it started
+            # (an interpreter that hangs, say).
+            start_new_session=True,
+            deliver_cancel=_kill_group,
         )
         return bytes(done.stdout).decode(errors="replace")
 
     await _probe(found, name, spec, "this machine", run_here)
 
 
-def _process_environ() -> dict[str, str]:
-    import os
-
-    return dict(os.environ)
+async def _kill_group(process: trio.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
 
 
 async def _over_ssh(found: list[Check], name: str, spec: SshTarget, host: str) -> None:
-    from overbrainer.exec.base import ExecError
+    """The host answers with the host key the user's known hosts pin and lets us in; then
+    the probe, over that connection."""
     from overbrainer.exec.ssh import UserHost, open_ssh
 
     where = f"host {host}"
@@ -161,7 +168,7 @@ async def _over_ssh(found: list[Check], name: str, spec: SshTarget, host: str) -
         async with open_ssh(UserHost(host), workdir=spec.workdir, connect=False) as executor:
             try:
                 await executor.connect()
-            except ExecError as error:
+            except OverbrainerError as error:
                 found.append(checks.host_check(host, str(error)))
                 found.append(checks.skipped("trainer", "not checked: the host did not let us in"))
                 return
@@ -172,8 +179,8 @@ async def _over_ssh(found: list[Check], name: str, spec: SshTarget, host: str) -
                 return out.decode(errors="replace")
 
             await _probe(found, name, spec, where, run_there)
-    except ExecError as error:
-        # Closing a connection that broke meanwhile: what was found stands.
+    except OverbrainerError as error:
+        # Opening (a bad ~/.ssh/config) or closing a connection that broke meanwhile.
         if not any(check.name == "ssh host" for check in found):
             found.append(checks.host_check(host, str(error)))
 
@@ -258,7 +265,7 @@ async def _runpod(
                 answer = ApiFailure(error.status, str(error))
             found.append(checks.runpod_key_check(base, answer))
             if isinstance(answer, ApiFailure):
-                found.append(checks.skipped("gpu types", "not checked: Runpod did not answer"))
+                found.append(checks.skipped("gpu types", "not checked: see runpod key"))
             else:
                 catalog: list[GpuType] | ApiFailure
                 try:

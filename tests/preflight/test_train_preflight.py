@@ -294,6 +294,7 @@ async def test_ctrl_c_during_the_preflight_creates_no_run(tmp_path: Path) -> Non
             err = (await process.stderr.receive_some(65536)).decode()
     assert process.returncode == 130, err
     assert err.splitlines() == [
-        "error: interrupted during the preflight checks; no run was created"
+        "error: interrupted during the preflight checks: no run was created; start one with "
+        "`overbrainer train`"
     ]
     assert project.runs() == [] and fake.create_requests() == []

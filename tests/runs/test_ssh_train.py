@@ -453,7 +453,8 @@ def test_ctrl_c_while_the_preflight_connects_creates_no_run(ssh_project: SshProj
         ssh_project.sshd.resume()
     assert train.returncode == 130, err
     assert err.splitlines() == [
-        "error: interrupted during the preflight checks; no run was created"
+        "error: interrupted during the preflight checks: no run was created; start one with "
+        "`overbrainer train`"
     ]
     assert ssh_project.runs() == []
     assert ssh_project.sshd.commands() == []
