@@ -64,7 +64,10 @@ Commands:
   init [DIR]                 write overbrainer.toml, .env.example, data/ and .gitignore
   config check               print the resolved configuration (secrets masked) or every problem
   train [--target NAME] [--keep-pod]
-                             create a run, start its job, follow it, bring the results home
+                             check everything a run needs, then create a run, start its
+                             job, follow it, bring the results home
+  train --check [--target NAME]
+                             only those checks: print each with its verdict, create nothing
   train attach RUN           follow a started run again, then collect it and end its pod
   train cancel RUN           stop the run's job, collect what it left, end its pod
   runs ls [--json]           one line per run: state, target, progress, pod, spend (no network)

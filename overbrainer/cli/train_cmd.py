@@ -135,9 +135,11 @@ async def train(
     creates no run.
     """
     from overbrainer.config.model import RunpodTarget
-    from overbrainer.errors import Interrupted, OverbrainerError, UsageError
+    from overbrainer.errors import Interrupted, OverbrainerError
     from overbrainer.runs import machine
 
+    if keep_pod:
+        _refuse_keep_pod(target)
     async with _front() as (front, interrupts):
         checked = await interrupts.race(partial(_preflight, target))
         if checked is None:
@@ -148,10 +150,6 @@ async def train(
         found = checked.value
         report = found.report
         spec = found.settings.targets.get(found.target or "") if found.settings else None
-        if keep_pod and spec is not None and not isinstance(spec, RunpodTarget):
-            raise UsageError(
-                f"--keep-pod applies only to a Runpod target; target {found.target} is {spec.kind}"
-            )
         if check:
             for line in report.lines():
                 front.result(line)
@@ -184,6 +182,26 @@ async def train(
                 _warn_template(session, settings)
                 code = await machine.train(session, settings, machine.plan_for(settings, name))
             return interrupts.finish(code)
+
+
+def _refuse_keep_pod(target: str | None) -> None:
+    """``--keep-pod`` for a target that is not a Runpod one is refused before anything
+    happens (a configuration that cannot be read is left to the preflight to report)."""
+    from overbrainer.config.load import ConfigError, load_settings
+    from overbrainer.config.model import RunpodTarget
+    from overbrainer.errors import UsageError
+
+    invocation = current()
+    try:
+        settings = load_settings(invocation.project_dir, invocation.environ())
+    except ConfigError:
+        return
+    name = target or settings.training.target
+    spec = settings.targets.get(name)
+    if spec is not None and not isinstance(spec, RunpodTarget):
+        raise UsageError(
+            f"--keep-pod applies only to a Runpod target; target {name} is {spec.kind}"
+        )
 
 
 async def _preflight(target: str | None) -> "Preflight":

@@ -145,6 +145,9 @@ def test_keep_pod_on_a_machine_target_is_a_usage_error(project: Project) -> None
     done = project.run("train", "--keep-pod")
     assert done.returncode == 2
     assert "--keep-pod applies only to a Runpod target; target local is local" in done.stderr
+    # Refused before anything happens: not even the preflight (whose problem this is not).
+    broken = project.run("train", "--keep-pod", OVERBRAINER_TARGETS__LOCAL__VENV="/nowhere")
+    assert broken.returncode == 2 and "preflight" not in broken.stderr + broken.stdout
     no_runs(project)
 
 
