@@ -189,7 +189,8 @@ def test_runs_and_events_read_a_read_only_project_and_train_says_how_to_fix_it(
     assert names == ["run.Created", "run.JobStarted", "run.ArtifactsRetrieved", "run.Ended"]
 
     # A command that must write says which directory and how, and leaves everything.
-    train = run(read_only, "train", confine="read-only")
+    # With the project's trainer, so the preflight passes and the store is what fails.
+    train = run(read_only, "train", confine="read-only", env=project.env)
     assert train.code == 1 and train.clean(), train.err
     assert train.err.startswith("error: ") and str(read_only / ".overbrainer") in train.err
     assert "chmod -R u+w" in train.err
@@ -212,7 +213,7 @@ def test_runs_and_events_read_a_project_whose_disk_is_full_and_keep_the_view(
     for args in (("events", runs[0]), ("runs", "show", runs[0])):
         ran = run(project.path, *args, confine="full")
         assert ran.code == 0 and ran.clean() and ran.out, (args, ran.err)
-    train = run(project.path, "train", confine="full")
+    train = run(project.path, "train", confine="full", env=project.env)  # trainer found
     assert train.code == 1 and train.clean(), train.err
     assert str(project.path / ".overbrainer" / "events.sqlite") in train.err
     assert "free some space" in train.err
