@@ -87,6 +87,9 @@ class RunView:
     detached: bool = False
     artifacts: dict[str, Any] | None = None
     note: str | None = None
+    # This machine's clock minus Runpod's, as the last command that found it far off
+    # recorded it (seconds); the times it recorded are off by as much.
+    clock_offset: float | None = None
     version: int = 0
 
 
@@ -220,6 +223,10 @@ def _note_cleared(s: RunLog, e: ev.NoteCleared, at: str) -> None:
     s.run.note = None
 
 
+def _clock_offset(s: RunLog, e: ev.ClockOffset, at: str) -> None:
+    s.run.clock_offset = e.offset_seconds
+
+
 def _keys(s: RunLog, e: ev.KeysGenerated, at: str) -> None:
     s.pod.host_public_key = e.host_public_key
 
@@ -234,7 +241,8 @@ def _attempt_sent(s: RunLog, e: ev.AttemptSent, at: str) -> None:
             "n": e.n,
             "pod_name": e.pod_name,
             "gpu_type": e.gpu_type,
-            "deadline": e.deadline,
+            "deadline": e.deadline or None,
+            "max_hours": e.max_hours,
             "sent_at": at,
             "result": None,
             "detail": "",
@@ -242,7 +250,8 @@ def _attempt_sent(s: RunLog, e: ev.AttemptSent, at: str) -> None:
         }
     )
     s.pod.status = "creating"
-    s.pod.deadline = e.deadline
+    # Older logs carry the deadline here; now it comes with the pod (Runpod's createdAt).
+    s.pod.deadline = e.deadline or None
 
 
 def _attempt_resolved(s: RunLog, e: ev.AttemptResolved, at: str) -> None:
@@ -263,6 +272,8 @@ def _pod_created(s: RunLog, e: ev.PodCreated, at: str) -> None:
     s.pod.data_center = e.data_center
     s.pod.cost_per_hour = e.cost_per_hour
     s.pod.created_at = e.created_at or at
+    if e.deadline:
+        s.pod.deadline = e.deadline
     s.pod.endpoint = None
     s.pod.verdict = None
     s.pod.delete_reason = s.pod.deleted_by = None
@@ -340,6 +351,7 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.ArtifactsRetrieved: _artifacts,
     ev.NoteAdded: _note_added,
     ev.NoteCleared: _note_cleared,
+    ev.ClockOffset: _clock_offset,
     ev.KeysGenerated: _keys,
     ev.AttemptSent: _attempt_sent,
     ev.AttemptResolved: _attempt_resolved,

@@ -137,6 +137,16 @@ class NoteCleared(Event):
     name: ClassVar[str] = "run.NoteCleared"
 
 
+@dataclass(frozen=True, kw_only=True)
+class ClockOffset(Event):
+    """The clock of the machine running a command is far from Runpod's (by the ``Date`` of
+    its API's answers): the times this command records are off by ``offset_seconds``
+    (positive: ahead). Nothing that bounds a pod depends on it."""
+
+    name: ClassVar[str] = "run.ClockOffset"
+    offset_seconds: float
+
+
 # ---- pod -----------------------------------------------------------------------------
 
 
@@ -150,13 +160,19 @@ class KeysGenerated(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class AttemptSent(Event):
-    """A create request is about to leave (appended durably before it does)."""
+    """A create request is about to leave (appended durably before it does).
+
+    ``max_hours`` is the bound the pod is created with, counted on the pod from its
+    creation. ``deadline`` is what older versions recorded instead: an absolute time
+    computed on the client's clock (empty now; kept so that old logs read as they did).
+    """
 
     name: ClassVar[str] = "pod.AttemptSent"
     n: int
     pod_name: str
     gpu_type: str
-    deadline: str
+    deadline: str = ""
+    max_hours: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,6 +196,8 @@ class PodCreated(Event):
     data_center: str | None = None
     cost_per_hour: float | None = None
     created_at: str | None = None
+    deadline: str | None = None
+    """When the pod must be gone: Runpod's ``createdAt`` plus ``max_hours`` (Runpod's clock)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -276,6 +294,7 @@ CATALOGUE: dict[str, type[Event]] = {
         ArtifactsRetrieved,
         NoteAdded,
         NoteCleared,
+        ClockOffset,
         KeysGenerated,
         AttemptSent,
         AttemptResolved,

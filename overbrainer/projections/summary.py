@@ -1,6 +1,7 @@
 """A run's state told in a few lines, for ``runs show`` and ``events RUN --at N``."""
 
 from overbrainer.events.aggregate import RunLog
+from overbrainer.runpod.clocks import offset_text
 
 
 def summary_lines(state: RunLog) -> list[str]:
@@ -35,6 +36,8 @@ def summary_lines(state: RunLog) -> list[str]:
         )
     if r.note:
         lines.append(f"  note       {r.note}")
+    if r.clock_offset is not None:
+        lines.append(f"  clock      {offset_text(r.clock_offset)} Runpod's (times recorded off)")
     if p.pod_id or p.attempts:
         rate = f", ${p.cost_per_hour:.2f}/h" if p.cost_per_hour is not None else ""
         lines.append(

@@ -9,6 +9,7 @@ from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.store import Recorded
+from overbrainer.runpod.clocks import offset_text
 
 
 def _rate(rate: float | None) -> str:
@@ -86,9 +87,12 @@ def _artifacts(e: ev.ArtifactsRetrieved, s: RunLog | None) -> str:
 
 
 def _attempt_sent(e: ev.AttemptSent, s: RunLog | None) -> str:
-    return (
-        f"attempt {e.n}: asking Runpod for pod {e.pod_name} on {e.gpu_type} (deadline {e.deadline})"
-    )
+    # Older logs carry an absolute deadline here; newer ones the bound the pod counts itself.
+    if e.max_hours is not None:
+        bound = f"max_hours {e.max_hours:g} from its creation"
+    else:
+        bound = f"deadline {e.deadline or 'unknown'}"
+    return f"attempt {e.n}: asking Runpod for pod {e.pod_name} on {e.gpu_type} ({bound})"
 
 
 def _attempt_resolved(e: ev.AttemptResolved, s: RunLog | None) -> str:
@@ -99,11 +103,19 @@ def _attempt_resolved(e: ev.AttemptResolved, s: RunLog | None) -> str:
 
 def _pod_created(e: ev.PodCreated, s: RunLog | None) -> str:
     where = ", ".join(x for x in (e.gpu_type, e.data_center, _rate(e.cost_per_hour)) if x)
-    return f"created pod {e.pod_id} ({where}); waiting for SSH"
+    deadline = f", deleted by {e.deadline} at the latest" if e.deadline else ""
+    return f"created pod {e.pod_id} ({where}){deadline}; waiting for SSH"
 
 
 def _endpoint(e: ev.EndpointSeen, s: RunLog | None) -> str:
     return f"pod {e.pod_id} answers SSH at {e.user}@{e.host}:{e.port}"
+
+
+def _clock(e: ev.ClockOffset, s: RunLog | None) -> str:
+    return (
+        f"this machine's clock is {offset_text(e.offset_seconds)} Runpod's: the times this "
+        "command records are off by as much"
+    )
 
 
 def _deleted(e: ev.PodDeleted, s: RunLog | None) -> str:
@@ -129,6 +141,7 @@ _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
     ev.ArtifactsRetrieved: _artifacts,
     ev.NoteAdded: lambda e, s: f"note: {e.note}",
     ev.NoteCleared: lambda e, s: "note cleared",
+    ev.ClockOffset: _clock,
     ev.KeysGenerated: lambda e, s: "generated the run's SSH client key and pod host key",
     ev.AttemptSent: _attempt_sent,
     ev.AttemptResolved: _attempt_resolved,

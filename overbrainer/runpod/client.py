@@ -11,7 +11,6 @@ key, nor any piece of it of :data:`~overbrainer.runpod.redact.MIN_FRAGMENT` char
 
 from __future__ import annotations
 
-import email.utils
 import json
 import math
 import random
@@ -28,6 +27,7 @@ import trio
 
 from overbrainer import __version__
 from overbrainer.errors import OverbrainerError
+from overbrainer.runpod.clocks import ServerClock, parse_http_date
 from overbrainer.runpod.models import (
     BadGpuData,
     BadPodData,
@@ -272,21 +272,23 @@ class _Answer:
         return parse_problem(self.status, self.content_type, data)
 
 
-def _retry_after(value: str | None) -> float | None:
-    """Seconds a ``Retry-After`` header asks for (delta-seconds or HTTP-date), capped."""
+def _retry_after(value: str | None, date: datetime | None = None) -> float | None:
+    """Seconds a ``Retry-After`` header asks for (delta-seconds or HTTP-date), capped.
+
+    An HTTP-date is counted from the same answer's ``date`` (Runpod's clock), so this
+    machine's clock being off changes nothing; only an answer without a ``Date`` falls back
+    on this machine's clock.
+    """
     if value is None:
         return None
     value = value.strip()
     try:
         seconds = float(value)
     except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
+        when = parse_http_date(value)
+        if when is None:
             return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - datetime.now(UTC)).total_seconds()
+        seconds = (when - (date or datetime.now(UTC))).total_seconds()
     if not math.isfinite(seconds):
         return None
     return min(max(seconds, 0.0), _MAX_RETRY_AFTER)
@@ -386,6 +388,8 @@ class RunpodClient:
         self._backoff_max = backoff_max
         self._rng = rng if rng is not None else random.Random()
         self._sleep = sleep
+        self.server_clock = ServerClock()
+        """Runpod's clock, from the ``Date`` of the latest answer (see ``clocks``)."""
         self._http = httpx.AsyncClient(
             base_url=url,
             headers={
@@ -773,9 +777,11 @@ class RunpodClient:
             readable = False
         finally:
             await response.aclose()
+        date = parse_http_date(response.headers.get("date"))
+        self.server_clock.saw(date, trio.current_time())
         return _Answer(
             status=response.status_code,
             content_type=response.headers.get("content-type"),
             body=bytes(buffer) if readable else None,
-            retry_after=_retry_after(response.headers.get("retry-after")),
+            retry_after=_retry_after(response.headers.get("retry-after"), date),
         )

@@ -13,7 +13,6 @@ import gzip
 import math
 import re
 import shlex
-from datetime import datetime
 from importlib import resources
 
 from overbrainer.errors import OverbrainerError
@@ -34,7 +33,6 @@ ENV_HOST_KEY = "OVERBRAINER_HOST_KEY_B64"
 ENV_AUTHORIZED_KEY = "OVERBRAINER_AUTHORIZED_KEY"
 ENV_BOOTSTRAP = "OVERBRAINER_BOOTSTRAP_SH"
 ENV_WATCHDOG = "OVERBRAINER_WATCHDOG_SH"
-ENV_DEADLINE = "OVERBRAINER_DEADLINE"
 ENV_MAX_SECONDS = "OVERBRAINER_MAX_SECONDS"
 ENV_BOOT_GRACE = "OVERBRAINER_BOOT_GRACE"
 ENV_RETRIEVE_GRACE = "OVERBRAINER_RETRIEVE_GRACE"
@@ -72,7 +70,6 @@ def pod_env(
     keys: RunKeys,
     *,
     run_dir: str,
-    deadline: datetime,
     max_hours: float,
     boot_grace_seconds: float,
     retrieve_grace_seconds: float,
@@ -84,17 +81,16 @@ def pod_env(
     """The ``env`` of the create call for run ``run_id``'s pod.
 
     ``run_dir`` is the run's directory on the pod, absolute or relative to the pod's home
-    (``/root``), as the SSH executor's workdir is; ``deadline`` (timezone-aware) is when the
-    watchdog deletes the pod whatever happens, ``max_hours`` the same bound counted from the
-    watchdog's start (a guard against a pod clock that is off). ``api_base`` is given only
-    when it is not Runpod's own API (the fake one, in tests and the demo).
+    (``/root``), as the SSH executor's workdir is. ``max_hours`` is the pod's bound: the
+    watchdog deletes the pod that long after its creation whatever happens, counting on the
+    pod (its monotonic clock, and the pod's age by Runpod's own ``createdAt`` and ``Date``),
+    never on the clock of the machine that created it. ``api_base`` is given only when it
+    is not Runpod's own API (the fake one, in tests and the demo).
     """
     check_run_id(run_id)
     _check_path("run_dir", run_dir, absolute=False)
     if hf_home is not None:
         _check_path("hf_home", hf_home)
-    if deadline.tzinfo is None:
-        raise ValueError("deadline must be timezone-aware")
     if not (math.isfinite(max_hours) and max_hours > 0):
         raise UnsafePodValue("max_hours must be a positive number")
     boot_grace = _seconds("boot_grace_seconds", boot_grace_seconds)
@@ -106,7 +102,6 @@ def pod_env(
         ENV_AUTHORIZED_KEY: keys.client_public_key,
         ENV_BOOTSTRAP: _packed(script_text(BOOTSTRAP)),
         ENV_WATCHDOG: _packed(script_text(WATCHDOG)),
-        ENV_DEADLINE: str(math.ceil(deadline.timestamp())),
         ENV_MAX_SECONDS: str(math.ceil(max_hours * 3600)),
         ENV_BOOT_GRACE: boot_grace,
         ENV_RETRIEVE_GRACE: retrieve_grace,

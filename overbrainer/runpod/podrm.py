@@ -344,7 +344,9 @@ async def _resolve_pending(ctx: PodContext, run_id: str, listed: Sequence[Pod]) 
         sent = parse_utc(str(attempt.get("sent_at") or ""))
         window = max(ctx.timing.reconcile_after, default=0.0)
         if sent is not None:
-            left = window - (ctx.clock() - sent).total_seconds()
+            # ``sent`` is the time of another command's append, on its machine's clock: a
+            # clock far off (here or there) must not make this wait longer than the window.
+            left = min(window, window - (ctx.clock() - sent).total_seconds())
             if left > 0:
                 await trio.sleep(left)
         name = str(attempt.get("pod_name"))
@@ -472,4 +474,4 @@ async def _delete_unrecorded(ctx: PodContext, run_id: str, pod: Pod) -> Deleted:
 
 
 def _now(ctx: PodContext) -> datetime:
-    return ctx.clock()
+    return ctx.server_now()

@@ -26,6 +26,7 @@ from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
 from overbrainer.exec.base import Executor
 from overbrainer.front.interrupts import ShieldTimeout
+from overbrainer.runpod import clocks
 from overbrainer.runpod.client import RunpodClient, RunpodError
 from overbrainer.runpod.decide import rate_text, uptime_and_spend
 from overbrainer.runpod.models import Pod, PodStatus, SshEndpoint
@@ -75,9 +76,13 @@ class PodContext:
     """What pod operations of one command share.
 
     ``connect`` is needed only by provisioning (tests pass the in-memory fake executor's,
-    production the pinned SSH executor's); ``clock`` is the wall clock that uptimes and
-    deadlines are counted on (tests tie it to trio's MockClock); ``alive`` tells whether
-    another command's process runs (tests, whose commands share one process, script it).
+    production the pinned SSH executor's); ``clock`` is this machine's wall clock (tests
+    tie it to trio's MockClock, skewed or jumping at will). Nothing that bounds a pod is
+    counted on it: deadlines, uptimes and spends are counted on Runpod's clock
+    (:meth:`server_now`); ``clock`` is only compared with it, to say when it is far off.
+    ``clock_recorded`` is the offset this command last recorded (0: none yet). ``alive``
+    tells whether another command's process runs (tests, whose commands share one process,
+    script it).
     """
 
     client: RunpodClient
@@ -87,6 +92,25 @@ class PodContext:
     clock: Callable[[], datetime] = utc_now
     root: str = POD_ROOT
     alive: Callable[[Mapping[str, Any]], bool | None] = alive_here
+    clock_recorded: float = 0.0
+
+    def server_now(self) -> datetime:
+        """Runpod's time now: the ``Date`` of its API's latest answer carried forward on the
+        monotonic clock. Only while no answer carried a ``Date``, this machine's clock."""
+        seen = self.client.server_clock.now(trio.current_time())
+        return seen if seen is not None else self.clock()
+
+
+async def note_clock(ctx: PodContext, run_id: str) -> None:
+    """Record in run ``run_id``'s log, and warn the user, when this machine's clock is far
+    from Runpod's (or moved far since this command last said so: a laptop waking up, a
+    clock set by hand). Nothing when Runpod's time is not known yet."""
+    offset = ctx.client.server_clock.offset(ctx.clock(), trio.current_time())
+    if offset is None or not clocks.large(offset, ctx.clock_recorded):
+        return
+    ctx.clock_recorded = offset
+    await ctx.session.journal.append(run_id, [ev.ClockOffset(offset_seconds=float(round(offset)))])
+    ctx.session.front.warn(clocks.skew_warning(offset, run_id))
 
 
 class DeleteUnconfirmed(OverbrainerError):
@@ -172,7 +196,9 @@ async def delete_pod(
                 run_id=run_id,
                 pod_id=pod_id,
             )
-        uptime, spend = uptime_and_spend(created_at, ctx.clock(), rate)
+        # The uptime is counted on Runpod's clock, from its own createdAt.
+        uptime, spend = uptime_and_spend(created_at, ctx.server_now(), rate)
+        await note_clock(ctx, run_id)
         # Joining another command's delete, a pod already gone is that delete's doing.
         deleted = ev.PodDeleted(
             pod_id=pod_id,

@@ -134,7 +134,8 @@ class Provisioned:
 
     ``remote_dir`` is the run's directory relative to the executor's root
     (``access.root``); ``rate`` the first non-zero hourly rate Runpod gave (None if none
-    yet); ``deadline`` when the watchdog deletes the pod whatever happens.
+    yet); ``deadline`` when the watchdog deletes the pod whatever happens (Runpod's
+    ``createdAt`` plus ``max_hours``, on Runpod's clock).
     """
 
     run_id: str
@@ -353,6 +354,8 @@ class _Walk:
         # other than success, it is deleted.
         self.live: str | None = None
         self.rate: float | None = None
+        # When each pod this walk created must be gone (Runpod's clock).
+        self.deadlines: dict[str, datetime] = {}
 
     async def run(self) -> Provisioned:
         """The whole walk (inside provisioning's shield)."""
@@ -462,11 +465,12 @@ class _Walk:
             self._taken(state)
             n = decide.next_attempt(state.pod.attempts)
             name = decide.pod_name(self.run_id, n)
-            deadline = decide.deadline(self.ctx.clock(), self.spec.max_hours)
-            # Built (and checked) before AttemptSent: a bad value sends nothing.
-            request = self._request(name, gpu_type, keys, deadline)
+            # Built (and checked) before AttemptSent: a bad value sends nothing. The pod's
+            # bound is max_hours, counted on the pod from its creation: nothing of this
+            # machine's clock goes into it.
+            request = self._request(name, gpu_type, keys)
             sent = ev.AttemptSent(
-                n=n, pod_name=name, gpu_type=gpu_type, deadline=decide.iso_utc(deadline)
+                n=n, pod_name=name, gpu_type=gpu_type, max_hours=self.spec.max_hours
             )
             # Decided on the fresh log: no create leaves for a run another command ended.
             self._taken(await self.journal.append(self.run_id, self._unless_overtaken([sent])))
@@ -521,15 +525,14 @@ class _Walk:
                 state = await self._record_created(n, gpu_type, pod)
                 self._taken(state, f"waiting for pod {pod.id} to be ready")
             assert pod is not None
-            return await self._settle(n, gpu_type, pod, keys, deadline)
+            return await self._settle(n, gpu_type, pod, keys)
 
-    def _request(self, name: str, gpu_type: str, keys: RunKeys, deadline: datetime) -> CreatePod:
+    def _request(self, name: str, gpu_type: str, keys: RunKeys) -> CreatePod:
         spec = self.spec
         env = pod_env(
             self.run_id,
             keys,
             run_dir=f"{self.ctx.root.rstrip('/')}/{self.remote_dir}",
-            deadline=deadline,
             max_hours=spec.max_hours,
             boot_grace_seconds=spec.boot_grace_minutes * 60,
             retrieve_grace_seconds=spec.retrieve_grace_minutes * 60,
@@ -560,7 +563,10 @@ class _Walk:
         """The pod exists: its id is in the log before anything else is done with it."""
         self.live = pod.id
         self.rate = pod.cost if pod.cost > 0 else None
-        created_at = decide.iso_utc(pod.created_at) if pod.created_at is not None else None
+        # Runpod's own createdAt; without one, Runpod's time of its answer (no earlier than
+        # the creation, so the deadline is never put before the pod's own).
+        created = pod.created_at or self.ctx.server_now()
+        self.deadlines[pod.id] = decide.deadline(created, self.spec.max_hours)
         events: list[ev.Event] = [
             ev.AttemptResolved(n=n, result="created", detail=detail, pod_id=pod.id),
             ev.PodCreated(
@@ -568,7 +574,8 @@ class _Walk:
                 gpu_type=pod.gpu_id or gpu_type,
                 data_center=pod.data_center_id,
                 cost_per_hour=self.rate,
-                created_at=created_at,
+                created_at=decide.iso_utc(created),
+                deadline=decide.iso_utc(self.deadlines[pod.id]),
             ),
         ]
         # A fact even for a run another command ended meanwhile (the pod exists and must be
@@ -660,9 +667,7 @@ class _Walk:
 
     # -- settling a created pod --
 
-    async def _settle(
-        self, n: int, gpu_type: str, pod: Pod, keys: RunKeys, deadline: datetime
-    ) -> Provisioned | None:
+    async def _settle(self, n: int, gpu_type: str, pod: Pod, keys: RunKeys) -> Provisioned | None:
         """Wait for the created pod to be ready: the pod, or None to try the next type."""
         booted = await self._race(
             f"waiting for pod {pod.id} to be ready", lambda: self._boot(pod.id, keys)
@@ -682,7 +687,7 @@ class _Walk:
                 gpu_type=pod.gpu_id or gpu_type,
                 data_center=pod.data_center_id,
                 rate=self.rate,
-                deadline=deadline,
+                deadline=self.deadlines[pod.id],
                 access=access,
                 remote_dir=self.remote_dir,
             )

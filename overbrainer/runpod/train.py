@@ -9,8 +9,12 @@ cost (or nothing does, with ``--keep-pod``, and the message says so).
 
 Following never calls the API. It is raced against Ctrl-C and against the pod's deadline
 plus :data:`DEADLINE_SLACK`: a job still followed then runs on a pod its watchdog should
-have deleted, so the client deletes it and fails the run. When following loses the pod,
-the run fails only once the pod is confirmed gone (``pods.confirm_gone``).
+have deleted, so the client deletes it and fails the run. The deadline is Runpod's
+``createdAt`` plus ``max_hours``, and it is counted on Runpod's clock (the ``Date`` of the
+API's last answer carried forward on the monotonic clock): this machine's wall clock being
+hours off, or jumping, neither deletes a healthy pod nor lets one run unbounded. When
+following loses the pod, the run fails only once the pod is confirmed gone
+(``pods.confirm_gone``).
 
 :class:`PodRun` does the work on a :class:`~overbrainer.runpod.pods.PodContext`, so tests
 and the benchmark drive it on trio's MockClock with the fake API in-process; the module's
@@ -46,6 +50,7 @@ from overbrainer.runpod.pods import (
     PodContext,
     confirm_gone,
     delete_pod,
+    note_clock,
 )
 from overbrainer.runpod.provision import (
     ProvisionCancelled,
@@ -248,8 +253,9 @@ def _require_job(state: RunLog) -> None:
 
 
 def spend_so_far(pod: PodView, ctx: PodContext) -> float | None:
-    """The pod's spend until now: its rate times its uptime (None when unknown)."""
-    return uptime_and_spend(pod.created_at, ctx.clock(), pod.cost_per_hour)[1]
+    """The pod's spend until now: its rate times its uptime on Runpod's clock (None when
+    unknown)."""
+    return uptime_and_spend(pod.created_at, ctx.server_now(), pod.cost_per_hour)[1]
 
 
 # --- the work --------------------------------------------------------------------------
@@ -332,6 +338,8 @@ class PodRun:
             await self._fail_before_job(run_id, message)
             raise OverbrainerError(f"run {run_id} failed: {message}") from error
         try:
+            # Runpod's clock is known from the listing above: say so if this one is far off.
+            await note_clock(self.ctx, run_id)
             async with open_provisioned(
                 self.ctx, run_id, self.spec, keep=keep, api_base=api_base
             ) as ready:
@@ -546,7 +554,10 @@ class PodRun:
         left = math.inf
         deadline = parse_utc(state.pod.deadline)
         if not state.pod.keep and deadline is not None:
-            left = max(0.0, (deadline - self.ctx.clock()).total_seconds() + DEADLINE_SLACK)
+            # Both on Runpod's clock, and from here on trio's monotonic one: no change of
+            # this machine's wall clock moves it.
+            now = self.ctx.server_now()
+            left = max(0.0, (deadline - now).total_seconds() + DEADLINE_SLACK)
         if left <= 0 and await self._ended(job):
             # Attached past the deadline to a job that ended: its results come home first
             # (this takes moments), then the pod is ended as usual.
@@ -604,6 +615,15 @@ class PodRun:
             return _DETACHED
         if checked.value:
             await self._record_gone(run_id, pod_id)
+            deadline = parse_utc(pod.deadline)
+            if not pod.keep and deadline is not None and self.ctx.server_now() >= deadline:
+                # Runpod's clock (just read again) says why: the watchdog kept the bound.
+                raise OverbrainerError(
+                    f"run {run_id} failed: pod {pod_id} reached its deadline ({pod.deadline}, "
+                    f"max_hours = {self.spec.max_hours:g} after its creation) and its watchdog "
+                    "deleted it, and its job went with it; raise max_hours of target "
+                    f"{state.run.target} in overbrainer.toml if the job needs longer"
+                )
             raise OverbrainerError(
                 f"run {run_id} failed: pod {pod_id} no longer exists (Runpod answered "
                 "'no such pod' again and again and no longer lists it), and its job went with "
@@ -974,6 +994,7 @@ class PodRun:
             return None
         client = self.ctx.client
         remote = await client.get_pod(pod_id)
+        await note_clock(self.ctx, run_id)
         if remote is None:
             if await confirm_gone(self.ctx, pod_id):
                 await self._record_gone(run_id, pod_id)

@@ -2,9 +2,11 @@
 
 from overbrainer.events import types as ev
 
-RUN_A = "20260101-100000-aaaa"  # a kept Runpod run: attempts, a stray, detach, retrieval
+RUN_A = "20260101-100000-aaaa"  # a kept Runpod run: attempts (the first as older versions
+# recorded them, with a deadline on the client's clock), a stray, detach, retrieval
 RUN_B = "20260101-110000-bbbb"  # a cancelled local run whose artifacts came later
-RUN_C = "20260101-120000-cccc"  # a Runpod run interrupted while provisioning
+RUN_C = "20260101-120000-cccc"  # a Runpod run interrupted while provisioning, started
+# from a machine whose clock was 3 h behind (an older version's log otherwise)
 
 SCRIPT: list[tuple[str, ev.Event]] = [
     (
@@ -34,10 +36,7 @@ SCRIPT: list[tuple[str, ev.Event]] = [
     (
         RUN_A,
         ev.AttemptSent(
-            n=2,
-            pod_name=f"overbrainer-{RUN_A}-2",
-            gpu_type="NVIDIA A40",
-            deadline="2026-01-01T16:00:00Z",
+            n=2, pod_name=f"overbrainer-{RUN_A}-2", gpu_type="NVIDIA A40", max_hours=6.0
         ),
     ),
     (RUN_A, ev.AttemptResolved(n=2, result="created", pod_id="k3x9")),
@@ -49,6 +48,7 @@ SCRIPT: list[tuple[str, ev.Event]] = [
             data_center="EU-RO-1",
             cost_per_hour=0.53,
             created_at="2026-01-01T10:00:05Z",
+            deadline="2026-01-01T16:00:05Z",
         ),
     ),
     (RUN_A, ev.StrayRecorded(pod_id="dup1", reason="duplicate of an ambiguous create")),
@@ -100,6 +100,7 @@ SCRIPT: list[tuple[str, ev.Event]] = [
             settings_digest="d3",
         ),
     ),
+    (RUN_C, ev.ClockOffset(offset_seconds=-10800.0)),
     (RUN_C, ev.KeysGenerated(host_public_key="ssh-ed25519 AAAAother")),
     (
         RUN_C,

@@ -70,6 +70,7 @@ EXPECTED_RUN_A = {
     "detached": True,
     "artifacts": {"files": 4, "bytes": 1234, "manifest_digest": "m1", "at": T},
     "note": None,
+    "clock_offset": None,
     "version": 21,
 }
 EXPECTED_POD_A = {
@@ -81,6 +82,7 @@ EXPECTED_POD_A = {
             "pod_name": f"overbrainer-{RUN_A}-1",
             "gpu_type": "NVIDIA A100",
             "deadline": "2026-01-01T16:00:00Z",
+            "max_hours": None,
             "sent_at": T,
             "result": "no_capacity",
             "detail": "no A100 in EU-RO-1",
@@ -90,7 +92,8 @@ EXPECTED_POD_A = {
             "n": 2,
             "pod_name": f"overbrainer-{RUN_A}-2",
             "gpu_type": "NVIDIA A40",
-            "deadline": "2026-01-01T16:00:00Z",
+            "deadline": None,
+            "max_hours": 6.0,
             "sent_at": T,
             "result": "created",
             "detail": "",
@@ -103,7 +106,7 @@ EXPECTED_POD_A = {
     "data_center": "EU-RO-1",
     "cost_per_hour": 0.53,
     "created_at": "2026-01-01T10:00:05Z",
-    "deadline": "2026-01-01T16:00:00Z",
+    "deadline": "2026-01-01T16:00:05Z",
     "endpoint": {"host": "203.0.113.7", "port": 22022, "user": "root"},
     "verdict": "ready",
     "delete_reason": "requested",
@@ -135,6 +138,7 @@ EXPECTED_RUN_B = {
     "detached": False,
     "artifacts": {"files": 2, "bytes": 10, "manifest_digest": "m2", "at": T},
     "note": None,
+    "clock_offset": None,
     "version": 7,
 }
 EXPECTED_POD_C = {
@@ -146,6 +150,7 @@ EXPECTED_POD_C = {
             "pod_name": f"overbrainer-{RUN_C}-1",
             "gpu_type": "NVIDIA A40",
             "deadline": "2026-01-01T18:00:00Z",
+            "max_hours": None,
             "sent_at": T,
             "result": "created",
             "detail": "",
@@ -177,9 +182,10 @@ EXPECTED_SENTENCES_A = [
     "(deadline 2026-01-01T16:00:00Z)",
     "attempt 1 no capacity: no A100 in EU-RO-1",
     f"attempt 2: asking Runpod for pod overbrainer-{RUN_A}-2 on NVIDIA A40 "
-    "(deadline 2026-01-01T16:00:00Z)",
+    "(max_hours 6 from its creation)",
     "attempt 2 created pod k3x9",
-    "created pod k3x9 (NVIDIA A40, EU-RO-1, $0.53/h); waiting for SSH",
+    "created pod k3x9 (NVIDIA A40, EU-RO-1, $0.53/h), deleted by 2026-01-01T16:00:05Z at the "
+    "latest; waiting for SSH",
     "stray pod dup1 recorded (duplicate of an ambiguous create)",
     "deleting pod dup1 (duplicate)",
     "stray pod dup1 is gone",
@@ -282,6 +288,14 @@ def _check_everything(
     assert _times(json.loads((runs / RUN_C / "pod.json").read_text()), window) == EXPECTED_POD_C
     run_c = json.loads((runs / RUN_C / "run.json").read_text())
     assert (run_c["state"], run_c["interrupted_stage"]) == ("failed", "waiting for SSH")
+    assert run_c["clock_offset"] == -10800.0
+    code, out, _ = _cli(capsys, project, "events", RUN_C)
+    assert _sentences(out)[1] == (
+        "this machine's clock is 3 h 0 min behind Runpod's: the times this command records "
+        "are off by as much"
+    )
+    code, out, _ = _cli(capsys, project, "runs", "show", RUN_C)
+    assert "  clock      3 h 0 min behind Runpod's (times recorded off)" in out.splitlines()
 
     code, out, _ = _cli(capsys, project, "runs", "ls", "--json")
     assert code == 0

@@ -18,6 +18,10 @@ Two ways to reach it:
   which prints the base URL and an account API key, one per line, and serves until
   SIGINT/SIGTERM.
 
+Runpod's clock: every answer carries a ``Date`` header, and pods their ``createdAt`` and
+``startedAt``, from the fake's own clock (trio's, mapped to the wall clock the first time
+one is needed; ``wall_start`` sets that wall time instead), never from a client's.
+
 Hooks (for the fake pod's SSH server and watchdog): ``fake.on_running(pod)`` is awaited
 once per boot when a pod is first observed RUNNING -- until it returns, the pod shows
 ``ssh.direct: null``; call ``fake.set_ssh_endpoint(...)`` from it. ``fake.on_stopped`` and
@@ -29,6 +33,7 @@ work in a nursery instead.
 from __future__ import annotations
 
 import argparse
+import email.utils
 import json
 import random
 import signal
@@ -302,6 +307,7 @@ class FakeRunpod:
         data_centers: Sequence[str] = DEFAULT_DATA_CENTERS,
         capacity_per_gpu_type: int = 8,
         seed: int | None = 0,
+        wall_start: datetime | None = None,
     ) -> None:
         self.provisioning_seconds = provisioning_seconds
         self.starting_seconds = starting_seconds
@@ -334,6 +340,8 @@ class FakeRunpod:
         self._next_fates: list[tuple[float | None, float | None]] = []
         self._rng = random.Random(seed)
         self._epoch: tuple[float, datetime] | None = None
+        self._wall_start = wall_start
+        self.send_date = True  # False: answers without a Date header
 
     # --- set-up and inspection (for tests and the fake pod) ---
 
@@ -484,6 +492,9 @@ class FakeRunpod:
                 if fault.status is not None or fault.timeout:
                     response = self._fault_response(fault)
         record.status = response.status
+        if self.send_date and not any(name.lower() == "date" for name, _ in response.headers):
+            # Every answer of an HTTP server with a clock carries its Date (RFC 9110).
+            response.headers.append(("date", self.http_date(now)))
         return response
 
     async def _dispatch(
@@ -885,11 +896,20 @@ class FakeRunpod:
     def _token(self, size: int, alphabet: str = string.ascii_letters + string.digits) -> str:
         return "".join(self._rng.choice(alphabet) for _ in range(size))
 
-    def _wall(self, at: float) -> str:
+    def wall(self, at: float) -> datetime:
+        """The fake's (Runpod's) wall time at trio time ``at``."""
         if self._epoch is None:
-            self._epoch = (trio.current_time(), datetime.now(UTC).replace(microsecond=0))
+            start = self._wall_start or datetime.now(UTC)
+            self._epoch = (trio.current_time(), start.astimezone(UTC).replace(microsecond=0))
         clock0, wall0 = self._epoch
-        moment = wall0 + timedelta(seconds=at - clock0)
+        return wall0 + timedelta(seconds=at - clock0)
+
+    def http_date(self, at: float) -> str:
+        """The ``Date`` header the fake sends at trio time ``at``."""
+        return email.utils.format_datetime(self.wall(at).replace(microsecond=0), usegmt=True)
+
+    def _wall(self, at: float) -> str:
+        moment = self.wall(at)
         return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
@@ -1102,6 +1122,8 @@ async def serve_loopback(
     config.bind = [f"{host}:{port}"]
     config.accesslog = None
     config.loglevel = "WARNING"
+    # The fake's own Date (its clock, not hypercorn's) goes out with every answer.
+    config.include_date_header = False
     async with trio.open_nursery() as nursery:
         binds = await nursery.start(serve, FakeAsgi(fake), config)
         try:

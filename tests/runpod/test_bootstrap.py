@@ -6,7 +6,6 @@ import os
 import shlex
 import stat
 import subprocess
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -74,7 +73,6 @@ class Pod:
             RUN,
             keys,
             run_dir=str(self.run_dir),
-            deadline=datetime.now(UTC) + timedelta(hours=1),
             max_hours=1.0,
             boot_grace_seconds=60,
             retrieve_grace_seconds=60,
@@ -357,12 +355,10 @@ def test_real_sshd_started_by_the_bootstrap_lets_in_the_run_key_with_the_pinned_
 
 
 def test_pod_env_carries_the_marker_settings_and_keys_only(keys: RunKeys):
-    deadline = datetime(2026, 1, 1, 18, 0, 0, tzinfo=UTC)
     env = pod_env(
         RUN,
         keys,
         run_dir="/workspace/overbrainer/" + RUN,
-        deadline=deadline,
         max_hours=6.0,
         boot_grace_seconds=1800,
         retrieve_grace_seconds=3600,
@@ -371,7 +367,8 @@ def test_pod_env_carries_the_marker_settings_and_keys_only(keys: RunKeys):
         api_base="http://127.0.0.1:8123/v2/",
     )
     assert env[RUN_MARKER] == RUN
-    assert env["OVERBRAINER_DEADLINE"] == str(int(deadline.timestamp()))
+    # The bound only: nothing of the creating machine's clock goes to the pod.
+    assert "OVERBRAINER_DEADLINE" not in env
     assert env["OVERBRAINER_MAX_SECONDS"] == "21600"
     assert env["OVERBRAINER_BOOT_GRACE"] == "1800"
     assert env["OVERBRAINER_RETRIEVE_GRACE"] == "3600"
@@ -381,7 +378,6 @@ def test_pod_env_carries_the_marker_settings_and_keys_only(keys: RunKeys):
         RUN,
         keys,
         run_dir="overbrainer/" + RUN,
-        deadline=deadline,
         max_hours=0.5,
         boot_grace_seconds=1800.0,
         retrieve_grace_seconds=0.25,
@@ -433,7 +429,6 @@ def test_pod_env_cannot_take_an_api_key_or_token():
 def test_pod_env_refuses_unsafe_values(keys: RunKeys, change):
     settings: dict[str, object] = {
         "run_dir": "/workspace/x",
-        "deadline": datetime.now(UTC),
         "max_hours": 1.0,
         "boot_grace_seconds": 60,
         "retrieve_grace_seconds": 60,

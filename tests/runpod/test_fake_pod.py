@@ -5,7 +5,6 @@ import asyncio
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +67,6 @@ class World:
             RUN,
             self.keys,
             run_dir=RUN_DIR,
-            deadline=datetime.now(UTC) + timedelta(hours=1),
             max_hours=1.0,
             boot_grace_seconds=600,
             retrieve_grace_seconds=600,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ import trio.testing
 from overbrainer.events import types as ev
 from overbrainer.events.store import StoreError
 from overbrainer.runpod import decide
-from overbrainer.runpod.pod_scripts import ENV_DEADLINE, ENV_HOST_KEY, RUN_MARKER
+from overbrainer.runpod.pod_scripts import ENV_HOST_KEY, ENV_MAX_SECONDS, RUN_MARKER
 from overbrainer.runpod.pods import DeleteUnconfirmed
 from overbrainer.runpod.provision import (
     CreateStopped,
@@ -123,7 +124,6 @@ async def test_the_create_body_carries_the_marker_and_only_schema_fields(
 ) -> None:
     run_id = await rig.new_run()
     spec = runpod_target([A40], data_center_ids=["EU-RO-1"], container_disk_gb=60)
-    before = rig.context.clock()
     await provision(rig.context, run_id, spec, keep=False)
 
     (body,) = rig.creates()
@@ -135,13 +135,22 @@ async def test_the_create_body_carries_the_marker_and_only_schema_fields(
     env = body["env"]
     assert isinstance(env, dict) and env[RUN_MARKER] == run_id
     assert str(body["args"]).startswith("bash -c ")
-    # The pod's deadline is the attempt's: max_hours from the create.
+    # The pod's bound is max_hours from its creation, counted on the pod: no absolute time
+    # (this machine's clock) goes into it. Its deadline, for the log, is Runpod's createdAt
+    # plus max_hours.
+    assert env[ENV_MAX_SECONDS] == "7200" and "OVERBRAINER_DEADLINE" not in env
     (sent,) = rig.events(run_id, ev.AttemptSent)
     assert isinstance(sent, ev.AttemptSent)
-    deadline = decide.parse_utc(sent.deadline)
-    assert deadline is not None
-    assert int(env[ENV_DEADLINE]) == int(deadline.timestamp())
-    assert abs((deadline - before).total_seconds() - 2 * 3600) < 5
+    assert (sent.deadline, sent.max_hours) == ("", 2)
+    (created,) = rig.events(run_id, ev.PodCreated)
+    assert isinstance(created, ev.PodCreated)
+    pod = rig.fake.live_pods()[0]
+    assert created.created_at == rig.fake.wall(pod.created_at).isoformat().replace("+00:00", "Z")
+    made = decide.parse_utc(created.created_at)
+    deadline = decide.parse_utc(created.deadline)
+    assert made is not None and deadline is not None
+    assert deadline - made == timedelta(hours=2)
+    assert rig.state(run_id).pod.deadline == created.deadline
 
 
 async def test_no_secret_reaches_the_log_or_the_projections(

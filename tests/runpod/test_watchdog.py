@@ -4,20 +4,23 @@ Real clock and real processes; fractions of a second stand for the minutes of a 
 """
 
 import os
+import re
 import subprocess
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import pytest
 import trio
 
+from overbrainer.runpod.clocks import parse_http_date
 from overbrainer.runpod.pod_scripts import WATCHDOG, script_text
 from tests.fakes.fake_pod import free_port
 from tests.fakes.runpod_api import FAKE_URL, FakeRunpod, serve_loopback
+from tests.faketime import Jumping, skewed
 
 SHELLS = [("sh",), ("dash",), ("busybox", "sh")]
 SHELL_IDS = ["sh", "dash", "busybox"]
@@ -124,12 +127,13 @@ async def watchdog(
     *,
     key: str | None = None,
     base: str | None = None,
-    deadline_in: float = 3600.0,
     files: tuple[str, ...] = (),
     watch_ps: bool = False,
+    clock: dict[str, str] | None = None,
     **settings: str,
 ) -> AsyncIterator[Watchdog]:
-    """Run the packaged watchdog.sh for ``pod_id``; ``files`` are markers to create first."""
+    """Run the packaged watchdog.sh for ``pod_id``; ``files`` are markers to create first;
+    ``clock`` is libfaketime's environment for the pod's clock (see :func:`pod_clock`)."""
     script = tmp_path / WATCHDOG
     script.write_text(script_text(WATCHDOG))
     run_dir = tmp_path / "run"
@@ -144,7 +148,7 @@ async def watchdog(
         "OVERBRAINER_API_BASE": base or api.base,
         "OVERBRAINER_RUN_DIR": str(run_dir),
         "OVERBRAINER_RUN": "20260101-120000-ab12",
-        "OVERBRAINER_DEADLINE": f"{time.time() + deadline_in:.3f}",
+        "OVERBRAINER_MAX_SECONDS": "3600",
         "OVERBRAINER_BOOT_GRACE": "60",
         "OVERBRAINER_RETRIEVE_GRACE": "60",
         "OVERBRAINER_INTERVAL": INTERVAL,
@@ -152,6 +156,7 @@ async def watchdog(
         "OVERBRAINER_RETRY_DELAY": "0.1",
         "OVERBRAINER_HTTP_TIMEOUT": "5",
         "OVERBRAINER_KEEP": "0",
+        **(clock or {}),
         **settings,
     }
     if scoped:
@@ -282,38 +287,65 @@ async def test_transient_failures_are_retried_before_the_verdict(tmp_path, api):
     assert "HTTP 429; retrying in 0s (2 of 3)" in dog.log()
 
 
-async def test_a_missing_deadline_fails_the_verdict_and_deletes_the_pod(tmp_path, api):
+@pytest.mark.parametrize("value", ["", "1h", "-5"])
+async def test_a_missing_bound_fails_the_verdict_and_deletes_the_pod(tmp_path, api, value):
     pod_id = await api.create_pod()
-    async with watchdog(tmp_path, ("dash",), api, pod_id, OVERBRAINER_DEADLINE="") as dog:
+    async with watchdog(tmp_path, ("dash",), api, pod_id, OVERBRAINER_MAX_SECONDS=value) as dog:
         await _deleted(api, dog, pod_id)
-        assert dog.verdict() == "failed bad settings: OVERBRAINER_DEADLINE\n"
-    assert "bad settings OVERBRAINER_DEADLINE" in dog.log()
+        assert dog.verdict() == "failed bad settings: OVERBRAINER_MAX_SECONDS\n"
+    assert "bad settings OVERBRAINER_MAX_SECONDS" in dog.log()
 
 
 # --- the rules -------------------------------------------------------------------------
 
 
+def _delete_times(api: Api, pod_id: str) -> list[float]:
+    return [
+        r.time
+        for r in api.fake.requests
+        if r.method == "DELETE" and r.path == f"/pods/{pod_id}" and r.auth != "account"
+    ]
+
+
 @pytest.mark.parametrize("shell", SHELLS, ids=SHELL_IDS)
-async def test_deletes_at_the_deadline(tmp_path, api, shell):
+async def test_deletes_max_seconds_after_the_pods_creation_by_runpods_clock(tmp_path, api, shell):
     pod_id = await api.create_pod()
-    # A running job does not hold the pod past its deadline.
-    async with watchdog(tmp_path, shell, api, pod_id, deadline_in=0.6, files=("job.pid",)) as dog:
-        await _until(dog.verdict)
-        await trio.sleep(0.2)
-        assert api.fake.status(pod_id) == "RUNNING"
-        await _deleted(api, dog, pod_id)
-    assert "deleting pod" in dog.log() and "past the deadline" in dog.log()
-    assert api.calls(pod_id)[-2:] == [f"DELETE /pods/{pod_id} 204", f"DELETE /pods/{pod_id} 404"]
-    assert f"pod {pod_id} is gone (HTTP 404)" in dog.log()
-
-
-async def test_deletes_after_max_hours_since_it_started_even_with_a_late_deadline(tmp_path, api):
-    pod_id = await api.create_pod()
+    created = trio.current_time()
+    # The image took its time: the watchdog starts 2 s after the pod's creation. A running
+    # job does not hold the pod past its deadline.
+    await trio.sleep(2.0)
     async with watchdog(
-        tmp_path, ("dash",), api, pod_id, files=("job.pid",), OVERBRAINER_MAX_SECONDS="0.5"
+        tmp_path, shell, api, pod_id, files=("job.pid",), OVERBRAINER_MAX_SECONDS="4"
+    ) as dog:
+        await _until(dog.verdict)
+        assert api.fake.status(pod_id) == "RUNNING"
+        await _deleted(api, dog, pod_id, timeout=8.0)
+    # 4 s after the creation, not after the watchdog's start (6 s): Runpod's Date and
+    # createdAt have whole seconds, so the age it reads is right to within a second.
+    deleted = _delete_times(api, pod_id)[0] - created
+    assert 2.9 < deleted < 5.6, deleted
+    log = dog.log()
+    assert re.search(rf"pod {pod_id} was created [123]s before Runpod's answer", log), log
+    assert "deleted by 4s after its creation, counted on the pod" in log
+    assert "deleting pod" in log and "past the deadline, 4s after the pod's creation" in log
+    assert api.calls(pod_id)[-2:] == [f"DELETE /pods/{pod_id} 204", f"DELETE /pods/{pod_id} 404"]
+    assert f"pod {pod_id} is gone (HTTP 404)" in log
+
+
+async def test_without_runpods_date_it_counts_from_its_own_start(tmp_path, api):
+    pod_id = await api.create_pod()
+    created = trio.current_time()
+    await trio.sleep(1.0)
+    api.fake.send_date = False
+    started = trio.current_time()
+    async with watchdog(
+        tmp_path, ("dash",), api, pod_id, files=("job.pid",), OVERBRAINER_MAX_SECONDS="1.5"
     ) as dog:
         await _deleted(api, dog, pod_id)
-    assert "past the deadline, 0.500s after the watchdog started" in dog.log()
+    deleted = _delete_times(api, pod_id)[0]
+    assert deleted - started >= 1.5 and deleted - created >= 2.5
+    assert "Runpod's answer does not tell the pod's age" in dog.log()
+    assert "past the deadline, 1.500s after the watchdog started" in dog.log()
 
 
 @pytest.mark.parametrize("shell", SHELLS, ids=SHELL_IDS)
@@ -404,7 +436,6 @@ async def test_a_kept_pod_whose_job_started_is_never_deleted(tmp_path, api, shel
         shell,
         api,
         pod_id,
-        deadline_in=-10,
         files=("job.pid", "exit_code", ".pod/retrieved"),
         OVERBRAINER_KEEP="1",
         OVERBRAINER_RETRIEVE_GRACE="0",
@@ -501,3 +532,107 @@ async def test_an_image_without_curl_fails_the_verdict(tmp_path, api):
         await trio.sleep(0.3)
         assert dog.process.returncode is None
     assert api.calls(pod_id) == []
+
+
+# --- the pod's own clock ---------------------------------------------------------------
+
+
+def _stamps(log: str) -> list[datetime]:
+    """The times of the watchdog's log lines (the pod's wall clock)."""
+    return [
+        datetime.fromisoformat(line.split(" ", 1)[0].replace("Z", "+00:00"))
+        for line in log.splitlines()
+        if line[:1].isdigit()
+    ]
+
+
+@pytest.mark.parametrize(
+    ("shell", "clock"),
+    [*((shell, "jumps 2h") for shell in SHELLS), (("dash",), "3h behind"), (("dash",), "2y ahead")],
+    ids=[*(f"{name}-jumps" for name in SHELL_IDS), "dash-behind", "dash-ahead"],
+)
+async def test_the_pods_own_clock_neither_shortens_nor_stretches_the_bound(
+    tmp_path, api, shell, clock
+):
+    jumping = Jumping(tmp_path / "faketime") if clock == "jumps 2h" else None
+    env = (
+        jumping.env
+        if jumping is not None
+        else skewed({"3h behind": "-3h", "2y ahead": "+730d"}[clock])
+    )
+    pod_id = await api.create_pod()
+    created = trio.current_time()
+    real = datetime.now(UTC)
+    async with watchdog(
+        tmp_path, shell, api, pod_id, files=("job.pid",), OVERBRAINER_MAX_SECONDS="4", clock=env
+    ) as dog:
+        await _until(dog.verdict)
+        if jumping is not None:
+            jumping.jump("+2h")  # a wall clock that counted would delete at once
+        await trio.sleep(1.6)
+        assert api.fake.status(pod_id) == "RUNNING"
+        await _deleted(api, dog, pod_id, timeout=8.0)
+    deleted = _delete_times(api, pod_id)[0] - created
+    assert 2.9 < deleted < 5.6, deleted
+    log = dog.log()
+    assert "past the deadline, 4s after the pod's creation" in log
+    # The pod's clock really was off (the log's times are its wall clock's).
+    stamps = _stamps(log)
+    expected = {"3h behind": -3 * 3600, "2y ahead": 730 * 86400}
+    if jumping is not None:
+        assert abs((stamps[0] - real).total_seconds()) < 60
+        assert 2 * 3600 - 60 < (stamps[-1] - stamps[0]).total_seconds() < 2 * 3600 + 60
+    else:
+        assert abs((stamps[0] - real).total_seconds() - expected[clock]) < 60
+
+
+@pytest.mark.parametrize("shell", SHELLS, ids=SHELL_IDS)
+def test_dates_are_read_as_python_reads_them(tmp_path, shell):
+    # The watchdog's own date arithmetic, taken out of the script and run in each shell.
+    text = script_text(WATCHDOG)
+    functions = []
+    for name in ("to_ms", "digits", "epoch"):
+        start = text.index(f"\n{name}() {{\n") + 1
+        functions.append(text[start : text.index("\n}\n", start) + 3])
+    h = timedelta(hours=1)
+    table: list[tuple[str, datetime | None]] = [
+        ("2026-03-13T20:00:00Z", datetime(2026, 3, 13, 20, tzinfo=UTC)),
+        ("1970-01-01T00:00:00Z", datetime(1970, 1, 1, tzinfo=UTC)),
+        ("2026-03-13T20:00:00.123456Z", datetime(2026, 3, 13, 20, tzinfo=UTC)),
+        ("2026-03-13 21:30:00+01:30", datetime(2026, 3, 13, 20, tzinfo=UTC)),
+        ("2026-03-13T15:00:00-0500", datetime(2026, 3, 13, 20, tzinfo=UTC)),
+        ("2000-02-29T12:00:00Z", datetime(2000, 2, 29, 12, tzinfo=UTC)),
+        ("2100-03-01T00:00:00z", datetime(2100, 3, 1, tzinfo=UTC)),
+        ("2026-03-13T20:00:00", datetime(2026, 3, 13, 20, tzinfo=UTC)),  # UTC, as parsed above
+        ("Fri, 13 Mar 2026 20:00:00 GMT", datetime(2026, 3, 13, 20, tzinfo=UTC)),
+        ("Sun, 08 Feb 2026 08:09:09 GMT", datetime(2026, 2, 8, 8, 9, 9, tzinfo=UTC)),
+        ("Thu, 29 Feb 2024 23:59:59 GMT", datetime(2024, 2, 29, 23, 59, 59, tzinfo=UTC)),
+        ("Mon, 01 Dec 2025 00:00:00 GMT", datetime(2025, 12, 1, tzinfo=UTC)),
+        ("2026-12-31T23:30:00-01:00", datetime(2027, 1, 1, tzinfo=UTC) + 0.5 * h),
+        ("garbage", None),
+        ("", None),
+        ("2026-13-01T00:00:00Z", None),
+        ("2026-03-13T24:00:00Z", None),
+        ("2026-03-13T20:00:00 +0000 UTC", None),
+        ("Fri, 13 Mar 2026 20:00:00 PST", None),
+        ("Fri, 13 Foo 2026 20:00:00 GMT", None),
+    ]
+    script = tmp_path / "dates.sh"
+    script.write_text(
+        "".join(functions)
+        + 'for t in "$@"; do if epoch "$t"; then echo "$epoch"; else echo bad; fi; done\n'
+    )
+    done = subprocess.run(
+        [*shell, str(script), *(text for text, _ in table)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.splitlines() == [
+        str(int(moment.timestamp())) if moment else "bad" for _, moment in table
+    ]
+    # The HTTP dates as the client reads them, too.
+    for text, moment in table:
+        if text.endswith("GMT") and moment is not None:
+            assert parse_http_date(text) == moment
+    assert done.stderr == ""

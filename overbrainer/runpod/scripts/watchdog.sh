@@ -6,7 +6,7 @@
 # it deletes the pod on the first rule that matches:
 #   1. the bootstrap failed (.pod/bootstrap_failed) - at once;
 #   2. kept (--keep-pod) and the job started (job.pid) - never, for any reason;
-#   3. past the deadline (max_hours since creation);
+#   3. past the deadline: max_hours since the pod's creation;
 #   4. the results were retrieved (.pod/retrieved);
 #   5. the job ended (exit_code or cancelled) and was not retrieved within the retrieve grace;
 #   6. no job started (no job.pid) within the boot grace since the watchdog started.
@@ -16,12 +16,17 @@
 # The key is never logged, echoed or put on a command line: curl reads it from a config on
 # its standard input (a here-document, which no `ps` shows).
 #
+# Time: nothing here trusts a wall clock, neither this pod's nor that of the machine that
+# created it (a laptop hours off, or waking up). The pod's age comes from Runpod's own
+# clock - the Date of its answer to the first read minus the pod's createdAt - and from
+# then on every span is counted on /proc/uptime, which setting a clock never moves (the
+# wall clock only where /proc/uptime cannot be read).
+#
 # Environment:
 #   RUNPOD_POD_ID, RUNPOD_API_KEY   the pod's ID and its pod-scoped key (set by Runpod)
 #   OVERBRAINER_API_BASE            Runpod's REST API (https://api.runpod.io/v2)
 #   OVERBRAINER_RUN_DIR             the run's directory on the pod
-#   OVERBRAINER_DEADLINE            when to delete the pod, in epoch seconds (required)
-#   OVERBRAINER_MAX_SECONDS         also delete this long after the watchdog started
+#   OVERBRAINER_MAX_SECONDS         delete the pod this long after its creation (required)
 #   OVERBRAINER_BOOT_GRACE          seconds for the job to start (1800)
 #   OVERBRAINER_RETRIEVE_GRACE      seconds to retrieve the results of an ended job (3600)
 #   OVERBRAINER_INTERVAL            seconds between checks (60)
@@ -83,13 +88,112 @@ bound() {
     fi
 }
 
-# The current time in milliseconds since the epoch (whole seconds where date lacks %N).
+# The pod's monotonic time in milliseconds, in $now: /proc/uptime, which no change of the
+# wall clock moves; the wall clock (whole seconds where date lacks %N) only on a machine
+# without it. An unreadable /proc/uptime keeps the last reading.
+clock=wall
+if { read -r up _ </proc/uptime; } 2>/dev/null && to_ms "$up"; then
+    clock=uptime
+fi
 now_ms() {
+    if [ "$clock" = uptime ]; then
+        if { read -r up _ </proc/uptime; } 2>/dev/null && to_ms "$up"; then
+            now=$ms
+        fi
+        return
+    fi
     now=$(date +%s%N 2>/dev/null)
     case $now in
     '' | *[!0-9]*) now=$(($(date +%s) * 1000)) ;;
     *) now=${now%??????} ;;
     esac
+}
+
+# digits VALUE: sets $n to VALUE without leading zeros (arithmetic reads 08 as octal).
+digits() {
+    n=$1
+    while [ "${#n}" -gt 1 ] && [ "${n#0}" != "$n" ]; do n=${n#0}; done
+}
+
+# epoch TEXT: sets $epoch to TEXT in seconds since 1970-01-01 UTC, for Runpod's createdAt
+# (RFC 3339: 2026-03-13T20:00:00Z; a fraction and an offset allowed) or an HTTP Date
+# (Fri, 13 Mar 2026 20:00:00 GMT); returns 1 for anything else. Plain arithmetic: GNU and
+# busybox `date -d` read dates differently, and an image may have neither.
+epoch() {
+    zone=0
+    case $1 in
+    [0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9][Tt\ ][0-9][0-9]:[0-9][0-9]:[0-9][0-9]*)
+        rest=${1#???????????????????}
+        fields=${1%"$rest"}
+        case $rest in
+        .*)
+            rest=${rest#.}
+            while :; do
+                case $rest in
+                [0-9]*) rest=${rest#?} ;;
+                *) break ;;
+                esac
+            done
+            ;;
+        esac
+        case $rest in
+        '' | [Zz]) ;;
+        [+-][0-9][0-9]:[0-9][0-9] | [+-][0-9][0-9][0-9][0-9])
+            hhmm=${rest#?}
+            case $hhmm in *:*) hhmm=${hhmm%:*}${hhmm#*:} ;; esac
+            digits "${hhmm%??}"
+            zone=$((n * 3600))
+            digits "${hhmm#??}"
+            zone=$((zone + n * 60))
+            case $rest in -*) zone=$((0 - zone)) ;; esac
+            ;;
+        *) return 1 ;;
+        esac
+        old_ifs=$IFS
+        IFS='-:Tt '
+        # shellcheck disable=SC2086 # split on IFS, on purpose
+        set -- $fields
+        IFS=$old_ifs
+        year=$1 month=$2 day=$3 hour=$4 minute=$5 second=$6
+        ;;
+    [A-Z][a-z][a-z],\ [0-9][0-9]\ [A-Z][a-z][a-z]\ [0-9][0-9][0-9][0-9]\ [0-9][0-9]:[0-9][0-9]:[0-9][0-9]\ GMT)
+        old_ifs=$IFS
+        IFS=' :,'
+        # shellcheck disable=SC2086 # split on IFS, on purpose
+        set -- $1
+        IFS=$old_ifs
+        day=$2 year=$4 hour=$5 minute=$6 second=$7
+        case $3 in
+        Jan) month=1 ;; Feb) month=2 ;; Mar) month=3 ;; Apr) month=4 ;;
+        May) month=5 ;; Jun) month=6 ;; Jul) month=7 ;; Aug) month=8 ;;
+        Sep) month=9 ;; Oct) month=10 ;; Nov) month=11 ;; Dec) month=12 ;;
+        *) return 1 ;;
+        esac
+        ;;
+    *) return 1 ;;
+    esac
+    digits "$year"; year=$n
+    digits "$month"; month=$n
+    digits "$day"; day=$n
+    digits "$hour"; hour=$n
+    digits "$minute"; minute=$n
+    digits "$second"; second=$n
+    if [ "$month" -lt 1 ] || [ "$month" -gt 12 ] || [ "$day" -lt 1 ] || [ "$day" -gt 31 ] ||
+        [ "$hour" -gt 23 ] || [ "$minute" -gt 59 ] || [ "$second" -gt 60 ]; then
+        return 1
+    fi
+    # Days since 1970-01-01 of a proleptic Gregorian date, years counted from March.
+    if [ "$month" -le 2 ]; then
+        year=$((year - 1))
+        month=$((month + 9))
+    else
+        month=$((month - 3))
+    fi
+    era=$((year / 400))
+    of_era=$((year - era * 400))
+    of_era=$((of_era * 365 + of_era / 4 - of_era / 100 + (153 * month + 2) / 5 + day - 1))
+    epoch=$(((era * 146097 + of_era - 719468) * 86400 + hour * 3600 + minute * 60 + second))
+    epoch=$((epoch - zone))
 }
 
 # A duration in milliseconds, for people.
@@ -101,13 +205,11 @@ shown() {
     fi
 }
 
-bound OVERBRAINER_DEADLINE "${OVERBRAINER_DEADLINE:-}"
-deadline_ms=$ms
 bound OVERBRAINER_BOOT_GRACE "${OVERBRAINER_BOOT_GRACE:-1800}"
 boot_grace_ms=$ms
 bound OVERBRAINER_RETRIEVE_GRACE "${OVERBRAINER_RETRIEVE_GRACE:-3600}"
 retrieve_grace_ms=$ms
-bound OVERBRAINER_MAX_SECONDS "${OVERBRAINER_MAX_SECONDS:-0}"
+bound OVERBRAINER_MAX_SECONDS "${OVERBRAINER_MAX_SECONDS:-}"
 max_ms=$ms
 # How it talks to the API and how often it checks: a bad value falls back to the default.
 attempts=${OVERBRAINER_READ_ATTEMPTS:-5}
@@ -239,6 +341,7 @@ prove_key() {
         case $code in
         200)
             if grep -q "\"$pod_id\"" "$body" 2>/dev/null; then
+                pod_age
                 if [ -n "$bad_settings" ]; then
                     verdict "failed bad settings: $bad_settings"
                 else
@@ -273,6 +376,29 @@ prove_key() {
     done
 }
 
+# pod_age: the pod's age when Runpod answered the read in $body and $headers - the Date of
+# the answer minus the pod's createdAt, both Runpod's clock - as the monotonic time of the
+# pod's creation, in $born; left as it is when the answer does not tell.
+pod_age() {
+    served=$(sed -n 's/^[Dd][Aa][Tt][Ee]:[[:space:]]*//p' "$headers" 2>/dev/null |
+        tr -d '\r' | head -n 1)
+    created=$(sed -n 's/.*"createdAt"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p' "$body" \
+        2>/dev/null | head -n 1)
+    now_ms
+    if epoch "$served"; then
+        served_s=$epoch
+        if epoch "$created"; then
+            age_ms=$(((served_s - epoch) * 1000))
+            [ "$age_ms" -ge 0 ] || age_ms=0
+            born=$((now - age_ms))
+            born_from="the pod's creation"
+            log "pod $pod_id was created $(shown "$age_ms") before Runpod's answer (createdAt $created, Date $served): deleted by $(shown "$max_ms") after its creation, counted on the pod"
+            return
+        fi
+    fi
+    log "Runpod's answer does not tell the pod's age (no createdAt or Date it can read): counting $(shown "$max_ms") from the watchdog's start"
+}
+
 # Why the pod has to go now, or nothing; logs each change of what it waits for.
 noted=
 note() {
@@ -301,14 +427,8 @@ decide() {
         note "kept (--keep-pod) and its job started: this pod is never deleted by the watchdog"
         return
     fi
-    if [ "$now" -ge "$deadline_ms" ]; then
-        at=$(date -u -d "@$((deadline_ms / 1000))" +%Y-%m-%dT%H:%M:%SZ 2>/dev/null) ||
-            at="$((deadline_ms / 1000)) (epoch)"
-        reason="past the deadline, $at"
-        return
-    fi
-    if [ "$max_ms" -gt 0 ] && [ $((now - started)) -ge "$max_ms" ]; then
-        reason="past the deadline, $(shown "$max_ms") after the watchdog started"
+    if [ $((now - born)) -ge "$max_ms" ]; then
+        reason="past the deadline, $(shown "$max_ms") after $born_from"
         return
     fi
     if [ -f "$pod_dir/retrieved" ]; then
@@ -378,6 +498,9 @@ end_pod() {
 
 now_ms
 started=$now
+# Until Runpod's answer tells the pod's age, the deadline counts from here.
+born=$started
+born_from="the watchdog started"
 ended_at=
 log "guarding pod ${pod_id:-(unknown)} of run ${OVERBRAINER_RUN:-(unknown)} (check every ${interval}s)"
 if ! prove_key; then
