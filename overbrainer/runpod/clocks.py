@@ -82,22 +82,31 @@ def large(offset: float | None, recorded: float = 0.0) -> bool:
 
 
 def span(seconds: float) -> str:
-    """``3 h 0 min``, ``2 years 3 days``, ``45 min 10 s``: an offset's size, for people."""
-    whole = int(abs(seconds))
+    """``3 h 0 min``, ``2 years 3 days``, ``45 min 10 s``: an offset's size, for people,
+    rounded to its last unit shown (an HTTP date is a second off, at best, anyway)."""
+    whole = round(abs(seconds))
+    for above, unit in ((365 * 86400, 86400), (86400, 3600), (3600, 60)):
+        if whole >= above:
+            whole = round(whole / unit) * unit
+            break
     days, rest = divmod(whole, 86400)
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
     if days >= 365:
         years, days = divmod(days, 365)
-        unit = "year" if years == 1 else "years"
-        return f"{years} {unit} {days} days" if days else f"{years} {unit}"
+        text = f"{years} year" + ("s" if years != 1 else "")
+        return f"{text} {_days(days)}" if days else text
     if days:
-        return f"{days} days {hours} h" if days != 1 else f"1 day {hours} h"
+        return f"{_days(days)} {hours} h"
     if hours:
         return f"{hours} h {minutes} min"
     if minutes:
         return f"{minutes} min {secs} s"
     return f"{secs} s"
+
+
+def _days(days: int) -> str:
+    return "1 day" if days == 1 else f"{days} days"
 
 
 def offset_text(offset: float) -> str:

@@ -34,10 +34,13 @@ def next_attempt(attempts: Sequence[Mapping[str, Any]]) -> int:
     return 1 + max((int(a.get("n", 0)) for a in attempts), default=0)
 
 
-def deadline(now: datetime, max_hours: float) -> datetime:
-    """When the pod must be gone whatever happens: ``now`` plus ``max_hours``, whole
-    seconds, UTC."""
-    moment = now.astimezone(UTC) + timedelta(hours=max_hours)
+def deadline(created: datetime, max_hours: float) -> datetime:
+    """When the pod must be gone whatever happens: its creation (Runpod's ``createdAt``)
+    plus ``max_hours``, UTC, rounded up to a whole second as the pod's watchdog rounds its
+    bound (so it is never said to end before it may)."""
+    moment = created.astimezone(UTC) + timedelta(hours=max_hours)
+    if moment.microsecond:
+        moment += timedelta(seconds=1)
     return moment.replace(microsecond=0)
 
 

@@ -108,8 +108,9 @@ async def note_clock(ctx: PodContext, run_id: str) -> None:
     offset = ctx.client.server_clock.offset(ctx.clock(), trio.current_time())
     if offset is None or not clocks.large(offset, ctx.clock_recorded):
         return
-    ctx.clock_recorded = offset
-    await ctx.session.journal.append(run_id, [ev.ClockOffset(offset_seconds=float(round(offset)))])
+    # Whole seconds: an HTTP date has no more.
+    offset = ctx.clock_recorded = float(round(offset))
+    await ctx.session.journal.append(run_id, [ev.ClockOffset(offset_seconds=offset)])
     ctx.session.front.warn(clocks.skew_warning(offset, run_id))
 
 

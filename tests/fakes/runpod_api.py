@@ -448,6 +448,7 @@ class FakeRunpod:
     async def handle(self, request: FakeRequest) -> FakeResponse:
         """Answer one request (front-end independent)."""
         now = trio.current_time()
+        self.wall(now)  # the fake's clock starts, at the latest, with its first request
         path = request.path
         if path == PREFIX or path.startswith(PREFIX + "/"):
             path = path[len(PREFIX) :] or "/"
@@ -900,7 +901,7 @@ class FakeRunpod:
         """The fake's (Runpod's) wall time at trio time ``at``."""
         if self._epoch is None:
             start = self._wall_start or datetime.now(UTC)
-            self._epoch = (trio.current_time(), start.astimezone(UTC).replace(microsecond=0))
+            self._epoch = (at, start.astimezone(UTC).replace(microsecond=0))
         clock0, wall0 = self._epoch
         return wall0 + timedelta(seconds=at - clock0)
 

@@ -6,6 +6,7 @@ import itertools
 import json
 import random
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -288,6 +289,49 @@ async def test_a_429_read_waits_exactly_retry_after_in_virtual_time(
     assert found is not None and found.id == pod.id
     (gap,) = gaps(fake, "GET", f"/pods/{pod.id}")
     assert 12.0 <= gap <= 13.0
+
+
+async def test_an_http_date_retry_after_is_counted_from_runpods_date_not_this_clock(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Runpod's clock is 2 years ahead of this machine's: an HTTP-date Retry-After read on
+    # this machine's clock would mean a wait of 2 years (capped at an hour).
+    fake = FakeRunpod(wall_start=datetime.now(UTC) + timedelta(days=730))
+    fake.add_account(CANARY)
+    async with RunpodClient(CANARY, FAKE_URL, transport=fake.transport()) as client:
+        pod = await client.create_pod(spec())
+        when = fake.http_date(trio.current_time() + 7)
+        fake.fail_next("GET /pods/{id}", 429, headers={"retry-after": when})
+        assert await client.get_pod(pod.id) is not None
+    (gap,) = gaps(fake, "GET", f"/pods/{pod.id}")
+    assert 6.0 <= gap <= 8.0
+
+
+async def test_the_client_keeps_runpods_clock_from_the_date_of_each_answer(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    ahead = datetime(2031, 5, 1, 12, 0, 0, tzinfo=UTC)
+    fake = FakeRunpod(wall_start=ahead)
+    fake.add_account(CANARY)
+    async with RunpodClient(CANARY, FAKE_URL, transport=fake.transport()) as client:
+        assert not client.server_clock.known
+        await client.list_pods()
+        start = trio.current_time()
+        assert client.server_clock.now(start) == ahead
+        await trio.sleep(90.5)
+        # Carried forward on the monotonic clock between answers...
+        assert client.server_clock.now(trio.current_time()) == ahead + timedelta(seconds=90.5)
+        # ... and taken afresh from each (whole seconds, as HTTP dates go).
+        await client.list_pods()
+        assert client.server_clock.date == ahead + timedelta(seconds=90)
+        # An answer without a usable Date changes nothing.
+        fake.send_date = False
+        await trio.sleep(10)
+        await client.list_pods()
+        assert client.server_clock.date == ahead + timedelta(seconds=90)
+        fake.fail_next("GET /pods", 500, headers={"date": "not a date"})
+        await client.list_pods()
+        assert client.server_clock.date == ahead + timedelta(seconds=90)
 
 
 async def test_reads_retry_5xx_408_and_transport_errors_with_bounded_jitter(

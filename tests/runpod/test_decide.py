@@ -150,8 +150,11 @@ def test_attempt_names_numbers_and_deadlines() -> None:
     assert decide.pod_name(RUN, 3) == f"overbrainer-{RUN}-3"
     assert decide.next_attempt([]) == 1
     assert decide.next_attempt([{"n": 1}, {"n": 4}]) == 5
-    moment = decide.deadline(T0 + timedelta(microseconds=5), 1.5)
+    moment = decide.deadline(T0, 1.5)
     assert moment == T0 + timedelta(hours=1, minutes=30)
+    # Never before the bound the watchdog keeps (max_hours rounded up to whole seconds).
+    assert decide.deadline(T0 + timedelta(microseconds=5), 1.5) == moment + timedelta(seconds=1)
+    assert decide.deadline(T0, 0.002) == T0 + timedelta(seconds=8)
     assert decide.iso_utc(moment) == "2026-01-01T11:30:00Z"
     assert decide.parse_utc("2026-01-01T11:30:00Z") == moment
     assert decide.parse_utc("2026-01-01T11:30:00") == moment

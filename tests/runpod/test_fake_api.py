@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import trio
 import trio.testing
 
 from overbrainer.runpod.client import AmbiguousCreate, CreatePod, RunpodClient
+from overbrainer.runpod.clocks import parse_http_date
 from overbrainer.runpod.models import PodStatus
 from tests.fakes import runpod_schema
 from tests.fakes.runpod_api import (
@@ -366,6 +368,26 @@ async def test_the_client_works_over_real_loopback_http() -> None:
             assert await client.get_gpu_type("a/../../pods") is None
     assert all(r.schema_errors == [] for r in fake.create_requests())
     assert len(fake.live_pods()) == 1  # the stalled create made one
+
+
+async def test_every_answer_carries_runpods_date_and_pods_its_times_on_loopback() -> None:
+    # Runpod's clock is the fake's own (here a year off this machine's): one Date header
+    # per answer (hypercorn's own is off), and createdAt on the same clock.
+    start = datetime(2031, 1, 1, 12, 0, 0, tzinfo=UTC)
+    fake = FakeRunpod(provisioning_seconds=0, starting_seconds=0, wall_start=start)
+    key = fake.add_account()
+    async with serve_loopback(fake) as base_url, httpx.AsyncClient() as http:
+        auth = {"Authorization": f"Bearer {key}"}
+        created = await http.post(f"{base_url}/pods", json=body(), headers=auth)
+        missing = await http.get(f"{base_url}/pods/nosuchpod", headers=auth)
+        for answer in (created, missing):
+            (date,) = answer.headers.get_list("date")
+            moment = parse_http_date(date)
+            assert moment is not None and timedelta(0) <= moment - start < timedelta(seconds=5)
+        made = datetime.fromisoformat(created.json()["createdAt"].replace("Z", "+00:00"))
+        assert timedelta(0) <= made - start < timedelta(seconds=5)
+        fake.send_date = False
+        assert "date" not in (await http.get(f"{base_url}/pods", headers=auth)).headers
 
 
 def test_the_fake_runs_from_the_command_line() -> None:
