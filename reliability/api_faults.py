@@ -9,7 +9,7 @@ delete-and-confirm primitive — runs with the API healthy again.
 
 Invariants: the walk ends with a pod or with an error the CLI reports (an
 ``OverbrainerError``, never another exception, never a canary key in its text); every pod
-alive on the account is in the run's log with a deadline its watchdog enforces; after the
+alive on the account is in the run's log with the bound its watchdog enforces; after the
 recovery no pod of the run is left billing; the projections equal the fold of the log.
 """
 
@@ -204,8 +204,9 @@ async def _scenario(project: Path, endpoint: str, kind: str, times: int, outcome
 
 
 def _guarded(rig: Any, run_id: str) -> list[str]:
-    """Every live pod on the account is this run's, recorded in its log with a deadline."""
-    from overbrainer.runpod.pod_scripts import RUN_MARKER
+    """Every live pod on the account is this run's, recorded in its log, with the bound its
+    watchdog keeps (max_hours from its creation)."""
+    from overbrainer.runpod.pod_scripts import ENV_MAX_SECONDS, RUN_MARKER
 
     found = []
     state = rig.state(run_id)
@@ -214,8 +215,8 @@ def _guarded(rig: Any, run_id: str) -> list[str]:
             found.append(f"pod {pod.id} carries no marker of run {run_id}")
         elif pod.id not in state.pod.pods and pod.id not in state.pod.strays:
             found.append(f"pod {pod.id} bills but the log of run {run_id} does not know it")
-        elif not pod.env.get("OVERBRAINER_DEADLINE") and not state.pod.deadline:
-            found.append(f"pod {pod.id} bills with no deadline")
+        elif not pod.env.get(ENV_MAX_SECONDS):
+            found.append(f"pod {pod.id} bills with no bound for its watchdog")
         elif not state.pod.may_bill():
             found.append(f"pod {pod.id} bills but the log says no pod of run {run_id} may")
     return found

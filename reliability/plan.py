@@ -215,8 +215,11 @@ def cases(campaign: str, worlds: Worlds, *, full: bool) -> list[Case]:
             if kind == "ssh":
                 out += store_faults.ssh_drop_cases(worlds.base / "ssh-drops", worlds.traces(kind))
             if kind == "runpod":
+                from reliability import clocks
+
                 out += worlds.runpod().fault_cases(worlds.traces(kind))
                 out += worlds.runpod().store_fault_cases()
+                out += clocks.cases(worlds.runpod())
     elif campaign == "bad-input":
         from reliability import bad_input
 

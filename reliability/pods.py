@@ -307,7 +307,7 @@ class RunpodWorld:
 
     def _guarded(self, project: Project) -> list[str]:
         """Right after the command: every pod of its runs is known and bounded."""
-        from overbrainer.runpod.pod_scripts import ENV_DEADLINE, ENV_WATCHDOG
+        from overbrainer.runpod.pod_scripts import ENV_MAX_SECONDS, ENV_WATCHDOG
 
         found = []
         for run_id in project.runs():
@@ -318,7 +318,7 @@ class RunpodWorld:
                     continue
                 if pod["id"] not in known and pod["name"] not in known:
                     found.append(f"pod {pod['id']} of run {run_id} bills, unknown to its log")
-                if not (pod["env"].get(ENV_DEADLINE) and pod["env"].get(ENV_WATCHDOG)):
+                if not (pod["env"].get(ENV_MAX_SECONDS) and pod["env"].get(ENV_WATCHDOG)):
                     found.append(f"pod {pod['id']} of run {run_id} bills with no watchdog")
                 elif pod["booted"] and not pod["watchdog"] and not state.pod.keep:
                     found.append(f"pod {pod['id']} of run {run_id} bills, its watchdog dead")

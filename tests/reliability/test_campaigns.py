@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from reliability import api_faults, bad_input, machine, store_faults
+from reliability import api_faults, bad_input, clocks, machine, store_faults
 from reliability.core import Case, Result, run_cases
 from reliability.pods import RunpodWorld
 from reliability.world import MachineWorld
@@ -121,6 +121,18 @@ def test_ctrl_c_crash_and_a_vanishing_pod_on_the_runpod_target(tmp_path: Path) -
             _case("kill create", lambda: world._case("train", create, "kill", "b", None)[1]),
             _case("pod vanishes", lambda: world._case("train", follow, "pause", "c", vanish)[1]),
         ]
+        _clean(run_cases(cases, 3))
+
+
+def test_a_clock_far_off_or_jumping_on_the_runpod_target(tmp_path: Path) -> None:
+    with RunpodWorld(tmp_path) as world:
+        picked = {
+            "runpod train: this machine's clock 3 h behind",
+            "runpod train attach: this machine's clock 2 years ahead",
+            "runpod train: this machine's clock jumps +2h while its pod is ready",
+        }
+        cases = [case for case in clocks.cases(world) if case.name in picked]
+        assert len(cases) == len(picked)
         _clean(run_cases(cases, 3))
 
 
