@@ -1,9 +1,10 @@
 """``runs ls`` and ``runs show``: the runs view, read without any network."""
 
 import contextlib
+import math
 import sys
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from cyclopts import App, Parameter
@@ -14,7 +15,13 @@ from overbrainer.cli.context import Invocation, current
 app = App(name="runs", help="List and show this project's runs (no network).")
 
 
-def _spend(state: Any, now: datetime) -> str:
+def _spend(state: Any, now: datetime, here: bool = False) -> str:
+    """What the run's pod cost: as recorded, or estimated for a pod that may still bill.
+
+    The estimate compares this machine's clock with Runpod's ``createdAt``: when a command
+    on this machine (``here``: the run was started from it) recorded its clock being off
+    Runpod's, the offset is taken out (no network here to ask Runpod's time).
+    """
     pod = state.pod
     if pod.spend is not None:
         return f"${pod.spend:.2f}"
@@ -23,6 +30,9 @@ def _spend(state: Any, now: datetime) -> str:
             started = datetime.fromisoformat(pod.created_at.replace("Z", "+00:00"))
         except ValueError:
             return ""
+        offset = state.run.clock_offset if here else None
+        if offset is not None and math.isfinite(offset):
+            now -= timedelta(seconds=offset)
         hours = max(0.0, (now - started).total_seconds() / 3600)
         return f"~${pod.cost_per_hour * hours:.2f}"
     return ""
@@ -38,6 +48,8 @@ def _progress(metrics: dict[str, Any]) -> str:
 
 
 def _row(state: Any, now: datetime, host: str) -> dict[str, Any]:
+    import socket
+
     run, pod = state.run, state.pod
     return {
         "id": run.run_id,
@@ -49,7 +61,7 @@ def _row(state: Any, now: datetime, host: str) -> dict[str, Any]:
         "progress": _progress(run.metrics),
         "pod": pod.pod_id or "",
         "pod_status": pod.status if pod.pod_id else "",
-        "spend": _spend(state, now),
+        "spend": _spend(state, now, here=host == socket.gethostname()),
         "note": run.note or "",
     }
 
