@@ -294,6 +294,18 @@ def _retry_after(value: str | None, date: datetime | None = None) -> float | Non
     return min(max(seconds, 0.0), _MAX_RETRY_AFTER)
 
 
+def _clock_hint(error: Exception) -> str:
+    """What to check when a certificate was refused as expired or not yet valid: this
+    machine's clock decides that, and a clock far off refuses Runpod's good certificate."""
+    text = str(error).lower()
+    if "certificate" in text and ("expired" in text or "not yet valid" in text):
+        return (
+            "; the TLS certificate check depends on this machine's clock: check that it is "
+            "right (turn on NTP time sync)"
+        )
+    return ""
+
+
 _CREATE_TEXTS: dict[int, str] = {
     400: "Runpod could not place this GPU type in the allowed data centers, or the request "
     "breaks one of its rules (HTTP 400)",
@@ -445,7 +457,7 @@ class RunpodClient:
             else:
                 text = f"the connection to Runpod failed during the create ({kind})"
             raise AmbiguousCreate(
-                f"{text}; a pod may or may not have been created",
+                f"{text}; a pod may or may not have been created{_clock_hint(error)}",
                 detail=redact(one_line(str(error), 200)),
             ) from None
         status = answer.status
@@ -729,7 +741,7 @@ class RunpodClient:
                 raise RunpodApiError(
                     self._redact(
                         f"cannot {op}: {kind} talking to {self._host}{tries} "
-                        f"({one_line(self._redact(str(error)), 200)})"
+                        f"({one_line(self._redact(str(error)), 200)}){_clock_hint(error)}"
                     )
                 ) from None
             status = answer.status

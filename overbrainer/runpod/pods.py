@@ -24,6 +24,7 @@ import trio
 from overbrainer.errors import OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
+from overbrainer.events.store import StoreError
 from overbrainer.exec.base import Executor
 from overbrainer.front.interrupts import ShieldTimeout
 from overbrainer.runpod import clocks
@@ -141,7 +142,8 @@ async def delete_pod(
     """Delete pod ``pod_id`` of run ``run_id`` and wait until Runpod no longer shows it.
 
     Appends ``PodDeleting(reason)`` before the delete is sent and ``PodDeleted`` once the
-    pod is gone, with its uptime and spend (``rate`` × uptime). ``rate`` and
+    pod is gone, with its uptime and spend (``rate`` × uptime, on Runpod's clock), then
+    ``ClockOffset`` if this machine's clock is now found far off Runpod's. ``rate`` and
     ``created_at`` default to what the run's log says of its current pod; give them for
     another pod (a stray). A pod that was already gone is recorded deleted ``found_gone``.
     Shielded from Ctrl-C; a pod already recorded deleted is left alone. A pod another
@@ -199,7 +201,6 @@ async def delete_pod(
             )
         # The uptime is counted on Runpod's clock, from its own createdAt.
         uptime, spend = uptime_and_spend(created_at, ctx.server_now(), rate)
-        await note_clock(ctx, run_id)
         # Joining another command's delete, a pod already gone is that delete's doing.
         deleted = ev.PodDeleted(
             pod_id=pod_id,
@@ -210,6 +211,11 @@ async def delete_pod(
         await journal.append(
             run_id, lambda now: [] if now.pod.pods.get(pod_id) == "deleted" else [deleted]
         )
+        # Runpod's clock was just read again: a jump of this machine's shows here.
+        try:
+            await note_clock(ctx, run_id)
+        except StoreError as error:
+            ctx.session.front.warn(f"{error} (while recording this machine's clock offset)")
 
     try:
         await ctx.session.interrupts.shield(f"deleting pod {pod_id}", ctx.timing.delete_limit, work)

@@ -307,6 +307,34 @@ async def test_an_http_date_retry_after_is_counted_from_runpods_date_not_this_cl
     assert 6.0 <= gap <= 8.0
 
 
+@pytest.mark.parametrize(
+    "said",
+    [
+        "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: certificate has expired "
+        "(_ssl.c:1006)",
+        "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: certificate is not yet "
+        "valid (_ssl.c:1006)",
+    ],
+)
+async def test_a_certificate_refused_as_expired_or_not_yet_valid_points_to_the_clock(
+    fake: FakeRunpod, client: RunpodClient, said: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    # What OpenSSL says when this machine's clock is far off Runpod's certificate's dates.
+    hint = "the TLS certificate check depends on this machine's clock: check that it is right"
+    fake.fail_next("GET /pods", connect_error=True, error_message=said, times=5)
+    with pytest.raises(RunpodApiError) as caught:
+        await client.list_pods()
+    assert said in str(caught.value) and hint in str(caught.value)
+    fake.fail_next("POST /pods", connect_error=True, error_message=said)
+    with pytest.raises(AmbiguousCreate) as created:
+        await client.create_pod(spec())
+    assert hint in str(created.value)
+    fake.fail_next("GET /pods", connect_error=True, error_message="connection refused", times=5)
+    with pytest.raises(RunpodApiError) as refused:
+        await client.list_pods()
+    assert "clock" not in str(refused.value)
+
+
 async def test_the_client_keeps_runpods_clock_from_the_date_of_each_answer(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

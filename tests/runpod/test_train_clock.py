@@ -197,7 +197,7 @@ async def test_a_clock_jump_mid_run_deletes_no_healthy_pod(
         # The jump is recorded once the command sees it (by the pod's delete), and warned.
         (recorded,) = _offsets(t, run_id)
         assert abs(recorded - JUMPS[jump].total_seconds()) <= 2
-        assert t.rig.names(run_id)[-3:] == ["pod.Deleting", "run.ClockOffset", "pod.Deleted"]
+        assert t.rig.names(run_id)[-3:] == ["pod.Deleting", "pod.Deleted", "run.ClockOffset"]
         assert "warning: this machine's clock is 2 h 0 min" in t.err()
 
 

@@ -3,6 +3,7 @@
 Real clock and real processes; fractions of a second stand for the minutes of a real pod.
 """
 
+import json
 import os
 import re
 import subprocess
@@ -330,6 +331,35 @@ async def test_deletes_max_seconds_after_the_pods_creation_by_runpods_clock(tmp_
     assert "deleting pod" in log and "past the deadline, 4s after the pod's creation" in log
     assert api.calls(pod_id)[-2:] == [f"DELETE /pods/{pod_id} 204", f"DELETE /pods/{pod_id} 404"]
     assert f"pod {pod_id} is gone (HTTP 404)" in log
+
+
+@pytest.mark.parametrize("shell", SHELLS, ids=SHELL_IDS)
+async def test_an_older_createdat_inside_the_pods_answer_does_not_shorten_the_bound(
+    tmp_path, api, shell
+):
+    # Objects inside a pod's answer (its cluster, say) have their own createdAt, before
+    # the pod's own or after it in the text: the pod's is the latest.
+    pod_id = await api.create_pod()
+    created = trio.current_time()
+    made = api.fake.wall(api.fake.pod(pod_id).created_at).isoformat().replace("+00:00", "Z")
+    answer = {
+        "cluster": {"id": "c1", "createdAt": "2020-01-01T00:00:00Z"},
+        "id": pod_id,
+        "createdAt": made,
+        "template": {"id": "t1", "createdAt": "2019-06-01T00:00:00.5Z"},
+    }
+    api.fake.fail_next("GET /pods/{id}", 200, raw_body=json.dumps(answer).encode())
+    async with watchdog(
+        tmp_path, shell, api, pod_id, files=("job.pid",), OVERBRAINER_MAX_SECONDS="3"
+    ) as dog:
+        await _until(dog.verdict)
+        assert dog.verdict() == "ready\n"
+        await trio.sleep(1.0)
+        assert api.fake.status(pod_id) == "RUNNING"
+        await _deleted(api, dog, pod_id, timeout=8.0)
+    deleted = _delete_times(api, pod_id)[0] - created
+    assert 1.9 < deleted < 4.6, deleted
+    assert f"(createdAt {made}, Date " in dog.log()
 
 
 async def test_without_runpods_date_it_counts_from_its_own_start(tmp_path, api):

@@ -378,17 +378,27 @@ prove_key() {
 
 # pod_age: the pod's age when Runpod answered the read in $body and $headers - the Date of
 # the answer minus the pod's createdAt, both Runpod's clock - as the monotonic time of the
-# pod's creation, in $born; left as it is when the answer does not tell.
+# pod's creation, in $born; left as it is when the answer does not tell. Of several
+# createdAt (an object inside the pod's, such as its cluster, has its own), the latest is
+# the pod's: anything a pod belongs to was there before it.
 pod_age() {
     served=$(sed -n 's/^[Dd][Aa][Tt][Ee]:[[:space:]]*//p' "$headers" 2>/dev/null |
         tr -d '\r' | head -n 1)
-    created=$(sed -n 's/.*"createdAt"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p' "$body" \
-        2>/dev/null | head -n 1)
+    grep -o '"createdAt"[[:space:]]*:[[:space:]]*"[^"]*"' "$body" 2>/dev/null |
+        sed 's/^"createdAt"[[:space:]]*:[[:space:]]*"//; s/"$//' >"$work/created"
+    made=
+    created=
+    while IFS= read -r value; do
+        if epoch "$value" && { [ -z "$made" ] || [ "$epoch" -gt "$made" ]; }; then
+            made=$epoch
+            created=$value
+        fi
+    done <"$work/created"
     now_ms
     if epoch "$served"; then
         served_s=$epoch
-        if epoch "$created"; then
-            age_ms=$(((served_s - epoch) * 1000))
+        if [ -n "$made" ]; then
+            age_ms=$(((served_s - made) * 1000))
             [ "$age_ms" -ge 0 ] || age_ms=0
             born=$((now - age_ms))
             born_from="the pod's creation"
