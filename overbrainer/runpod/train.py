@@ -620,7 +620,7 @@ class PodRun:
                 # Runpod's clock (just read again) says why: the watchdog kept the bound.
                 raise OverbrainerError(
                     f"run {run_id} failed: pod {pod_id} reached its deadline ({pod.deadline}, "
-                    f"max_hours = {self.spec.max_hours:g} after its creation) and its watchdog "
+                    f"max_hours = {self._max_hours(pod):g} after its creation) and its watchdog "
                     "deleted it, and its job went with it; raise max_hours of target "
                     f"{state.run.target} in overbrainer.toml if the job needs longer"
                 )
@@ -661,6 +661,13 @@ class PodRun:
         forget_key_if_done(self.ctx, run_id, state)
         return state
 
+    def _max_hours(self, pod: PodView) -> float:
+        """The bound the pod was created with (the target's, for logs that do not say)."""
+        for attempt in reversed(pod.attempts):
+            if attempt.get("pod_id") == pod.pod_id and attempt.get("max_hours") is not None:
+                return float(attempt["max_hours"])
+        return self.spec.max_hours
+
     async def _past_deadline(self, run_id: str) -> int:
         """The job was still followed past the pod's deadline (plus the slack): delete the
         pod (its watchdog should have) and fail the run."""
@@ -671,7 +678,7 @@ class PodRun:
         pod_id = pod.pod_id
         message = (
             f"the job was still running {DEADLINE_SLACK / 60:g} min past the deadline of pod "
-            f"{pod_id} ({pod.deadline}, max_hours = {self.spec.max_hours:g}); overbrainer "
+            f"{pod_id} ({pod.deadline}, max_hours = {self._max_hours(pod):g}); overbrainer "
             "deleted the pod"
         )
         problem: OverbrainerError | None = None

@@ -272,3 +272,16 @@ async def test_a_pod_its_watchdog_deleted_at_the_deadline_is_said_so(
             "with it; raise max_hours of target gpu in overbrainer.toml if the job needs longer"
         )
         assert state.run.state == "failed" and state.pod.deleted_by == "found_gone"
+
+
+async def test_the_deadline_said_is_the_one_the_pod_was_created_with(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with training(tmp_path) as t:
+        run_id = await _detached_run(t, tmp_path, JobScript(steps=200))
+        t.spec = t.spec.model_copy(update={"max_hours": 5.0})  # overbrainer.toml changed since
+        await trio.sleep(3 * HOUR)
+        with pytest.raises(OverbrainerError) as caught:
+            await t.command().attach(t.rig.state(run_id))
+        assert "5 min past the deadline" in str(caught.value)
+        assert "max_hours = 2)" in str(caught.value)
