@@ -89,6 +89,9 @@ async def test_a_clock_3h_behind_neither_loses_the_pod_nor_its_bound(tmp_path: P
             "client",
         )
         assert w.run_json(run_id)["state"] == "succeeded"
+        # One pod, kept to its end: none deleted at boot by its watchdog (and none more paid
+        # for on the next GPU type).
+        assert len(w.fake.create_requests()) == 1
         # The run was created on this clock: its ID says 3 h ago.
         assert abs(
             (datetime.strptime(run_id[:15], "%Y%m%d-%H%M%S").replace(tzinfo=UTC)
