@@ -905,13 +905,15 @@ class _Walk:
 
 async def _what_others_did(ctx: PodContext, run_id: str, state: RunLog) -> str:
     """``was failed by `pod rm` as alice on host h (pid 4): its pods were deleted …``."""
-    from overbrainer.runs.service import ended_by
+    from overbrainer.runs.service import ended_by, recorded_by
 
     if state.final:
         who = await ended_by(ctx.session, run_id)
         why = f": {state.run.message}" if state.run.message else ""
         return f"was {'ended' if state.run.state == 'succeeded' else state.run.state}{who}{why}"
-    return "had its pod deleted by another command"
+    # The other command may not have recorded the run's end yet: who deleted the pod.
+    who = await recorded_by(ctx.session, run_id, ev.PodDeleting)
+    return f"had its pod deleted{who or ' by another command'}"
 
 
 def _forget_key(ctx: PodContext, run_id: str, state: RunLog) -> None:

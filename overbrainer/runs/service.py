@@ -243,9 +243,15 @@ async def _ended_meanwhile(session: Session, run_id: str) -> RunLog | None:
 async def ended_by(session: Session, run_id: str) -> str:
     """`` by `train cancel` as alice on host laptop-a (pid 42)``: who recorded the run's end
     (empty when it is not found)."""
+    return await recorded_by(session, run_id, ev.RunEnded)
+
+
+async def recorded_by(session: Session, run_id: str, kind: type[ev.Event]) -> str:
+    """`` by `pod rm` as alice on host laptop-a (pid 42)``: who appended the run's latest
+    event of ``kind`` (empty when there is none)."""
     records = await trio.to_thread.run_sync(session.journal.store.history, run_id)
     for record in reversed(records):
-        if isinstance(record.event, ev.RunEnded):
+        if isinstance(record.event, kind):
             actor = record.actor
             return (
                 f" by `{actor.get('command', '?')}` as {actor.get('user', '?')} on host "
