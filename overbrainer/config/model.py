@@ -26,6 +26,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from overbrainer.config.axolotl_keys import MANAGED_AXOLOTL_KEYS, SETTING_KEYS
 from overbrainer.config.defaults import RUNPOD_DEFAULT_IMAGE
 from overbrainer.errors import OverbrainerError
 
@@ -238,10 +239,65 @@ Rate = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 # --- training --------------------------------------------------------------------------
 
-# Keys of axolotl.yaml that overbrainer writes itself from the run.
-MANAGED_AXOLOTL_KEYS = frozenset(
-    {"datasets", "test_datasets", "val_set_size", "output_dir", "dataset_prepared_path", "plugins"}
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Words of a variable's name (split at "_") that mark it as a secret: a key, a token, a
+# password… (TOKENIZERS_PARALLELISM is not one: words are compared whole).
+_SECRET_WORDS = frozenset(
+    {
+        "KEY",
+        "KEYS",
+        "APIKEY",
+        "TOKEN",
+        "TOKENS",
+        "SECRET",
+        "SECRETS",
+        "PASSWORD",
+        "PASSWD",
+        "PASSPHRASE",
+        "CREDENTIAL",
+        "CREDENTIALS",
+        "AUTH",
+        "PRIVATE",
+        "COOKIE",
+    }
 )
+# Variables overbrainer sets for the job itself (its wrapper, its plugin, the trainer's
+# telemetry and the Hugging Face token), or strips from it.
+JOB_OWN_VARIABLES = frozenset(
+    {
+        "PATH",
+        "PYTHONPATH",
+        "VIRTUAL_ENV",
+        "AXOLOTL_DO_NOT_TRACK",
+        "HF_TOKEN",
+        "HUGGING_FACE_HUB_TOKEN",
+    }
+)
+_JOB_OWN_PREFIXES = ("OVERBRAINER_", "VAULT_")
+
+
+def env_refusal(name: str) -> str | None:
+    """Why ``name`` may not be set in ``[training.env]``, or None when it may.
+
+    Refused: names that are not portable variable names; overbrainer's own variables
+    (``OVERBRAINER_*``, ``VAULT_*`` and those the job wrapper sets: ``PATH``,
+    ``PYTHONPATH``, ``VIRTUAL_ENV``, ``AXOLOTL_DO_NOT_TRACK``, the Hugging Face token);
+    and anything that looks like a secret by name — a word (between ``_``) such as KEY,
+    TOKEN, SECRET, PASSWORD, CREDENTIALS, AUTH or PRIVATE — because the table is written
+    into the run's files and shown by ``config check``.
+    """
+    if _ENV_NAME_RE.fullmatch(name) is None:
+        return "is not an environment variable name (letters, digits and _, not first a digit)"
+    upper = name.upper()
+    if upper.startswith(_JOB_OWN_PREFIXES) or upper in JOB_OWN_VARIABLES:
+        return "is set by overbrainer for the job itself; remove it"
+    if _SECRET_WORDS & set(upper.split("_")):
+        return (
+            "looks like a secret by its name, and [training.env] is written into the run's "
+            "files: remove it (the Hugging Face token goes in OVERBRAINER_HF_TOKEN; other "
+            "credentials belong in the target's own environment)"
+        )
+    return None
 
 
 class TrainingSettings(BaseModel):
@@ -268,6 +324,7 @@ class TrainingSettings(BaseModel):
     merge: bool = False
     hub_model_id: str | None = None
     axolotl_extra: dict[str, Any] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("target")
     @classmethod
@@ -301,12 +358,19 @@ class TrainingSettings(BaseModel):
     @field_validator("axolotl_extra")
     @classmethod
     def _extra_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
-        typed = set(cls.model_fields) - {"target", "axolotl_extra"}
+        typed = set(cls.model_fields) - {"target", "axolotl_extra", "env"}
         for key in value:
             if key in typed:
                 raise _problem(
                     f".{key}",
                     f"has a typed setting; set training.{key} instead",
+                )
+            if key in SETTING_KEYS:
+                setting = SETTING_KEYS[key]
+                raise _problem(
+                    f".{key}",
+                    f"is written into axolotl.yaml from training.{setting}; set "
+                    f"training.{setting} instead",
                 )
             if key in MANAGED_AXOLOTL_KEYS:
                 raise _problem(
@@ -323,6 +387,17 @@ class TrainingSettings(BaseModel):
             ) from None
         return value
 
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, text in value.items():
+            why = env_refusal(name)
+            if why is not None:
+                raise _problem(f".{name}", why)
+            if any(ch in text for ch in "\n\r\0"):
+                raise _problem(f".{name}", "holds a line break or a NUL; use one line")
+        return value
+
 
 # --- targets ---------------------------------------------------------------------------
 
@@ -334,6 +409,9 @@ class _MachineTarget(BaseModel):
 
     runtime: Literal["native", "docker"] = "native"
     venv: str | None = None
+    # "cpu": a rehearsal on a machine without a usable GPU (CPU-safe Axolotl keys, GPUs
+    # hidden from the job); "auto": whatever Axolotl finds.
+    device: Literal["auto", "cpu"] = "auto"
     engine: Literal["docker", "podman"] = "docker"
     # Declared before ``image`` so that the image's validator sees it.
     allow_unpinned_image: bool = False

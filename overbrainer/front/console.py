@@ -2,7 +2,7 @@
 
 Results go to stdout; progress, events, warnings and notices to stderr. On a terminal the
 training progress is a live line (rich); elsewhere it is a plain line at most every
-``throttle`` seconds. Evaluation losses are always printed.
+``throttle`` seconds. Milestones (each evaluation, each phase) are always printed.
 
 Both streams are guarded (``overbrainer/front/streams.py``): a reader that went away, a
 terminal that closed or a full disk silence a stream, never the command's work.
@@ -43,7 +43,6 @@ class Front:
         self._last_plain: float | None = None
         self._last_text = ""
         self._printed = ""  # the last progress line printed as a plain line
-        self._last_eval: float | None = None
         self._live: Any = None
 
     # -- lines -----------------------------------------------------------------------
@@ -85,12 +84,12 @@ class Front:
 
     # -- progress --------------------------------------------------------------------
 
+    def milestone(self, text: str) -> None:
+        """A line of the run's own story (an evaluation, a phase), always printed."""
+        self._err_line(text)
+
     def progress(self, summary: MetricsSummary, spend: float | None = None) -> None:
-        """Show training progress; a new evaluation loss is always printed on its own line."""
-        if summary.eval_loss is not None and summary.eval_loss != self._last_eval:
-            self._last_eval = summary.eval_loss
-            step = f" at step {summary.step}" if summary.step is not None else ""
-            self._err_line(f"eval_loss {summary.eval_loss:.4g}{step}")
+        """Show training progress (evaluations and phases are :meth:`milestone` lines)."""
         if summary.lines == 0:
             return  # nothing to show before the first metrics line
         text = progress_text(summary, spend)

@@ -2,6 +2,7 @@
 
 from overbrainer.events.aggregate import RunLog
 from overbrainer.runpod.clocks import offset_text
+from overbrainer.train.metrics import MetricsSummary, format_epoch, format_loss
 
 
 def summary_lines(state: RunLog) -> list[str]:
@@ -54,3 +55,30 @@ def summary_lines(state: RunLog) -> list[str]:
         if p.strays:
             lines.append("  strays     " + ", ".join(sorted(p.strays)))
     return lines
+
+
+def attach_header(state: RunLog) -> str:
+    """The first line of ``train attach``: the run, its target, and where it stands.
+
+    ``attach: run ID on target NAME (KIND): STATE; job pid N since TIME; pod P (STATUS);
+    last recorded step S/MAX, epoch E, loss L``, each part only when known.
+    """
+    r, p = state.run, state.pod
+    parts = [f"attach: run {r.run_id} on target {r.target} ({r.kind}): {r.state}"]
+    if r.job:
+        since = f" since {r.job['started_at']}" if r.job.get("started_at") else ""
+        parts.append(f"job pid {r.job['pid']}{since}")
+    if p.pod_id:
+        parts.append(f"pod {p.pod_id} ({p.status})")
+    known = MetricsSummary.from_dict(r.metrics) if r.metrics else None
+    if known is not None and known.step is not None:
+        total = f"/{known.max_steps}" if known.max_steps is not None else ""
+        seen = f"last recorded step {known.step}{total}"
+        if known.epoch is not None:
+            seen += f", epoch {format_epoch(known.epoch)}"
+        if known.loss is not None:
+            seen += f", loss {format_loss(known.loss)}"
+        parts.append(seen)
+    if r.note:
+        parts.append(r.note)
+    return "; ".join(parts)

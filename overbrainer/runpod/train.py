@@ -152,12 +152,16 @@ def api_base_of(settings: Settings) -> str | None:
 
 def pod_commands(settings: Settings, spec: RunpodTarget) -> list[list[str]]:
     """The trainer commands of a job on a pod, each run through the pod's job environment
-    file with the target's venv first on ``PATH``."""
+    file with the target's venv first on ``PATH``. ``[training.env]`` is applied again after
+    that file (through ``env``), so the project's values win over the pod's own
+    (``HF_HOME``, say)."""
     venv = spec.venv.rstrip("/") or "/"
     axolotl = f"{venv}/bin/axolotl"
+    training = settings.training
+    again = ["env", *(f"{name}={value}" for name, value in training.env.items())]
     return [
-        ["sh", "-c", _WITH_JOB_ENV, "sh", venv, *command]
-        for command in trainer_commands(settings.training, axolotl)
+        ["sh", "-c", _WITH_JOB_ENV, "sh", venv, *(again if training.env else []), *command]
+        for command in trainer_commands(training, axolotl)
     ]
 
 
@@ -216,9 +220,12 @@ async def train(
 async def attach(session: Session, settings: Settings, state: RunLog) -> int:
     """``overbrainer train attach`` on a Runpod run: see :meth:`PodRun.attach` (and
     :meth:`PodRun.attach_starting` for a run still starting its pod)."""
+    from overbrainer.projections.summary import attach_header
+
     spec = _target_of(settings, state)
     if state.run.state != "preparing":
         _require_job(state)
+    session.front.info(attach_header(state))
     async with open_pod_context(session, settings, spec) as ctx:
         run = PodRun(ctx, settings, spec, poll=follow_poll(settings))
         if state.run.state == "preparing":
@@ -394,7 +401,7 @@ class PodRun:
                 session,
                 job,
                 pod_commands(self.settings, self.spec),
-                env=job_environment(),
+                env=job_environment(self.settings.training),
                 secrets=secrets_of(self.settings),
             )
         except OverbrainerError:

@@ -14,10 +14,16 @@ from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.store import StoreError
 from overbrainer.exec.base import ContainerRuntime, Executor, NativeRuntime, Runtime
+from overbrainer.projections.summary import attach_header
 from overbrainer.runs import service
 from overbrainer.runs.ids import new_run_id
 from overbrainer.runs.service import Job, Session, attach_hint
-from overbrainer.train.axolotl import job_environment, prepare_run_dir, trainer_commands
+from overbrainer.train.axolotl import (
+    cpu_overridden,
+    job_environment,
+    prepare_run_dir,
+    trainer_commands,
+)
 from overbrainer.train.data import DataError, check_data
 from overbrainer.train.metrics import MetricsSummary, summary_line
 
@@ -104,6 +110,13 @@ async def train(session: Session, settings: Settings, plan: Plan) -> int:
     """Create a run, start its job, follow it to its end and bring the results home."""
     run_id = new_run_id()
     training = settings.training
+    replaced = cpu_overridden(training) if plan.target.device == "cpu" else []
+    if replaced:
+        session.front.warn(
+            f'target {plan.target_name} has device = "cpu": training.axolotl_extra\'s '
+            f"{', '.join(replaced)} {'is' if len(replaced) == 1 else 'are'} replaced by false "
+            "for this run"
+        )
     await session.journal.create(
         ev.RunCreated(
             run_id=run_id,
@@ -121,7 +134,13 @@ async def train(session: Session, settings: Settings, plan: Plan) -> int:
     )
     try:
         data = check_data(session.project_dir)
-        prepare_run_dir(session.run_dir(run_id), session.project_dir, training, data)
+        prepare_run_dir(
+            session.run_dir(run_id),
+            session.project_dir,
+            training,
+            data,
+            device=plan.target.device,
+        )
     except DataError as error:
         await _fail_before_job(session, run_id, str(error))
         raise
@@ -139,7 +158,7 @@ async def train(session: Session, settings: Settings, plan: Plan) -> int:
                 session,
                 job,
                 trainer_commands(training, plan.axolotl),
-                env=job_environment(),
+                env=job_environment(training, device=plan.target.device),
                 secrets=secrets_of(settings),
                 container=_container(plan, run_id),
             )
@@ -260,6 +279,7 @@ async def attach(session: Session, settings: Settings, state: RunLog) -> int:
         raise OverbrainerError(
             f"run {run.run_id} has no job: it stopped before its job started ({run.message})"
         )
+    session.front.info(attach_header(state))
     plan = plan_for(settings, run.target)
     async with open_job(session, plan, run.run_id) as job:
         if run.state == "running":

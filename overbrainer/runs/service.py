@@ -26,7 +26,7 @@ from overbrainer.exec.transfer import STAGING_DIR
 from overbrainer.front.console import Front
 from overbrainer.front.interrupts import AFTER_STOP, Interrupts, Offer
 from overbrainer.runs.outcome import Verdict, judge
-from overbrainer.train.metrics import MetricsSummary, parse_metrics_lines
+from overbrainer.train.metrics import MetricsEvent, MetricsSummary, milestones, parse_metrics_lines
 
 RETRIEVED_PATHS = ("output", "metrics.jsonl", "job.log")
 METRICS_FILE = "metrics.jsonl"
@@ -199,7 +199,7 @@ async def watch(
         tick = trio.current_time()
         try:
             state = await job.executor.status(job.remote_dir)
-            summary, offset = await _read_metrics(job, summary, offset, final=state.ended)
+            summary, offset, events = await _read_metrics(job, summary, offset, final=state.ended)
             failures = 0
         except ExecError as error:
             # Another follower may have won the race to the end (and deleted the pod): the
@@ -220,6 +220,8 @@ async def watch(
             session.front.warn(f"{error}; retrying ({failures}/{MAX_FAILED_POLLS})")
             await trio.sleep_until(tick + poll)
             continue
+        for line in milestones(events):
+            session.front.milestone(line)
         session.front.progress(summary, spend() if spend else None)
         if state.ended:
             session.front.progress_done(summary, spend() if spend else None)
@@ -313,17 +315,20 @@ async def take_relayed_cancel(session: Session, job: Job) -> bool:
 
 async def _read_metrics(
     job: Job, summary: MetricsSummary, offset: int, *, final: bool
-) -> tuple[MetricsSummary, int]:
+) -> tuple[MetricsSummary, int, list[MetricsEvent]]:
+    """The summary after the new lines, the next offset, and the new lines' events."""
     # After the end, drain the file completely; while running, one bounded read per poll.
+    seen: list[MetricsEvent] = []
     while True:
         data = await job.executor.read_file(f"{job.remote_dir}/{METRICS_FILE}", offset, READ_LIMIT)
         events, malformed, consumed = parse_metrics_lines(
             data, final=final and len(data) < READ_LIMIT
         )
         summary = summary.with_events(events, malformed)
+        seen.extend(events)
         offset += consumed
         if not final or len(data) < READ_LIMIT or consumed == 0:
-            return summary, offset
+            return summary, offset, seen
 
 
 async def follow(session: Session, job: Job, *, poll: float = POLL_SECONDS) -> Followed | None:
@@ -422,6 +427,12 @@ async def collect(session: Session, job: Job) -> Retrieval:
 
     A second signal stops it (:meth:`Interrupts.stoppable`): nothing is recorded then, and
     the retrieval says ``stopped``."""
+    if job.in_place:
+        session.front.info(f"checking the results of run {job.run_id}")
+    else:
+        session.front.info(
+            f"retrieving the results of run {job.run_id} from {job.executor.location}"
+        )
     local = session.run_dir(job.run_id)
 
     async def bring_home() -> tuple[dict[str, str] | None, OverbrainerError | None, list[str]]:

@@ -18,7 +18,8 @@ from typing import Any
 
 import yaml
 
-from overbrainer.config.model import MANAGED_AXOLOTL_KEYS, TrainingSettings
+from overbrainer.config.axolotl_keys import CPU_KEYS, MANAGED_AXOLOTL_KEYS, SETTING_KEYS
+from overbrainer.config.model import TrainingSettings
 from overbrainer.errors import OverbrainerError
 from overbrainer.train.data import EVAL_FILE, TRAIN_FILE, DataFiles, check_data
 
@@ -36,6 +37,9 @@ METRICS_FILE = "metrics.jsonl"
 
 METRICS_ENV = "OVERBRAINER_METRICS"
 """The variable telling the plugin where to write (set for the job by overbrainer)."""
+
+TELEMETRY_ENV = "AXOLOTL_DO_NOT_TRACK"
+"""Set to ``1`` for every job: Axolotl then sends no telemetry (see :func:`job_environment`)."""
 
 OUTPUT_DIR = "output"
 """Axolotl's ``output_dir``, relative to the run directory."""
@@ -83,63 +87,70 @@ def _dataset(path: Path) -> dict[str, Any]:
     }
 
 
-def render_config(training: TrainingSettings, *, has_eval: bool) -> dict[str, Any]:
-    """The content of ``axolotl.yaml`` for ``training`` (SPEC §6).
+def render_config(
+    training: TrainingSettings, *, has_eval: bool, device: str = "auto"
+) -> dict[str, Any]:
+    """The content of ``axolotl.yaml`` for ``training``.
 
-    The eval set (``test_datasets``, with ``evals_per_epoch``) is there only with
-    ``has_eval``: without an eval set Axolotl has nothing to evaluate. ``axolotl_extra`` is
-    merged last, key by key; it may not touch the keys overbrainer manages.
+    Every key that comes from a setting is written through :data:`SETTING_KEYS` (which
+    ``axolotl_extra`` may therefore not set). The eval set (``test_datasets``, with
+    ``evals_per_epoch``) is there only with ``has_eval``: without an eval set Axolotl has
+    nothing to evaluate. ``axolotl_extra`` is merged last, key by key; then, with
+    ``device="cpu"``, the CPU-safe keys (:data:`CPU_KEYS`) over it.
     """
-    managed = sorted(MANAGED_AXOLOTL_KEYS & training.axolotl_extra.keys())
-    if managed:
+    refused = sorted((MANAGED_AXOLOTL_KEYS | SETTING_KEYS.keys()) & training.axolotl_extra.keys())
+    if refused:
         # The settings refuse these already; a second guard, because a lost plugin or
         # output_dir would make the run fail only after the job has cost its time.
         raise OverbrainerError(
-            f"training.axolotl_extra may not set {', '.join(managed)}: overbrainer manages "
+            f"training.axolotl_extra may not set {', '.join(refused)}: overbrainer writes "
             "them; remove them from overbrainer.toml"
         )
-    cfg: dict[str, Any] = {
-        "base_model": training.base_model,
-        "datasets": [_dataset(TRAIN_FILE)],
-        "val_set_size": 0,
-    }
+    cfg: dict[str, Any] = {}
+
+    def setting(key: str, value: Any = None) -> None:
+        cfg[key] = getattr(training, SETTING_KEYS[key]) if value is None else value
+
+    setting("base_model")
+    cfg["datasets"] = [_dataset(TRAIN_FILE)]
+    cfg["val_set_size"] = 0
     if has_eval:
         cfg["test_datasets"] = [_dataset(EVAL_FILE)]
-    cfg.update(
-        {
-            "num_epochs": training.epochs,
-            "learning_rate": training.learning_rate,
-            "micro_batch_size": training.micro_batch_size,
-            "gradient_accumulation_steps": training.gradient_accumulation_steps,
-            "sequence_len": training.sequence_len,
-            "optimizer": training.optimizer,
-            "lr_scheduler": training.lr_scheduler,
-            "sample_packing": training.sample_packing,
-        }
-    )
+    for key in (
+        "num_epochs",
+        "learning_rate",
+        "micro_batch_size",
+        "gradient_accumulation_steps",
+        "sequence_len",
+        "optimizer",
+        "lr_scheduler",
+        "sample_packing",
+    ):
+        setting(key)
     if has_eval:
-        cfg["evals_per_epoch"] = training.evals_per_epoch
-    cfg["saves_per_epoch"] = training.saves_per_epoch
+        setting("evals_per_epoch")
+    setting("saves_per_epoch")
     if training.adapter in ("lora", "qlora"):
-        cfg.update(
-            {
-                "adapter": training.adapter,
-                "lora_r": training.lora_r,
-                "lora_alpha": training.lora_alpha,
-                "lora_dropout": training.lora_dropout,
-                "lora_target_linear": True,
-            }
-        )
+        for key in ("adapter", "lora_r", "lora_alpha", "lora_dropout"):
+            setting(key)
+        cfg["lora_target_linear"] = True
         if training.adapter == "qlora":
-            cfg["load_in_4bit"] = True
+            setting("load_in_4bit", True)
     if training.hub_model_id is not None:
-        cfg["hub_model_id"] = training.hub_model_id
+        setting("hub_model_id")
     cfg["output_dir"] = f"./{OUTPUT_DIR}"
     cfg["dataset_prepared_path"] = f"./{PREPARED_DIR}"
     cfg["plugins"] = [PLUGIN]
     for key, value in training.axolotl_extra.items():
         cfg[key] = copy.deepcopy(value)
+    if device == "cpu":
+        cfg.update(CPU_KEYS)
     return cfg
+
+
+def cpu_overridden(training: TrainingSettings) -> list[str]:
+    """The ``axolotl_extra`` keys a ``device = "cpu"`` target replaces (to warn about)."""
+    return [key for key in CPU_KEYS if key in training.axolotl_extra]
 
 
 def dump_config(cfg: dict[str, Any]) -> str:
@@ -147,10 +158,13 @@ def dump_config(cfg: dict[str, Any]) -> str:
     return yaml.safe_dump(cfg, sort_keys=False, default_flow_style=False, allow_unicode=True)
 
 
-def write_config(run_dir: Path, training: TrainingSettings, has_eval: bool) -> Path:
+def write_config(
+    run_dir: Path, training: TrainingSettings, has_eval: bool, device: str = "auto"
+) -> Path:
     """Write ``run_dir/axolotl.yaml`` and return its path."""
     path = run_dir / CONFIG_FILE
-    path.write_text(dump_config(render_config(training, has_eval=has_eval)), encoding="utf-8")
+    cfg = render_config(training, has_eval=has_eval, device=device)
+    path.write_text(dump_config(cfg), encoding="utf-8")
     return path
 
 
@@ -162,19 +176,57 @@ def trainer_commands(training: TrainingSettings, axolotl: str = "axolotl") -> li
     """
     commands = [[axolotl, "train", CONFIG_FILE]]
     if training.merge and training.adapter in ("lora", "qlora"):
+        commands.append(phase_command("merging"))
         commands.append([axolotl, "merge-lora", CONFIG_FILE])
     return commands
 
 
-def job_environment(*, pythonpath: str | None = None) -> dict[str, str]:
+# Appends a phase line to the metrics file, in the plugin's format, with the shell alone
+# (``date`` and ``printf``): no Python needed before the command it announces.
+_PHASE_SCRIPT = (
+    """printf '{"event":"phase","time":%s,"phase":"%s"}\\n' "$(date +%s)" "$1" """
+    '>>"${' + METRICS_ENV + ":-" + METRICS_FILE + '}"'
+)
+
+
+def phase_command(phase: str) -> list[str]:
+    """A job command that writes a ``phase`` line (``merging``) to the metrics file, so the
+    follower can say what the job does next; ``phase`` is lowercase letters and ``_``."""
+    if not phase or not all(ch.islower() or ch == "_" for ch in phase):
+        raise ValueError(f"not a phase name: {phase!r}")
+    return ["sh", "-c", _PHASE_SCRIPT, "sh", phase]
+
+
+def job_environment(
+    training: TrainingSettings | None = None,
+    *,
+    device: str = "auto",
+    pythonpath: str | None = None,
+) -> dict[str, str]:
     """The variables overbrainer sets for the job (over the environment it inherits).
 
-    ``PYTHONPATH`` starts with ``.``, the run directory, where the plugin module is;
-    ``pythonpath`` (an inherited value) follows it. The caller drops the user's own
-    ``OVERBRAINER_*`` variables before adding these.
+    - ``WANDB_MODE=disabled`` unless ``[training.env]`` sets it: a job logs to Weights &
+      Biases only when asked to;
+    - ``CUDA_VISIBLE_DEVICES=""`` on a ``device = "cpu"`` target: the rehearsal trains on
+      the CPU even where a GPU is present;
+    - then ``[training.env]`` (the settings refuse secrets and overbrainer's own names);
+    - ``PYTHONPATH`` starting with ``.``, the run directory, where the plugin module is
+      (``pythonpath``, an inherited value, follows it), and where the plugin writes;
+    - ``AXOLOTL_DO_NOT_TRACK=1`` always: Axolotl's telemetry flush can wait for ever on a
+      machine that cannot reach the internet, after training has saved its results, and
+      the run would never end.
+
+    The caller drops the user's own ``OVERBRAINER_*`` variables before adding these.
     """
-    path = "." if not pythonpath else f".:{pythonpath}"
-    return {"PYTHONPATH": path, METRICS_ENV: METRICS_FILE}
+    env: dict[str, str] = {"WANDB_MODE": "disabled"}
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    if training is not None:
+        env.update(training.env)
+    env["PYTHONPATH"] = "." if not pythonpath else f".:{pythonpath}"
+    env[METRICS_ENV] = METRICS_FILE
+    env[TELEMETRY_ENV] = "1"
+    return env
 
 
 def _normalized(name: str) -> str:
@@ -240,7 +292,12 @@ def plugin_source() -> bytes:
 
 
 def prepare_run_dir(
-    run_dir: Path, project_dir: Path, training: TrainingSettings, data: DataFiles | None = None
+    run_dir: Path,
+    project_dir: Path,
+    training: TrainingSettings,
+    data: DataFiles | None = None,
+    *,
+    device: str = "auto",
 ) -> None:
     """Fill ``run_dir`` with what the job reads: the data, the plugin and ``axolotl.yaml``.
 
@@ -255,4 +312,4 @@ def prepare_run_dir(
     if data.eval_path is not None:
         shutil.copyfile(data.eval_path, run_dir / EVAL_FILE)
     (run_dir / PLUGIN_FILE).write_bytes(plugin_source())
-    write_config(run_dir, training, data.has_eval)
+    write_config(run_dir, training, data.has_eval, device)

@@ -9,7 +9,8 @@ at the first byte of the unfinished line.
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Self
 
@@ -19,13 +20,17 @@ runaway line can never stall a follower that reads in bounded chunks."""
 
 _FLOAT_FIELDS = ("time", "epoch", "loss", "eval_loss", "learning_rate", "grad_norm")
 _INT_FIELDS = ("step", "max_steps")
+# A phase name: what the job does next (``saving_adapter``, ``merging``).
+_PHASE_RE = re.compile(r"^[a-z_]{1,40}$")
 # How the plugin spells the floats JSON cannot carry.
 _SPELLED = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
 @dataclass(frozen=True)
 class MetricsEvent:
-    """One line of ``metrics.jsonl``: ``begin`` at train start, ``log`` on each trainer log.
+    """One line of ``metrics.jsonl``: ``begin`` at train start, ``log`` on each trainer log
+    (an evaluation is a ``log`` with ``eval_loss`` and the step it was computed at),
+    ``phase`` when the job moves on to saving or merging.
 
     Unknown event names are kept (and ignored by the summary) so newer plugins stay readable.
     """
@@ -39,6 +44,7 @@ class MetricsEvent:
     eval_loss: float | None = None
     learning_rate: float | None = None
     grad_norm: float | None = None
+    phase: str | None = None
 
 
 class _Malformed(ValueError):
@@ -82,7 +88,10 @@ def _event(line: bytes) -> MetricsEvent:
         raise _Malformed
     values: dict[str, Any] = {key: _float(record.get(key)) for key in _FLOAT_FIELDS}
     values.update({key: _int(record.get(key)) for key in _INT_FIELDS})
-    return MetricsEvent(event=name, **values)
+    phase = record.get("phase")
+    if phase is not None and (not isinstance(phase, str) or not _PHASE_RE.fullmatch(phase)):
+        raise _Malformed
+    return MetricsEvent(event=name, phase=phase, **values)
 
 
 def parse_metrics_lines(
@@ -214,6 +223,35 @@ def format_loss(loss: float) -> str:
 def format_rate(rate: float) -> str:
     """A learning rate with three significant digits: ``0.0002``, ``1.5e-05``."""
     return f"{rate:.3g}"
+
+
+PHASES = {
+    "saving_adapter": "training ended; saving the adapter",
+    "saving_model": "training ended; saving the model",
+    "merging": "merging the adapter into the base model",
+}
+"""What the follower says for each phase line (unknown phases are not shown)."""
+
+
+def eval_text(event: MetricsEvent) -> str:
+    """``eval_loss 1.234 at step 40 (epoch 0.5)``: an evaluation and where it was computed."""
+    assert event.eval_loss is not None
+    text = f"eval_loss {format_loss(event.eval_loss)}"
+    if event.step is not None:
+        text += f" at step {event.step}"
+    if event.epoch is not None:
+        text += f" (epoch {format_epoch(event.epoch)})"
+    return text
+
+
+def milestones(events: Iterable[MetricsEvent]) -> Iterator[str]:
+    """The lines a follower prints for ``events``, in their order: each evaluation once, at
+    the step it was computed at, and each known phase."""
+    for event in events:
+        if event.event == "log" and event.eval_loss is not None:
+            yield eval_text(event)
+        elif event.event == "phase" and event.phase in PHASES:
+            yield PHASES[event.phase]
 
 
 def summary_line(

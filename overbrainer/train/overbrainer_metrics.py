@@ -11,6 +11,13 @@ named by ``$OVERBRAINER_METRICS`` (``metrics.jsonl`` in the working directory wh
 
     {"event":"begin","time":1700000000.123,"max_steps":120}
     {"event":"log","time":…,"step":10,"epoch":0.25,"max_steps":120,"loss":1.234,…}
+    {"event":"log","time":…,"step":20,"epoch":0.5,"max_steps":120,"eval_loss":1.1}
+    {"event":"phase","time":…,"phase":"saving_adapter"}
+
+An evaluation's line carries the step it was computed at. A ``phase`` line says what the job
+does next: ``saving_adapter`` (or ``saving_model`` for a full fine-tune) when training has
+ended and Axolotl saves its result; the job itself writes ``merging`` before
+``axolotl merge-lora``.
 
 Each line is written whole by one ``write`` on a file opened for appending, so a reader never
 sees half a line unless the process dies in the middle of that very call.
@@ -120,10 +127,11 @@ class MetricsCallback:
     :func:`new_callback` mixes it into a real ``TrainerCallback`` when transformers is there.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, saving: str = "model") -> None:
         self.path: str | os.PathLike[str] = (
             path or os.environ.get(METRICS_ENV) or DEFAULT_METRICS_FILE
         )
+        self.saving = saving  # what Axolotl saves once training ends: "adapter" or "model"
         self._failed = False
 
     def _write(self, state: object, event: str, **fields: object) -> None:
@@ -160,20 +168,27 @@ class MetricsCallback:
             **values,
         )
 
+    def on_train_end(self, args: object, state: object, control: object, **kwargs: Any) -> None:
+        """Write the ``saving_adapter`` / ``saving_model`` phase: training is over and
+        Axolotl saves its result next."""
+        self._write(state, "phase", phase=f"saving_{self.saving}")
 
-def new_callback(path: str | os.PathLike[str] | None = None) -> MetricsCallback:
+
+def new_callback(
+    path: str | os.PathLike[str] | None = None, saving: str = "model"
+) -> MetricsCallback:
     """A metrics callback: a ``transformers.TrainerCallback`` when transformers is importable,
     else a plain :class:`MetricsCallback` (for tests and the stand-in trainer)."""
     try:
         base: type = importlib.import_module("transformers").TrainerCallback
     except ImportError:
-        return MetricsCallback(path)
+        return MetricsCallback(path, saving)
     # MetricsCallback first, so its methods win over TrainerCallback's no-op ones.
     cls = cast(
         "type[MetricsCallback]",
         type("OverbrainerMetricsCallback", (MetricsCallback, base), {"__module__": __name__}),
     )
-    return cls(path)
+    return cls(path, saving)
 
 
 def _plugin_base() -> type:
@@ -196,4 +211,7 @@ class OverbrainerMetricsPlugin(_PluginBase):
 
     def add_callbacks_pre_trainer(self, cfg: object, model: object) -> list[Any]:
         """The callbacks Axolotl attaches to its trainer: the metrics callback."""
-        return [new_callback()]
+        # Axolotl's config is a dict (attribute access too); the stand-in's a plain dict.
+        adapter = cfg.get("adapter") if isinstance(cfg, Mapping) else getattr(cfg, "adapter", None)
+        saving = "adapter" if adapter else "model"
+        return [new_callback(saving=saving)]

@@ -1,5 +1,5 @@
-"""The front end's progress lines off a terminal: throttled, eval losses always, the last
-line once."""
+"""The front end's progress lines off a terminal: throttled, milestones (evaluations,
+phases) always, the last line once."""
 
 import io
 
@@ -29,7 +29,8 @@ def test_plain_progress_is_throttled_eval_always_shown_and_the_last_line_printed
     front.progress(_summary(1))
     now[0] = 3.0
     front.progress(_summary(2))  # throttled
-    front.progress(_summary(3, eval_loss=0.5))  # the eval loss is shown all the same
+    front.progress(_summary(3, eval_loss=0.5))  # throttled too: evaluations are milestones
+    front.milestone("eval_loss 0.5 at step 3")  # always shown
     now[0] = 20.0
     front.progress(_summary(10))
     front.progress_done(_summary(10))
@@ -60,6 +61,7 @@ def test_on_a_terminal_progress_is_one_live_line_and_other_lines_go_above_it() -
     front = Front(io.StringIO(), err, terminal=True)
     front.progress(_summary(1))
     front.progress(_summary(2, eval_loss=0.25))
+    front.milestone("eval_loss 0.25 at step 2")
     front.warn("something to say")
     front.progress_done(_summary(10))
     text = err.getvalue()

@@ -1,6 +1,9 @@
 """axolotl.yaml, the trainer commands, the job environment and the run directory."""
 
 import json
+import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -11,12 +14,14 @@ from overbrainer.train import overbrainer_metrics
 from overbrainer.train.axolotl import (
     dump_config,
     job_environment,
+    phase_command,
     prepare_run_dir,
     reasoning_template_warning,
     render_config,
     trainer_commands,
     write_config,
 )
+from overbrainer.train.metrics import milestones, parse_metrics_lines
 from tests.train.conftest import example, settings, write_jsonl
 
 TRAIN_SET = {
@@ -148,15 +153,68 @@ def test_trainer_commands() -> None:
     assert trainer_commands(settings()) == [["axolotl", "train", "axolotl.yaml"]]
     assert trainer_commands(settings(merge=True), "/venv/bin/axolotl") == [
         ["/venv/bin/axolotl", "train", "axolotl.yaml"],
+        phase_command("merging"),
         ["/venv/bin/axolotl", "merge-lora", "axolotl.yaml"],
     ]
-    assert len(trainer_commands(settings(adapter="qlora", merge=True))) == 2
+    assert trainer_commands(settings(adapter="qlora", merge=True))[1:] == [
+        phase_command("merging"),
+        ["axolotl", "merge-lora", "axolotl.yaml"],
+    ]
+
+
+@pytest.mark.parametrize("shell", ["sh", "dash", "busybox sh"])
+def test_the_phase_command_writes_a_phase_line_the_follower_reads(
+    tmp_path: Path, shell: str
+) -> None:
+    # Under every shell a target may have; into $OVERBRAINER_METRICS, else metrics.jsonl.
+    command = phase_command("merging")
+    argv = [*shell.split(), *command[1:]]
+    subprocess.run(argv, cwd=tmp_path, check=True, env={"PATH": os.environ["PATH"]})
+    subprocess.run(
+        argv,
+        cwd=tmp_path,
+        check=True,
+        env={"PATH": os.environ["PATH"], "OVERBRAINER_METRICS": "elsewhere.jsonl"},
+    )
+    for name in ("metrics.jsonl", "elsewhere.jsonl"):
+        events, malformed, _ = parse_metrics_lines((tmp_path / name).read_bytes())
+        assert malformed == 0
+        assert [(e.event, e.phase) for e in events] == [("phase", "merging")]
+        assert events[0].time is not None and abs(events[0].time - time.time()) < 60
+        assert list(milestones(events)) == ["merging the adapter into the base model"]
+
+
+@pytest.mark.parametrize("bad", ["", "Merging", "merge; rm -rf /", "a-b"])
+def test_a_phase_name_is_lowercase_words(bad: str) -> None:
+    with pytest.raises(ValueError, match="phase"):
+        phase_command(bad)
 
 
 def test_job_environment() -> None:
     env = job_environment()
-    assert env == {"PYTHONPATH": ".", "OVERBRAINER_METRICS": "metrics.jsonl"}
+    assert env == {
+        "WANDB_MODE": "disabled",
+        "PYTHONPATH": ".",
+        "OVERBRAINER_METRICS": "metrics.jsonl",
+        "AXOLOTL_DO_NOT_TRACK": "1",
+    }
     assert job_environment(pythonpath="/opt/lib")["PYTHONPATH"] == ".:/opt/lib"
+
+
+def test_job_environment_takes_training_env_and_keeps_its_own_last() -> None:
+    training = settings(env={"WANDB_MODE": "offline", "HF_HOME": "/scratch/hf", "TZ": "UTC"})
+    env = job_environment(training)
+    assert env["WANDB_MODE"] == "offline"  # the user's choice wins over the default
+    assert env["HF_HOME"] == "/scratch/hf"
+    assert env["TZ"] == "UTC"
+    assert env["AXOLOTL_DO_NOT_TRACK"] == "1"
+    # overbrainer's own come last, so nothing the table holds could shadow them.
+    assert list(env)[-3:] == ["PYTHONPATH", "OVERBRAINER_METRICS", "AXOLOTL_DO_NOT_TRACK"]
+
+
+def test_a_cpu_target_hides_the_gpus_from_the_job() -> None:
+    assert job_environment(device="cpu")["CUDA_VISIBLE_DEVICES"] == ""
+    assert "CUDA_VISIBLE_DEVICES" not in job_environment(device="auto")
 
 
 @pytest.mark.parametrize(

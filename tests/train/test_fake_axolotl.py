@@ -86,6 +86,9 @@ def test_train_writes_metrics_and_outputs(tmp_path: Path, project: Path) -> None
 
     summary = MetricsSummary().with_events(events)
     assert (summary.step, summary.max_steps, summary.epoch) == (4, 4, 2.0)
+    # Training over, the plugin says what is saved next: a LoRA adapter here.
+    assert events[-1].event == "phase"
+    assert events[-1].phase == "saving_adapter"
 
     output = run_dir / "output"
     assert (output / "adapter_model.safetensors").stat().st_size == 64 * 1024
@@ -117,7 +120,8 @@ def test_exit_knob(tmp_path: Path, project: Path) -> None:
     run_dir = _run_dir(tmp_path, project)
     result = _train(run_dir, FAKE_AXOLOTL_STEPS="2", FAKE_AXOLOTL_EXIT="3")
     assert result.returncode == 3
-    assert len(_metrics(run_dir)) == 3
+    # begin, two steps, and the phase the plugin writes when training ends.
+    assert [event.event for event in _metrics(run_dir)] == ["begin", "log", "log", "phase"]
     assert (run_dir / "output" / "adapter_model.safetensors").is_file()
 
 
