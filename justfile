@@ -19,7 +19,7 @@ test *args:
 
 # ruff and mypy (strict on overbrainer/).
 lint:
-    {{venv}}/bin/ruff check overbrainer tests bench reliability
+    {{venv}}/bin/ruff check overbrainer tests bench reliability e2e
     {{venv}}/bin/mypy
 
 # Speed and memory figures, each beside the floor it is compared with.

@@ -4,7 +4,7 @@
 Both live under ``.e2e/`` in the repository (git ignores it), in directories named by the
 hash of what they are built from: ``.e2e/axolotl-<hash of requirements.txt>`` (a venv with
 every package pinned, torch being the CPU build that lies on this kind of machine) and
-``.e2e/model-<hash of make_model.py and the pins>`` (the tiny model and tokenizer). A
+``.e2e/tiny-qwen3-<hash of make_model.py and the pins>`` (the tiny model and tokenizer). A
 directory counts as built once its ``.complete`` marker exists; a half-built one (an
 interrupted build) is removed and built again. Older environments are removed when a new
 one is built (each is ~4 GiB).
@@ -64,7 +64,8 @@ def env_dir() -> Path:
 
 def model_dir() -> Path:
     """The tiny model for the current script and pins."""
-    return CACHE / f"model-{_digest(MAKE_MODEL, PINS)}"
+    # "qwen3" in the name: the chat template is Qwen3-shaped and renders reasoning_content.
+    return CACHE / f"tiny-qwen3-{_digest(MAKE_MODEL, PINS)}"
 
 
 def is_built(path: Path) -> bool:
@@ -107,7 +108,7 @@ def _build_model(path: Path, python: Path) -> None:
     log.write_bytes(b"")
     _run([str(python), str(MAKE_MODEL), str(path)], log)
     (path / MARKER).write_text("built\n")
-    for old in CACHE.glob("model-*"):
+    for old in CACHE.glob("tiny-qwen3-*"):
         if old != path:
             shutil.rmtree(old, ignore_errors=True)
 

@@ -31,10 +31,36 @@ CHAT_TEMPLATE = (
 
 def corpus() -> list[str]:
     """Text the tokenizer learns its merges from: words and digits like the e2e data's."""
-    words = (
-        "what is plus minus times the sum of and make add subtract multiply answer is "
-        "first then so we get think step carry tens ones result number question"
-    ).split()
+    words = [
+        "what",
+        "is",
+        "plus",
+        "minus",
+        "times",
+        "the",
+        "sum",
+        "of",
+        "and",
+        "make",
+        "add",
+        "subtract",
+        "multiply",
+        "answer",
+        "is",
+        "first",
+        "then",
+        "so",
+        "we",
+        "get",
+        "think",
+        "step",
+        "carry",
+        "tens",
+        "ones",
+        "result",
+        "number",
+        "question",
+    ]
     lines = [" ".join(words)]
     lines += [f"{a} + {b} = {a + b}. {a} * {b} = {a * b}." for a in range(30) for b in range(30)]
     return lines

@@ -3,6 +3,7 @@
 import json
 import math
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -12,6 +13,7 @@ from overbrainer.train.metrics import (
     format_epoch,
     format_loss,
     format_rate,
+    milestones,
     parse_metrics_lines,
     summary_line,
 )
@@ -181,3 +183,71 @@ def test_number_formats() -> None:
         "nan",
     ]
     assert [format_rate(v) for v in (2e-4, 1.5e-5)] == ["0.0002", "1.5e-05"]
+
+
+# --- milestones: evaluations at their own steps, phases ---------------------------------
+
+
+def _line(**fields: object) -> bytes:
+    return (json.dumps(fields) + "\n").encode()
+
+
+def test_phase_lines_are_read_and_a_bad_phase_is_malformed() -> None:
+    data = (
+        _line(event="phase", time=1.0, phase="saving_adapter")
+        + _line(event="phase", time=2.0, phase="Saving; rm -rf /")
+        + _line(event="phase", time=3.0, phase=7)
+        + _line(event="phase", time=4.0, phase="x" * 41)
+    )
+    events, malformed, _ = parse_metrics_lines(data)
+    assert [e.phase for e in events] == ["saving_adapter"]
+    assert malformed == 3
+
+
+# A real run's lines (as Axolotl 0.19 logs them through the plugin): an evaluation at
+# step 0, training steps, evaluations interleaved; all read in one poll.
+_RUN = [
+    {"event": "begin", "time": 1.0, "max_steps": 4},
+    {"event": "log", "time": 1.1, "step": 0, "epoch": 0, "max_steps": 4, "eval_loss": 6.16},
+    {"event": "log", "time": 1.2, "step": 1, "epoch": 0.25, "max_steps": 4, "loss": 6.17},
+    {"event": "log", "time": 1.3, "step": 2, "epoch": 0.5, "max_steps": 4, "loss": 6.15},
+    {"event": "log", "time": 1.4, "step": 2, "epoch": 0.5, "max_steps": 4, "eval_loss": 6.12},
+    {"event": "log", "time": 1.5, "step": 3, "epoch": 0.75, "max_steps": 4, "loss": 6.13},
+    {"event": "log", "time": 1.6, "step": 4, "epoch": 1.0, "max_steps": 4, "loss": 6.11},
+    {"event": "log", "time": 1.7, "step": 4, "epoch": 1.0, "max_steps": 4, "eval_loss": 6.11},
+    {"event": "phase", "time": 1.8, "phase": "saving_adapter"},
+    {"event": "phase", "time": 9.0, "phase": "merging"},
+    {"event": "phase", "time": 9.5, "phase": "some_future_phase"},
+]
+
+
+def test_every_evaluation_is_a_milestone_at_its_own_step() -> None:
+    data = b"".join(_line(**fields) for fields in _RUN)
+    events, malformed, _ = parse_metrics_lines(data)
+    assert malformed == 0
+    assert list(milestones(events)) == [
+        "eval_loss 6.16 at step 0 (epoch 0)",
+        "eval_loss 6.12 at step 2 (epoch 0.5)",
+        "eval_loss 6.11 at step 4 (epoch 1)",
+        "training ended; saving the adapter",
+        "merging the adapter into the base model",
+    ]
+    # The summary still holds the latest of each value.
+    summary = MetricsSummary().with_events(events)
+    assert (summary.step, summary.eval_loss, summary.loss) == (4, 6.11, 6.11)
+
+
+@pytest.mark.parametrize("cut", range(1, 11))
+def test_milestones_are_the_same_however_the_file_is_read(cut: int) -> None:
+    # Read in two polls cut anywhere: each milestone once, in order, never merged or lost.
+    data = b"".join(_line(**fields) for fields in _RUN)
+    at = sum(len(_line(**fields)) for fields in _RUN[:cut]) - 3
+    first, _, used = parse_metrics_lines(data[:at])
+    second, _, _ = parse_metrics_lines(data[used:])
+    whole, _, _ = parse_metrics_lines(data)
+    assert list(milestones(first)) + list(milestones(second)) == list(milestones(whole))
+
+
+def test_a_full_fine_tune_saves_the_model() -> None:
+    events, _, _ = parse_metrics_lines(_line(event="phase", time=1.0, phase="saving_model"))
+    assert list(milestones(events)) == ["training ended; saving the model"]

@@ -227,3 +227,26 @@ def test_plugin_subclasses_axolotl_base_when_installed(tmp_path: Path) -> None:
         sys.path.remove(str(tmp_path))
         for name in [n for n in sys.modules if n == "transformers" or n.startswith("axolotl")]:
             del sys.modules[name]
+
+
+@pytest.mark.parametrize(
+    ("cfg", "phase"),
+    [
+        ({"adapter": "lora"}, "saving_adapter"),
+        ({"adapter": "qlora"}, "saving_adapter"),
+        ({"adapter": None}, "saving_model"),
+        ({}, "saving_model"),
+        (SimpleNamespace(adapter="lora"), "saving_adapter"),
+        (SimpleNamespace(), "saving_model"),
+    ],
+)
+def test_train_end_writes_what_is_saved_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cfg: object, phase: str
+) -> None:
+    path = tmp_path / "metrics.jsonl"
+    monkeypatch.setenv("OVERBRAINER_METRICS", str(path))
+    (callback,) = OverbrainerMetricsPlugin().add_callbacks_pre_trainer(cfg, None)
+    callback.on_train_end(None, _state(10), None)
+    callback.on_train_end(None, _state(10, main=False), None)  # only the main process writes
+    events = _events(path)
+    assert [(e.event, e.phase) for e in events] == [("phase", phase)]
