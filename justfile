@@ -38,3 +38,9 @@ demo-local:
 # `just reliability --full` delivers every fault at every checkpoint (much longer).
 reliability *args:
     {{py}} -m reliability {{args}}
+
+# The real Axolotl (CPU) through the real overbrainer on local (offline), ssh and runpod.
+# Builds its pinned environment once (~4 GiB under .e2e/). `just e2e --full`: every case
+# on every target.
+e2e *args:
+    {{py}} -m e2e {{args}}

@@ -48,12 +48,22 @@ adapter = "lora"
 # hub_model_id = "you/your-model"     # push the result to the Hugging Face Hub (needs
 #                                     # OVERBRAINER_HF_TOKEN); default: no push
 #
-# More Axolotl settings, merged last into axolotl.yaml. Not allowed here: keys that have a
-# setting above, and the keys overbrainer manages (datasets, test_datasets, val_set_size,
-# output_dir, dataset_prepared_path, plugins).
+# More Axolotl settings, merged last into axolotl.yaml. Not allowed here: the keys written
+# from a setting above (num_epochs, lora_r, learning_rate, micro_batch_size, … — the error
+# names the setting to use), and the keys overbrainer manages (datasets, test_datasets,
+# val_set_size, output_dir, dataset_prepared_path, plugins).
 # [training.axolotl_extra]
 # chat_template = "tokenizer_default"
 # bf16 = "auto"
+#
+# Environment variables for the job, on every target and runtime (strings). Not allowed:
+# anything that looks like a secret by name (…KEY, …TOKEN, …SECRET, …PASSWORD, …) and the
+# variables overbrainer sets itself (OVERBRAINER_*, PATH, PYTHONPATH, VIRTUAL_ENV,
+# AXOLOTL_DO_NOT_TRACK). Every job already gets AXOLOTL_DO_NOT_TRACK=1 and, unless set
+# here, WANDB_MODE=disabled.
+# [training.env]
+# HF_HOME = "/scratch/hf"
+# TOKENIZERS_PARALLELISM = "false"
 
 # Targets: where training runs. Names use lowercase letters, digits and _ only.
 # Paths and image references may hold only letters, digits and . _ - / : @ + =
@@ -68,6 +78,16 @@ kind = "local"                        # this machine
 # image = "axolotlai/axolotl@sha256:<64 hex digits>"
 #                                     # required with runtime = "docker"; pinned by digest
 # allow_unpinned_image = false        # true accepts an image by tag (it may change)
+# device = "auto"                     # "cpu": train on the CPU (a rehearsal before paying
+#                                     # for a GPU): Axolotl's LoRA kernels and fp16/bf16 off,
+#                                     # GPUs hidden from the job
+
+# A CPU rehearsal of this project's exact data and settings on a small model, on a laptop:
+#   [targets.laptop]
+#   kind = "local"
+#   venv = "/path/to/axolotl-venv"
+#   device = "cpu"
+# then: OVERBRAINER_TRAINING__BASE_MODEL=<a small model> overbrainer train --target laptop
 
 # A machine reached over SSH. Its host comes from the environment only:
 #   OVERBRAINER_TARGETS__BOX__HOST=user@host[:port]   (or a Host alias from ~/.ssh/config)
@@ -75,8 +95,8 @@ kind = "local"                        # this machine
 # kind = "ssh"
 # workdir = "overbrainer"             # runs go below it; relative to the remote home, or
 #                                     # absolute ("/scratch/me/overbrainer")
-# runtime = "native"                  # as for a local target, also venv, engine, image
-# venv = "/opt/axolotl-venv"          #   and allow_unpinned_image
+# runtime = "native"                  # as for a local target, also venv, engine, image,
+# venv = "/opt/axolotl-venv"          #   allow_unpinned_image and device
 
 # A Runpod pod, created for the run and deleted once its results are home. Needs
 # OVERBRAINER_RUNPOD__API_KEY.

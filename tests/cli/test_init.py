@@ -60,7 +60,7 @@ def test_init_writes_a_project_that_checks_clean(
     assert (training["target"], training["adapter"]) == ("local", "lora")
     # A native target: no container engine or image shown (only docker reads them).
     assert report["settings"]["targets"] == {
-        "local": {"kind": "local", "runtime": "native", "venv": None}
+        "local": {"kind": "local", "runtime": "native", "venv": None, "device": "auto"}
     }
 
 
@@ -227,6 +227,7 @@ def test_template_examples_are_valid_when_uncommented(tmp_path: Path) -> None:
         _uncomment(text, first)
         for first in (
             "# [training.axolotl_extra]",
+            "# [training.env]",
             "# [targets.box]",
             "# [targets.gpu_cloud]",
             "# [store]",
@@ -253,7 +254,8 @@ def test_template_examples_are_valid_when_uncommented(tmp_path: Path) -> None:
     # The defaults written in the comments are the defaults in the code.
     defaults = TrainingSettings(target="local", base_model="m", adapter="lora")
     for key in set(TrainingSettings.model_fields) - {
-        "target", "base_model", "adapter", "hub_model_id", "axolotl_extra"
+        "target", "base_model", "adapter", "hub_model_id", "axolotl_extra", "env"
     }:  # fmt: skip
         assert getattr(settings.training, key) == getattr(defaults, key), key
     assert settings.training.axolotl_extra == {"chat_template": "tokenizer_default", "bf16": "auto"}
+    assert settings.training.env == {"HF_HOME": "/scratch/hf", "TOKENIZERS_PARALLELISM": "false"}
