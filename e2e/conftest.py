@@ -18,9 +18,10 @@ from e2e import build
 from e2e.harness import CASES, WORLDS, World
 
 # The cases outside --full: every case locally; on ssh and runpod, a training with its
-# eval set and the Ctrl-C + attach case (its adapter varied for coverage).
+# eval set and the Ctrl-C + attach case (adapters varied for coverage; merging, which
+# starts Axolotl a second time, only locally).
 DEFAULT = {("local", name) for name in CASES} | {
-    ("ssh", "lora-merge"),
+    ("ssh", "full"),
     ("ssh", "ctrl-c-attach"),
     ("runpod", "qlora"),
     ("runpod", "ctrl-c-attach"),
