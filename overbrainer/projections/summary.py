@@ -80,5 +80,7 @@ def attach_header(state: RunLog) -> str:
             seen += f", loss {format_loss(known.loss)}"
         parts.append(seen)
     if r.note:
-        parts.append(r.note)
+        # "artifacts not retrieved: WHY" is what this attach is about to fix: say it so.
+        why = r.note.partition("artifacts not retrieved: ")[2]
+        parts.append(f"results not home yet ({why})" if why else r.note)
     return "; ".join(parts)

@@ -35,7 +35,12 @@ DETACHED = ev.Detached(
         (
             [CREATED, STARTED, ev.NoteAdded(note="artifacts not retrieved: connection lost")],
             "attach: run 20260101-100000-abcd on target box (ssh): running; "
-            f"job pid 4242 since {AT}; artifacts not retrieved: connection lost",
+            f"job pid 4242 since {AT}; results not home yet (connection lost)",
+        ),
+        (
+            [CREATED, STARTED, ev.NoteAdded(note="some other note")],
+            "attach: run 20260101-100000-abcd on target box (ssh): running; "
+            f"job pid 4242 since {AT}; some other note",
         ),
         (
             [
