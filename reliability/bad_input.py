@@ -732,7 +732,7 @@ def prop_runpod_answers(examples: int) -> tuple[int, list[str]]:
 
 
 def _looks_like_run_id(text: str) -> bool:
-    from overbrainer.runs.ids import BadRunId, check_run_id
+    from overbrainer.events.ids import BadRunId, check_run_id
 
     try:
         check_run_id(text)

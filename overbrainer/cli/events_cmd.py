@@ -29,9 +29,9 @@ def events(
     (or Ctrl-C).
     """
     from overbrainer.events.aggregate import RunLog
+    from overbrainer.events.ids import check_run_id
     from overbrainer.front.streams import stdout_gone
     from overbrainer.projections.timeline import line
-    from overbrainer.runs.ids import check_run_id
 
     invocation = current()
     check_run_id(run)

@@ -117,8 +117,8 @@ async def rm(
     """Delete every pod of run RUN (a run ID, never a pod ID) and wait until Runpod no
     longer shows them; one line per deleted pod with its uptime and spend."""
     from overbrainer.errors import OverbrainerError, UsageError
+    from overbrainer.events.ids import check_run_id, looks_like_run_id
     from overbrainer.runpod.podrm import deleted_line, remove_run_pods
-    from overbrainer.runs.ids import check_run_id, looks_like_run_id
 
     check_run_id(run)
     if not looks_like_run_id(run):

@@ -154,8 +154,8 @@ def ls(*, json: Annotated[bool, Parameter(negative=())] = False) -> int:
 def show(run: str, *, json: Annotated[bool, Parameter(negative=())] = False) -> int:
     """The run's record, its pod, a metrics summary, where it lives and where its files are."""
     from overbrainer.events.home import has_local_files, run_home
+    from overbrainer.events.ids import check_run_id
     from overbrainer.projections.files import run_dir, write_projections
-    from overbrainer.runs.ids import check_run_id
 
     invocation = current()
     check_run_id(run)

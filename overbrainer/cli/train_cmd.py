@@ -76,7 +76,7 @@ async def _session() -> AsyncIterator["tuple[Settings, Session]"]:
 
 
 async def _with_run(run: str, name: str) -> int:
-    from overbrainer.runs.ids import check_run_id
+    from overbrainer.events.ids import check_run_id
 
     check_run_id(run)
     async with _session() as (settings, session):

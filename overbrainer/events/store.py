@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from overbrainer.errors import OverbrainerError
 from overbrainer.events.actor import Actor
 from overbrainer.events.aggregate import InvalidTransition, RunLog
+from overbrainer.events.ids import check_run_id
 from overbrainer.events.types import Event, RunCreated, UnknownEvent, event_from
-from overbrainer.runs.ids import check_run_id
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

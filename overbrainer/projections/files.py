@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from overbrainer.events.aggregate import RunLog
-from overbrainer.runs.ids import check_run_id
+from overbrainer.events.ids import check_run_id
 
 
 def run_dir(project_dir: Path, run_id: str) -> Path:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from overbrainer.errors import OverbrainerError
-from overbrainer.runs.ids import check_run_id
+from overbrainer.events.ids import check_run_id
 
 CLIENT_KEY = "id_ed25519"
 CLIENT_PUBLIC_KEY = "id_ed25519.pub"

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from overbrainer.events.aggregate import RunLog
+from overbrainer.events.ids import looks_like_run_id
 from overbrainer.runpod.models import Pod
 from overbrainer.runpod.pod_scripts import RUN_MARKER
-from overbrainer.runs.ids import looks_like_run_id
 
 NAME_PREFIX = "overbrainer-"
 

@@ -16,8 +16,8 @@ import shlex
 from importlib import resources
 
 from overbrainer.errors import OverbrainerError
+from overbrainer.events.ids import check_run_id
 from overbrainer.runpod.keys import RunKeys
-from overbrainer.runs.ids import check_run_id
 
 BOOTSTRAP = "bootstrap.sh"
 WATCHDOG = "watchdog.sh"

@@ -36,6 +36,7 @@ from overbrainer.config.model import RunpodTarget, Settings
 from overbrainer.errors import Interrupted, OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import PodView, RunLog
+from overbrainer.events.ids import new_run_id
 from overbrainer.events.store import StoreError, UnknownRun
 from overbrainer.exec.base import ExecError, Executor, NativeRuntime
 from overbrainer.runpod import messages
@@ -64,7 +65,6 @@ from overbrainer.runpod.starting import Start, look, start_of
 from overbrainer.runpod.timing import Timing
 from overbrainer.runs import service
 from overbrainer.runs.elsewhere import lives_elsewhere
-from overbrainer.runs.ids import new_run_id
 from overbrainer.runs.machine import report, report_ended_meanwhile, secrets_of
 from overbrainer.runs.service import Followed, Retrieval, Session, attach_hint
 from overbrainer.train.axolotl import (

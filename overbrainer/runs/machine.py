@@ -12,11 +12,11 @@ from overbrainer.config.model import LocalTarget, Settings, SshTarget
 from overbrainer.errors import Interrupted, OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
+from overbrainer.events.ids import new_run_id
 from overbrainer.events.store import StoreError
 from overbrainer.exec.base import ContainerRuntime, Executor, NativeRuntime, Runtime
 from overbrainer.projections.summary import attach_header
 from overbrainer.runs import service
-from overbrainer.runs.ids import new_run_id
 from overbrainer.runs.service import Job, Session, attach_hint
 from overbrainer.train.axolotl import (
     cpu_overridden,

@@ -31,6 +31,7 @@ import trio
 from overbrainer.config.model import RunpodTarget
 from overbrainer.events.actor import Actor
 from overbrainer.events.aggregate import RunLog
+from overbrainer.events.ids import new_run_id
 from overbrainer.events.journal import Journal
 from overbrainer.events.store import Decision, RunStore
 from overbrainer.events.types import Event, RunCreated
@@ -51,7 +52,6 @@ from overbrainer.runpod.models import Pod
 from overbrainer.runpod.pod_scripts import BOOTSTRAP_FAILED, RUN_MARKER, VERDICT
 from overbrainer.runpod.pods import PodAccess, PodContext
 from overbrainer.runpod.timing import Timing
-from overbrainer.runs.ids import new_run_id
 from overbrainer.runs.service import Session
 from tests.fakes.runpod_api import FAKE_URL, FakePod, FakeRunpod
 

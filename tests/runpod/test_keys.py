@@ -9,6 +9,7 @@ import asyncssh
 import pytest
 
 from overbrainer.errors import OverbrainerError
+from overbrainer.events.ids import BadRunId
 from overbrainer.runpod.keys import (
     RunKeys,
     UnsafeSshValue,
@@ -18,7 +19,6 @@ from overbrainer.runpod.keys import (
     write_run_keys,
     write_ssh_config,
 )
-from overbrainer.runs.ids import BadRunId
 from tests.fakes.fake_pod import openssh_server
 
 RUN = "20260101-120000-ab12"

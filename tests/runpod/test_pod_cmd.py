@@ -16,6 +16,7 @@ import trio.testing
 from overbrainer.errors import OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
+from overbrainer.events.ids import new_run_id
 from overbrainer.events.store import RunStore
 from overbrainer.runpod.client import CreatePod, RunpodClient
 from overbrainer.runpod.orphans import Note
@@ -28,7 +29,6 @@ from overbrainer.runpod.podrm import (
     table,
 )
 from overbrainer.runpod.provision import provision
-from overbrainer.runs.ids import new_run_id
 from tests.fakes.fake_executor import CANARY_KEY, PINNED_IMAGE, MachinePlan
 from tests.fakes.runpod_api import FakeRunpod, serve_loopback
 from tests.runpod.test_train_pod import (

@@ -16,6 +16,7 @@ import trio
 
 from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
+from overbrainer.events.ids import new_run_id
 from overbrainer.events.journal import Journal
 from overbrainer.events.store import RunStore
 from overbrainer.front.console import Front
@@ -25,7 +26,6 @@ from overbrainer.runpod.keys import generate_run_keys
 from overbrainer.runpod.pods import PodContext, delete_pod
 from overbrainer.runpod.provision import NothingPlaced, open_provisioned, pinned_ssh, provision
 from overbrainer.runpod.timing import Timing
-from overbrainer.runs.ids import new_run_id
 from overbrainer.runs.service import Session
 from tests.fakes.fake_executor import CANARY_KEY, runpod_target
 from tests.fakes.fake_pod import FakePods, fake_pods, openssh_server
