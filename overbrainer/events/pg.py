@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from overbrainer.errors import OverbrainerError
+from overbrainer.events.errors import StoreError
 
 CONNECT_TIMEOUT = 5
 """Seconds a connection attempt may take before the store reports the server unreachable."""
@@ -176,10 +177,6 @@ def parse_url(url: str, environ: Mapping[str, str] | None = None) -> PgTarget:
 
 
 def _store_error(message: str) -> OverbrainerError:
-    # The store's error class, imported only on failure: a listing that never opens the
-    # store does not load its module.
-    from overbrainer.events.store import StoreError
-
     return StoreError(message)
 
 

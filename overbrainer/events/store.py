@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from overbrainer.errors import OverbrainerError
 from overbrainer.events.actor import Actor
 from overbrainer.events.aggregate import InvalidTransition, RunLog
+from overbrainer.events.errors import StoreError
 from overbrainer.events.ids import check_run_id
 from overbrainer.events.types import Event, RunCreated, UnknownEvent, event_from
 
@@ -39,10 +40,6 @@ Others = Callable[[Sequence["Recorded"]], None]
 
 _RETRIES = 50
 _OPTIMISTIC = 4  # PostgreSQL: conflicts before an append takes the log's write lock
-
-
-class StoreError(OverbrainerError):
-    """The event store cannot be reached or used."""
 
 
 class UnknownRun(OverbrainerError):

@@ -255,7 +255,7 @@ class RunsView:
             # A row edited by hand, or a file that fails: the view is rebuilt from the log,
             # never trusted.
             if self._store is None:
-                from overbrainer.events.store import StoreError
+                from overbrainer.events.errors import StoreError
 
                 raise StoreError(
                     "the runs view (.overbrainer/view.sqlite) is damaged; delete it and list "

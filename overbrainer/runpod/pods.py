@@ -24,7 +24,7 @@ import trio
 from overbrainer.errors import OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
-from overbrainer.events.store import StoreError
+from overbrainer.events.errors import StoreError
 from overbrainer.exec.base import Executor
 from overbrainer.front.interrupts import ShieldTimeout
 from overbrainer.runpod import clocks

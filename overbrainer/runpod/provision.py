@@ -423,7 +423,7 @@ class _Walk:
     async def _look(self, stage: str) -> None:
         """:meth:`_taken` on a fresh read of the log (a log that cannot be read now is
         looked at again at the next step: only an append the walk needs fails it)."""
-        from overbrainer.events.store import StoreError
+        from overbrainer.events.errors import StoreError
 
         try:
             state = await self.journal.state(self.run_id)

@@ -36,8 +36,9 @@ from overbrainer.config.model import RunpodTarget, Settings
 from overbrainer.errors import Interrupted, OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import PodView, RunLog
+from overbrainer.events.errors import StoreError
 from overbrainer.events.ids import new_run_id
-from overbrainer.events.store import StoreError, UnknownRun
+from overbrainer.events.store import UnknownRun
 from overbrainer.exec.base import ExecError, Executor, NativeRuntime
 from overbrainer.runpod import messages
 from overbrainer.runpod.decide import interrupted_before_job, parse_utc, uptime_and_spend

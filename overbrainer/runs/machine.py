@@ -12,8 +12,8 @@ from overbrainer.config.model import LocalTarget, Settings, SshTarget
 from overbrainer.errors import Interrupted, OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
+from overbrainer.events.errors import StoreError
 from overbrainer.events.ids import new_run_id
-from overbrainer.events.store import StoreError
 from overbrainer.exec.base import ContainerRuntime, Executor, NativeRuntime, Runtime
 from overbrainer.projections.summary import attach_header
 from overbrainer.runs import service

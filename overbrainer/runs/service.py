@@ -233,7 +233,7 @@ async def watch(
 
 async def _ended_meanwhile(session: Session, run_id: str) -> RunLog | None:
     """The run's state if another command ended it; None if not (or the log is unreadable)."""
-    from overbrainer.events.store import StoreError
+    from overbrainer.events.errors import StoreError
 
     try:
         state = await session.journal.state(run_id)
@@ -270,7 +270,7 @@ async def take_relayed_cancel(session: Session, job: Job) -> bool:
     """Take a cancel another checkout asked of this run's follower through the log (it
     cannot reach the job itself): record that it is taken, so the asker knows, and stop
     the job — shielded. Returns whether a request was taken."""
-    from overbrainer.events.store import StoreError
+    from overbrainer.events.errors import StoreError
 
     try:
         log = await session.journal.state(job.run_id)

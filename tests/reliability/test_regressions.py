@@ -23,8 +23,9 @@ import trio.testing
 from overbrainer.errors import OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
+from overbrainer.events.errors import StoreError
 from overbrainer.events.journal import Journal
-from overbrainer.events.store import RunStore, StoreError
+from overbrainer.events.store import RunStore
 from overbrainer.exec.base import JobStatus
 from overbrainer.exec.local import LocalExecutor
 from overbrainer.front.console import Front

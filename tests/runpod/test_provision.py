@@ -14,7 +14,7 @@ import trio
 import trio.testing
 
 from overbrainer.events import types as ev
-from overbrainer.events.store import StoreError
+from overbrainer.events.errors import StoreError
 from overbrainer.runpod import decide
 from overbrainer.runpod.pod_scripts import ENV_HOST_KEY, ENV_MAX_SECONDS, RUN_MARKER
 from overbrainer.runpod.pods import DeleteUnconfirmed

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from overbrainer.cli.main import main
+from overbrainer.events.errors import StoreError
 from overbrainer.events.pg import (
     diagnose,
     eventsourcing_env,
@@ -12,7 +13,7 @@ from overbrainer.events.pg import (
     read_passfile,
     sources,
 )
-from overbrainer.events.store import StoreError, describe_store
+from overbrainer.events.store import describe_store
 
 CANARY = "pw-canary-7f3a9e"
 

@@ -18,7 +18,8 @@ from overbrainer.cli.main import main
 from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
 from overbrainer.events.aggregate import RunLog
-from overbrainer.events.store import RunStore, StoreError
+from overbrainer.events.errors import StoreError
+from overbrainer.events.store import RunStore
 from tests.team.conftest import Team
 
 RUN = "20260301-101500-a1b2"
