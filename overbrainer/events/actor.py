@@ -1,9 +1,11 @@
-"""Who appended an event: the command, user, host, process and overbrainer version."""
+"""Who appended an event (the command, user, host, process and overbrainer version), and
+whether that process still runs."""
 
 import getpass
 import os
 import socket
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from overbrainer import __version__
@@ -52,3 +54,24 @@ class Actor:
     def describe(self) -> str:
         """``train attach by alice@laptop (pid 42, v0.3.0)``."""
         return f"{self.command} by {self.user}@{self.host} (pid {self.pid}, v{self.version})"
+
+
+def starter_alive(actor: dict[str, object]) -> bool | None:
+    """Whether the process of ``actor`` (an event's stamp) still runs an overbrainer
+    command on this host; None when it ran on another host (unknowable from here)."""
+    if actor.get("host") != socket.gethostname():
+        return None
+    pid = actor.get("pid")
+    if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        try:
+            os.kill(pid, 0)  # no /proc: a live pid is taken as the starter
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return b"overbrainer" in cmdline

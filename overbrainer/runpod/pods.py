@@ -23,6 +23,7 @@ import trio
 
 from overbrainer.errors import OverbrainerError
 from overbrainer.events import types as ev
+from overbrainer.events.actor import starter_alive
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.errors import StoreError
 from overbrainer.exec.base import Executor
@@ -67,8 +68,6 @@ def utc_now() -> datetime:
 def alive_here(actor: Mapping[str, Any]) -> bool | None:
     """Whether the process of an event's ``actor`` still runs overbrainer on this host
     (None: it ran on another host)."""
-    from overbrainer.runs.recover import starter_alive
-
     return starter_alive(dict(actor))
 
 

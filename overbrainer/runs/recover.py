@@ -9,14 +9,11 @@ adopted (``run.JobStarted`` appended, then followed or cancelled as usual); with
 there, the run fails saying so.
 """
 
-import os
-import socket
-from pathlib import Path
-
 import trio
 
 from overbrainer.errors import OverbrainerError
 from overbrainer.events import types as ev
+from overbrainer.events.actor import starter_alive
 from overbrainer.events.aggregate import RunLog
 from overbrainer.exec.base import JobStatus
 from overbrainer.exec.job import COMMANDS_FILE, CONTAINER_FILE
@@ -30,27 +27,6 @@ PID_POLL = 0.1
 
 class StillStarting(OverbrainerError):
     """The command starting the run may still be alive: nothing is decided for it."""
-
-
-def starter_alive(actor: dict[str, object]) -> bool | None:
-    """Whether the process of ``actor`` (an event's stamp) still runs an overbrainer
-    command on this host; None when it ran on another host (unknowable from here)."""
-    if actor.get("host") != socket.gethostname():
-        return None
-    pid = actor.get("pid")
-    if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
-        return False
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        try:
-            os.kill(pid, 0)  # no /proc: a live pid is taken as the starter
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    return b"overbrainer" in cmdline
 
 
 async def settle_start(session: Session, job: Job, state: RunLog) -> RunLog:

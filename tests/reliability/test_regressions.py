@@ -22,7 +22,7 @@ import trio.testing
 
 from overbrainer.errors import OverbrainerError
 from overbrainer.events import types as ev
-from overbrainer.events.actor import Actor
+from overbrainer.events.actor import Actor, starter_alive
 from overbrainer.events.errors import StoreError
 from overbrainer.events.journal import Journal
 from overbrainer.events.store import RunStore
@@ -36,7 +36,7 @@ from overbrainer.runpod.podrm import remove_run_pods
 from overbrainer.runpod.pods import DeleteUnconfirmed, delete_pod
 from overbrainer.runpod.provision import ProvisionInterrupted, provision
 from overbrainer.runs import service
-from overbrainer.runs.recover import settle_start, starter_alive
+from overbrainer.runs.recover import settle_start
 from overbrainer.runs.service import Job, Session
 from reliability.machine import read_trace
 from reliability.store_faults import disk_full
