@@ -27,12 +27,12 @@ import trio
 
 from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
-from overbrainer.events.journal import Journal
 from overbrainer.events.store import RunStore
 from overbrainer.exec.ssh import UserHost, open_ssh
 from overbrainer.front.console import Front
 from overbrainer.front.interrupts import Interrupts
 from overbrainer.runs import service
+from overbrainer.session.journal import Journal
 from overbrainer.train.metrics import MetricsSummary
 from tests.sshd import SshServer, sshd
 

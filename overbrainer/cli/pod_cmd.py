@@ -29,12 +29,12 @@ async def _pod_context(
     end, journal, Ctrl-C controller and Runpod client."""
     from overbrainer.config.load import load_settings
     from overbrainer.events.actor import Actor
-    from overbrainer.events.journal import Journal
     from overbrainer.events.store import RunStore
     from overbrainer.front.console import Front
     from overbrainer.front.interrupts import open_interrupts
     from overbrainer.runpod.train import open_pod_context
     from overbrainer.runs.service import Session
+    from overbrainer.session.journal import Journal
 
     invocation = current()
     settings = load_settings(invocation.project_dir, invocation.environ())

@@ -46,9 +46,9 @@ async def _store(
 ) -> AsyncIterator["Session"]:
     """The store and journal of one train command, around its front end and Ctrl-C."""
     from overbrainer.events.actor import Actor
-    from overbrainer.events.journal import Journal
     from overbrainer.events.store import RunStore
     from overbrainer.runs.service import Session
+    from overbrainer.session.journal import Journal
 
     invocation = current()
     store = RunStore(

@@ -19,13 +19,13 @@ import trio
 from overbrainer.errors import Interrupted, OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
-from overbrainer.events.journal import Journal
 from overbrainer.exec.base import ExecError, Executor, JobState, JobStatus, TargetUnreachable
 from overbrainer.exec.manifest import verify
 from overbrainer.exec.transfer import STAGING_DIR
 from overbrainer.front.console import Front
 from overbrainer.front.interrupts import AFTER_STOP, Interrupts, Offer
 from overbrainer.runs.outcome import Verdict, judge
+from overbrainer.session.journal import Journal
 from overbrainer.train.metrics import MetricsEvent, MetricsSummary, milestones, parse_metrics_lines
 
 RETRIEVED_PATHS = ("output", "metrics.jsonl", "job.log")

@@ -15,8 +15,8 @@ import trio
 
 from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
-from overbrainer.events.journal import Journal
 from overbrainer.events.store import RunStore
+from overbrainer.session.journal import Journal
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "20260101-100000-aaaa"

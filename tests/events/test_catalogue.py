@@ -13,8 +13,8 @@ import pytest
 from overbrainer.cli.main import main
 from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
-from overbrainer.events.journal import Journal
 from overbrainer.events.store import RunStore
+from overbrainer.session.journal import Journal
 from tests.events.scripted import RUN_A, RUN_B, RUN_C, SCRIPT
 
 T = "<time>"

@@ -56,7 +56,7 @@ def test_two_processes_appending_lose_nothing(tmp_path: Path) -> None:
 
 
 async def test_the_loser_of_a_race_is_told_what_the_other_process_did(tmp_path: Path) -> None:
-    from overbrainer.events.journal import Journal
+    from overbrainer.session.journal import Journal
 
     first = RunStore(None, tmp_path, Actor.here("train cancel"))
     second = RunStore(None, tmp_path, Actor.here("train attach"))
@@ -84,7 +84,7 @@ async def test_an_append_that_no_longer_fits_the_run_is_a_plain_error_not_a_cras
     import pytest
 
     from overbrainer.errors import OverbrainerError
-    from overbrainer.events.journal import Journal
+    from overbrainer.session.journal import Journal
 
     store = RunStore(None, tmp_path, Actor.here("test"))
     store.create(

@@ -32,7 +32,6 @@ from overbrainer.config.model import RunpodTarget
 from overbrainer.events.actor import Actor
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.ids import new_run_id
-from overbrainer.events.journal import Journal
 from overbrainer.events.store import Decision, RunStore
 from overbrainer.events.types import Event, RunCreated
 from overbrainer.exec.base import (
@@ -53,6 +52,7 @@ from overbrainer.runpod.pod_scripts import BOOTSTRAP_FAILED, RUN_MARKER, VERDICT
 from overbrainer.runpod.pods import PodAccess, PodContext
 from overbrainer.runpod.timing import Timing
 from overbrainer.runs.service import Session
+from overbrainer.session.journal import Journal
 from tests.fakes.runpod_api import FAKE_URL, FakePod, FakeRunpod
 
 FAKE_PID = 4242
@@ -276,7 +276,7 @@ class InlineJournal(Journal):
 
     async def asker_of_cancel(self, run_id: str) -> str:
         """Like :meth:`Journal.asker_of_cancel`, without the thread."""
-        from overbrainer.events.journal import asker_text
+        from overbrainer.session.journal import asker_text
 
         await trio.lowlevel.checkpoint()
         return asker_text(self.store.history(run_id))

@@ -13,11 +13,11 @@ import pytest
 import trio
 
 from overbrainer.events.actor import Actor
-from overbrainer.events.journal import Journal
 from overbrainer.events.store import RunStore
 from overbrainer.events.types import JobStarted, RunCreated
 from overbrainer.front import checkpoints
 from overbrainer.front.checkpoints import Plan, enumerate_checkpoints
+from overbrainer.session.journal import Journal
 
 ROOT = Path(__file__).resolve().parents[2]
 

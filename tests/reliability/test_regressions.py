@@ -24,7 +24,6 @@ from overbrainer.errors import OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor, starter_alive
 from overbrainer.events.errors import StoreError
-from overbrainer.events.journal import Journal
 from overbrainer.events.store import RunStore
 from overbrainer.exec.base import JobStatus
 from overbrainer.exec.local import LocalExecutor
@@ -38,6 +37,7 @@ from overbrainer.runpod.provision import ProvisionInterrupted, provision
 from overbrainer.runs import service
 from overbrainer.runs.recover import settle_start
 from overbrainer.runs.service import Job, Session
+from overbrainer.session.journal import Journal
 from reliability.machine import read_trace
 from reliability.store_faults import disk_full
 from reliability.world import MachineWorld, Project, case_project

@@ -17,7 +17,6 @@ import trio
 from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
 from overbrainer.events.ids import new_run_id
-from overbrainer.events.journal import Journal
 from overbrainer.events.store import RunStore
 from overbrainer.front.console import Front
 from overbrainer.front.interrupts import Interrupts
@@ -27,6 +26,7 @@ from overbrainer.runpod.pods import PodContext, delete_pod
 from overbrainer.runpod.provision import NothingPlaced, open_provisioned, pinned_ssh, provision
 from overbrainer.runpod.timing import Timing
 from overbrainer.runs.service import Session
+from overbrainer.session.journal import Journal
 from tests.fakes.fake_executor import CANARY_KEY, runpod_target
 from tests.fakes.fake_pod import FakePods, fake_pods, openssh_server
 from tests.fakes.runpod_api import FakeRunpod, serve_loopback
