@@ -33,6 +33,7 @@ from overbrainer.front.console import Front
 from overbrainer.front.interrupts import Interrupts
 from overbrainer.runs import service
 from overbrainer.session.journal import Journal
+from overbrainer.session.session import Session
 from overbrainer.train.metrics import MetricsSummary
 from tests.sshd import SshServer, sshd
 
@@ -62,9 +63,9 @@ def _target(server: SshServer) -> UserHost:
     return UserHost(server.alias, config=server.ssh_config, known_hosts=server.known_hosts)
 
 
-def _session(project: Path, front: Front) -> tuple[service.Session, RunStore]:
+def _session(project: Path, front: Front) -> tuple[Session, RunStore]:
     store = RunStore(None, project, Actor.here("bench"))
-    return service.Session(Journal(store, project), front, Interrupts(), project), store
+    return Session(Journal(store, project), front, Interrupts(), project), store
 
 
 async def _collect_once(server: SshServer, remote_root: Path, project: Path) -> float:

@@ -33,8 +33,8 @@ async def _pod_context(
     from overbrainer.front.console import Front
     from overbrainer.front.interrupts import open_interrupts
     from overbrainer.runpod.train import open_pod_context
-    from overbrainer.runs.service import Session
     from overbrainer.session.journal import Journal
+    from overbrainer.session.session import Session
 
     invocation = current()
     settings = load_settings(invocation.project_dir, invocation.environ())

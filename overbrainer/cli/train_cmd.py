@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from overbrainer.front.console import Front
     from overbrainer.front.interrupts import Interrupts
     from overbrainer.preflight.gather import Preflight
-    from overbrainer.runs.service import Session
+    from overbrainer.session.session import Session
 
     Act = Callable[[Session, Settings, RunLog], Awaitable[int]]
 
@@ -47,8 +47,8 @@ async def _store(
     """The store and journal of one train command, around its front end and Ctrl-C."""
     from overbrainer.events.actor import Actor
     from overbrainer.events.store import RunStore
-    from overbrainer.runs.service import Session
     from overbrainer.session.journal import Journal
+    from overbrainer.session.session import Session
 
     invocation = current()
     store = RunStore(

@@ -33,7 +33,7 @@ from overbrainer.runpod.client import RunpodClient, RunpodError
 from overbrainer.runpod.decide import rate_text, uptime_and_spend
 from overbrainer.runpod.models import Pod, PodStatus, SshEndpoint
 from overbrainer.runpod.timing import Timing
-from overbrainer.runs.service import Session
+from overbrainer.session.session import Session
 
 POD_ROOT = "/workspace/overbrainer"
 """The executor's root on a pod: a run's directory there is ``<root>/runs/<id>``."""

@@ -905,7 +905,7 @@ class _Walk:
 
 async def _what_others_did(ctx: PodContext, run_id: str, state: RunLog) -> str:
     """``was failed by `pod rm` as alice on host h (pid 4): its pods were deleted …``."""
-    from overbrainer.runs.service import ended_by, recorded_by
+    from overbrainer.session.session import ended_by, recorded_by
 
     if state.final:
         who = await ended_by(ctx.session, run_id)

@@ -129,7 +129,7 @@ async def look(ctx: "PodContext", states: Mapping[str, RunLog]) -> dict[str, Sta
     worker thread) and ``ctx.alive``; the lease is counted on ``ctx.clock``."""
     import trio
 
-    from overbrainer.runs.service import START_LIMIT
+    from overbrainer.session.limits import START_LIMIT
 
     history = ctx.session.journal.store.history
     lease = lease_seconds(ctx.timing, START_LIMIT)

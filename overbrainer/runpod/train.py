@@ -67,7 +67,9 @@ from overbrainer.runpod.timing import Timing
 from overbrainer.runs import service
 from overbrainer.runs.elsewhere import lives_elsewhere
 from overbrainer.runs.machine import report, report_ended_meanwhile, secrets_of
-from overbrainer.runs.service import Followed, Retrieval, Session, attach_hint
+from overbrainer.runs.service import Followed, Retrieval, attach_hint
+from overbrainer.session.limits import CANCEL_LIMIT, COLLECT_LIMIT, START_LIMIT
+from overbrainer.session.session import Session, ended_by
 from overbrainer.train.axolotl import (
     job_environment,
     prepare_run_dir,
@@ -453,7 +455,7 @@ class PodRun:
         if state.final or (pod_id is not None and state.pod.pods.get(pod_id) == "deleting"):
             await self._release(run_id, "failed")
             state = await session.journal.state(run_id)
-            who = await service.ended_by(session, run_id) if state.final else ""
+            who = await ended_by(session, run_id) if state.final else ""
             why = f": {state.run.message}" if state.final and state.run.message else ""
             done = f"was {state.run.state}{who}{why}" if state.final else "lost its pod"
             raise ProvisionOvertaken(
@@ -908,10 +910,10 @@ class PodRun:
             + timing.create_limit
             + max(timing.reconcile_after, default=0.0)
             + timing.delete_limit
-            + service.START_LIMIT
+            + START_LIMIT
         )
         taken_by = trio.current_time() + ack_wait
-        limit = taken_by + timing.delete_limit + service.CANCEL_LIMIT + service.COLLECT_LIMIT
+        limit = taken_by + timing.delete_limit + CANCEL_LIMIT + COLLECT_LIMIT
         while trio.current_time() < limit:
             state = await self.session.journal.state(run_id)
             if state.final:
@@ -989,7 +991,7 @@ class PodRun:
         """``train cancel`` of a run that ended before the cancel took effect: say how, and
         by whom; nothing is left to do."""
         run_id = state.run.run_id
-        who = await service.ended_by(self.session, run_id)
+        who = await ended_by(self.session, run_id)
         message = f" ({state.run.message})" if state.run.message else ""
         self.session.front.result(
             f"train: run {run_id} had already ended ({state.run.state}){who}{message}; "

@@ -15,7 +15,8 @@ from overbrainer.errors import Interrupted, OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.home import RunHome, has_local_files, run_home
-from overbrainer.runs.service import CANCEL_LIMIT, COLLECT_LIMIT, Session
+from overbrainer.session.limits import CANCEL_LIMIT, COLLECT_LIMIT
+from overbrainer.session.session import Session
 
 __all__ = ["attach_elsewhere", "cancel_elsewhere", "lives_elsewhere", "where_text"]
 

@@ -17,7 +17,8 @@ from overbrainer.events.ids import new_run_id
 from overbrainer.exec.base import ContainerRuntime, Executor, NativeRuntime, Runtime
 from overbrainer.projections.summary import attach_header
 from overbrainer.runs import service
-from overbrainer.runs.service import Job, Session, attach_hint
+from overbrainer.runs.service import Job, attach_hint
+from overbrainer.session.session import Session, ended_by
 from overbrainer.train.axolotl import (
     cpu_overridden,
     job_environment,
@@ -265,7 +266,7 @@ async def report_ended_meanwhile(session: Session, state: RunLog) -> int:
     """Report a run another command ended while this one followed it — what that command
     did, then the run's real outcome (exit 0 only if it succeeded)."""
     run_id = state.run.run_id
-    who = await service.ended_by(session, run_id)
+    who = await ended_by(session, run_id)
     session.front.info(f"train: run {run_id} was ended{who} while this command followed it")
     return report(session, state, None, state.run.artifacts is not None and not state.run.note)
 

@@ -22,10 +22,10 @@ from overbrainer.events.aggregate import RunLog
 from overbrainer.exec.base import ExecError, Executor, JobState, JobStatus, TargetUnreachable
 from overbrainer.exec.manifest import verify
 from overbrainer.exec.transfer import STAGING_DIR
-from overbrainer.front.console import Front
-from overbrainer.front.interrupts import AFTER_STOP, Interrupts, Offer
+from overbrainer.front.interrupts import AFTER_STOP, Offer
 from overbrainer.runs.outcome import Verdict, judge
-from overbrainer.session.journal import Journal
+from overbrainer.session.limits import CANCEL_LIMIT, COLLECT_LIMIT, START_LIMIT
+from overbrainer.session.session import Session, ended_by
 from overbrainer.train.metrics import MetricsEvent, MetricsSummary, milestones, parse_metrics_lines
 
 RETRIEVED_PATHS = ("output", "metrics.jsonl", "job.log")
@@ -33,9 +33,6 @@ METRICS_FILE = "metrics.jsonl"
 POLL_SECONDS = 1.0
 READ_LIMIT = 1 << 20
 MAX_FAILED_POLLS = 5
-START_LIMIT = 300.0
-CANCEL_LIMIT = 60.0
-COLLECT_LIMIT = 3600.0
 NOT_RETRIEVED = "artifacts not retrieved"
 # In runs/<id>/: held by the one process collecting and recording the run's end.
 SETTLE_LOCK = ".settle.lock"
@@ -57,22 +54,6 @@ class EndedMeanwhile(OverbrainerError):
     def __init__(self, state: RunLog) -> None:
         super().__init__(f"run {state.run.run_id} ended meanwhile ({state.run.state})")
         self.state = state
-
-
-@dataclass
-class Session:
-    """What the run operations of one command share."""
-
-    journal: Journal
-    front: Front
-    interrupts: Interrupts
-    project_dir: Path
-
-    def run_dir(self, run_id: str) -> Path:
-        """``runs/<id>/`` in the project."""
-        from overbrainer.projections.files import run_dir
-
-        return run_dir(self.project_dir, run_id)
 
 
 @dataclass
@@ -240,26 +221,6 @@ async def _ended_meanwhile(session: Session, run_id: str) -> RunLog | None:
     except StoreError:
         return None
     return state if state.final else None
-
-
-async def ended_by(session: Session, run_id: str) -> str:
-    """`` by `train cancel` as alice on host laptop-a (pid 42)``: who recorded the run's end
-    (empty when it is not found)."""
-    return await recorded_by(session, run_id, ev.RunEnded)
-
-
-async def recorded_by(session: Session, run_id: str, kind: type[ev.Event]) -> str:
-    """`` by `pod rm` as alice on host laptop-a (pid 42)``: who appended the run's latest
-    event of ``kind`` (empty when there is none)."""
-    records = await trio.to_thread.run_sync(session.journal.store.history, run_id)
-    for record in reversed(records):
-        if isinstance(record.event, kind):
-            actor = record.actor
-            return (
-                f" by `{actor.get('command', '?')}` as {actor.get('user', '?')} on host "
-                f"{actor.get('host', '?')} (pid {actor.get('pid', '?')})"
-            )
-    return ""
 
 
 # Runs whose follower already warned that the store cannot be read (once per outage).

@@ -51,8 +51,8 @@ from overbrainer.runpod.models import Pod
 from overbrainer.runpod.pod_scripts import BOOTSTRAP_FAILED, RUN_MARKER, VERDICT
 from overbrainer.runpod.pods import PodAccess, PodContext
 from overbrainer.runpod.timing import Timing
-from overbrainer.runs.service import Session
 from overbrainer.session.journal import Journal
+from overbrainer.session.session import Session
 from tests.fakes.runpod_api import FAKE_URL, FakePod, FakeRunpod
 
 FAKE_PID = 4242

@@ -36,8 +36,9 @@ from overbrainer.runpod.pods import DeleteUnconfirmed, delete_pod
 from overbrainer.runpod.provision import ProvisionInterrupted, provision
 from overbrainer.runs import service
 from overbrainer.runs.recover import settle_start
-from overbrainer.runs.service import Job, Session
+from overbrainer.runs.service import Job
 from overbrainer.session.journal import Journal
+from overbrainer.session.session import Session
 from reliability.machine import read_trace
 from reliability.store_faults import disk_full
 from reliability.world import MachineWorld, Project, case_project

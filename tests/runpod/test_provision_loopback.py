@@ -25,8 +25,8 @@ from overbrainer.runpod.keys import generate_run_keys
 from overbrainer.runpod.pods import PodContext, delete_pod
 from overbrainer.runpod.provision import NothingPlaced, open_provisioned, pinned_ssh, provision
 from overbrainer.runpod.timing import Timing
-from overbrainer.runs.service import Session
 from overbrainer.session.journal import Journal
+from overbrainer.session.session import Session
 from tests.fakes.fake_executor import CANARY_KEY, runpod_target
 from tests.fakes.fake_pod import FakePods, fake_pods, openssh_server
 from tests.fakes.runpod_api import FakeRunpod, serve_loopback

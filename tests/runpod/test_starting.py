@@ -28,7 +28,7 @@ from overbrainer.runpod.podrm import list_rows, remove_run_pods
 from overbrainer.runpod.provision import provision
 from overbrainer.runpod.starting import LEASE_MARGIN, judge, lease_seconds
 from overbrainer.runpod.timing import Timing
-from overbrainer.runs.service import START_LIMIT
+from overbrainer.session.limits import START_LIMIT
 from tests.fakes.fake_executor import InlineJournal
 from tests.runpod.test_train_pod import Train, training
 

@@ -38,7 +38,7 @@ from overbrainer.runpod.pod_scripts import RETRIEVED, WATCHDOG_LOG
 from overbrainer.runpod.pods import PodAccess
 from overbrainer.runpod.timing import Timing
 from overbrainer.runpod.train import DEADLINE_SLACK, PodRun, timing_for
-from overbrainer.runs.service import Session
+from overbrainer.session.session import Session
 from tests.fakes.fake_executor import (
     CANARY_KEY,
     PINNED_IMAGE,

@@ -15,6 +15,7 @@ from overbrainer.events.types import RunCreated
 from overbrainer.front.console import Front
 from overbrainer.front.interrupts import Interrupts
 from overbrainer.runs import service
+from overbrainer.session.session import Session
 from tests.fakes.fake_executor import FakeExecutor, FakeMachine, InlineJournal
 
 RUN = "20260101-000000-abcd"
@@ -60,7 +61,7 @@ async def test_each_eval_once_at_its_step_then_phases_then_retrieval(
     store = RunStore(None, tmp_path, Actor.here("test"))
     try:
         journal = InlineJournal(store, tmp_path, listener=front.event)
-        session = service.Session(journal, front, Interrupts(front.notice), tmp_path)
+        session = Session(journal, front, Interrupts(front.notice), tmp_path)
         await journal.create(
             RunCreated(run_id=RUN, target="box", kind="ssh", remote_dir=DIR, settings_digest="d")
         )
