@@ -31,7 +31,7 @@ from overbrainer.events.store import RunStore
 from overbrainer.exec.ssh import UserHost, open_ssh
 from overbrainer.front.console import Front
 from overbrainer.front.interrupts import Interrupts
-from overbrainer.runs import service
+from overbrainer.lifecycle import service
 from overbrainer.session.journal import Journal
 from overbrainer.session.session import Session
 from overbrainer.train.metrics import MetricsSummary

@@ -424,7 +424,7 @@ def prop_metrics_lines(examples: int) -> tuple[int, list[str]]:
     from hypothesis import given
 
     from overbrainer.front.progress import progress_text
-    from overbrainer.runs.service import compact
+    from overbrainer.lifecycle.service import compact
     from overbrainer.train.metrics import MetricsSummary, parse_metrics_lines
 
     st, _nasty, scalar, value = _strategies()

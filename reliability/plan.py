@@ -54,7 +54,7 @@ def first_per_call_site(keys: list[str]) -> list[str]:
 _ENTRY_PATHS = ("overbrainer/cli/",)
 _ENTRY_FUNCTIONS = {
     "overbrainer/runpod/train.py": {"train", "attach", "cancel", "PodRun.train", "PodRun.attach"},
-    "overbrainer/runs/machine.py": {"train", "attach", "cancel"},
+    "overbrainer/lifecycle/machine.py": {"train", "attach", "cancel"},
 }
 
 

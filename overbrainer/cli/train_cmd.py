@@ -81,7 +81,7 @@ async def _with_run(run: str, name: str) -> int:
     check_run_id(run)
     async with _session() as (settings, session):
         state = await session.journal.state(run)
-        from overbrainer.runs import elsewhere
+        from overbrainer.lifecycle import elsewhere
 
         if elsewhere.lives_elsewhere(session, state):
             # A team store: the run's job is reached from the checkout that started it.
@@ -102,7 +102,7 @@ def _follower_poll(settings: "Settings", state: "RunLog") -> float:
         from overbrainer.runpod.train import follow_poll
 
         return follow_poll(settings)
-    from overbrainer.runs.service import POLL_SECONDS
+    from overbrainer.lifecycle.service import POLL_SECONDS
 
     return POLL_SECONDS
 
@@ -136,7 +136,7 @@ async def train(
     """
     from overbrainer.config.model import RunpodTarget
     from overbrainer.errors import Interrupted, OverbrainerError
-    from overbrainer.runs import machine
+    from overbrainer.lifecycle import machine
 
     if keep_pod:
         _refuse_keep_pod(target)
@@ -235,7 +235,7 @@ def _act(name: str, kind: str) -> "Act":
         from overbrainer.runpod import train as pod_train
 
         return pod_train.attach if name == "attach" else pod_train.cancel
-    from overbrainer.runs import machine
+    from overbrainer.lifecycle import machine
 
     return machine.attach if name == "attach" else machine.cancel
 

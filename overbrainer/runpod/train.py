@@ -40,6 +40,10 @@ from overbrainer.events.errors import StoreError
 from overbrainer.events.ids import new_run_id
 from overbrainer.events.store import UnknownRun
 from overbrainer.exec.base import ExecError, Executor, NativeRuntime
+from overbrainer.lifecycle import service
+from overbrainer.lifecycle.elsewhere import lives_elsewhere
+from overbrainer.lifecycle.machine import report, report_ended_meanwhile, secrets_of
+from overbrainer.lifecycle.service import Followed, Retrieval, attach_hint
 from overbrainer.runpod import messages
 from overbrainer.runpod.decide import interrupted_before_job, parse_utc, uptime_and_spend
 from overbrainer.runpod.ending import end_pod, forget_key_if_done
@@ -64,10 +68,6 @@ from overbrainer.runpod.provision import (
 )
 from overbrainer.runpod.starting import Start, look, start_of
 from overbrainer.runpod.timing import Timing
-from overbrainer.runs import service
-from overbrainer.runs.elsewhere import lives_elsewhere
-from overbrainer.runs.machine import report, report_ended_meanwhile, secrets_of
-from overbrainer.runs.service import Followed, Retrieval, attach_hint
 from overbrainer.session.limits import CANCEL_LIMIT, COLLECT_LIMIT, START_LIMIT
 from overbrainer.session.session import Session, ended_by
 from overbrainer.train.axolotl import (

@@ -29,14 +29,14 @@ from overbrainer.exec.base import JobStatus
 from overbrainer.exec.local import LocalExecutor
 from overbrainer.front.console import Front
 from overbrainer.front.interrupts import Interrupts
+from overbrainer.lifecycle import service
+from overbrainer.lifecycle.recover import settle_start
+from overbrainer.lifecycle.service import Job
 from overbrainer.projections.view import RunsView, view_path
 from overbrainer.runpod.client import CreateFailed, CreatePod, RunpodClient
 from overbrainer.runpod.podrm import remove_run_pods
 from overbrainer.runpod.pods import DeleteUnconfirmed, delete_pod
 from overbrainer.runpod.provision import ProvisionInterrupted, provision
-from overbrainer.runs import service
-from overbrainer.runs.recover import settle_start
-from overbrainer.runs.service import Job
 from overbrainer.session.journal import Journal
 from overbrainer.session.session import Session
 from reliability.machine import read_trace
@@ -162,7 +162,7 @@ def test_attach_leaves_a_run_whose_starter_still_runs_alone() -> None:
 async def test_adopting_a_job_stopped_because_its_start_was_not_recorded_fails_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import overbrainer.runs.recover as recover
+    import overbrainer.lifecycle.recover as recover
 
     monkeypatch.setattr(recover, "starter_alive", lambda actor: False)  # its starter died
     store = RunStore(None, tmp_path, Actor.here("train"))

@@ -19,7 +19,7 @@ from overbrainer.events.actor import Actor
 from overbrainer.events.store import RunStore
 from overbrainer.front.console import Front
 from overbrainer.front.interrupts import Interrupts
-from overbrainer.runs import elsewhere
+from overbrainer.lifecycle import elsewhere
 from overbrainer.session.session import Session
 from tests.fakes.fake_executor import InlineJournal
 from tests.runpod.test_train_pod import JobScript, Train, _detached_run, _pod_id, training

@@ -14,7 +14,7 @@ from overbrainer.events.store import RunStore
 from overbrainer.events.types import RunCreated
 from overbrainer.front.console import Front
 from overbrainer.front.interrupts import Interrupts
-from overbrainer.runs import service
+from overbrainer.lifecycle import service
 from overbrainer.session.session import Session
 from tests.fakes.fake_executor import FakeExecutor, FakeMachine, InlineJournal
 

@@ -23,7 +23,7 @@ from overbrainer.exec.base import ExecError, Executor, JobState, JobStatus, Targ
 from overbrainer.exec.manifest import verify
 from overbrainer.exec.transfer import STAGING_DIR
 from overbrainer.front.interrupts import AFTER_STOP, Offer
-from overbrainer.runs.outcome import Verdict, judge
+from overbrainer.lifecycle.outcome import Verdict, judge
 from overbrainer.session.limits import CANCEL_LIMIT, COLLECT_LIMIT, START_LIMIT
 from overbrainer.session.session import Session, ended_by
 from overbrainer.train.metrics import MetricsEvent, MetricsSummary, milestones, parse_metrics_lines

@@ -17,7 +17,7 @@ from overbrainer.events.actor import starter_alive
 from overbrainer.events.aggregate import RunLog
 from overbrainer.exec.base import JobStatus
 from overbrainer.exec.job import COMMANDS_FILE, CONTAINER_FILE
-from overbrainer.runs.service import Job
+from overbrainer.lifecycle.service import Job
 from overbrainer.session.session import Session
 
 # A wrapper spawned just before its starter died records its pid within milliseconds;

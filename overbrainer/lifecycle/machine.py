@@ -15,9 +15,9 @@ from overbrainer.events.aggregate import RunLog
 from overbrainer.events.errors import StoreError
 from overbrainer.events.ids import new_run_id
 from overbrainer.exec.base import ContainerRuntime, Executor, NativeRuntime, Runtime
+from overbrainer.lifecycle import service
+from overbrainer.lifecycle.service import Job, attach_hint
 from overbrainer.projections.summary import attach_header
-from overbrainer.runs import service
-from overbrainer.runs.service import Job, attach_hint
 from overbrainer.session.session import Session, ended_by
 from overbrainer.train.axolotl import (
     cpu_overridden,
@@ -324,7 +324,7 @@ async def _settle_start(session: Session, settings: Settings, state: RunLog) -> 
     """A run left ``preparing`` by a command that died: adopt its job or fail it."""
     if state.run.state != "preparing":
         return state
-    from overbrainer.runs.recover import settle_start
+    from overbrainer.lifecycle.recover import settle_start
 
     async with open_job(session, plan_for(settings, state.run.target), state.run.run_id) as job:
         return await settle_start(session, job, state)

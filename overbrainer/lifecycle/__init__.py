@@ -1,0 +1,13 @@
+"""A run's life, from ``train`` to its end: create, prepare, start, follow, settle, end the
+target, report — and ``train attach`` and ``train cancel`` of a run that lives on.
+
+- :mod:`overbrainer.lifecycle.service`: the steps on a target that runs jobs (start,
+  follow, settle, collect, cancel), every transition appended to the run's log;
+- :mod:`overbrainer.lifecycle.outcome`: what a job's end means for its run (pure);
+- :mod:`overbrainer.lifecycle.recover`: a run left ``preparing`` by a command that died;
+- :mod:`overbrainer.lifecycle.elsewhere`: a run whose files live in another checkout;
+- :mod:`overbrainer.lifecycle.machine`: the commands on a machine target (local, ssh).
+
+It drives the targets (the executors of ``overbrainer.exec``, the Runpod pods) through a
+:class:`~overbrainer.session.session.Session`; only the command line is above it.
+"""
