@@ -14,7 +14,7 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from overbrainer.runpod.train import PodRun
+from overbrainer.lifecycle.runpod import PodRun
 from tests.runpod import test_train_pod as harness
 
 JOB_SECONDS = 3600.0

@@ -53,7 +53,13 @@ def first_per_call_site(keys: list[str]) -> list[str]:
 # pass through the same code (following, settling, ending a pod).
 _ENTRY_PATHS = ("overbrainer/cli/",)
 _ENTRY_FUNCTIONS = {
-    "overbrainer/runpod/train.py": {"train", "attach", "cancel", "PodRun.train", "PodRun.attach"},
+    "overbrainer/lifecycle/runpod.py": {
+        "train",
+        "attach",
+        "cancel",
+        "PodRun.train",
+        "PodRun.attach",
+    },
     "overbrainer/lifecycle/machine.py": {"train", "attach", "cancel"},
 }
 

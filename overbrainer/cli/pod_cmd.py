@@ -32,7 +32,7 @@ async def _pod_context(
     from overbrainer.events.store import RunStore
     from overbrainer.front.console import Front
     from overbrainer.front.interrupts import open_interrupts
-    from overbrainer.runpod.train import open_pod_context
+    from overbrainer.lifecycle.runpod import open_pod_context
     from overbrainer.session.journal import Journal
     from overbrainer.session.session import Session
 

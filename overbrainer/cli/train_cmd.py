@@ -99,7 +99,7 @@ async def _with_run(run: str, name: str) -> int:
 def _follower_poll(settings: "Settings", state: "RunLog") -> float:
     """How often the command following ``state``'s run reads the log (its status poll)."""
     if state.run.kind == "runpod":
-        from overbrainer.runpod.train import follow_poll
+        from overbrainer.lifecycle.runpod import follow_poll
 
         return follow_poll(settings)
     from overbrainer.lifecycle.service import POLL_SECONDS
@@ -173,7 +173,7 @@ async def train(
                     "with `overbrainer train`"
                 )
             if isinstance(spec, RunpodTarget):
-                from overbrainer.runpod.train import train as train_on_pod
+                from overbrainer.lifecycle.runpod import train as train_on_pod
 
                 code = await train_on_pod(
                     session, settings, name, spec, keep=keep_pod, pods=found.pods
@@ -232,7 +232,7 @@ def _warn_template(session: "Session", settings: "Settings") -> None:
 
 def _act(name: str, kind: str) -> "Act":
     if kind == "runpod":
-        from overbrainer.runpod import train as pod_train
+        from overbrainer.lifecycle import runpod as pod_train
 
         return pod_train.attach if name == "attach" else pod_train.cancel
     from overbrainer.lifecycle import machine

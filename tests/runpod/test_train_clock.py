@@ -22,9 +22,9 @@ import trio.testing
 
 from overbrainer.errors import OverbrainerError
 from overbrainer.events import types as ev
+from overbrainer.lifecycle.runpod import DEADLINE_SLACK
 from overbrainer.runpod.decide import parse_utc
 from overbrainer.runpod.pod_scripts import ENV_MAX_SECONDS
-from overbrainer.runpod.train import DEADLINE_SLACK
 from tests.fakes.runpod_api import FakeRunpod
 from tests.runpod.test_train_pod import (
     JobScript,

@@ -31,13 +31,13 @@ from overbrainer.exec.base import (
     TargetUnreachable,
 )
 from overbrainer.front.interrupts import Interrupts
+from overbrainer.lifecycle.runpod import DEADLINE_SLACK, PodRun, timing_for
 from overbrainer.projections.timeline import line as story_line
 from overbrainer.runpod import messages
 from overbrainer.runpod.messages import Ending
 from overbrainer.runpod.pod_scripts import RETRIEVED, WATCHDOG_LOG
 from overbrainer.runpod.pods import PodAccess
 from overbrainer.runpod.timing import Timing
-from overbrainer.runpod.train import DEADLINE_SLACK, PodRun, timing_for
 from overbrainer.session.session import Session
 from tests.fakes.fake_executor import (
     CANARY_KEY,
