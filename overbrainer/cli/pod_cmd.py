@@ -1,5 +1,5 @@
 """``pod ls`` and ``pod rm RUN [--force]``: the account's overbrainer pods, and deleting every
-pod of a run (SPEC §7.9–7.10; the logic is ``overbrainer.runpod.podrm``)."""
+pod of a run (SPEC §7.9–7.10; the logic is ``overbrainer.targets.runpod.podrm``)."""
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from overbrainer.events.aggregate import RunLog
     from overbrainer.events.store import RunStore
     from overbrainer.front.console import Front
-    from overbrainer.runpod.pods import PodContext
+    from overbrainer.targets.runpod.pods import PodContext
 
 app = App(
     name="pod",
@@ -80,7 +80,7 @@ async def ls(*, json: Annotated[bool, Parameter(negative=())] = False) -> int:
     import sys
 
     from overbrainer.cli.common import print_json
-    from overbrainer.runpod.podrm import list_rows, row_json, table
+    from overbrainer.targets.runpod.podrm import list_rows, row_json, table
 
     async with _pod_context(read_only=True) as (ctx, store, front):
         recorded = _recorded(store)
@@ -118,7 +118,7 @@ async def rm(
     longer shows them; one line per deleted pod with its uptime and spend."""
     from overbrainer.errors import OverbrainerError, UsageError
     from overbrainer.events.ids import check_run_id, looks_like_run_id
-    from overbrainer.runpod.podrm import deleted_line, remove_run_pods
+    from overbrainer.targets.runpod.podrm import deleted_line, remove_run_pods
 
     check_run_id(run)
     if not looks_like_run_id(run):

@@ -9,6 +9,7 @@ target, report — and ``train attach`` and ``train cancel`` of a run that lives
 - :mod:`overbrainer.lifecycle.machine`: the commands on a machine target (local, ssh);
 - :mod:`overbrainer.lifecycle.runpod`: the commands on a Runpod target (a pod per run).
 
-It drives the targets (the executors of ``overbrainer.exec``, the Runpod pods) through a
-:class:`~overbrainer.session.session.Session`; only the command line is above it.
+It drives the targets (the executors of ``overbrainer.exec``, the pods of
+``overbrainer.targets.runpod``) through a :class:`~overbrainer.session.session.Session`;
+only the command line is above it.
 """

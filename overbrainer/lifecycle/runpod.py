@@ -16,7 +16,7 @@ hours off, or jumping, neither deletes a healthy pod nor lets one run unbounded.
 following loses the pod, the run fails only once the pod is confirmed gone
 (``pods.confirm_gone``).
 
-:class:`PodRun` does the work on a :class:`~overbrainer.runpod.pods.PodContext`, so tests
+:class:`PodRun` does the work on a :class:`~overbrainer.targets.runpod.pods.PodContext`, so tests
 and the benchmark drive it on trio's MockClock with the fake API in-process; the module's
 :func:`train`, :func:`attach` and :func:`cancel` open the real context for a command.
 """
@@ -46,19 +46,22 @@ from overbrainer.lifecycle.machine import report, report_ended_meanwhile, secret
 from overbrainer.lifecycle.service import Followed, Retrieval, attach_hint
 from overbrainer.runpod import messages
 from overbrainer.runpod.decide import interrupted_before_job, parse_utc, uptime_and_spend
-from overbrainer.runpod.ending import end_pod, forget_key_if_done
 from overbrainer.runpod.keys import client_key_path, write_ssh_config
 from overbrainer.runpod.models import Pod, PodStatus, UnsafeSshEndpoint
 from overbrainer.runpod.orphans import orphan_warnings, rows, run_of
-from overbrainer.runpod.podrm import deleted_line, remove_run_pods, still_starting
-from overbrainer.runpod.pods import (
+from overbrainer.runpod.timing import Timing
+from overbrainer.session.limits import CANCEL_LIMIT, COLLECT_LIMIT, START_LIMIT
+from overbrainer.session.session import Session, ended_by
+from overbrainer.targets.runpod.ending import end_pod, forget_key_if_done
+from overbrainer.targets.runpod.podrm import deleted_line, remove_run_pods, still_starting
+from overbrainer.targets.runpod.pods import (
     PodAccess,
     PodContext,
     confirm_gone,
     delete_pod,
     note_clock,
 )
-from overbrainer.runpod.provision import (
+from overbrainer.targets.runpod.provision import (
     ProvisionCancelled,
     ProvisionInterrupted,
     ProvisionOvertaken,
@@ -66,10 +69,7 @@ from overbrainer.runpod.provision import (
     pinned_ssh,
     remote_run_dir,
 )
-from overbrainer.runpod.starting import Start, look, start_of
-from overbrainer.runpod.timing import Timing
-from overbrainer.session.limits import CANCEL_LIMIT, COLLECT_LIMIT, START_LIMIT
-from overbrainer.session.session import Session, ended_by
+from overbrainer.targets.runpod.starting import Start, look, start_of
 from overbrainer.train.axolotl import (
     job_environment,
     prepare_run_dir,

@@ -49,10 +49,10 @@ from overbrainer.projections.files import write_projections
 from overbrainer.runpod.client import CreatePod, RunpodClient
 from overbrainer.runpod.models import Pod
 from overbrainer.runpod.pod_scripts import BOOTSTRAP_FAILED, RUN_MARKER, VERDICT
-from overbrainer.runpod.pods import PodAccess, PodContext
 from overbrainer.runpod.timing import Timing
 from overbrainer.session.journal import Journal
 from overbrainer.session.session import Session
+from overbrainer.targets.runpod.pods import PodAccess, PodContext
 from tests.fakes.runpod_api import FAKE_URL, FakePod, FakeRunpod
 
 FAKE_PID = 4242

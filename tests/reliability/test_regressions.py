@@ -34,11 +34,11 @@ from overbrainer.lifecycle.recover import settle_start
 from overbrainer.lifecycle.service import Job
 from overbrainer.projections.view import RunsView, view_path
 from overbrainer.runpod.client import CreateFailed, CreatePod, RunpodClient
-from overbrainer.runpod.podrm import remove_run_pods
-from overbrainer.runpod.pods import DeleteUnconfirmed, delete_pod
-from overbrainer.runpod.provision import ProvisionInterrupted, provision
 from overbrainer.session.journal import Journal
 from overbrainer.session.session import Session
+from overbrainer.targets.runpod.podrm import remove_run_pods
+from overbrainer.targets.runpod.pods import DeleteUnconfirmed, delete_pod
+from overbrainer.targets.runpod.provision import ProvisionInterrupted, provision
 from reliability.machine import read_trace
 from reliability.store_faults import disk_full
 from reliability.world import MachineWorld, Project, case_project
@@ -374,8 +374,8 @@ async def test_ctrl_c_while_the_attempt_is_recorded_sends_no_create(
 def test_attach_of_a_runpod_run_left_starting_points_to_cancel_and_pod_rm() -> None:
     # A run whose starter may still be alive is left to it, with the ways to end it; one
     # whose starter is provably gone is ended by attach itself (tests/runpod/test_starting).
-    from overbrainer.runpod.podrm import still_starting
-    from overbrainer.runpod.starting import Start
+    from overbrainer.targets.runpod.podrm import still_starting
+    from overbrainer.targets.runpod.starting import Start
 
     starter = {"command": "train", "host": "laptop-a", "pid": 42}
     said = still_starting(Start(RUN, "starting", starter, "its process runs"))

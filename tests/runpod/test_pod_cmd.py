@@ -21,14 +21,14 @@ from overbrainer.events.store import RunStore
 from overbrainer.runpod.client import CreatePod, RunpodClient
 from overbrainer.runpod.orphans import Note
 from overbrainer.runpod.pod_scripts import RUN_MARKER
-from overbrainer.runpod.podrm import (
+from overbrainer.targets.runpod.podrm import (
     deleted_line,
     list_rows,
     remove_run_pods,
     row_json,
     table,
 )
-from overbrainer.runpod.provision import provision
+from overbrainer.targets.runpod.provision import provision
 from tests.fakes.fake_executor import CANARY_KEY, PINNED_IMAGE, MachinePlan
 from tests.fakes.runpod_api import FakeRunpod, serve_loopback
 from tests.runpod.test_train_pod import (

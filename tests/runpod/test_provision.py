@@ -17,8 +17,9 @@ from overbrainer.events import types as ev
 from overbrainer.events.errors import StoreError
 from overbrainer.runpod import decide
 from overbrainer.runpod.pod_scripts import ENV_HOST_KEY, ENV_MAX_SECONDS, RUN_MARKER
-from overbrainer.runpod.pods import DeleteUnconfirmed
-from overbrainer.runpod.provision import (
+from overbrainer.runpod.timing import Timing
+from overbrainer.targets.runpod.pods import DeleteUnconfirmed
+from overbrainer.targets.runpod.provision import (
     CreateStopped,
     NothingPlaced,
     PodRefused,
@@ -28,7 +29,6 @@ from overbrainer.runpod.provision import (
     open_provisioned,
     provision,
 )
-from overbrainer.runpod.timing import Timing
 from tests.fakes.fake_executor import (
     CANARY_KEY,
     POD_HOST,

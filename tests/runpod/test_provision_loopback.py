@@ -22,11 +22,16 @@ from overbrainer.front.console import Front
 from overbrainer.front.interrupts import Interrupts
 from overbrainer.runpod.client import RunpodClient
 from overbrainer.runpod.keys import generate_run_keys
-from overbrainer.runpod.pods import PodContext, delete_pod
-from overbrainer.runpod.provision import NothingPlaced, open_provisioned, pinned_ssh, provision
 from overbrainer.runpod.timing import Timing
 from overbrainer.session.journal import Journal
 from overbrainer.session.session import Session
+from overbrainer.targets.runpod.pods import PodContext, delete_pod
+from overbrainer.targets.runpod.provision import (
+    NothingPlaced,
+    open_provisioned,
+    pinned_ssh,
+    provision,
+)
 from tests.fakes.fake_executor import CANARY_KEY, runpod_target
 from tests.fakes.fake_pod import FakePods, fake_pods, openssh_server
 from tests.fakes.runpod_api import FakeRunpod, serve_loopback

@@ -24,11 +24,11 @@ from overbrainer.events.actor import Actor
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.store import RunStore
 from overbrainer.runpod.orphans import Note
-from overbrainer.runpod.podrm import list_rows, remove_run_pods
-from overbrainer.runpod.provision import provision
-from overbrainer.runpod.starting import LEASE_MARGIN, judge, lease_seconds
 from overbrainer.runpod.timing import Timing
 from overbrainer.session.limits import START_LIMIT
+from overbrainer.targets.runpod.podrm import list_rows, remove_run_pods
+from overbrainer.targets.runpod.provision import provision
+from overbrainer.targets.runpod.starting import LEASE_MARGIN, judge, lease_seconds
 from tests.fakes.fake_executor import InlineJournal
 from tests.runpod.test_train_pod import Train, training
 

@@ -36,9 +36,9 @@ from overbrainer.projections.timeline import line as story_line
 from overbrainer.runpod import messages
 from overbrainer.runpod.messages import Ending
 from overbrainer.runpod.pod_scripts import RETRIEVED, WATCHDOG_LOG
-from overbrainer.runpod.pods import PodAccess
 from overbrainer.runpod.timing import Timing
 from overbrainer.session.session import Session
+from overbrainer.targets.runpod.pods import PodAccess
 from tests.fakes.fake_executor import (
     CANARY_KEY,
     PINNED_IMAGE,

@@ -23,8 +23,8 @@ from overbrainer.runpod import messages
 from overbrainer.runpod.keys import forget_client_key
 from overbrainer.runpod.messages import Ending
 from overbrainer.runpod.pod_scripts import RETRIEVED, WATCHDOG_LOG
-from overbrainer.runpod.pods import PodContext, delete_pod
-from overbrainer.runpod.provision import remote_run_dir
+from overbrainer.targets.runpod.pods import PodContext, delete_pod
+from overbrainer.targets.runpod.provision import remote_run_dir
 
 __all__ = ["LOG_COPY", "Ending", "copy_watchdog_log", "end_pod", "forget_key_if_done"]
 

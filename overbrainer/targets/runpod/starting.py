@@ -25,7 +25,7 @@ from overbrainer.runpod.decide import parse_utc
 from overbrainer.runpod.timing import Timing
 
 if TYPE_CHECKING:
-    from overbrainer.runpod.pods import PodContext
+    from overbrainer.targets.runpod.pods import PodContext
 
 __all__ = ["LEASE_MARGIN", "Start", "judge", "lease_seconds", "look", "start_of"]
 

@@ -30,11 +30,11 @@ from overbrainer.events.aggregate import RunLog
 from overbrainer.events.store import UnknownRun
 from overbrainer.runpod.client import RunpodError
 from overbrainer.runpod.decide import iso_utc, parse_utc, rate_text, uptime_and_spend
-from overbrainer.runpod.ending import forget_key_if_done
 from overbrainer.runpod.models import Pod, PodStatus
 from overbrainer.runpod.orphans import Note, Row, classify, rows, run_of
-from overbrainer.runpod.pods import PodContext, confirm_gone, delete_pod
-from overbrainer.runpod.starting import Start, look, start_of
+from overbrainer.targets.runpod.ending import forget_key_if_done
+from overbrainer.targets.runpod.pods import PodContext, confirm_gone, delete_pod
+from overbrainer.targets.runpod.starting import Start, look, start_of
 
 __all__ = [
     "Deleted",

@@ -14,7 +14,7 @@ Ctrl-C ends. Then the pod, if any, is deleted (shielded), ``run.Interrupted`` is
 and :class:`ProvisionInterrupted` raised with the seed's ``interrupted_before_job``
 message. The caller appends the run's ``run.Ended``, as for every other error here.
 
-The SSH connection is a seam (:data:`~overbrainer.runpod.pods.Connect`): MockClock tests
+The SSH connection is a seam (:data:`~overbrainer.targets.runpod.pods.Connect`): MockClock tests
 use an in-memory executor, production :func:`pinned_ssh`.
 """
 
@@ -50,7 +50,7 @@ from overbrainer.runpod.decide import (
 from overbrainer.runpod.keys import RunKeys, forget_client_key, write_run_keys, write_ssh_config
 from overbrainer.runpod.models import Pod, SshEndpoint, UnsafeSshEndpoint
 from overbrainer.runpod.pod_scripts import BOOTSTRAP_FAILED, VERDICT, pod_args, pod_env
-from overbrainer.runpod.pods import (
+from overbrainer.targets.runpod.pods import (
     Connect,
     DeleteUnconfirmed,
     PodAccess,
