@@ -1,7 +1,7 @@
 """Retrieval over SSH and the follower's delay (issue: training on this machine and over SSH).
 
 Both against a real OpenSSH sshd on loopback, started as the tests start it
-(``tests/sshd.py``), with the real SSH executor and the real run service:
+(``overbrainer/testing/sshd.py``), with the real SSH executor and the real run service:
 
 - Retrieval of 1 GiB in 200 files: ``service.collect`` (the host's SHA-256 manifest, the tar
   stream, extraction, the verification of every file, the event), beside OpenSSH's
@@ -34,8 +34,8 @@ from overbrainer.front.interrupts import Interrupts
 from overbrainer.lifecycle import service
 from overbrainer.session.journal import Journal
 from overbrainer.session.session import Session
+from overbrainer.testing.sshd import SshServer, sshd
 from overbrainer.train.metrics import MetricsSummary
-from tests.sshd import SshServer, sshd
 
 GIB = 1 << 30
 FILES = 200

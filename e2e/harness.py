@@ -4,7 +4,7 @@ Axolotl through the real ``overbrainer`` command, on a target of each kind.
 - ``local``: this machine, every command under ``unshare -n`` (a network namespace with no
   interface up: no route out, not even loopback), so every local case is also an offline
   machine's run;
-- ``ssh``: a real OpenSSH ``sshd`` on loopback (``tests/sshd.py``), the client's
+- ``ssh``: a real OpenSSH ``sshd`` on loopback (``overbrainer/testing/sshd.py``), the client's
   ``~/.ssh`` in a home of the suite's own;
 - ``runpod``: the fake Runpod API with living fake pods (``tests/fakes/fake_pod.py``) on
   loopback, whose pods run the real Axolotl environment (the target's ``venv``).
@@ -265,7 +265,7 @@ class SshWorld(World):
         self._links: list[Path] = []
 
     def __enter__(self) -> SshWorld:
-        from tests.sshd import sshd
+        from overbrainer.testing.sshd import sshd
 
         server = self._stack.enter_context(sshd(self.base / "sshd"))
         ssh = self.home / ".ssh"

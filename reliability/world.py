@@ -2,7 +2,8 @@
 
 - ``local``: the local target, whose venv's ``axolotl`` is the stand-in trainer.
 - ``ssh``: the same machine reached through a real OpenSSH ``sshd`` on loopback
-  (``tests/sshd.py``), by an alias of a private ``~/.ssh/config``, with strict host keys.
+  (``overbrainer/testing/sshd.py``), by an alias of a private ``~/.ssh/config``, with strict
+  host keys.
 
 The stand-in is reached through a wrapper that first sources the project's ``knobs.sh``
 (an SSH session does not carry our environment) and, before training, waits while the
@@ -304,7 +305,7 @@ class MachineWorld:
             check=True,
         )
         if self.kind == "ssh":
-            from tests.sshd import sshd
+            from overbrainer.testing.sshd import sshd
 
             self.sshd = self._stack.enter_context(sshd(self.base / "sshd"))
             self.home = self.base / "home"
@@ -365,7 +366,7 @@ class MachineWorld:
 
     def drop_connections(self) -> int:
         """Kill every live SSH connection to the sshd (a network drop)."""
-        from tests.sshd import drop_connections
+        from overbrainer.testing.sshd import drop_connections
 
         return drop_connections(self.sshd) if self.sshd is not None else 0
 

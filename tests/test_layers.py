@@ -32,6 +32,7 @@ LAYERS: list[set[str]] = [
     {"lifecycle"},  # a run's life: train, attach, cancel
     {"cli"},  # the commands
     {"__main__"},
+    {"testing"},  # stand-ins for tests, the demo, the benchmarks and the campaigns
 ]
 
 FIRST_PARTY = ("overbrainer", "tests", "bench", "reliability", "e2e")

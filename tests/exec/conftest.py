@@ -12,7 +12,8 @@ import pytest
 
 from overbrainer.exec.base import NativeRuntime
 from overbrainer.exec.job import CONTROL_SCRIPT, JOB_SCRIPT, render_commands, script
-from tests.sshd import SshServer, sshd_server
+from overbrainer.testing.sshd import SshServer
+from tests.sshd import sshd_server
 
 __all__ = ["Shell", "SshServer", "shell", "sshd_server"]
 

@@ -1,4 +1,4 @@
-"""The SSH executor against a real OpenSSH sshd on loopback (tests/sshd.py)."""
+"""The SSH executor against a real OpenSSH sshd on loopback (overbrainer/testing/sshd.py)."""
 
 import contextlib
 import dataclasses
@@ -22,8 +22,14 @@ from overbrainer.exec.base import (
 )
 from overbrainer.exec.manifest import RESULT_PATHS, verify
 from overbrainer.exec.ssh import PinnedHost, SshExecutor, UserHost, open_ssh, parse_host_spec
+from overbrainer.testing.sshd import (
+    SshServer,
+    drop_connections,
+    free_port,
+    keygen,
+    known_hosts_line,
+)
 from tests.exec.procs import all_command_lines, group_members
-from tests.sshd import SshServer, drop_connections, free_port, keygen, known_hosts_line
 
 
 def _user_host(server: SshServer, **changes: Any) -> UserHost:

@@ -14,7 +14,6 @@
   points at that server. When the pod is stopped or deleted (``on_stopped`` /
   ``on_deleted``), the watchdog, the SSH server and every process left in the pod's
   directory are stopped, as a container's end would.
-- :func:`openssh_server`: a real OpenSSH ``sshd`` on loopback with a given host key.
 
 asyncssh runs on asyncio while the fake API and the tests run under trio: the SSH servers
 run in one asyncio event loop on its own thread (per :func:`fake_pods`), reached through
@@ -42,11 +41,9 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import threading
-import time
-from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -62,8 +59,8 @@ from overbrainer.runpod.pod_scripts import (
     pod_args,
     script_text,
 )
+from overbrainer.testing.sshd import free_port
 
-SSHD = "/usr/sbin/sshd"
 _T = TypeVar("_T")
 
 # Stands for OpenSSH's sshd in the bootstrap: checks nothing, "starts" by writing its
@@ -74,83 +71,6 @@ for arg; do config=$arg; done
 pid_file=$(sed -n 's/^PidFile //p' "$config")
 echo $$ > "$pid_file"
 """
-
-
-# --- a real OpenSSH sshd ---------------------------------------------------------------
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for_port(port: int, timeout: float = 10.0) -> None:
-    """Wait until something accepts connections on 127.0.0.1:``port``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
-
-
-def ensure_privsep_dir() -> None:
-    """OpenSSH's sshd refuses to start without its privilege separation directory."""
-    if os.geteuid() == 0:
-        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
-
-
-@contextlib.contextmanager
-def openssh_server(workdir: Path, host_private_key: str, authorized_key: str) -> Iterator[int]:
-    """Run a real OpenSSH ``sshd`` on 127.0.0.1 with ``host_private_key`` as its only host
-    key, letting in ``authorized_key`` only; yields its port."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    host_key = workdir / "ssh_host_ed25519_key"
-    fd = os.open(host_key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(host_private_key)
-    authorized = workdir / "authorized_keys"
-    authorized.write_text(authorized_key.strip() + "\n")
-    port = free_port()
-    config = workdir / "sshd_config"
-    config.write_text(
-        "\n".join(
-            [
-                f"HostKey {host_key}",
-                f"AuthorizedKeysFile {authorized}",
-                "ListenAddress 127.0.0.1",
-                f"Port {port}",
-                "PidFile none",
-                # pytest's temporary directories live under the world-writable /tmp.
-                "StrictModes no",
-                "UsePAM no",
-                "PasswordAuthentication no",
-                "KbdInteractiveAuthentication no",
-                "",
-            ]
-        )
-    )
-    ensure_privsep_dir()
-    log = (workdir / "sshd.log").open("wb")
-    process = subprocess.Popen(
-        [SSHD, "-D", "-e", "-f", str(config)], stdin=subprocess.DEVNULL, stderr=log
-    )
-    try:
-        wait_for_port(port)
-        yield port
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
 
 
 # --- the asyncssh server of a fake pod ------------------------------------------------

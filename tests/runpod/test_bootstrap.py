@@ -20,7 +20,7 @@ from overbrainer.runpod.pod_scripts import (
     pod_env,
     script_text,
 )
-from tests.fakes.fake_pod import ensure_privsep_dir, free_port, wait_for_port
+from overbrainer.testing.sshd import ensure_privsep_dir, free_port, wait_for_port
 
 RUN = "20260101-120000-ab12"
 SHELLS = [["sh"], ["dash"], ["busybox", "sh"]]

@@ -19,7 +19,7 @@ from overbrainer.runpod.keys import (
     write_run_keys,
     write_ssh_config,
 )
-from tests.fakes.fake_pod import openssh_server
+from overbrainer.testing.sshd import openssh_server
 
 RUN = "20260101-120000-ab12"
 

@@ -32,8 +32,9 @@ from overbrainer.targets.runpod.provision import (
     pinned_ssh,
     provision,
 )
+from overbrainer.testing.sshd import openssh_server
 from tests.fakes.fake_executor import CANARY_KEY, runpod_target
-from tests.fakes.fake_pod import FakePods, fake_pods, openssh_server
+from tests.fakes.fake_pod import FakePods, fake_pods
 from tests.fakes.runpod_api import FakeRunpod, serve_loopback
 
 A40 = "NVIDIA A40"

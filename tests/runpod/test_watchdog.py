@@ -19,7 +19,7 @@ import trio
 
 from overbrainer.runpod.clocks import parse_http_date
 from overbrainer.runpod.pod_scripts import WATCHDOG, script_text
-from tests.fakes.fake_pod import free_port
+from overbrainer.testing.sshd import free_port
 from tests.fakes.runpod_api import FAKE_URL, FakeRunpod, serve_loopback
 from tests.faketime import Jumping, skewed
 

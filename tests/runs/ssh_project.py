@@ -43,17 +43,19 @@ from typing import Any
 
 import pytest
 
-from tests.runs.conftest import ROOT, STAND_IN, Project, alive, kill_group
-from tests.sshd import (
+from overbrainer.testing.sshd import (
     SSHD,
     SshServer,
     drop_connections,
+    ensure_privsep_dir,
     free_port,
     keygen,
     known_hosts_line,
-    require_sshd,
     wait_for_banner,
+    write_sshd_config,
 )
+from tests.runs.conftest import ROOT, STAND_IN, Project, alive, kill_group
+from tests.sshd import require_sshd
 
 ALIAS = "box-alias"
 _USER = pwd.getpwuid(os.getuid())
@@ -145,7 +147,7 @@ class Box:
         return self.commands_log.read_text().splitlines()
 
     def server(self) -> SshServer:
-        """This box as tests/sshd.py describes a server (for `drop_connections`)."""
+        """This box as overbrainer.testing.sshd describes a server (for `drop_connections`)."""
         assert self.process is not None, "the sshd is stopped"
         return SshServer(
             host="127.0.0.1",
@@ -213,45 +215,6 @@ class Box:
         self.process = None
 
 
-def _write_sshd_config(box: Box) -> None:
-    recorder = box.directory / "record-command"
-    recorder.write_text(
-        "#!/bin/sh\n"
-        f"printf '%s\\n' \"$SSH_ORIGINAL_COMMAND\" >>{box.commands_log}\n"
-        'exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"\n'
-    )
-    recorder.chmod(0o755)
-    authorized = box.directory / "authorized_keys"
-    authorized.write_text(box.client_key.with_name(box.client_key.name + ".pub").read_text())
-    box.config.write_text(
-        "\n".join(
-            [
-                "ListenAddress 127.0.0.1",
-                f"AuthorizedKeysFile {authorized}",
-                "PermitRootLogin prohibit-password",
-                "StrictModes no",
-                "UsePAM no",
-                "PidFile none",
-                "PasswordAuthentication no",
-                "KbdInteractiveAuthentication no",
-                "PubkeyAuthentication yes",
-                "X11Forwarding no",
-                "PrintMotd no",
-                "UseDNS no",
-                "MaxSessions 50",
-                "MaxStartups 50",
-                # SHLVL=1: bash (the login shell here) then skips ~/.bashrc, which on this
-                # machine costs 0.2 s per command (pyenv init); the remote side of a test
-                # needs none of it.
-                f"SetEnv PATH={box.bin}:{_SYSTEM_PATH} SHLVL=1",
-                f"ForceCommand {recorder}",
-                "LogLevel DEBUG3",
-                "",
-            ]
-        )
-    )
-
-
 def _script(path: Path, text: str) -> None:
     path.write_text(text)
     path.chmod(0o755)
@@ -301,9 +264,17 @@ def box_sshd(directory: Path) -> Iterator[Box]:
     real_dd = shutil.which("dd", path=_SYSTEM_PATH)
     assert real_dd
     _script(bin_dir / "dd", _DD.format(real=real_dd, hold=box.hold_probe, held=box.probe_held))
-    _write_sshd_config(box)
-    if os.geteuid() == 0:
-        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation
+    authorized = directory / "authorized_keys"
+    authorized.write_text(client_key.with_name(client_key.name + ".pub").read_text())
+    write_sshd_config(
+        directory,
+        authorized,
+        commands_log=box.commands_log,
+        # SHLVL=1: bash (the login shell here) then skips ~/.bashrc, which on this machine
+        # costs 0.2 s per command (pyenv init); the remote side of a test needs none of it.
+        set_env={"PATH": f"{box.bin}:{_SYSTEM_PATH}", "SHLVL": "1"},
+    )
+    ensure_privsep_dir()
     box.start()
     try:
         yield box

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from overbrainer.testing.sshd import keygen, known_hosts_line
 from tests.exec.procs import all_command_lines
 from tests.runs.conftest import alive, kill_group
 from tests.runs.ssh_project import (
@@ -24,7 +25,6 @@ from tests.runs.ssh_project import (
     ssh_project_at,
     stop_following,
 )
-from tests.sshd import keygen, known_hosts_line
 
 __all__ = ["ssh_project"]
 
