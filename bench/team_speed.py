@@ -1,9 +1,9 @@
 """The team store beside the local one (issue: the team store).
 
-On a throwaway PostgreSQL server started here (tests/pg.py) and on SQLite, same machine:
-single-event appends per second; `runs ls` over 1,000 runs (view up to date, and rebuilt);
-`store migrate` of those runs; and `events --follow` latency from an append's return to
-its line on the follower's stdout.
+On a throwaway PostgreSQL server started here (``overbrainer/testing/pg.py``) and on
+SQLite, same machine: single-event appends per second; `runs ls` over 1,000 runs (view up
+to date, and rebuilt); `store migrate` of those runs; and `events --follow` latency from an
+append's return to its line on the follower's stdout.
 """
 
 import queue
@@ -18,7 +18,7 @@ from pathlib import Path
 from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
 from overbrainer.events.store import RunStore
-from tests.pg import PgCluster
+from overbrainer.testing.pg import PgCluster
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLLOWED = "20260201-000000-f011"

@@ -21,10 +21,10 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
+from overbrainer.testing.faketime import Jumping, skewed
 from reliability.core import UNREACHED, Case
 from reliability.invariants import check_outputs, log_state
 from reliability.world import Done, Project
-from tests.faketime import Jumping, skewed
 
 SKEWS = {"3 h behind": ("-3h", -3 * 3600.0), "2 years ahead": ("+730d", 730 * 86400.0)}
 JUMPS = {"+2h": 2 * 3600.0, "-2h": -2 * 3600.0}

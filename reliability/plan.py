@@ -138,7 +138,7 @@ class Worlds:
     def postgres(self) -> Any:
         """A PostgreSQL server for the team-store faults (started on first use), or the
         error saying which binaries are missing."""
-        from tests.pg import PgCluster, PgUnavailable
+        from overbrainer.testing.pg import PgCluster, PgUnavailable
 
         with self._lock:
             if self._postgres is None:

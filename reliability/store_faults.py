@@ -141,7 +141,7 @@ def postgres_cases(
 def _postgres_case(
     world: MachineWorld, key: str, slug: str, server: Callable[[], Any], stop: bool
 ) -> list[str]:
-    from tests.pg import PgCluster
+    from overbrainer.testing.pg import PgCluster
 
     own: Any = None
     if stop:  # a server of its own: stopping it touches no other case

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from overbrainer.testing.pg import running_cluster
 from reliability import api_faults, bad_input, clocks, machine, store_faults
 from reliability.core import Case, Result, run_cases
 from reliability.pods import RunpodWorld
 from reliability.world import MachineWorld
-from tests.pg import running_cluster
 
 
 def _pick(keys: list[str], mark: str, *, last: bool = False) -> str:

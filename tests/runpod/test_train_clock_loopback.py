@@ -21,7 +21,7 @@ from typing import Any
 import trio
 
 from overbrainer.runpod.pod_scripts import ENV_MAX_SECONDS
-from tests.faketime import Jumping, skewed
+from overbrainer.testing.faketime import Jumping, skewed
 from tests.runpod.test_train_loopback import World, world
 
 

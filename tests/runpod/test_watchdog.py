@@ -19,9 +19,9 @@ import trio
 
 from overbrainer.runpod.clocks import parse_http_date
 from overbrainer.runpod.pod_scripts import WATCHDOG, script_text
+from overbrainer.testing.faketime import Jumping, skewed
 from overbrainer.testing.sshd import free_port
 from tests.fakes.runpod_api import FAKE_URL, FakeRunpod, serve_loopback
-from tests.faketime import Jumping, skewed
 
 SHELLS = [("sh",), ("dash",), ("busybox", "sh")]
 SHELL_IDS = ["sh", "dash", "busybox"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pg import PgCluster, PgUnavailable
+from overbrainer.testing.pg import PgCluster, PgUnavailable
 
 
 @pytest.fixture(scope="session")
