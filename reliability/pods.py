@@ -89,8 +89,8 @@ class RunpodWorld:
     async def _main(self) -> None:
         import trio
 
+        from overbrainer.testing.runpod_api import FakeRunpod, serve_loopback
         from tests.fakes.fake_pod import fake_pods
-        from tests.fakes.runpod_api import FakeRunpod, serve_loopback
 
         fake = FakeRunpod(provisioning_seconds=0.2, starting_seconds=0.3, seed=None)
         fake.add_account(CANARY_API, balance=100_000.0)

@@ -1,6 +1,11 @@
 """Stand-ins for what overbrainer talks to, for tests, the demo, the benchmarks and the
 reliability campaigns; shipped with the package, as ``trio.testing`` ships with trio.
 
+- :mod:`overbrainer.testing.runpod_api`: :class:`~overbrainer.testing.runpod_api.FakeRunpod`,
+  Runpod's REST API v2 in-process (an httpx transport, on trio's clock) or on loopback
+  (hypercorn; ``python -m overbrainer.testing.runpod_api --port 0 --print-url``), validating
+  what it is sent against Runpod's published schema (:mod:`~overbrainer.testing.runpod_schema`
+  and the copy ``runpod_openapi.json``);
 - :mod:`overbrainer.testing.sshd`: a real OpenSSH ``sshd`` on loopback, and the one
   ``sshd_config`` every test server uses;
 - :mod:`overbrainer.testing.pg`: a throwaway PostgreSQL server (``PgCluster``), for the

@@ -53,7 +53,7 @@ from overbrainer.runpod.timing import Timing
 from overbrainer.session.journal import Journal
 from overbrainer.session.session import Session
 from overbrainer.targets.runpod.pods import PodAccess, PodContext
-from tests.fakes.runpod_api import FAKE_URL, FakePod, FakeRunpod
+from overbrainer.testing.runpod_api import FAKE_URL, FakePod, FakeRunpod
 
 FAKE_PID = 4242
 

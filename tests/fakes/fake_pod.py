@@ -267,7 +267,7 @@ class RunningPod:
 
 
 class FakePods:
-    """The running fake pods of one :class:`~tests.fakes.runpod_api.FakeRunpod`."""
+    """The running fake pods of one :class:`~overbrainer.testing.runpod_api.FakeRunpod`."""
 
     def __init__(
         self,
@@ -527,7 +527,7 @@ async def fake_pods(
 async def _serve_until_signalled(args: Any) -> None:
     import tempfile
 
-    from tests.fakes.runpod_api import FakeRunpod, serve_loopback
+    from overbrainer.testing.runpod_api import FakeRunpod, serve_loopback
 
     fake = FakeRunpod(
         provisioning_seconds=args.provisioning_seconds, starting_seconds=args.starting_seconds

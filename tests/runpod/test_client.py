@@ -36,8 +36,8 @@ from overbrainer.runpod.models import (
     parse_problem,
 )
 from overbrainer.runpod.redact import REDACTED, Redactor, one_line
-from tests.fakes import runpod_schema
-from tests.fakes.runpod_api import FAKE_URL, NO_CAPACITY, FakeRunpod
+from overbrainer.testing import runpod_schema
+from overbrainer.testing.runpod_api import FAKE_URL, NO_CAPACITY, FakeRunpod
 
 GPU = "NVIDIA A40"
 # A canary API key: no piece of it of 6 characters may ever show in an error.

@@ -21,8 +21,8 @@ import trio.testing
 from overbrainer.runpod.client import AmbiguousCreate, CreatePod, RunpodClient
 from overbrainer.runpod.clocks import parse_http_date
 from overbrainer.runpod.models import PodStatus
-from tests.fakes import runpod_schema
-from tests.fakes.runpod_api import (
+from overbrainer.testing import runpod_schema
+from overbrainer.testing.runpod_api import (
     FAKE_URL,
     NO_CAPACITY,
     FakeGpuType,
@@ -392,7 +392,7 @@ async def test_every_answer_carries_runpods_date_and_pods_its_times_on_loopback(
 
 def test_the_fake_runs_from_the_command_line() -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.runpod_api", "--port", "0", "--print-url"],
+        [sys.executable, "-m", "overbrainer.testing.runpod_api", "--port", "0", "--print-url"],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.PIPE,

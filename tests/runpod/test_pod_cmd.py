@@ -29,8 +29,8 @@ from overbrainer.targets.runpod.podrm import (
     table,
 )
 from overbrainer.targets.runpod.provision import provision
+from overbrainer.testing.runpod_api import FakeRunpod, serve_loopback
 from tests.fakes.fake_executor import CANARY_KEY, PINNED_IMAGE, MachinePlan
-from tests.fakes.runpod_api import FakeRunpod, serve_loopback
 from tests.runpod.test_train_pod import (
     JobScript,
     Train,

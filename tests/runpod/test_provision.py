@@ -29,6 +29,7 @@ from overbrainer.targets.runpod.provision import (
     open_provisioned,
     provision,
 )
+from overbrainer.testing.runpod_api import NO_CAPACITY, FakeRunpod
 from tests.fakes.fake_executor import (
     CANARY_KEY,
     POD_HOST,
@@ -38,7 +39,6 @@ from tests.fakes.fake_executor import (
     pod_rig,
     runpod_target,
 )
-from tests.fakes.runpod_api import NO_CAPACITY, FakeRunpod
 
 A40 = "NVIDIA A40"
 RTX = "NVIDIA GeForce RTX 4090"

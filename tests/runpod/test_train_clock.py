@@ -25,7 +25,7 @@ from overbrainer.events import types as ev
 from overbrainer.lifecycle.runpod import DEADLINE_SLACK
 from overbrainer.runpod.decide import parse_utc
 from overbrainer.runpod.pod_scripts import ENV_MAX_SECONDS
-from tests.fakes.runpod_api import FakeRunpod
+from overbrainer.testing.runpod_api import FakeRunpod
 from tests.runpod.test_train_pod import (
     JobScript,
     Train,

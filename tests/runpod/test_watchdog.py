@@ -20,8 +20,8 @@ import trio
 from overbrainer.runpod.clocks import parse_http_date
 from overbrainer.runpod.pod_scripts import WATCHDOG, script_text
 from overbrainer.testing.faketime import Jumping, skewed
+from overbrainer.testing.runpod_api import FAKE_URL, FakeRunpod, serve_loopback
 from overbrainer.testing.sshd import free_port
-from tests.fakes.runpod_api import FAKE_URL, FakeRunpod, serve_loopback
 
 SHELLS = [("sh",), ("dash",), ("busybox", "sh")]
 SHELL_IDS = ["sh", "dash", "busybox"]

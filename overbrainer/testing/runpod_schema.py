@@ -7,7 +7,7 @@ the pod and GPU catalog endpoints use (``CreatePodRequest``, ``Pod``, ``ListPods
 everything they reference) and the query parameters of ``GET /catalog/gpus``.
 Regenerate it with
 
-    python -m tests.fakes.runpod_schema /path/to/openapi-v2.json
+    python -m overbrainer.testing.runpod_schema /path/to/openapi-v2.json
 
 The schema is JSON Schema 2020-12 (OpenAPI 3.1) and uses ``unevaluatedProperties``, so
 validation uses a Draft 2020-12 validator.
@@ -20,9 +20,10 @@ import sys
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
 SCHEMA_FILE = Path(__file__).with_name("runpod_openapi.json")
 ROOTS = (
@@ -95,6 +96,8 @@ def document() -> dict[str, Any]:
 @cache
 def validator(name: str) -> Draft202012Validator:
     """A Draft 2020-12 validator for one named component schema."""
+    from jsonschema import Draft202012Validator
+
     doc = document()
     # $ref beside "components" in one root: the refs resolve against this very document.
     root = {
@@ -115,6 +118,8 @@ def parameter(name: str) -> dict[str, Any]:
 @cache
 def parameter_validator(name: str) -> Draft202012Validator:
     """A Draft 2020-12 validator for the value of one named query parameter."""
+    from jsonschema import Draft202012Validator
+
     root = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$ref": f"{_PARAMETERS}{name}/schema",

@@ -13,7 +13,7 @@ Two ways to reach it:
 - on loopback: ``async with serve_loopback(fake) as base_url: ...`` (hypercorn, real
   clock), or from the command line::
 
-      python -m tests.fakes.runpod_api --port 0 --print-url
+      python -m overbrainer.testing.runpod_api --port 0 --print-url
 
   which prints the base URL and an account API key, one per line, and serves until
   SIGINT/SIGTERM.
@@ -50,7 +50,7 @@ from urllib.parse import parse_qsl, unquote
 import httpx
 import trio
 
-from tests.fakes import runpod_schema
+from overbrainer.testing import runpod_schema
 
 FAKE_URL = "http://runpod.fake/v2"
 PREFIX = "/v2"
@@ -1156,7 +1156,7 @@ async def serve_until_signalled(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the fake on loopback until SIGINT or SIGTERM."""
-    parser = argparse.ArgumentParser(prog="python -m tests.fakes.runpod_api")
+    parser = argparse.ArgumentParser(prog="python -m overbrainer.testing.runpod_api")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--print-url", action="store_true", help="print the URL, then the key")
