@@ -22,7 +22,7 @@ trap 'stop_server; rm -rf "$work"' EXIT
 
 # 1. The fake Runpod API with living pods; it prints its URL, then an account key.
 # (The watchdog checks every 5 s here instead of every minute, so its log says more.)
-PYTHONPATH="$here" "$py" -m tests.fakes.fake_pod --print-url --workspace "$work/pods" \
+"$py" -m overbrainer.testing.fake_pod --print-url --workspace "$work/pods" \
     --provisioning-seconds 1 --starting-seconds 1 --env OVERBRAINER_INTERVAL=5 \
     >"$work/server.out" 2>"$work/server.err" &
 server=$!

@@ -4,10 +4,10 @@ Axolotl through the real ``overbrainer`` command, on a target of each kind.
 - ``local``: this machine, every command under ``unshare -n`` (a network namespace with no
   interface up: no route out, not even loopback), so every local case is also an offline
   machine's run;
-- ``ssh``: a real OpenSSH ``sshd`` on loopback (``overbrainer/testing/sshd.py``), the client's
-  ``~/.ssh`` in a home of the suite's own;
-- ``runpod``: the fake Runpod API with living fake pods (``tests/fakes/fake_pod.py``) on
-  loopback, whose pods run the real Axolotl environment (the target's ``venv``).
+- ``ssh``: a real OpenSSH ``sshd`` on loopback (``overbrainer/testing/sshd.py``), the
+  client's ``~/.ssh`` in a home of the suite's own;
+- ``runpod``: the fake Runpod API with living fake pods (``overbrainer/testing/fake_pod.py``)
+  on loopback, whose pods run the real Axolotl environment (the target's ``venv``).
 
 Every target trains on the CPU: ``device = "cpu"`` on local and ssh, the same keys in
 ``axolotl_extra`` on the pod (a Runpod target has no such option: a pod has a GPU).
@@ -327,7 +327,7 @@ class RunpodWorld(World):
                 [
                     sys.executable,
                     "-m",
-                    "tests.fakes.fake_pod",
+                    "overbrainer.testing.fake_pod",
                     "--print-url",
                     "--workspace",
                     str(self.workspace),

@@ -89,8 +89,8 @@ class RunpodWorld:
     async def _main(self) -> None:
         import trio
 
+        from overbrainer.testing.fake_pod import fake_pods
         from overbrainer.testing.runpod_api import FakeRunpod, serve_loopback
-        from tests.fakes.fake_pod import fake_pods
 
         fake = FakeRunpod(provisioning_seconds=0.2, starting_seconds=0.3, seed=None)
         fake.add_account(CANARY_API, balance=100_000.0)
@@ -510,33 +510,7 @@ class RunpodWorld:
 async def _move_endpoint(fake: Any, pods: Any, pod_id: str) -> None:
     """The pod's SSH server moves to a new port (its jobs keep running); Runpod shows the
     new endpoint and the old port refuses connections."""
-    import os
-
-    import trio
-
-    from tests.fakes.fake_pod import _start_ssh_server, _stop_ssh_server
-
-    boot = pods.current(pod_id)
-    old = boot.ssh
-    if old is None:
-        return
-    host_key = (boot.root / "etc" / "ssh" / "overbrainer_host_ed25519_key").read_text()
-    authorized = (boot.home / ".ssh" / "authorized_keys").read_text()
-    env = {
-        "HOME": str(boot.home),
-        "USER": pods.user,
-        "LOGNAME": pods.user,
-        "SHELL": "/bin/sh",
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "LANG": "C.UTF-8",
-    }
-    new = await trio.to_thread.run_sync(
-        pods._asyncio.run,
-        _start_ssh_server(boot.root, boot.home, host_key, authorized, env, pods.mapped),
-    )
-    boot.ssh, boot.ssh_port = new, new.port
-    fake.set_ssh_endpoint(pod_id, "127.0.0.1", new.port, pods.user)
-    await trio.to_thread.run_sync(pods._asyncio.run, _stop_ssh_server(old))
+    await pods.move_ssh_server(pod_id)
 
 
 def _known(state: Any) -> set[str]:

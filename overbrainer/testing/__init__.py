@@ -6,6 +6,10 @@ reliability campaigns; shipped with the package, as ``trio.testing`` ships with 
   (hypercorn; ``python -m overbrainer.testing.runpod_api --port 0 --print-url``), validating
   what it is sent against Runpod's published schema (:mod:`~overbrainer.testing.runpod_schema`
   and the copy ``runpod_openapi.json``);
+- :mod:`overbrainer.testing.fake_pod`: :func:`~overbrainer.testing.fake_pod.fake_pods`
+  brings the fake API's pods to life on this machine: the real bootstrap and watchdog, an
+  SSH server per pod on loopback (``python -m overbrainer.testing.fake_pod --print-url``
+  serves both);
 - :mod:`overbrainer.testing.sshd`: a real OpenSSH ``sshd`` on loopback, and the one
   ``sshd_config`` every test server uses;
 - :mod:`overbrainer.testing.pg`: a throwaway PostgreSQL server (``PgCluster``), for the

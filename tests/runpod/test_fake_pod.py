@@ -15,8 +15,8 @@ import trio
 
 from overbrainer.runpod.keys import RunKeys, write_run_keys, write_ssh_config
 from overbrainer.runpod.pod_scripts import pod_args, pod_env
+from overbrainer.testing.fake_pod import FakePods, fake_pods
 from overbrainer.testing.runpod_api import FakeRunpod, serve_loopback
-from tests.fakes.fake_pod import FakePods, fake_pods
 
 RUN = "20260101-120000-ab12"
 RUN_DIR = f"overbrainer/{RUN}"

@@ -21,9 +21,9 @@ import trio
 
 from overbrainer.runpod.client import RunpodClient
 from overbrainer.runpod.pod_scripts import ENV_HOST_KEY
+from overbrainer.testing.fake_pod import FakePods, fake_pods
 from overbrainer.testing.runpod_api import FakeRunpod, serve_loopback
 from tests.fakes.fake_executor import CANARY_KEY
-from tests.fakes.fake_pod import FakePods, fake_pods
 from tests.runpod.test_train_pod import _project
 
 ROOT = Path(__file__).resolve().parents[2]

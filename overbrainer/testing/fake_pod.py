@@ -413,6 +413,33 @@ class FakePods:
         """A deleted pod: everything in it ends."""
         self._stop_soon(pod.id)
 
+    # --- what the campaigns do to a pod ---
+
+    async def move_ssh_server(self, pod_id: str) -> None:
+        """The pod's SSH server moves to a new port (its jobs keep running): Runpod shows
+        the new endpoint, and the old port refuses connections."""
+        boot = self.current(pod_id)
+        old = boot.ssh
+        if old is None:
+            return
+        host_key = (boot.root / "etc" / "ssh" / "overbrainer_host_ed25519_key").read_text()
+        authorized = (boot.home / ".ssh" / "authorized_keys").read_text()
+        env = {
+            "HOME": str(boot.home),
+            "USER": self.user,
+            "LOGNAME": self.user,
+            "SHELL": "/bin/sh",
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LANG": "C.UTF-8",
+        }
+        new = await trio.to_thread.run_sync(
+            self._asyncio.run,
+            _start_ssh_server(boot.root, boot.home, host_key, authorized, env, self.mapped),
+        )
+        boot.ssh, boot.ssh_port = new, new.port
+        self.fake.set_ssh_endpoint(pod_id, "127.0.0.1", new.port, self.user)
+        await trio.to_thread.run_sync(self._asyncio.run, _stop_ssh_server(old))
+
     # --- internals ---
 
     def _stop_soon(self, pod_id: str) -> None:
@@ -557,7 +584,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Serve the fake API on loopback with fake pods until SIGINT or SIGTERM."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m tests.fakes.fake_pod")
+    parser = argparse.ArgumentParser(prog="python -m overbrainer.testing.fake_pod")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--print-url", action="store_true", help="print the URL, then the key")
