@@ -8,7 +8,7 @@ trap 'rm -rf "$work"' EXIT
 
 "$ob" init "$work/project" >/dev/null
 mkdir -p "$work/venv/bin"
-ln -s "$here/tests/fakes/axolotl" "$work/venv/bin/axolotl"
+ln -s "$here/overbrainer/testing/axolotl" "$work/venv/bin/axolotl"
 head -n 1 "$work/project/data/train.jsonl" > "$work/project/data/eval.jsonl"
 export OVERBRAINER_TARGETS__LOCAL__VENV="$work/venv"
 export FAKE_AXOLOTL_STEPS=20 FAKE_AXOLOTL_STEP_SECONDS=0.15

@@ -56,7 +56,7 @@ EOF
 mkdir -p "$work/venv/bin"
 cat >"$work/venv/bin/axolotl" <<EOF
 #!/bin/sh
-FAKE_AXOLOTL_STEPS=20 FAKE_AXOLOTL_STEP_SECONDS=0.15 exec "$py" "$here/tests/fakes/axolotl" "\$@"
+FAKE_AXOLOTL_STEPS=20 FAKE_AXOLOTL_STEP_SECONDS=0.15 exec "$py" "$here/overbrainer/testing/axolotl" "\$@"
 EOF
 chmod +x "$work/venv/bin/axolotl"
 export OVERBRAINER_RUNPOD__BASE_URL="$url"

@@ -31,8 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from overbrainer.testing.stand_in import AXOLOTL
+
 ROOT = Path(__file__).resolve().parents[1]
-STAND_IN = ROOT / "tests" / "fakes" / "axolotl"
+STAND_IN = AXOLOTL
 
 CANARY_HF = "hf_CANARYhfTOKEN0123456789abcdefXYZ"
 CANARY_API = "rpa_CANARYapiKEY0123456789abcdefghijXYZW"

@@ -10,6 +10,8 @@ reliability campaigns; shipped with the package, as ``trio.testing`` ships with 
   brings the fake API's pods to life on this machine: the real bootstrap and watchdog, an
   SSH server per pod on loopback (``python -m overbrainer.testing.fake_pod --print-url``
   serves both);
+- :mod:`overbrainer.testing.stand_in`: the stand-in trainer, an ``axolotl`` command that
+  trains nothing and behaves like a run (:data:`~overbrainer.testing.stand_in.AXOLOTL`);
 - :mod:`overbrainer.testing.sshd`: a real OpenSSH ``sshd`` on loopback, and the one
   ``sshd_config`` every test server uses;
 - :mod:`overbrainer.testing.pg`: a throwaway PostgreSQL server (``PgCluster``), for the

@@ -18,6 +18,7 @@ from overbrainer.events.types import JobStarted, RunCreated
 from overbrainer.front import checkpoints
 from overbrainer.front.checkpoints import Plan, enumerate_checkpoints
 from overbrainer.session.journal import Journal
+from overbrainer.testing.stand_in import AXOLOTL
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -121,7 +122,7 @@ def test_a_malformed_plan_is_refused_naming_the_variable() -> None:
 def test_the_real_train_command_is_traced_end_to_end(tmp_path: Path) -> None:
     venv = tmp_path / "venv" / "bin"
     venv.mkdir(parents=True)
-    (venv / "axolotl").symlink_to(ROOT / "tests" / "fakes" / "axolotl")
+    (venv / "axolotl").symlink_to(AXOLOTL)
     env = {
         "PATH": "/usr/bin:/bin",
         "PYTHONPATH": str(ROOT),

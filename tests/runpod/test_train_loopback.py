@@ -23,11 +23,12 @@ from overbrainer.runpod.client import RunpodClient
 from overbrainer.runpod.pod_scripts import ENV_HOST_KEY
 from overbrainer.testing.fake_pod import FakePods, fake_pods
 from overbrainer.testing.runpod_api import FakeRunpod, serve_loopback
+from overbrainer.testing.stand_in import AXOLOTL
 from tests.fakes.fake_executor import CANARY_KEY
 from tests.runpod.test_train_pod import _project
 
 ROOT = Path(__file__).resolve().parents[2]
-STAND_IN = ROOT / "tests" / "fakes" / "axolotl"
+STAND_IN = AXOLOTL
 HF_CANARY = "hf_CANARYloopback0123456789abcdefgh"
 
 

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from overbrainer.testing.stand_in import AXOLOTL
+
 ROOT = Path(__file__).resolve().parents[2]
-STAND_IN = ROOT / "tests" / "fakes" / "axolotl"
+STAND_IN = AXOLOTL
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from overbrainer.testing.stand_in import AXOLOTL
 from overbrainer.train.axolotl import (
     dump_config,
     job_environment,
@@ -25,7 +26,7 @@ from overbrainer.train.axolotl import (
 from overbrainer.train.metrics import MetricsEvent, MetricsSummary, parse_metrics_lines
 from tests.train.conftest import example, settings, write_jsonl
 
-FAKE = Path(__file__).resolve().parents[1] / "fakes" / "axolotl"
+FAKE = AXOLOTL
 CANARY = "hf_CANARY_d0n0tl34k"
 
 

@@ -1,0 +1,13 @@
+"""The stand-in trainer: an ``axolotl`` command that trains nothing and behaves like a run.
+
+:data:`AXOLOTL` is the script (any ``python3``; PyYAML when importable): its metrics lines come
+from the run directory's copy of overbrainer's Axolotl plugin, its outputs are small files
+where Axolotl writes its own, and ``FAKE_AXOLOTL_*`` variables set its steps, pace, exit
+code and behaviour under SIGTERM (its docstring lists them). Link it as ``bin/axolotl`` of
+a target's venv, or run it with a Python interpreter.
+"""
+
+from pathlib import Path
+
+AXOLOTL = Path(__file__).with_name("axolotl")
+"""The stand-in's script, shipped beside this module."""
