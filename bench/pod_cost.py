@@ -15,7 +15,7 @@ import trio
 import trio.testing
 
 from overbrainer.lifecycle.runpod import PodRun
-from tests.runpod import test_train_pod as harness
+from overbrainer.testing import pod_training as harness
 
 JOB_SECONDS = 3600.0
 

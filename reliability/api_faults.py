@@ -2,10 +2,11 @@
 wrong, once (a blip the client must ride out) and for good (an outage it must report).
 
 Each case runs on trio's MockClock against the fake Runpod API in-process and the pod
-machines in memory (``tests/fakes``), through the real provisioning walk and the real pod
-deletion: create a run's pod, wait until it is ready, end it. Hours of retries and waits
-run in milliseconds. After the fault, what a user does next — ``pod rm``, here the same
-delete-and-confirm primitive — runs with the API healthy again.
+machines in memory (``overbrainer/testing/fake_executor.py``), through the real
+provisioning walk and the real pod deletion: create a run's pod, wait until it is ready,
+end it. Hours of retries and waits run in milliseconds. After the fault, what a user does
+next — ``pod rm``, here the same delete-and-confirm primitive — runs with the API healthy
+again.
 
 Invariants: the walk ends with a pod or with an error the CLI reports (an
 ``OverbrainerError``, never another exception, never a canary key in its text); every pod
@@ -155,7 +156,7 @@ async def _scenario(project: Path, endpoint: str, kind: str, times: int, outcome
     from overbrainer.errors import OverbrainerError
     from overbrainer.targets.runpod.pods import delete_pod
     from overbrainer.targets.runpod.provision import open_provisioned
-    from tests.fakes.fake_executor import CANARY_KEY, pod_rig, runpod_target
+    from overbrainer.testing.fake_executor import CANARY_KEY, pod_rig, runpod_target
 
     found = outcome.violations
     async with pod_rig(project) as rig:

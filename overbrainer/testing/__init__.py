@@ -10,6 +10,11 @@ reliability campaigns; shipped with the package, as ``trio.testing`` ships with 
   brings the fake API's pods to life on this machine: the real bootstrap and watchdog, an
   SSH server per pod on loopback (``python -m overbrainer.testing.fake_pod --print-url``
   serves both);
+- :mod:`overbrainer.testing.fake_executor`: a pod's machine in memory for trio's
+  MockClock (``FakeMachine``, ``FakeExecutor``, ``FakeNetwork``) and ``pod_rig``, the fake
+  API in-process with those machines behind it and a real event store;
+- :mod:`overbrainer.testing.pod_training`: ``training``, whole ``train``/``attach``/
+  ``cancel`` runs on that rig with scripted jobs (hours in milliseconds);
 - :mod:`overbrainer.testing.stand_in`: the stand-in trainer, an ``axolotl`` command that
   trains nothing and behaves like a run (:data:`~overbrainer.testing.stand_in.AXOLOTL`);
 - :mod:`overbrainer.testing.sshd`: a real OpenSSH ``sshd`` on loopback, and the one

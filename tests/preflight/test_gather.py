@@ -11,8 +11,8 @@ from overbrainer.config.template import project_files
 from overbrainer.preflight import gather
 from overbrainer.preflight.checks import Verdict
 from overbrainer.preflight.gather import preflight
+from overbrainer.testing.fake_executor import CANARY_KEY
 from overbrainer.testing.runpod_api import FakeRunpod, serve_loopback
-from tests.fakes.fake_executor import CANARY_KEY
 
 PINNED = "ghcr.io/x/axolotl@sha256:" + "b" * 64
 

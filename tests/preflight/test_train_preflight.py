@@ -16,8 +16,8 @@ from pathlib import Path
 import trio
 
 from overbrainer.config.template import project_files
+from overbrainer.testing.fake_executor import CANARY_KEY
 from overbrainer.testing.runpod_api import FakeRunpod, serve_loopback
-from tests.fakes.fake_executor import CANARY_KEY
 from tests.runs.conftest import ROOT, Project, project
 
 __all__ = ["project"]

@@ -39,10 +39,10 @@ from overbrainer.session.session import Session
 from overbrainer.targets.runpod.podrm import remove_run_pods
 from overbrainer.targets.runpod.pods import DeleteUnconfirmed, delete_pod
 from overbrainer.targets.runpod.provision import ProvisionInterrupted, provision
+from overbrainer.testing.fake_executor import PINNED_IMAGE, PodRig, pod_rig, runpod_target
 from reliability.machine import read_trace
 from reliability.store_faults import disk_full
 from reliability.world import MachineWorld, Project, case_project
-from tests.fakes.fake_executor import PINNED_IMAGE, PodRig, pod_rig, runpod_target
 
 A40 = "NVIDIA A40"
 RUN = "20260101-000000-abcd"

@@ -29,15 +29,9 @@ from overbrainer.targets.runpod.podrm import (
     table,
 )
 from overbrainer.targets.runpod.provision import provision
+from overbrainer.testing.fake_executor import CANARY_KEY, PINNED_IMAGE, MachinePlan
+from overbrainer.testing.pod_training import JobScript, Train, training, write_project
 from overbrainer.testing.runpod_api import FakeRunpod, serve_loopback
-from tests.fakes.fake_executor import CANARY_KEY, PINNED_IMAGE, MachinePlan
-from tests.runpod.test_train_pod import (
-    JobScript,
-    Train,
-    _detached_run,
-    _pod_id,
-    training,
-)
 
 A40 = "NVIDIA A40"
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,7 +60,7 @@ async def test_pod_ls_gives_every_kind_of_pod_its_note_and_records_gone_ones(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with training(tmp_path, delete_confirm=30.0) as t:
-        in_progress = await _detached_run(t, tmp_path, JobScript(steps=600))
+        in_progress = await t.detached_run(JobScript(steps=600))
         await t.train(keep=True)
         kept = t.run_id()
         t.network.script = JobScript(steps=1)
@@ -79,8 +73,8 @@ async def test_pod_ls_gives_every_kind_of_pod_its_note_and_records_gone_ones(
         with pytest.raises(OverbrainerError, match="ended, but not its pod"):
             await t.train()
         lingering = t.run_id()
-        vanished = await _detached_run(t, tmp_path, JobScript(steps=600))
-        t.rig.fake.vanish(_pod_id(t, vanished))
+        vanished = await t.detached_run(JobScript(steps=600))
+        t.rig.fake.vanish(t.pod_id(vanished))
         stray = await _extra_pod(t, f"overbrainer-{kept}-9", kept)
         foreign = await _extra_pod(t, f"overbrainer-{STRANGER}-1", STRANGER)
         unmarked = await _extra_pod(t, "overbrainer-handmade", None)
@@ -89,26 +83,26 @@ async def test_pod_ls_gives_every_kind_of_pod_its_note_and_records_gone_ones(
         found = await list_rows(t.rig.context, await _recorded(t))  # type: ignore[arg-type]
         notes = {(row.run_id, row.pod_id): row.note for row in found}
         assert notes == {
-            (in_progress, _pod_id(t, in_progress)): Note.in_progress,
-            (kept, _pod_id(t, kept)): Note.kept,
-            (awaiting, _pod_id(t, awaiting)): Note.awaiting_retrieval,
-            (lingering, _pod_id(t, lingering)): Note.ended_not_deleted,
+            (in_progress, t.pod_id(in_progress)): Note.in_progress,
+            (kept, t.pod_id(kept)): Note.kept,
+            (awaiting, t.pod_id(awaiting)): Note.awaiting_retrieval,
+            (lingering, t.pod_id(lingering)): Note.ended_not_deleted,
             (kept, stray): Note.stray,
             (STRANGER, foreign): Note.not_in_store,
             (None, unmarked): Note.no_marker,
-            (vanished, _pod_id(t, vanished)): Note.gone,
+            (vanished, t.pod_id(vanished)): Note.gone,
         }
         # The gone pod was confirmed (three 404s, then a listing) and recorded deleted.
         state = t.rig.state(vanished)
         assert state.pod.status == "deleted" and state.pod.deleted_by == "found_gone"
-        assert f"pod {_pod_id(t, vanished)} deleted (found gone)" in t.story(vanished)
+        assert f"pod {t.pod_id(vanished)} deleted (found gone)" in t.story(vanished)
 
         by_pod = {row.pod_id: row for row in found}
-        data = row_json(by_pod[_pod_id(t, kept)])
+        data = row_json(by_pod[t.pod_id(kept)])
         assert data["run"] == kept and data["status"] == "RUNNING" and data["gpu"] == A40
         assert data["cost_per_hour"] == pytest.approx(0.40) and data["note"] == "kept"
         assert isinstance(data["created"], str) and data["created"].endswith("Z")
-        assert row_json(by_pod[_pod_id(t, vanished)])["status"] == "-"
+        assert row_json(by_pod[t.pod_id(vanished)])["status"] == "-"
         text = table(found).splitlines()
         assert text[0].split() == [
             "RUN", "POD", "STATUS", "GPU", "$/H", "CREATED", "STARTED", "BY", "NOTE"
@@ -121,8 +115,7 @@ async def test_pod_ls_gives_every_kind_of_pod_its_note_and_records_gone_ones(
         assert by_pod[foreign].started_by is None and by_pod[unmarked].started_by is None
         assert any(f" {owner} " in line and line.endswith("in progress") for line in text)
         assert any(
-            line.startswith(f"{kept}  {_pod_id(t, kept)}") and line.endswith("kept")
-            for line in text
+            line.startswith(f"{kept}  {t.pod_id(kept)}") and line.endswith("kept") for line in text
         )
         assert any(line.startswith("-") and "no marker" in line for line in text)
         # Listing never deletes anything.
@@ -138,8 +131,8 @@ async def test_a_recorded_pod_missing_from_one_listing_is_not_recorded_gone(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with training(tmp_path) as t:
-        run_id = await _detached_run(t, tmp_path, JobScript(steps=600))
-        pod_id = _pod_id(t, run_id)
+        run_id = await t.detached_run(JobScript(steps=600))
+        pod_id = t.pod_id(run_id)
         t.rig.fake.fail_next("GET /pods", 200, raw_body=b'{"pods": []}')
         found = await list_rows(t.rig.context, await _recorded(t))  # type: ignore[arg-type]
         assert [(row.pod_id, row.note) for row in found] == [(pod_id, Note.in_progress)]
@@ -214,8 +207,8 @@ async def test_pod_rm_of_a_run_in_progress_keeps_its_training_pod_and_deletes_th
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with training(tmp_path) as t:
-        run_id = await _detached_run(t, tmp_path, JobScript(steps=600))
-        pod_id = _pod_id(t, run_id)
+        run_id = await t.detached_run(JobScript(steps=600))
+        pod_id = t.pod_id(run_id)
         stray = await _extra_pod(t, f"overbrainer-{run_id}-7", run_id)
 
         removal = await remove_run_pods(t.rig.context, run_id, force=False)
@@ -246,7 +239,7 @@ async def test_pod_rm_deletes_a_kept_pod_of_an_ended_run_and_prints_uptime_and_s
     async with training(tmp_path) as t:
         await t.train(keep=True)
         run_id = t.run_id()
-        pod_id = _pod_id(t, run_id)
+        pod_id = t.pod_id(run_id)
         await trio.sleep(2 * 3600)  # nothing deletes a kept pod, even past max_hours
         assert t.rig.fake.status(pod_id) == "RUNNING"
 
@@ -275,7 +268,7 @@ async def test_pod_rm_tries_every_pod_even_when_one_fails(
         with pytest.raises(OverbrainerError):
             await t.train()
         run_id = t.run_id()
-        pod_id = _pod_id(t, run_id)
+        pod_id = t.pod_id(run_id)
         stray = await _extra_pod(t, f"overbrainer-{run_id}-5", run_id)
         first, second = sorted([pod_id, stray])
         t.rig.fake.fail_next("DELETE /pods/{id}", 403, pod_id=first)
@@ -314,11 +307,9 @@ async def _cli(project: Path, base_url: str, *args: str) -> subprocess.Completed
 
 
 async def test_pod_ls_and_pod_rm_through_the_real_command(tmp_path: Path) -> None:
-    from tests.runpod.test_train_pod import _project
-
     project = tmp_path / "project"
     project.mkdir()
-    _project(project)
+    write_project(project)
     fake = FakeRunpod(provisioning_seconds=0.1, starting_seconds=0.1)
     fake.add_account(CANARY_KEY)
     run_id = new_run_id()

@@ -12,7 +12,7 @@ from overbrainer.events import types as ev
 from overbrainer.runpod.client import RunpodApiError
 from overbrainer.runpod.decide import iso_utc
 from overbrainer.targets.runpod.pods import DeleteUnconfirmed, confirm_gone, delete_pod
-from tests.fakes.fake_executor import PodRig, pod_rig
+from overbrainer.testing.fake_executor import PodRig, pod_rig
 
 A40 = "NVIDIA A40"
 FOREVER = 10**9

@@ -1,5 +1,5 @@
 """The provisioning walk on trio's MockClock: the fake Runpod API in-process, pod machines
-in memory (``tests/fakes/fake_executor.py``), the real event store on a temporary
+in memory (``overbrainer/testing/fake_executor.py``), the real event store on a temporary
 directory. Waits of minutes run in milliseconds."""
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ from overbrainer.targets.runpod.provision import (
     open_provisioned,
     provision,
 )
-from overbrainer.testing.runpod_api import NO_CAPACITY, FakeRunpod
-from tests.fakes.fake_executor import (
+from overbrainer.testing.fake_executor import (
     CANARY_KEY,
     POD_HOST,
     FakeExecutor,
@@ -39,6 +38,7 @@ from tests.fakes.fake_executor import (
     pod_rig,
     runpod_target,
 )
+from overbrainer.testing.runpod_api import NO_CAPACITY, FakeRunpod
 
 A40 = "NVIDIA A40"
 RTX = "NVIDIA GeForce RTX 4090"

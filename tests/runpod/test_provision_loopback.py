@@ -32,10 +32,10 @@ from overbrainer.targets.runpod.provision import (
     pinned_ssh,
     provision,
 )
+from overbrainer.testing.fake_executor import CANARY_KEY, runpod_target
 from overbrainer.testing.fake_pod import FakePods, fake_pods
 from overbrainer.testing.runpod_api import FakeRunpod, serve_loopback
 from overbrainer.testing.sshd import openssh_server
-from tests.fakes.fake_executor import CANARY_KEY, runpod_target
 
 A40 = "NVIDIA A40"
 

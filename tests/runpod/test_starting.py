@@ -29,8 +29,8 @@ from overbrainer.session.limits import START_LIMIT
 from overbrainer.targets.runpod.podrm import list_rows, remove_run_pods
 from overbrainer.targets.runpod.provision import provision
 from overbrainer.targets.runpod.starting import LEASE_MARGIN, judge, lease_seconds
-from tests.fakes.fake_executor import InlineJournal
-from tests.runpod.test_train_pod import Train, training
+from overbrainer.testing.fake_executor import InlineJournal
+from overbrainer.testing.pod_training import Train, training
 
 HERE = {"command": "train", "user": "alice", "host": "laptop-a", "pid": 42}
 TEAM = {"command": "pod ls", "user": "bob", "host": "laptop-b", "pid": 7}

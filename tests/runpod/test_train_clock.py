@@ -25,15 +25,8 @@ from overbrainer.events import types as ev
 from overbrainer.lifecycle.runpod import DEADLINE_SLACK
 from overbrainer.runpod.decide import parse_utc
 from overbrainer.runpod.pod_scripts import ENV_MAX_SECONDS
+from overbrainer.testing.pod_training import JobScript, Train, training
 from overbrainer.testing.runpod_api import FakeRunpod
-from tests.runpod.test_train_pod import (
-    JobScript,
-    Train,
-    _detached_run,
-    _pod_id,
-    _requests,
-    training,
-)
 
 HOUR = 3600.0
 SKEWS = {"3h-behind": timedelta(hours=-3), "2y-ahead": timedelta(days=730)}
@@ -82,8 +75,8 @@ def _offsets(t: Train, run_id: str) -> list[float]:
 
 
 def _create_to_delete(t: Train, pod_id: str) -> float:
-    (created,) = _requests(t, "POST", "/pods")
-    (deleted,) = _requests(t, "DELETE", f"/pods/{pod_id}")
+    (created,) = t.request_times("POST", "/pods")
+    (deleted,) = t.request_times("DELETE", f"/pods/{pod_id}")
     return deleted - created
 
 
@@ -113,7 +106,7 @@ async def test_a_clock_far_off_changes_nothing_of_a_run_and_is_recorded(
         _laptop(t, offset)
         assert await t.train() == 0
         run_id = t.run_id()
-        pod_id = _pod_id(t, run_id)
+        pod_id = t.pod_id(run_id)
         state = t.rig.state(run_id)
         assert state.run.state == "succeeded"
         assert (state.pod.delete_reason, state.pod.deleted_by) == ("retrieved", "client")
@@ -143,7 +136,7 @@ async def test_a_clock_far_off_still_bounds_a_pod_its_watchdog_left_running(
         with pytest.raises(OverbrainerError, match="5 min past the deadline"):
             await t.train()
         run_id = t.run_id()
-        pod_id = _pod_id(t, run_id)
+        pod_id = t.pod_id(run_id)
         # max_hours (2) plus the slack after the create, on Runpod's clock: not at once
         # (3 h behind), not in 2 years.
         assert 2 * HOUR + DEADLINE_SLACK <= _create_to_delete(t, pod_id) < 2 * HOUR + 400
@@ -187,7 +180,7 @@ async def test_a_clock_jump_mid_run_deletes_no_healthy_pod(
             nursery.start_soon(_when, _status(t, status), lambda: laptop.jump(JUMPS[jump]), 1.0)
             assert await t.train() == 0
         run_id = t.run_id()
-        pod_id = _pod_id(t, run_id)
+        pod_id = t.pod_id(run_id)
         assert len(laptop.jumps) == 1
         state = t.rig.state(run_id)
         assert state.run.state == "succeeded"
@@ -212,7 +205,7 @@ async def test_a_clock_jump_mid_run_leaves_no_pod_unbounded(
             nursery.start_soon(_when, _status(t, "created"), lambda: laptop.jump(JUMPS[jump]))
             with pytest.raises(OverbrainerError, match="5 min past the deadline"):
                 await t.train()
-        pod_id = _pod_id(t, t.run_id())
+        pod_id = t.pod_id(t.run_id())
         assert 2 * HOUR + DEADLINE_SLACK <= _create_to_delete(t, pod_id) < 2 * HOUR + 400
 
 
@@ -221,8 +214,8 @@ async def test_attach_after_a_clock_jump_follows_a_healthy_pod_to_its_end(
 ) -> None:
     async with training(tmp_path) as t:
         laptop = _laptop(t)
-        run_id = await _detached_run(t, tmp_path, JobScript(steps=60, step_seconds=60.0))
-        pod_id = _pod_id(t, run_id)
+        run_id = await t.detached_run(JobScript(steps=60, step_seconds=60.0))
+        pod_id = t.pod_id(run_id)
         await trio.sleep(600)
         laptop.jump(timedelta(hours=2))  # the laptop slept; it wakes with the clock moved on
         assert await t.command().attach(t.rig.state(run_id)) == 0
@@ -264,7 +257,7 @@ async def test_a_pod_its_watchdog_deleted_at_the_deadline_is_said_so(
             with pytest.raises(OverbrainerError) as caught:
                 await t.train()
         run_id = t.run_id()
-        pod_id = _pod_id(t, run_id)
+        pod_id = t.pod_id(run_id)
         state = t.rig.state(run_id)
         assert str(caught.value) == (
             f"run {run_id} failed: pod {pod_id} reached its deadline ({state.pod.deadline}, "
@@ -278,7 +271,7 @@ async def test_the_deadline_said_is_the_one_the_pod_was_created_with(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with training(tmp_path) as t:
-        run_id = await _detached_run(t, tmp_path, JobScript(steps=200))
+        run_id = await t.detached_run(JobScript(steps=200))
         t.spec = t.spec.model_copy(update={"max_hours": 5.0})  # overbrainer.toml changed since
         await trio.sleep(3 * HOUR)
         with pytest.raises(OverbrainerError) as caught:

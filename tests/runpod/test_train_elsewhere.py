@@ -21,8 +21,8 @@ from overbrainer.front.console import Front
 from overbrainer.front.interrupts import Interrupts
 from overbrainer.lifecycle import elsewhere
 from overbrainer.session.session import Session
-from tests.fakes.fake_executor import InlineJournal
-from tests.runpod.test_train_pod import JobScript, Train, _detached_run, _pod_id, training
+from overbrainer.testing.fake_executor import InlineJournal
+from overbrainer.testing.pod_training import JobScript, Train, training
 
 BOB = Actor(command="train cancel", user="bob", host="workstation-b", pid=77, version="0.3.0")
 
@@ -75,7 +75,7 @@ async def test_the_command_following_the_run_takes_a_cancel_asked_from_another_c
             await trio.sleep(120)  # two steps in
             codes["b"] = await b.cancel(run_id)
 
-        pod_id = _pod_id(t, run_id)
+        pod_id = t.pod_id(run_id)
         here = Actor.here("test").host
         assert codes["b"] == 0
         assert _cancels(t, run_id) == [("asked", "workstation-b"), ("taken", here)]
@@ -117,8 +117,8 @@ async def test_a_cancel_nobody_takes_says_where_to_go_then_attach_there_takes_it
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with training(tmp_path / "a") as t:
-        run_id = await _detached_run(t, tmp_path / "a", JobScript(steps=30))
-        pod_id = _pod_id(t, run_id)
+        run_id = await t.detached_run(JobScript(steps=30))
+        pod_id = t.pod_id(run_id)
         b = Checkout(t, tmp_path / "b")
         asked_at = trio.current_time()
         with pytest.raises(OverbrainerError) as refused:
@@ -152,7 +152,7 @@ async def test_ctrl_c_while_waiting_keeps_the_request(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with training(tmp_path / "a") as t:
-        run_id = await _detached_run(t, tmp_path / "a", JobScript(steps=30))
+        run_id = await t.detached_run(JobScript(steps=30))
         b = Checkout(t, tmp_path / "b")
         async with trio.open_nursery() as nursery:
 
@@ -172,7 +172,7 @@ async def test_attach_from_another_checkout_names_the_host_or_reports_the_end(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with training(tmp_path / "a") as t:
-        run_id = await _detached_run(t, tmp_path / "a", JobScript(steps=3, step_seconds=1))
+        run_id = await t.detached_run(JobScript(steps=3, step_seconds=1))
         b = Checkout(t, tmp_path / "b")
         state = await b.session.journal.state(run_id)
         with pytest.raises(OverbrainerError) as refused:

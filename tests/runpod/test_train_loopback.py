@@ -21,11 +21,11 @@ import trio
 
 from overbrainer.runpod.client import RunpodClient
 from overbrainer.runpod.pod_scripts import ENV_HOST_KEY
+from overbrainer.testing.fake_executor import CANARY_KEY
 from overbrainer.testing.fake_pod import FakePods, fake_pods
+from overbrainer.testing.pod_training import write_project
 from overbrainer.testing.runpod_api import FakeRunpod, serve_loopback
 from overbrainer.testing.stand_in import AXOLOTL
-from tests.fakes.fake_executor import CANARY_KEY
-from tests.runpod.test_train_pod import _project
 
 ROOT = Path(__file__).resolve().parents[2]
 STAND_IN = AXOLOTL
@@ -120,7 +120,7 @@ async def world(
     fake.add_account(CANARY_KEY)
     project = project or tmp_path / "project"
     project.mkdir(parents=True)
-    _project(project)
+    write_project(project)
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     wrapper = venv / "bin" / "axolotl"

@@ -8,8 +8,6 @@ import contextlib
 import dataclasses
 import itertools
 import json
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -17,303 +15,31 @@ import pytest
 import trio
 import trio.testing
 
-from overbrainer.config.load import load_settings
-from overbrainer.config.model import RunpodTarget, Settings
-from overbrainer.config.template import project_files
 from overbrainer.errors import Interrupted, OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import PodView
-from overbrainer.exec.base import (
-    ExecError,
-    Executor,
-    HostKeyRefused,
-    JobHandle,
-    TargetUnreachable,
-)
-from overbrainer.front.interrupts import Interrupts
-from overbrainer.lifecycle.runpod import DEADLINE_SLACK, PodRun, timing_for
-from overbrainer.projections.timeline import line as story_line
+from overbrainer.exec.base import Executor
+from overbrainer.lifecycle.runpod import DEADLINE_SLACK, timing_for
 from overbrainer.runpod import messages
 from overbrainer.runpod.messages import Ending
-from overbrainer.runpod.pod_scripts import RETRIEVED, WATCHDOG_LOG
+from overbrainer.runpod.pod_scripts import RETRIEVED
 from overbrainer.runpod.timing import Timing
-from overbrainer.session.session import Session
 from overbrainer.targets.runpod.pods import PodAccess
-from tests.fakes.fake_executor import (
-    CANARY_KEY,
-    PINNED_IMAGE,
-    POD_HOST,
-    FakeExecutor,
-    FakeMachine,
-    FakeNetwork,
-    PodRig,
-    pod_rig,
+from overbrainer.testing.fake_executor import CANARY_KEY, POD_HOST
+from overbrainer.testing.pod_training import (
+    A40,
+    HF_CANARY,
+    JobScript,
+    Train,
+    interrupt_when,
+    training,
 )
 
-A40 = "NVIDIA A40"
-HF_CANARY = "hf_CANARYmockclock0123456789abcdefgh"
 FOREVER = 10**9
-
-TOML = f"""\
-[training]
-target = "gpu"
-base_model = "Qwen/Qwen3-0.6B"
-adapter = "lora"
-
-[targets.gpu]
-kind = "runpod"
-gpu_types = ["{A40}"]
-max_hours = 2
-image = "{PINNED_IMAGE}"
-retrieve_grace_minutes = 30
-"""
-
-
-# --- a pod machine whose job plays a script ---------------------------------------------
-
-
-@dataclass
-class JobScript:
-    """What the next job does once spawned: ``steps`` metrics lines ``step_seconds`` apart,
-    then (if it ``ends``) its outputs and exit code."""
-
-    steps: int = 5
-    step_seconds: float = 60.0
-    exit_code: int = 0
-    ends: bool = True
-
-
-@dataclass
-class JobNetwork(FakeNetwork):
-    """Fake pod machines whose executors run :class:`JobScript` jobs; ``downloads`` breaks
-    retrieval: ``"fail"`` (the connection drops) or ``"corrupt"`` (a file differs)."""
-
-    script: JobScript = field(default_factory=JobScript)
-    downloads: str | None = None
-    spawn_error: str | None = None
-
-    def connect(self, access: PodAccess) -> contextlib.AbstractAsyncContextManager[Executor]:
-        """Like FakeNetwork.connect, with job-playing executors."""
-        return self._open_jobs(access)
-
-    @contextlib.asynccontextmanager
-    async def _open_jobs(self, access: PodAccess) -> AsyncIterator[Executor]:
-        await trio.lowlevel.checkpoint()
-        endpoint = access.endpoint
-        label = f"{endpoint.username}@{endpoint.host}:{endpoint.port}"
-        machine = self.machines.get((endpoint.host, endpoint.port))
-        if machine is None or machine.down or trio.current_time() < machine.reachable_at:
-            raise TargetUnreachable(f"cannot reach host {label}: connection refused", host=label)
-        machine.connects += 1
-        if machine.host_key is not None and machine.host_key != access.host_public_key:
-            raise HostKeyRefused("another host key", host=label)
-        executor = JobExecutor(machine, label, self)
-        self.opened.append(executor)
-        try:
-            yield executor
-        finally:
-            await executor.aclose()
-
-
-def _metrics_line(steps: int, step: int) -> bytes:
-    if step == 0:
-        return json.dumps({"event": "begin", "time": 0.0, "max_steps": steps}).encode() + b"\n"
-    line = {
-        "event": "log",
-        "time": float(step),
-        "step": step,
-        "epoch": round(step / steps, 3),
-        "max_steps": steps,
-        "loss": round(2.0 - step / (steps + 1), 4),
-        "learning_rate": 2e-4,
-    }
-    return json.dumps(line).encode() + b"\n"
-
-
-class JobExecutor(FakeExecutor):
-    """A fake executor whose ``spawn`` schedules the network's job script on the machine."""
-
-    def __init__(self, machine: FakeMachine, label: str, network: JobNetwork) -> None:
-        super().__init__(machine, label)
-        self.network = network
-
-    async def spawn(
-        self,
-        remote_dir: str,
-        commands: Sequence[Sequence[str]],
-        *,
-        env: Mapping[str, str],
-        secrets: Mapping[str, str],
-        container: str | None = None,
-    ) -> JobHandle:
-        """Start the scripted job (after recording it as the fake does)."""
-        if self.network.spawn_error:
-            await trio.lowlevel.checkpoint()
-            raise ExecError(self.network.spawn_error)
-        handle = await super().spawn(
-            remote_dir, commands, env=env, secrets=secrets, container=container
-        )
-        self.machine.secrets_seen = dict(secrets)  # type: ignore[attr-defined]
-        script = self.network.script
-        now = trio.current_time()
-        files = self.machine.files
-        files[f"{remote_dir}/{WATCHDOG_LOG}"] = b"watchdog: guarding the pod\n"
-        metrics = _metrics_line(script.steps, 0)
-        files[f"{remote_dir}/metrics.jsonl"] = metrics
-        for step in range(1, script.steps + 1):
-            metrics += _metrics_line(script.steps, step)
-            at = now + step * script.step_seconds
-            self.machine.write_at(at, f"{remote_dir}/metrics.jsonl", metrics)
-        if script.ends:
-            end = now + script.steps * script.step_seconds
-            self.machine.write_at(end, f"{remote_dir}/output/adapter_model.safetensors", b"w" * 64)
-            self.machine.write_at(end, f"{remote_dir}/output/adapter_config.json", b"{}")
-            self.machine.write_at(end, f"{remote_dir}/job.log", b"trained\n")
-            self.machine.write_at(end, f"{remote_dir}/exit_code", f"{script.exit_code}\n".encode())
-        return handle
-
-    async def download(self, remote_dir: str, paths: Sequence[str], local_dir: Path) -> None:
-        """Retrieve, broken as the network says."""
-        if self.network.downloads == "fail":
-            await trio.lowlevel.checkpoint()
-            raise TargetUnreachable(f"cannot reach {self.location}: connection lost", host="pod")
-        await super().download(remote_dir, paths, local_dir)
-        if self.network.downloads == "corrupt":
-            target = local_dir / "output" / "adapter_model.safetensors"
-            target.write_bytes(b"x" + target.read_bytes()[1:])
-
-
-# --- the rig ---------------------------------------------------------------------------
-
-
-@dataclass
-class Train:
-    """A project with a Runpod target, on the MockClock rig."""
-
-    rig: PodRig
-    network: JobNetwork
-    settings: Settings
-    spec: RunpodTarget
-    runs: list[PodRun] = field(default_factory=list)
-    known: set[str] = field(default_factory=set)
-    last: str | None = None
-
-    def command(self) -> PodRun:
-        """A new command (its own Ctrl-C state), as a new `overbrainer` process would be."""
-        interrupts = Interrupts(self.rig.front.notice)
-        session = Session(self.rig.journal, self.rig.front, interrupts, self.rig.project)
-        ctx = dataclasses.replace(self.rig.context, session=session)
-        run = PodRun(ctx, self.settings, self.spec, poll=10.0)
-        self.runs.append(run)
-        return run
-
-    def _runs(self) -> set[str]:
-        directory = self.rig.project / "runs"
-        return {p.name for p in directory.iterdir()} if directory.exists() else set()
-
-    async def train(self, *, keep: bool = False, run: PodRun | None = None) -> int:
-        """``overbrainer train [--keep-pod]``."""
-        self.known = self._runs()
-        try:
-            return await (run or self.command()).train("gpu", keep=keep)
-        finally:
-            new = self._runs() - self.known
-            if new:
-                (self.last,) = new
-            self.known |= new
-
-    def run_id(self) -> str:
-        """The run of the last (or current) ``train``."""
-        new = self._runs() - self.known
-        if new:
-            (run_id,) = new
-            return run_id
-        assert self.last is not None
-        return self.last
-
-    def machine(self, port: int = 22000) -> FakeMachine:
-        """The machine of the first pod (where it was first seen)."""
-        return self.network.machines[(POD_HOST, port)]
-
-    def out(self) -> str:
-        """What went to stdout."""
-        return self.rig.front.out.getvalue()  # type: ignore[attr-defined,no-any-return]
-
-    def err(self) -> str:
-        """What went to stderr."""
-        return self.rig.err.getvalue()
-
-    def story(self, run_id: str) -> str:
-        """``overbrainer events RUN``, as text."""
-        return "\n".join(story_line(r) for r in self.rig.store.history(run_id))
-
-
-def _project(path: Path) -> None:
-    for name, text in project_files().items():
-        target = path / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-    (path / "overbrainer.toml").write_text(TOML)
-
-
-async def _in_this_task(fn: Callable[..., object], *args: object, **_: object) -> object:
-    await trio.lowlevel.checkpoint()
-    return fn(*args)
-
-
-@contextlib.asynccontextmanager
-async def training(tmp_path: Path, **timing: float) -> AsyncIterator[Train]:
-    """The rig on a project in ``tmp_path`` whose target ``gpu`` is a Runpod target.
-
-    Work the code sends to a worker thread (checking local files) runs in the calling task
-    here: while a thread runs, the MockClock would jump to the next deadline and fire time
-    limits real time never reaches.
-    """
-    original = trio.to_thread.run_sync
-    trio.to_thread.run_sync = _in_this_task  # type: ignore[assignment]
-    try:
-        async with _training(tmp_path, **timing) as t:
-            yield t
-    finally:
-        trio.to_thread.run_sync = original
-
-
-@contextlib.asynccontextmanager
-async def _training(tmp_path: Path, **timing: float) -> AsyncIterator[Train]:
-    _project(tmp_path)
-    env = {"OVERBRAINER_RUNPOD__API_KEY": CANARY_KEY, "OVERBRAINER_HF_TOKEN": HF_CANARY}
-    settings = load_settings(tmp_path, env)
-    spec = settings.targets["gpu"]
-    assert isinstance(spec, RunpodTarget)
-    async with pod_rig(tmp_path) as rig:
-        network = JobNetwork()
-        rig.network = network
-        rig.context.connect = network.connect
-        if timing:
-            rig.context.timing = dataclasses.replace(rig.context.timing, **timing)
-        yield Train(rig, network, settings, spec)
-
-
-async def _interrupt_when(
-    interrupts: Interrupts, ready: Callable[[], bool], poll: float = 1.0
-) -> None:
-    while not ready():
-        await trio.sleep(poll)
-    interrupts.interrupt()
 
 
 def _names(t: Train, run_id: str) -> list[str]:
     return t.rig.names(run_id)
-
-
-def _pod_id(t: Train, run_id: str) -> str:
-    pod_id = t.rig.state(run_id).pod.pod_id
-    assert pod_id is not None
-    return pod_id
-
-
-def _requests(t: Train, method: str, path: str) -> list[float]:
-    return [r.time for r in t.rig.fake.requests if r.method == method and r.path == path]
 
 
 # --- a whole run -----------------------------------------------------------------------
@@ -357,7 +83,7 @@ async def test_a_whole_run_trains_retrieves_and_deletes_its_pod(
             "pod.Deleted",
         ]
         state = t.rig.state(run_id)
-        pod_id = _pod_id(t, run_id)
+        pod_id = t.pod_id(run_id)
         assert state.run.state == "succeeded"
         assert state.pod.status == "deleted" and state.pod.deleted_by == "client"
         assert state.pod.delete_reason == "retrieved"
@@ -423,12 +149,12 @@ async def test_ctrl_c_after_the_job_started_detaches_and_attach_finishes_the_run
             )
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_interrupt_when, interrupts, job_running)
+            nursery.start_soon(interrupt_when, interrupts, job_running)
             with pytest.raises(Interrupted) as caught:
                 await t.train(run=run)
         run_id = t.run_id()
         state = t.rig.state(run_id)
-        pod_id = _pod_id(t, run_id)
+        pod_id = t.pod_id(run_id)
         assert caught.value.exit_code == 130
         assert str(caught.value) == (
             f"interrupted: run {run_id} keeps running on pod {pod_id} ($0.40/h); follow it "
@@ -519,9 +245,9 @@ async def test_the_client_deletes_a_pod_past_its_deadline_and_fails_the_run(
             await t.train()
         run_id = t.run_id()
         state = t.rig.state(run_id)
-        pod_id = _pod_id(t, run_id)
-        deleted_at = _requests(t, "DELETE", f"/pods/{pod_id}")
-        created_at = _requests(t, "POST", "/pods")[0]
+        pod_id = t.pod_id(run_id)
+        deleted_at = t.request_times("DELETE", f"/pods/{pod_id}")
+        created_at = t.request_times("POST", "/pods")[0]
         assert len(deleted_at) == 1
         # Two hours (max_hours) plus the slack after the create, not before.
         assert 2 * 3600 + DEADLINE_SLACK <= deleted_at[0] - created_at < 2 * 3600 + 400
@@ -568,7 +294,7 @@ async def test_a_watch_that_loses_a_deleted_pod_fails_the_run_once_it_is_confirm
             with pytest.raises(OverbrainerError) as caught:
                 await t.train()
         run_id = t.run_id()
-        pod_id = _pod_id(t, run_id)
+        pod_id = t.pod_id(run_id)
         assert str(caught.value) == (
             f"run {run_id} failed: pod {pod_id} no longer exists (Runpod answered 'no such "
             "pod' again and again and no longer lists it), and its job went with it; start "
@@ -579,9 +305,9 @@ async def test_a_watch_that_loses_a_deleted_pod_fails_the_run_once_it_is_confirm
         assert state.run.message == f"pod {pod_id} no longer exists; the job went with it"
         assert state.pod.status == "deleted" and state.pod.deleted_by == "found_gone"
         # Three reads said "no such pod", 10 s apart, then a listing without it.
-        reads = _requests(t, "GET", f"/pods/{pod_id}")[-3:]
+        reads = t.request_times("GET", f"/pods/{pod_id}")[-3:]
         assert [round(b - a) for a, b in itertools.pairwise(reads)] == [10, 10]
-        assert _requests(t, "GET", "/pods")[-1] >= reads[-1]
+        assert t.request_times("GET", "/pods")[-1] >= reads[-1]
         assert "warning: cannot reach" in t.err()  # the lost polls were warned about
         assert f"pod {pod_id} deleted (found gone)" in t.story(run_id)
 
@@ -605,7 +331,7 @@ async def test_a_pod_that_looks_gone_once_is_not_gone(
             with pytest.raises(OverbrainerError) as caught:
                 await t.train()
         run_id = t.run_id()
-        pod_id = _pod_id(t, run_id)
+        pod_id = t.pod_id(run_id)
         message = str(caught.value)
         assert f"`overbrainer train attach {run_id}`" in message
         assert f"pod {pod_id} ($0.40/h) is still there" in message
@@ -630,7 +356,7 @@ async def test_results_not_retrieved_leave_the_pod_awaiting_then_attach_collects
         with pytest.raises(OverbrainerError) as caught:
             await t.train()
         run_id = t.run_id()
-        pod_id = _pod_id(t, run_id)
+        pod_id = t.pod_id(run_id)
         state = t.rig.state(run_id)
         # A would-be success stays running so attach retries; the pod waits for it.
         assert state.run.state == "running" and state.pod.status == "awaiting_retrieval"
@@ -694,7 +420,7 @@ async def test_a_pod_that_cannot_be_deleted_still_prints_the_outcome_and_its_err
         with pytest.raises(OverbrainerError) as caught:
             await t.train()
         run_id = t.run_id()
-        pod_id = _pod_id(t, run_id)
+        pod_id = t.pod_id(run_id)
         assert t.out().strip().splitlines()[-1].startswith(f"train: run {run_id} succeeded")
         message = str(caught.value)
         assert message.startswith(f"run {run_id} ended, but not its pod: pod {pod_id}")
@@ -702,18 +428,18 @@ async def test_a_pod_that_cannot_be_deleted_still_prints_the_outcome_and_its_err
         assert t.rig.state(run_id).pod.may_bill()
 
         # The next train warns about it, from one listing, and never deletes it.
-        listings = len(_requests(t, "GET", "/pods"))
-        deletes = len(_requests(t, "DELETE", f"/pods/{pod_id}"))
+        listings = len(t.request_times("GET", "/pods"))
+        deletes = len(t.request_times("DELETE", f"/pods/{pod_id}"))
         t.network.script = JobScript(steps=1)
         await t.train()
         assert (
             f"warning: pod {pod_id} of run {run_id} ($0.40/h) is ended but not deleted: "
             f"nothing will delete it; remove it with `overbrainer pod rm {run_id} --force`"
         ) in t.err()
-        assert len(_requests(t, "DELETE", f"/pods/{pod_id}")) == deletes
+        assert len(t.request_times("DELETE", f"/pods/{pod_id}")) == deletes
         second = t.run_id()
-        first_create = _requests(t, "POST", "/pods")[-1]
-        before = [x for x in _requests(t, "GET", "/pods")[listings:] if x <= first_create]
+        first_create = t.request_times("POST", "/pods")[-1]
+        before = [x for x in t.request_times("GET", "/pods")[listings:] if x <= first_create]
         assert len(before) == 1
         assert second != run_id
 
@@ -727,7 +453,7 @@ async def test_keep_pod_warns_with_the_rate_keeps_the_pod_and_says_how_to_reach_
     async with training(tmp_path) as t:
         assert await t.train(keep=True) == 0
         run_id = t.run_id()
-        pod_id = _pod_id(t, run_id)
+        pod_id = t.pod_id(run_id)
         err = t.err()
         assert (
             f"warning: --keep-pod: pod {pod_id} is kept with no time limit, at $0.40/h, even "
@@ -769,7 +495,7 @@ async def test_keep_pod_ctrl_c_names_the_ssh_command_and_past_the_deadline_nothi
             )
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_interrupt_when, run.session.interrupts, job_running)
+            nursery.start_soon(interrupt_when, run.session.interrupts, job_running)
             with pytest.raises(Interrupted) as caught:
                 await t.train(keep=True, run=run)
         run_id = t.run_id()
@@ -780,34 +506,18 @@ async def test_keep_pod_ctrl_c_names_the_ssh_command_and_past_the_deadline_nothi
         assert await t.command().attach(t.rig.state(run_id)) == 0
         state = t.rig.state(run_id)
         assert state.run.state == "succeeded" and state.pod.status == "kept"
-        assert t.rig.fake.status(_pod_id(t, run_id)) == "RUNNING"
+        assert t.rig.fake.status(t.pod_id(run_id)) == "RUNNING"
 
 
 # --- attach and cancel -----------------------------------------------------------------
-
-
-async def _detached_run(t: Train, tmp_path: Path, script: JobScript) -> str:
-    """A run whose `train` was interrupted once its job started."""
-    t.network.script = script
-    run = t.command()
-
-    def job_running() -> bool:
-        new = t._runs() - t.known
-        return bool(new) and t.rig.state(max(new)).pod.status == "job_running"
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(_interrupt_when, run.session.interrupts, job_running)
-        with pytest.raises(Interrupted):
-            await t.train(run=run)
-    return t.run_id()
 
 
 async def test_attach_reconnects_through_a_changed_endpoint(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with training(tmp_path) as t:
-        run_id = await _detached_run(t, tmp_path, JobScript(steps=30))
-        pod_id = _pod_id(t, run_id)
+        run_id = await t.detached_run(JobScript(steps=30))
+        pod_id = t.pod_id(run_id)
         # The pod came back on another port (a restart of its host, say).
         machine = t.network.machines.pop((POD_HOST, 22000))
         t.network.machines[(POD_HOST, 23456)] = machine
@@ -828,8 +538,8 @@ async def test_attach_and_cancel_of_a_run_whose_pod_is_gone(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with training(tmp_path) as t:
-        run_id = await _detached_run(t, tmp_path, JobScript(steps=30))
-        pod_id = _pod_id(t, run_id)
+        run_id = await t.detached_run(JobScript(steps=30))
+        pod_id = t.pod_id(run_id)
         t.rig.fake.vanish(pod_id)
 
         with pytest.raises(OverbrainerError) as caught:
@@ -841,7 +551,7 @@ async def test_attach_and_cancel_of_a_run_whose_pod_is_gone(
         assert t.out().strip().splitlines()[-1] == f"train: run {run_id} failed"
         state = t.rig.state(run_id)
         assert state.run.state == "failed" and state.pod.deleted_by == "found_gone"
-        reads = _requests(t, "GET", f"/pods/{pod_id}")
+        reads = t.request_times("GET", f"/pods/{pod_id}")
         assert len(reads) >= 4 and reads[-1] - reads[-3] >= 20  # confirmed, not guessed
 
         with pytest.raises(OverbrainerError) as cancelled:
@@ -852,8 +562,8 @@ async def test_attach_and_cancel_of_a_run_whose_pod_is_gone(
         )
 
         # A run whose pod vanished is failed by cancel too.
-        second = await _detached_run(t, tmp_path, JobScript(steps=30))
-        t.rig.fake.vanish(_pod_id(t, second))
+        second = await t.detached_run(JobScript(steps=30))
+        t.rig.fake.vanish(t.pod_id(second))
         with pytest.raises(OverbrainerError, match="has no pod left: nothing to cancel"):
             await t.command().cancel(t.rig.state(second))
         assert t.rig.state(second).run.state == "failed"
@@ -864,8 +574,8 @@ async def test_attach_to_a_stopped_pod_points_to_pod_rm(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with training(tmp_path) as t:
-        run_id = await _detached_run(t, tmp_path, JobScript(steps=30))
-        pod_id = _pod_id(t, run_id)
+        run_id = await t.detached_run(JobScript(steps=30))
+        pod_id = t.pod_id(run_id)
         await t.rig.context.client.pod_action(pod_id, "stop")
         with pytest.raises(OverbrainerError) as caught:
             await t.command().attach(t.rig.state(run_id))
@@ -881,8 +591,8 @@ async def test_cancel_stops_the_job_collects_and_deletes_the_pod(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with training(tmp_path) as t:
-        run_id = await _detached_run(t, tmp_path, JobScript(steps=30))
-        pod_id = _pod_id(t, run_id)
+        run_id = await t.detached_run(JobScript(steps=30))
+        pod_id = t.pod_id(run_id)
         assert await t.command().cancel(t.rig.state(run_id)) == 0
         assert t.out().strip().splitlines()[-1] == f"train: run {run_id} cancelled"
         state = t.rig.state(run_id)
@@ -903,8 +613,8 @@ async def test_cancel_of_a_job_that_already_ended_leaves_it_and_its_pod_alone(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with training(tmp_path) as t:
-        run_id = await _detached_run(t, tmp_path, JobScript(steps=3))
-        pod_id = _pod_id(t, run_id)
+        run_id = await t.detached_run(JobScript(steps=3))
+        pod_id = t.pod_id(run_id)
         await trio.sleep(3600)  # the job ended meanwhile
         before = _names(t, run_id)
         assert await t.command().cancel(t.rig.state(run_id)) == 0
@@ -957,13 +667,13 @@ async def test_attach_past_the_deadline_collects_an_ended_job_but_deletes_a_runn
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with training(tmp_path) as t:
-        ended = await _detached_run(t, tmp_path, JobScript(steps=3))
+        ended = await t.detached_run(JobScript(steps=3))
         await trio.sleep(3 * 3600)  # the watchdog did not delete it (it should have)
         assert await t.command().attach(t.rig.state(ended)) == 0
         state = t.rig.state(ended)
         assert state.run.state == "succeeded" and state.pod.delete_reason == "retrieved"
 
-        running = await _detached_run(t, tmp_path, JobScript(steps=200))
+        running = await t.detached_run(JobScript(steps=200))
         await trio.sleep(3 * 3600)
         start = trio.current_time()
         with pytest.raises(OverbrainerError, match="5 min past the deadline"):

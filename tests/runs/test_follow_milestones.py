@@ -16,7 +16,7 @@ from overbrainer.front.console import Front
 from overbrainer.front.interrupts import Interrupts
 from overbrainer.lifecycle import service
 from overbrainer.session.session import Session
-from tests.fakes.fake_executor import FakeExecutor, FakeMachine, InlineJournal
+from overbrainer.testing.fake_executor import FakeExecutor, FakeMachine, InlineJournal
 
 RUN = "20260101-000000-abcd"
 DIR = f"runs/{RUN}"
