@@ -155,7 +155,7 @@ def _pod_status(project: Project, status: str) -> Callable[[], bool]:
 
 
 def _checks(world: Any, project: Project, command: str, done: Done) -> list[str]:
-    from reliability.pods import _expected_end
+    from reliability.pods import expected_pod_end
 
     found: list[str] = []
     if done.code != 0:
@@ -164,7 +164,7 @@ def _checks(world: Any, project: Project, command: str, done: Done) -> list[str]
     found += _bounded(world, project)
     for run_id in project.runs():
         state, _ = log_state(project, run_id)
-        found += _expected_end(command, "trace", state)  # as on a right clock
+        found += expected_pod_end(command, "trace", state)  # as on a right clock
     found += world._recover(project)
     found += check_outputs(project.log)
     found += world._check(project, command, "clock")

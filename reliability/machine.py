@@ -116,7 +116,7 @@ def short(key: str) -> str:
     return f"await {frames[1]} … {frames[-1]}"
 
 
-class _Pauser:
+class Pauser:
     """Runs ``during`` when the command pauses at its checkpoint, then lets it go on."""
 
     def __init__(self, pause_file: Path, during: Callable[[], None]) -> None:
@@ -207,7 +207,7 @@ def inject_case(
             pause_file = project.path.parent / "paused"
             plan["pause_file"] = str(pause_file)
             assert during is not None
-            pauser = _Pauser(pause_file, lambda: during(project))
+            pauser = Pauser(pause_file, lambda: during(project))
         before_command(project, command)
         runs_before = set(project.runs())
         try:
@@ -229,7 +229,7 @@ def inject_case(
             allowed = {0, 130}
         else:
             allowed = codes if codes is not None else {0, 1}
-        found += _said_next_step(done, action, sorted(set(project.runs()) - runs_before))
+        found += said_next_step(done, action, sorted(set(project.runs()) - runs_before))
         if done.code not in allowed:
             found.append(
                 f"`{' '.join(done.args)}` exited {done.code} (expected {sorted(allowed)}): "
@@ -244,7 +244,7 @@ def inject_case(
         return found
 
 
-def _said_next_step(done: Any, action: str, new_runs: Sequence[str] = ()) -> list[str]:
+def said_next_step(done: Any, action: str, new_runs: Sequence[str] = ()) -> list[str]:
     """An interrupted command says what was left and the exact next command; one that says
     it created no run (Ctrl-C during the preflight) created none."""
     if action not in ("sigint", "sigint2") or done.code != 130:
@@ -267,7 +267,7 @@ def ctrl_c_cases(
     for action, keys in (("sigint", once), ("sigint2", twice)):
         for command, found in keys.items():
             for key in found:
-                i = _index(world, command, key)
+                i = checkpoint_index(world, command, key)
                 name = f"{world.kind} {command} {action} @{i:02d} {short(key)}"
                 slug = f"{world.kind}-{command.replace(' ', '-')}-{action}-{i:02d}"
                 cases.append(
@@ -281,16 +281,16 @@ def ctrl_c_cases(
     return cases
 
 
-_ORDER: dict[tuple[str, str], list[str]] = {}
+TRACED_ORDER: dict[tuple[str, str], list[str]] = {}
 
 
 def remember_order(kind: str, command: str, keys: list[str]) -> None:
     """The traced order of a command's checkpoints (for stable case numbers)."""
-    _ORDER[(kind, command)] = list(keys)
+    TRACED_ORDER[(kind, command)] = list(keys)
 
 
-def _index(world: Any, command: str, key: str) -> int:
-    order = _ORDER.get((world.kind, command), [])
+def checkpoint_index(world: Any, command: str, key: str) -> int:
+    order = TRACED_ORDER.get((world.kind, command), [])
     return order.index(key) if key in order else len(order)
 
 
@@ -317,7 +317,7 @@ def crash_cases(world: MachineWorld, keys: dict[str, list[str]]) -> list[Case]:
         for key in found:
             if not (key.startswith("append-") or is_transfer_or_call(key)):
                 continue
-            i = _index(world, command, key)
+            i = checkpoint_index(world, command, key)
             name = f"{world.kind} {command} kill @{i:02d} {short(key)}"
             slug = f"{world.kind}-{command.replace(' ', '-')}-kill-{i:02d}"
             cases.append(Case("crash", name, _bind(inject_case, world, command, key, "kill", slug)))

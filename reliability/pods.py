@@ -29,13 +29,13 @@ from reliability.invariants import (
     log_state,
     scan_files,
 )
-from reliability.machine import _Pauser, _said_next_step, read_trace, short
+from reliability.machine import Pauser, read_trace, said_next_step, short
 from reliability.machine import detached_run as machine_detached_run
 from reliability.world import (
-    _WRAPPER,
     CANARIES,
     CANARY_API,
     STAND_IN,
+    WRAPPER,
     Project,
     base_env,
     case_dir,
@@ -146,7 +146,7 @@ class RunpodWorld:
         venv = path.parent / "venv"
         (venv / "bin").mkdir(parents=True)
         wrapper = venv / "bin" / "axolotl"
-        wrapper.write_text(_WRAPPER % {"python": sys.executable, "stand_in": STAND_IN})
+        wrapper.write_text(WRAPPER % {"python": sys.executable, "stand_in": STAND_IN})
         wrapper.chmod(0o755)
         env = base_env()
         env.update(
@@ -245,7 +245,7 @@ class RunpodWorld:
                 pause_file = project.path.parent / "paused"
                 plan["pause_file"] = str(pause_file)
                 assert during is not None
-                pauser = _Pauser(pause_file, lambda: during(project))
+                pauser = Pauser(pause_file, lambda: during(project))
             if command == "train attach":
                 project.hold.unlink(missing_ok=True)
             runs_before = set(project.runs())
@@ -267,7 +267,7 @@ class RunpodWorld:
                     f"`{' '.join(done.args)}` exited {done.code} (expected {sorted(allowed)}): "
                     f"{done.said()[-700:]}"
                 )
-            found += _said_next_step(done, action, sorted(set(project.runs()) - runs_before))
+            found += said_next_step(done, action, sorted(set(project.runs()) - runs_before))
             sigint = action in ("sigint", "sigint2")
             if command == "train" and sigint and key is not None and reached:
                 found += self._no_create_after(project, key)
@@ -284,9 +284,9 @@ class RunpodWorld:
         """A Ctrl-C delivered before the create left (in the traced order) means no create
         is sent at all (SPEC §4: provisioning sends no create after a Ctrl-C)."""
         from overbrainer.runpod.pod_scripts import RUN_MARKER
-        from reliability.machine import _ORDER
+        from reliability.machine import TRACED_ORDER
 
-        order = _ORDER.get(("runpod", "train"), [])
+        order = TRACED_ORDER.get(("runpod", "train"), [])
         first_create = next((i for i, k in enumerate(order) if "create_pod" in k), None)
         if first_create is None or key not in order or order.index(key) >= first_create:
             return []
@@ -378,7 +378,7 @@ class RunpodWorld:
                 ]
             if state.pod.may_bill():
                 found.append(f"the log of run {run_id} says a pod of it may still bill")
-            found += _expected_end(command, action, state)
+            found += expected_pod_end(command, action, state)
         if states:
             found += check_view(project, states)
         found += scan_files([project.path])
@@ -386,13 +386,13 @@ class RunpodWorld:
 
     def ctrl_c_cases(self, once: dict[str, list[str]], twice: dict[str, list[str]]) -> list[Case]:
         """A SIGINT at each of ``once``, two in a row at each of ``twice``."""
-        from reliability.machine import _index
+        from reliability.machine import checkpoint_index
 
         cases = []
         for action, keys in (("sigint", once), ("sigint2", twice)):
             for command, found in keys.items():
                 for key in found:
-                    i = _index(self, command, key)
+                    i = checkpoint_index(self, command, key)
                     slug = f"runpod-{command.replace(' ', '-')}-{action}-{i:02d}"
                     cases.append(
                         Case(
@@ -407,14 +407,14 @@ class RunpodWorld:
     def crash_cases(self, keys: dict[str, list[str]]) -> list[Case]:
         """A SIGKILL just before and after every append, and inside every API call and
         transfer, at each of ``keys``."""
-        from reliability.machine import _index, is_transfer_or_call
+        from reliability.machine import checkpoint_index, is_transfer_or_call
 
         cases = []
         for command, found in keys.items():
             for key in found:
                 if not (key.startswith("append-") or is_transfer_or_call(key)):
                     continue
-                i = _index(self, command, key)
+                i = checkpoint_index(self, command, key)
                 slug = f"runpod-{command.replace(' ', '-')}-kill-{i:02d}"
                 cases.append(
                     Case(
@@ -531,7 +531,7 @@ def _allowed(command: str, action: str, reached: bool) -> set[int]:
     return {0, 1, 130}
 
 
-def _expected_end(command: str, action: str, state: Any) -> list[str]:
+def expected_pod_end(command: str, action: str, state: Any) -> list[str]:
     run = state.run
     if not state.final or run.job is None or action not in ("trace", "sigint", "sigint2"):
         return []

@@ -40,7 +40,7 @@ CANARY_HF = "hf_CANARYhfTOKEN0123456789abcdefXYZ"
 CANARY_API = "rpa_CANARYapiKEY0123456789abcdefghijXYZW"
 CANARIES = (CANARY_HF, CANARY_API)
 
-_WRAPPER = """#!/bin/sh
+WRAPPER = """#!/bin/sh
 # The venv's axolotl: the project's knobs, an optional hold, then the stand-in.
 here=$(cd "$(dirname "$0")/.." && pwd)
 . "$here/knobs.sh"
@@ -337,7 +337,7 @@ class MachineWorld:
         venv = path.parent / "venv"
         (venv / "bin").mkdir(parents=True)
         wrapper = venv / "bin" / "axolotl"
-        wrapper.write_text(_WRAPPER % {"python": sys.executable, "stand_in": STAND_IN})
+        wrapper.write_text(WRAPPER % {"python": sys.executable, "stand_in": STAND_IN})
         wrapper.chmod(0o755)
         env = base_env()
         if self.kind == "local":

@@ -6,10 +6,13 @@ package may import only packages of lower layers; packages of one layer do not i
 other. Modules import each other without cycles, inside a package too. A new package must
 be given its layer here, which is the point: where it sits is a decision.
 
-Besides: the command line loads no test tooling.
+Besides: only the tests import ``tests`` (the demo, the benchmarks, the campaigns and e2e
+take their stand-ins from ``overbrainer.testing``), nothing imports another module's
+private ``_name``, and the command line loads no test tooling.
 """
 
 import ast
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -186,6 +189,39 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_cycle_finder_finds_cycles() -> None:
     assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert strongly_connected({"a": {"b"}, "b": set()}) == []
+
+
+def test_only_the_tests_import_tests() -> None:
+    outside = [*sources("overbrainer", "bench", "reliability", "e2e"), *ROOT.glob("demo/*")]
+    wrong = [
+        f"{imp.where()} imports {imp.target}"
+        for path in outside
+        if path.suffix == ".py"
+        for imp in imports(path)
+        if imp.target == "tests" or imp.target.startswith("tests.")
+    ]
+    # Nor do they run its modules or files, or send readers there: `-m tests.fakes.…`,
+    # `tests/fakes/axolotl`, "(``tests/sshd.py``)".
+    mention = re.compile(r"(?<![\w.-])tests[./]\w")
+    for path in [*outside, ROOT / "justfile"]:
+        for number, text in enumerate(path.read_text().splitlines(), start=1):
+            if mention.search(text):
+                wrong.append(f"{path.relative_to(ROOT)}:{number}: {text.strip()}")
+    assert wrong == []
+
+
+def test_nothing_imports_a_private_name_of_another_module() -> None:
+    wrong = []
+    for path in sources(*FIRST_PARTY):
+        for imp in imports(path):
+            if not imp.target.startswith(FIRST_PARTY) or imp.target == imp.source:
+                continue
+            private = [n for n in imp.names if n.startswith("_") and not n.startswith("__")]
+            dunder = [p for p in imp.target.split(".") if p.startswith("__") and p.endswith("__")]
+            modules = [p for p in imp.target.split(".") if p.startswith("_") and p not in dunder]
+            if private or modules:
+                wrong.append(f"{imp.where()}: from {imp.target} import {', '.join(private)}")
+    assert wrong == []
 
 
 def test_the_command_line_loads_no_test_tooling() -> None:

@@ -15,7 +15,7 @@ from overbrainer.cli.context import Invocation, current
 app = App(name="runs", help="List and show this project's runs (no network).")
 
 
-def _spend(state: Any, now: datetime, here: bool = False) -> str:
+def spend_text(state: Any, now: datetime, here: bool = False) -> str:
     """What the run's pod cost: as recorded, or estimated for a pod that may still bill.
 
     The estimate compares this machine's clock with Runpod's ``createdAt``: when a command
@@ -61,7 +61,7 @@ def _row(state: Any, now: datetime, host: str) -> dict[str, Any]:
         "progress": _progress(run.metrics),
         "pod": pod.pod_id or "",
         "pod_status": pod.status if pod.pod_id else "",
-        "spend": _spend(state, now, here=host == socket.gethostname()),
+        "spend": spend_text(state, now, here=host == socket.gethostname()),
         "note": run.note or "",
     }
 

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from overbrainer.cli.runs_cmd import _spend
+from overbrainer.cli.runs_cmd import spend_text
 from overbrainer.events.aggregate import PodView, RunLog, RunView
 
 CREATED = datetime(2026, 1, 1, 10, 0, 0, tzinfo=UTC)  # Runpod's clock
@@ -38,9 +38,9 @@ def test_a_billing_pods_spend_is_estimated_on_runpods_clock(
     offset: float | None, here: bool, expected: str
 ) -> None:
     local_now = RUNPOD_NOW + timedelta(seconds=offset or 0.0)
-    assert _spend(_state(offset), local_now, here=here) == expected
+    assert spend_text(_state(offset), local_now, here=here) == expected
 
 
 def test_a_recorded_spend_wins_and_a_clock_behind_never_goes_negative() -> None:
-    assert _spend(_state(None, spend=1.234), RUNPOD_NOW) == "$1.23"
-    assert _spend(_state(None), CREATED - timedelta(hours=3)) == "~$0.00"
+    assert spend_text(_state(None, spend=1.234), RUNPOD_NOW) == "$1.23"
+    assert spend_text(_state(None), CREATED - timedelta(hours=3)) == "~$0.00"

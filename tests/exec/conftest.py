@@ -99,15 +99,15 @@ def _make_shell(name: str, directory: Path) -> Shell:
 
 
 @pytest.fixture(scope="session")
-def _shells(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Shell]:
+def shells(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Shell]:
     base = tmp_path_factory.mktemp("shells")
     return {name: _make_shell(name, base / name) for name in SHELLS}
 
 
 @pytest.fixture(params=SHELLS)
-def shell(request: pytest.FixtureRequest, _shells: dict[str, Shell]) -> Shell:
+def shell(request: pytest.FixtureRequest, shells: dict[str, Shell]) -> Shell:
     """Each POSIX shell the job scripts must behave the same under."""
-    return _shells[str(request.param)]
+    return shells[str(request.param)]
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from overbrainer.front.console import Front
 from overbrainer.train.metrics import MetricsEvent, MetricsSummary
 
 
-def _summary(step: int, eval_loss: float | None = None) -> MetricsSummary:
+def summary_at(step: int, eval_loss: float | None = None) -> MetricsSummary:
     begin = MetricsEvent(event="begin", time=0.0, max_steps=10)
     log = MetricsEvent(
         event="log",
@@ -26,14 +26,14 @@ def test_plain_progress_is_throttled_eval_always_shown_and_the_last_line_printed
     err = io.StringIO()
     front = Front(io.StringIO(), err, terminal=False, throttle=10.0, clock=lambda: now[0])
     front.progress(MetricsSummary())  # nothing before the first metrics line
-    front.progress(_summary(1))
+    front.progress(summary_at(1))
     now[0] = 3.0
-    front.progress(_summary(2))  # throttled
-    front.progress(_summary(3, eval_loss=0.5))  # throttled too: evaluations are milestones
+    front.progress(summary_at(2))  # throttled
+    front.progress(summary_at(3, eval_loss=0.5))  # throttled too: evaluations are milestones
     front.milestone("eval_loss 0.5 at step 3")  # always shown
     now[0] = 20.0
-    front.progress(_summary(10))
-    front.progress_done(_summary(10))
+    front.progress(summary_at(10))
+    front.progress_done(summary_at(10))
     lines = err.getvalue().splitlines()
     assert lines[0].startswith("progress: step 1/10 (10%)")
     assert lines[1] == "eval_loss 0.5 at step 3"
@@ -45,10 +45,10 @@ def test_the_last_line_is_printed_when_the_throttle_hid_it() -> None:
     now = [0.0]
     err = io.StringIO()
     front = Front(io.StringIO(), err, terminal=False, throttle=10.0, clock=lambda: now[0])
-    front.progress(_summary(1))
+    front.progress(summary_at(1))
     now[0] = 1.0
-    front.progress(_summary(9))
-    front.progress_done(_summary(9))
+    front.progress(summary_at(9))
+    front.progress_done(summary_at(9))
     lines = err.getvalue().splitlines()
     assert [line.split(",")[0] for line in lines] == [
         "progress: step 1/10 (10%)",
@@ -59,11 +59,11 @@ def test_the_last_line_is_printed_when_the_throttle_hid_it() -> None:
 def test_on_a_terminal_progress_is_one_live_line_and_other_lines_go_above_it() -> None:
     err = io.StringIO()
     front = Front(io.StringIO(), err, terminal=True)
-    front.progress(_summary(1))
-    front.progress(_summary(2, eval_loss=0.25))
+    front.progress(summary_at(1))
+    front.progress(summary_at(2, eval_loss=0.25))
     front.milestone("eval_loss 0.25 at step 2")
     front.warn("something to say")
-    front.progress_done(_summary(10))
+    front.progress_done(summary_at(10))
     text = err.getvalue()
     assert "step 2/10 (20%)" in text  # the live line was drawn
     assert "eval_loss 0.25 at step 2" in text

@@ -143,13 +143,13 @@ def test_the_live_line_goes_silent_with_its_terminal() -> None:
     master, slave = os.openpty()
     err = _text(slave)
     front = Front(io.StringIO(), err, terminal=True)
-    from tests.front.test_console import _summary
+    from tests.front.test_console import summary_at
 
-    front.progress(_summary(1))
+    front.progress(summary_at(1))
     os.close(master)  # the terminal goes away while the live line shows
-    front.progress(_summary(2))
+    front.progress(summary_at(2))
     front.warn("after the terminal went")
-    front.progress_done(_summary(10))
+    front.progress_done(summary_at(10))
     front.close()
 
 

@@ -1,5 +1,5 @@
 """Fixtures for the preflight tests: the POSIX shells the probe must behave the same under."""
 
-from tests.exec.conftest import _shells, shell
+from tests.exec.conftest import shell, shells
 
-__all__ = ["_shells", "shell"]
+__all__ = ["shell", "shells"]

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.runpod.test_train_loopback import World, _final, world
+from tests.runpod.test_train_loopback import World, final_line, world
 
 # Phases, each a checkpoint to pause at (None: wait for the job to run, then signal).
 PROVISIONING = "pod.Created"  # its append, once the pod exists
@@ -227,7 +227,7 @@ async def _retrieved_once(w: World, deletes: list[tuple[str, bool]]) -> str:
     # Nothing is left to collect: attach reports the run without a second download.
     attach = await w.run("train", "attach", run_id)
     assert attach.returncode == 0, attach.stderr
-    assert _final(attach.stdout).startswith(f"train: run {run_id} succeeded")
+    assert final_line(attach.stdout).startswith(f"train: run {run_id} succeeded")
     assert await w.events(run_id) == names
     return run_id
 
@@ -447,7 +447,7 @@ async def test_a_second_ctrl_c_during_retrieval_stops_it_leaving_the_pod_for_att
 
         attach = await w.run("train", "attach", run_id)
         assert attach.returncode == 0, attach.stderr
-        assert _final(attach.stdout).startswith(f"train: run {run_id} succeeded")
+        assert final_line(attach.stdout).startswith(f"train: run {run_id} succeeded")
         assert deletes == [(pod_id, True)]
         names = await w.events(run_id)
         assert names.count("run.ArtifactsRetrieved") == 1

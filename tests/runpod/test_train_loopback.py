@@ -159,7 +159,7 @@ def _cmdlines() -> bytes:
     return found
 
 
-def _final(stdout: str) -> str:
+def final_line(stdout: str) -> str:
     return stdout.strip().splitlines()[-1]
 
 
@@ -189,9 +189,9 @@ async def test_a_whole_run_on_a_pod_through_the_real_command(tmp_path: Path) -> 
             done = await w.run("train")
         assert done.returncode == 0, done.stderr
         (run_id,) = w.runs()
-        assert _final(done.stdout) == (
+        assert final_line(done.stdout) == (
             f"train: run {run_id} succeeded; step 20/20, epoch 3, "
-            + _final(done.stdout).split("epoch 3, ", 1)[1]
+            + final_line(done.stdout).split("epoch 3, ", 1)[1]
         )
         assert f"; output in runs/{run_id}/output" in done.stdout
         pod = w.pod_json(run_id)
@@ -280,7 +280,7 @@ async def test_ctrl_c_once_the_job_runs_leaves_job_and_pod_and_attach_finishes(
 
         attach = await w.run("train", "attach", run_id)
         assert attach.returncode == 0, attach.stderr
-        assert _final(attach.stdout).startswith(f"train: run {run_id} succeeded; step 20/20")
+        assert final_line(attach.stdout).startswith(f"train: run {run_id} succeeded; step 20/20")
         assert w.fake.status(pod_id) == "TERMINATED"
         names = await w.events(run_id)
         assert names[-6:] == [
@@ -380,7 +380,7 @@ async def test_attach_reaches_a_restarted_pod_through_its_new_endpoint(tmp_path:
 
         attach = await w.run("train", "attach", run_id)
         assert attach.returncode == 0, attach.stderr
-        assert _final(attach.stdout).startswith(f"train: run {run_id} succeeded")
+        assert final_line(attach.stdout).startswith(f"train: run {run_id} succeeded")
         pod = w.pod_json(run_id)
         assert pod["endpoint"] == {
             "host": "127.0.0.1",
@@ -411,7 +411,7 @@ async def test_finding_4_a_project_at_a_non_ascii_quoted_spaced_path_trains(
         assert "Traceback" not in done.stderr
         (run_id,) = w.runs()
         pod_id = str(w.pod_json(run_id)["pod_id"])
-        assert _final(done.stdout).startswith(f"train: run {run_id} succeeded")
+        assert final_line(done.stdout).startswith(f"train: run {run_id} succeeded")
         assert len(w.fake.create_requests()) == 1
         # The printed `ssh -F` command works from the project with the real client.
         reached = await trio.run_process(
@@ -447,7 +447,7 @@ async def test_finding_6_train_and_a_cancel_from_another_terminal_agree_on_the_o
         await trio.sleep(0.5)
         cancel = await w.run("train", "cancel", run_id)
         assert cancel.returncode == 0, cancel.stderr
-        assert _final(cancel.stdout) == f"train: run {run_id} cancelled"
+        assert final_line(cancel.stdout) == f"train: run {run_id} cancelled"
         with trio.fail_after(60):
             assert process.stdout is not None and process.stderr is not None
             out = err = b""
@@ -467,7 +467,7 @@ async def test_finding_6_train_and_a_cancel_from_another_terminal_agree_on_the_o
         assert "Traceback" not in text
         assert "SSH key" not in text
         assert text.strip().splitlines()[-1] == f"error: run {run_id} cancelled"
-        assert _final(out.decode()).startswith(f"train: run {run_id} cancelled")
+        assert final_line(out.decode()).startswith(f"train: run {run_id} cancelled")
         names = await w.events(run_id)
         assert names.count("pod.Deleting") == 1 and names.count("pod.Deleted") == 1
         assert names.count("run.Ended") == 1
@@ -500,7 +500,7 @@ async def test_finding_6_two_attaches_both_report_the_success_and_delete_the_pod
             assert each.returncode == 0, each.stderr
             assert "Traceback" not in each.stderr
             assert "SSH key" not in each.stderr
-            assert _final(each.stdout).startswith(f"train: run {run_id} succeeded")
+            assert final_line(each.stdout).startswith(f"train: run {run_id} succeeded")
         names = await w.events(run_id)
         assert names.count("pod.Deleting") == 1 and names.count("pod.Deleted") == 1
         assert names.count("run.ArtifactsRetrieved") == 1 and names.count("run.Ended") == 1
@@ -612,7 +612,7 @@ async def test_item_5_train_cancel_of_a_provisioning_run_is_taken_by_the_train_s
         pod_id = str(w.pod_json(run_id)["pod_id"])
         cancel = await w.run("train", "cancel", run_id)
         assert cancel.returncode == 0, cancel.stderr
-        assert _final(cancel.stdout).startswith(
+        assert final_line(cancel.stdout).startswith(
             f"train: run {run_id} cancelled by the command starting it, `train` (pid "
         )
         out, err = await _communicate(process)
@@ -625,7 +625,7 @@ async def test_item_5_train_cancel_of_a_provisioning_run_is_taken_by_the_train_s
                 f"error: run {run_id} cancelled before its job started by `train cancel` as "
             )
         )
-        assert _final(out) == f"train: run {run_id} cancelled"
+        assert final_line(out) == f"train: run {run_id} cancelled"
         assert w.fake.status(pod_id) == "TERMINATED"
         assert w.run_json(run_id)["state"] == "cancelled"
         names = await w.events(run_id)
