@@ -5,18 +5,25 @@
 
 1. ctrl-c    — a SIGINT, and two in a row, at every checkpoint of ``train``, ``train
                attach``, ``train cancel`` (and ``pod rm``) on each target;
-2. crash     — a SIGKILL just before and just after every event append, and inside every
+2. signals   — SIGTERM and SIGHUP, once or twice in a row, where SIGINT goes;
+3. outputs   — stdout or stderr broken (EPIPE, EIO, closed) at a checkpoint, alone or with
+               the signal that comes with it (Ctrl-C through ``| tee``, a terminal gone);
+4. crash     — a SIGKILL just before and just after every event append, and inside every
                file transfer and API call;
-3. faults    — every Runpod endpoint × every kind of bad answer; SSH dropped at each stage;
+5. faults    — every Runpod endpoint × every kind of bad answer; SSH dropped at each stage;
                a changed endpoint, a vanished pod; the event store failing at each append;
-4. bad-input — property-based: configuration, env values, run IDs, metrics lines, training
+6. clocks    — this machine's clock 3 h behind, 2 years ahead, or jumping 2 h mid-run;
+7. paths     — the targets' worlds again from a project at a non-ASCII, quoted, spaced path;
+8. bad-input — property-based: configuration, env values, run IDs, metrics lines, training
                JSONL, hand-edited caches, hostile Runpod answers.
 
 The checkpoints are derived by running each command once with the recorder of
 ``overbrainer/front/checkpoints.py``: code that adds an await or an append adds cases.
 By default, on the ssh and runpod targets two Ctrl-C in a row (and a crash inside a
-transfer) are delivered once per call site rather than at every await under it; ``--full``
-does every checkpoint everywhere. Exit code: 0 when no invariant was violated, else 1.
+transfer) are delivered once per call site rather than at every await under it, and each
+code site of each target gets one of the signals and outputs faults, in turn; ``--full``
+does every fault at every checkpoint everywhere. Exit code: 0 when no invariant was
+violated, else 1.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -41,7 +49,7 @@ from reliability.core import (
     table,
 )
 from reliability.invariants import CommandLineWatch
-from reliability.world import stop_live
+from reliability.world import snapshot_sources, stop_live
 
 
 def _args(argv: Sequence[str]) -> argparse.Namespace:
@@ -61,12 +69,27 @@ def _args(argv: Sequence[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _unignore_stop_signals() -> None:
+    """Let the commands the campaigns start receive SIGINT, SIGTERM and SIGHUP.
+
+    A signal ignored here (a background job of a non-interactive shell ignores SIGINT,
+    ``nohup`` SIGHUP) would be ignored by every command too, which keeps an ignored signal
+    ignored: a Ctrl-C case would then test nothing (a command runs to its end, exit 0) or
+    hang. A handler that does nothing is as good as ignoring here, and reset by ``exec``.
+    """
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) is signal.SIG_IGN:
+            signal.signal(signum, lambda _signum, _frame: None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the campaigns; print each violation as it is found and the summary at the end."""
     args = _args(sys.argv[1:] if argv is None else argv)
+    _unignore_stop_signals()
     targets = [t for t in args.targets.split(",") if t]
     base = Path(tempfile.mkdtemp(prefix="overbrainer-reliability-"))
     print(f"reliability: working in {base}", flush=True)
+    snapshot_sources(base / "src")
     results: list[Result] = []
     seconds: dict[str, float] = {}
 

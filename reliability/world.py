@@ -36,6 +36,28 @@ from overbrainer.testing.stand_in import AXOLOTL
 ROOT = Path(__file__).resolve().parents[1]
 STAND_IN = AXOLOTL
 
+SOURCE = ROOT
+"""Where the commands import overbrainer from (``python -m reliability`` points it at a
+copy made as it starts: see :func:`snapshot_sources`)."""
+
+
+def snapshot_sources(into: Path) -> Path:
+    """A copy of the overbrainer package under ``into``, which every command the campaigns
+    start runs from then on.
+
+    A case acts at a checkpoint keyed by file, function and line, traced once: a source
+    file edited while the campaigns run (by hand, by a checkout or a rebase) moves the
+    lines, and every later case would pass none of its checkpoints — run without its fault,
+    checked as clean. The copy keeps the code the traces were taken of."""
+    global SOURCE
+    target = into / "overbrainer"
+    shutil.copytree(
+        ROOT / "overbrainer", target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
+    SOURCE = into
+    return into
+
+
 CANARY_HF = "hf_CANARYhfTOKEN0123456789abcdefXYZ"
 CANARY_API = "rpa_CANARYapiKEY0123456789abcdefghijXYZW"
 CANARIES = (CANARY_HF, CANARY_API)
@@ -108,7 +130,8 @@ class Project:
 
     def command(self, *args: str) -> list[str]:
         """The argv of ``overbrainer -C PROJECT ARGS``."""
-        return [sys.executable, "-m", "overbrainer", "-C", str(self.path), *args]
+        # -P: overbrainer from PYTHONPATH (SOURCE), never from the working directory.
+        return [sys.executable, "-P", "-m", "overbrainer", "-C", str(self.path), *args]
 
     def environ(self, plan: dict[str, Any] | None = None, **extra: str) -> dict[str, str]:
         """The environment of a command, with a checkpoint plan if given."""
@@ -276,7 +299,7 @@ def base_env() -> dict[str, str]:
     }
     env.update(
         {
-            "PYTHONPATH": str(ROOT),
+            "PYTHONPATH": str(SOURCE),
             "OVERBRAINER_HF_TOKEN": CANARY_HF,
             "OVERBRAINER_RUNPOD__API_KEY": CANARY_API,
             "TERM": "dumb",
