@@ -176,7 +176,13 @@ async def train(
                 from overbrainer.lifecycle.runpod import train as train_on_pod
 
                 code = await train_on_pod(
-                    session, settings, name, spec, keep=keep_pod, pods=found.pods
+                    session,
+                    settings,
+                    name,
+                    spec,
+                    keep=keep_pod,
+                    pods=found.pods,
+                    runpod_clock=found.runpod_clock,
                 )
             else:
                 _warn_template(session, settings)

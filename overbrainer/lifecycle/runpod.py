@@ -45,6 +45,7 @@ from overbrainer.lifecycle.elsewhere import lives_elsewhere
 from overbrainer.lifecycle.machine import report, report_ended_meanwhile, secrets_of
 from overbrainer.lifecycle.service import Followed, Retrieval, attach_hint
 from overbrainer.runpod import messages
+from overbrainer.runpod.clocks import ServerClock
 from overbrainer.runpod.decide import interrupted_before_job, parse_utc, uptime_and_spend
 from overbrainer.runpod.keys import client_key_path, write_ssh_config
 from overbrainer.runpod.models import Pod, PodStatus, UnsafeSshEndpoint
@@ -211,11 +212,16 @@ async def train(
     *,
     keep: bool,
     pods: list[Pod] | None = None,
+    runpod_clock: ServerClock | None = None,
 ) -> int:
     """``overbrainer train`` on the Runpod target ``name``: see :meth:`PodRun.train`.
 
-    ``pods`` is the account's listing the preflight made, if any (no second listing)."""
+    ``pods`` is the account's listing the preflight made, if any (no second listing), and
+    ``runpod_clock`` Runpod's clock as its answers told it."""
     async with open_pod_context(session, settings, spec) as ctx:
+        if runpod_clock is not None and runpod_clock.date is not None:
+            # Same process, same monotonic clock: carried on, it is Runpod's time now.
+            ctx.client.server_clock.saw(runpod_clock.date, runpod_clock.at)
         run = PodRun(ctx, settings, spec, poll=follow_poll(settings))
         return await run.train(name, keep=keep, api_base=api_base_of(settings), pods=pods)
 

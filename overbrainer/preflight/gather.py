@@ -37,6 +37,7 @@ from overbrainer.preflight.probes import (
     probe_script,
     trainer_args,
 )
+from overbrainer.runpod.clocks import ServerClock
 from overbrainer.runpod.models import GpuType, Pod
 from overbrainer.train.data import inspect_data
 
@@ -55,12 +56,14 @@ _Runner = Callable[[Sequence[str]], Awaitable[str]]
 class Preflight:
     """A preflight's report, the settings it read (None when they are unusable), the
     target it checked, and for a Runpod target the account's pods it listed (so the run's
-    warning about leftover pods needs no second listing)."""
+    warning about leftover pods needs no second listing) and Runpod's clock as its answers
+    told it (so the run knows it, and how far this machine's is, before its first call)."""
 
     report: Report
     settings: Settings | None
     target: str | None
     pods: list[Pod] | None = field(default=None, repr=False)
+    runpod_clock: ServerClock | None = field(default=None, repr=False)
 
 
 async def preflight(
@@ -93,14 +96,15 @@ async def preflight(
     data = await trio.to_thread.run_sync(inspect_data, project_dir, abandon_on_cancel=True)
     found.append(checks.data_check(data))
     pods: list[Pod] | None = None
+    clock: ServerClock | None = None
     if settings is None or spec is None or name is None:
         found.append(checks.skipped("target", "not checked: the configuration has problems"))
     elif isinstance(spec, RunpodTarget):
-        pods = await _runpod(found, settings, name, spec)
+        pods, clock = await _runpod(found, settings, name, spec)
     else:
         await _machine(found, settings, name, spec, project_dir)
     report = Report(subject or "the project", tuple(found))
-    return Preflight(report, settings if not problems else None, name, pods)
+    return Preflight(report, settings if not problems else None, name, pods, clock)
 
 
 def _subject(name: str | None, spec: Target | None) -> str | None:
@@ -244,12 +248,14 @@ async def _ask(run: _Runner, args: Sequence[str]) -> str | _NoAnswer:
 
 async def _runpod(
     found: list[Check], settings: Settings, name: str, spec: RunpodTarget
-) -> list[Pod] | None:
-    """The key (by listing the account's pods), the GPU types (by the catalog), the image."""
+) -> tuple[list[Pod] | None, ServerClock | None]:
+    """The key (by listing the account's pods), the GPU types (by the catalog), the image;
+    the pods listed and Runpod's clock as the answers told it."""
     from overbrainer.runpod.client import RunpodClient, RunpodError
 
     base = settings.runpod.base_url
     pods: list[Pod] | None = None
+    clock: ServerClock | None = None
     try:
         key = settings.require_runpod_api_key()
     except ConfigError as error:
@@ -273,6 +279,7 @@ async def _runpod(
                 except RunpodError as error:
                     catalog = ApiFailure(error.status, str(error))
                 found.append(checks.gpu_types_check(name, spec.gpu_types, spec.gpu_count, catalog))
+            clock = client.server_clock if client.server_clock.known else None
     found.append(
         checks.image_check(
             "pod image",
@@ -282,4 +289,4 @@ async def _runpod(
             default=spec.image == RUNPOD_DEFAULT_IMAGE and "image" not in spec.model_fields_set,
         )
     )
-    return pods
+    return pods, clock

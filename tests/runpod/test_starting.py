@@ -19,6 +19,7 @@ import trio
 import trio.testing
 
 from overbrainer.errors import OverbrainerError
+from overbrainer.events import store as store_module
 from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
 from overbrainer.events.aggregate import RunLog
@@ -34,6 +35,7 @@ from overbrainer.testing.pod_training import Train, training
 
 HERE = {"command": "train", "user": "alice", "host": "laptop-a", "pid": 42}
 TEAM = {"command": "pod ls", "user": "bob", "host": "laptop-b", "pid": 7}
+NEIGHBOUR = {"command": "pod ls", "user": "alice", "host": "laptop-a", "pid": 43}
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
@@ -88,6 +90,49 @@ def test_whether_a_starter_is_provably_gone(
     assert (start.verdict, start.starter) == (verdict, HERE)
     assert why in start.why
     assert start.who() == "`train` (pid 42 on host laptop-a)"
+
+
+@pytest.mark.parametrize(
+    ("records", "offsets", "now", "verdict", "why"),
+    [
+        # The starter's host 3 h behind Runpod's clock, as it recorded: its last event,
+        # 3 h 30 min ago by its times, was 30 min ago (taken as it is, a live start would
+        # be ended and its pod deleted under it).
+        ([(HERE, _at(-180)), (HERE, _at(-150))], [(HERE, -10800.0)], 60, "starting", "30 min"),
+        # 2 h ahead: its last event reads 79 min in the future, but is 41 min old (taken as
+        # it is, the start would never be abandoned: a pod billing to its boot grace).
+        ([(HERE, _at(120)), (HERE, _at(130))], [(HERE, 7200.0)], 51, "abandoned", "41 min"),
+        # An offset recorded by another command on the starter's host is its clock's too…
+        ([(HERE, _at(-180)), (HERE, _at(-150))], [(NEIGHBOUR, -10800.0)], 60, "starting", "30"),
+        # … one recorded on another host is not, nor is an older one of the same host.
+        ([(HERE, _at(-180)), (HERE, _at(-150))], [(TEAM, -10800.0)], 60, "abandoned", "210 min"),
+        (
+            [(HERE, _at(0)), (HERE, _at(10))],
+            [(HERE, -10800.0), (NEIGHBOUR, 0.0)],
+            51,
+            "abandoned",
+            "41 min",
+        ),
+    ],
+)
+def test_a_starter_on_another_host_is_judged_on_runpods_clock(
+    records: list[tuple[dict[str, object], str]],
+    offsets: list[tuple[dict[str, object], float]],
+    now: float,
+    verdict: str,
+    why: str,
+) -> None:
+    start = judge(
+        _preparing(),
+        records,
+        now=T0 + timedelta(minutes=now),
+        lease=LEASE,
+        alive=_alive(None),
+        offsets=offsets,
+    )
+    assert start is not None
+    assert (start.verdict, start.starter) == (verdict, HERE)
+    assert why in start.why
 
 
 def test_only_a_run_preparing_has_a_start() -> None:
@@ -215,6 +260,67 @@ async def test_item_5_a_start_on_another_host_is_abandoned_once_silent_past_its_
             in (str(failed.value))
         )
         assert t.rig.state(run_id).run.state == "failed"
+
+
+@pytest.mark.parametrize(
+    ("theirs", "ours"),
+    [(-3.0, 0.0), (2.0, 0.0), (0.0, 3.0), (0.0, -3.0)],
+    ids=["their-clock-3h-behind", "their-clock-2h-ahead", "our-clock-3h-ahead", "ours-behind"],
+)
+async def test_a_start_on_another_host_is_judged_on_runpods_clock_whatever_the_hosts_clocks(
+    tmp_path: Path,
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+    theirs: float,
+    ours: float,
+) -> None:
+    # Their clock hours off: they recorded the offset (their `train` does, before its
+    # create), and their events carry their times. Ours off: Runpod's Date says the time.
+    async with training(tmp_path) as t:
+        laptop = Actor(command="train", user="carol", host="laptop-c", pid=99, version="0")
+        theirs_store = RunStore(None, t.rig.project, laptop)
+        run_id = "20260301-120000-beef"
+        with monkeypatch.context() as their_clock:
+            their_clock.setattr(store_module, "datetime", _shifted(theirs))
+            try:
+                journal = InlineJournal(theirs_store, t.rig.project)
+                await journal.create(
+                    ev.RunCreated(
+                        run_id=run_id,
+                        target="gpu",
+                        kind="runpod",
+                        remote_dir="r",
+                        settings_digest="",
+                    )
+                )
+                records: list[ev.Event] = [ev.KeysGenerated(host_public_key="ssh-ed25519 AAAA")]
+                if theirs:
+                    records.insert(0, ev.ClockOffset(offset_seconds=theirs * 3600))
+                await journal.append(run_id, records)
+            finally:
+                theirs_store.close()
+        right = t.rig.context.clock
+        t.rig.context.clock = lambda: right() + timedelta(hours=ours)
+        t.rig.context.alive = lambda actor: None if actor.get("host") == "laptop-c" else True
+        with pytest.raises(OverbrainerError, match="is still starting its pod"):
+            await t.command().attach_starting(t.rig.state(run_id))
+        assert t.rig.state(run_id).run.state == "preparing"
+        await trio.sleep(lease_seconds(t.rig.context.timing, START_LIMIT) + 60)
+        with pytest.raises(OverbrainerError) as failed:
+            await t.command().attach_starting(t.rig.state(run_id))
+        assert "(it has recorded nothing for 46 min, " in str(failed.value)
+        assert t.rig.state(run_id).run.state == "failed"
+
+
+def _shifted(hours: float) -> type[datetime]:
+    """``datetime`` whose ``now`` is ``hours`` away from the real one."""
+
+    class Shifted(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> datetime:  # type: ignore[override]
+            return datetime.now(tz) + timedelta(hours=hours)
+
+    return Shifted
 
 
 # --- finding 5: another command acts on a walk -------------------------------------------

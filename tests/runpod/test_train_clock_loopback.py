@@ -101,6 +101,11 @@ async def test_a_clock_3h_behind_neither_loses_the_pod_nor_its_bound(tmp_path: P
         events = _events(w, run_id)
         _check_bound_from_runpod(w, events, pod_id, 1.0)
         _check_recorded(events, -3 * 3600, done.stderr, "3 h 0 min behind")
+        # Recorded before the create: a command on another host judging whether this one
+        # is still starting the pod corrects its times by it (the preflight's listing told
+        # Runpod's clock; the run reuses that listing).
+        names = [e["event"] for e in events]
+        assert names.index("run.ClockOffset") < names.index("pod.AttemptSent"), names
         log = (w.pod_run_dir(pod_id, run_id) / ".pod" / "watchdog.log").read_text()
         assert "after its creation, counted on the pod" in log and "past the deadline" not in log
 

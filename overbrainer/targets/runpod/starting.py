@@ -11,13 +11,20 @@ starter lives — it would delete the pod under it — so the starter must be *p
   counted from the time of its latest event. No renewal event is needed: every step of a
   walk appends within that bound.
 
+Two hosts' clocks may be hours apart (a laptop's set wrong), and an event's time is its
+host's. So the silence is counted on Runpod's clock: the starter's latest time corrected by
+the offset its host recorded from Runpod's (``run.ClockOffset``, recorded once a minute or
+more off; none recorded: within a minute), against Runpod's time now as this command sees
+it (:meth:`PodContext.server_now`).
+
 :func:`judge` is the pure decision; :func:`look` gathers what it needs (the run's events,
 the process table) for the runs given.
 """
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from overbrainer.events.aggregate import RunLog
@@ -86,12 +93,16 @@ def judge(
     now: datetime,
     lease: float,
     alive: Callable[[Mapping[str, Any]], bool | None],
+    offsets: Sequence[tuple[Mapping[str, Any], float]] = (),
 ) -> Start | None:
     """The start of ``state``'s run, or None when it is not starting (it has a job, or ended).
 
     ``records`` are the run's events as ``(actor, ISO time)``, oldest first: the first is
     ``run.Created``, whose actor is the starter. ``alive`` tells whether an actor's process
-    runs here (True/False) or cannot be told from here (None: another host).
+    runs here (True/False) or cannot be told from here (None: another host). ``now`` is
+    Runpod's time; ``offsets`` the run's ``run.ClockOffset`` as ``(actor, seconds its
+    host's clock is ahead of Runpod's)``, oldest first: the starter's times are corrected
+    by its host's latest.
     """
     if state.run.state != "preparing" or not records:
         return None
@@ -105,7 +116,10 @@ def judge(
     last = parse_utc(own[-1]) if own else None
     if last is None:
         return Start(run_id, "starting", starter, "its last sign of life is unknown")
-    silent = (now - last).total_seconds()
+    ahead = next(
+        (seconds for actor, seconds in reversed(offsets) if _same_host(actor, starter)), 0.0
+    )
+    silent = (now - (last - timedelta(seconds=ahead))).total_seconds()
     if silent > lease:
         return Start(
             run_id,
@@ -117,7 +131,12 @@ def judge(
 
 
 def _same(actor: Mapping[str, Any], starter: Mapping[str, Any]) -> bool:
-    return actor.get("host") == starter.get("host") and actor.get("pid") == starter.get("pid")
+    return _same_host(actor, starter) and actor.get("pid") == starter.get("pid")
+
+
+def _same_host(actor: Mapping[str, Any], starter: Mapping[str, Any]) -> bool:
+    # One host, one clock: an offset another command there recorded is the starter's too.
+    return actor.get("host") == starter.get("host")
 
 
 def _minutes(seconds: float) -> str:
@@ -126,22 +145,37 @@ def _minutes(seconds: float) -> str:
 
 async def look(ctx: "PodContext", states: Mapping[str, RunLog]) -> dict[str, Start]:
     """The start of every ``preparing`` run of ``states``, from its events (read in a
-    worker thread) and ``ctx.alive``; the lease is counted on ``ctx.clock``."""
+    worker thread) and ``ctx.alive``; the lease is counted on Runpod's clock (asked for
+    when no answer of Runpod's told it yet)."""
     import trio
 
+    from overbrainer.errors import OverbrainerError
+    from overbrainer.events.types import ClockOffset
     from overbrainer.session.limits import START_LIMIT
 
     history = ctx.session.journal.store.history
     lease = lease_seconds(ctx.timing, START_LIMIT)
-    now = ctx.clock()
+    if not any(state.run.state == "preparing" for state in states.values()):
+        return {}
+    if not ctx.client.server_clock.known:
+        # Any answer carries Runpod's Date; without one, this machine's clock stands in.
+        with contextlib.suppress(OverbrainerError):
+            await ctx.client.list_pods()
+    now = ctx.server_now()
 
     def read() -> dict[str, Start]:
         found: dict[str, Start] = {}
         for run_id, state in states.items():
             if state.run.state != "preparing":
                 continue
-            records = [(r.actor, r.at) for r in history(run_id)]
-            start = judge(state, records, now=now, lease=lease, alive=ctx.alive)
+            logged = history(run_id)
+            records = [(r.actor, r.at) for r in logged]
+            offsets = [
+                (r.actor, r.event.offset_seconds)
+                for r in logged
+                if isinstance(r.event, ClockOffset)
+            ]
+            start = judge(state, records, now=now, lease=lease, alive=ctx.alive, offsets=offsets)
             if start is not None:
                 found[run_id] = start
         return found
