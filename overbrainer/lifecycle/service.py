@@ -20,7 +20,7 @@ from overbrainer.errors import Interrupted, OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
 from overbrainer.exec.base import ExecError, Executor, JobState, JobStatus, TargetUnreachable
-from overbrainer.exec.manifest import verify
+from overbrainer.exec.manifest import local_manifest, verify
 from overbrainer.exec.transfer import STAGING_DIR
 from overbrainer.front.interrupts import AFTER_STOP, Offer
 from overbrainer.lifecycle.outcome import Verdict, judge
@@ -505,6 +505,28 @@ def _settled(state: RunLog) -> Retrieval | None:
     )
 
 
+async def _home_as_recorded(session: Session, run_id: str, state: RunLog) -> Retrieval | None:
+    """The retrieval the log records for a run whose end it does not (the command that
+    brought the results home was stopped, or could not record the end, just after): when
+    the files at home still match it, they need not come again (no second download, no
+    second ``run.ArtifactsRetrieved``). None when nothing is recorded or the files
+    changed since."""
+    found = state.run.artifacts
+    if found is None or state.run.note:
+        return None
+    local = session.run_dir(run_id)
+    try:
+        home = await trio.to_thread.run_sync(local_manifest, local, RETRIEVED_PATHS)
+    except OSError:
+        return None
+    digest = hashlib.sha256(json.dumps(home, sort_keys=True).encode()).hexdigest()
+    if digest != found.get("manifest_digest"):
+        return None
+    return Retrieval(
+        ok=True, files=found["files"], bytes=found["bytes"], digest=digest, expected=home
+    )
+
+
 async def recollect(session: Session, job: Job) -> Retrieval:
     """Collect the results of a run that ended without them (``train attach``) — shielded;
     nothing is done when another command brought them home meanwhile."""
@@ -531,15 +553,17 @@ async def settle(session: Session, job: Job, followed: Followed) -> tuple[RunLog
             done = _settled(state)
             if done is not None:
                 return state, done  # another command settled it: its result stands
-            return await _settle_now(session, job, followed)
+            return await _settle_now(session, job, followed, state)
 
     return await session.interrupts.shield(
         f"recording the end of run {job.run_id}", COLLECT_LIMIT + AFTER_STOP, work
     )
 
 
-async def _settle_now(session: Session, job: Job, followed: Followed) -> tuple[RunLog, Retrieval]:
-    retrieval = await collect(session, job)
+async def _settle_now(
+    session: Session, job: Job, followed: Followed, state: RunLog
+) -> tuple[RunLog, Retrieval]:
+    retrieval = await _home_as_recorded(session, job.run_id, state) or await collect(session, job)
     # The manifest tells whether output/ has files: no second pass over the output.
     # When it could not be computed (the target was unreachable), the output is given
     # the benefit of the doubt: a would-be success then stays running for attach,

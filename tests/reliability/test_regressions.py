@@ -7,6 +7,7 @@ append, deterministically.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import subprocess
@@ -23,8 +24,10 @@ import trio.testing
 from overbrainer.errors import OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor, starter_alive
+from overbrainer.events.aggregate import RunLog
 from overbrainer.events.errors import StoreError
 from overbrainer.events.store import RunStore
+from overbrainer.session.journal import Journal
 from overbrainer.exec.base import JobStatus
 from overbrainer.exec.local import LocalExecutor
 from overbrainer.front.console import Front
@@ -210,6 +213,60 @@ def test_a_full_disk_after_an_append_warns_instead_of_crashing(project: Project)
     show = project.run("runs", "show", run_id)  # a later read rebuilds the projections
     assert show.code == 0
     assert _run_json(project, run_id)["run_id"] == run_id
+
+
+def test_a_run_whose_end_could_not_be_recorded_after_its_retrieval_is_not_retrieved_again(
+    project: Project,
+) -> None:
+    # The disk filled up between recording the retrieval and recording the run's end: the
+    # attach that ends the run downloaded the results again and recorded a second
+    # retrieval (found by the new "no fact twice" invariant).
+    pause = project.path.parent / "paused"
+    plan = {"at": "append-before run.Ended", "action": "pause", "pause_file": str(pause)}
+    process = project.start("train", plan=plan)
+    project.wait_for(pause.exists, timeout=60, what="the pause")
+    disk_full(project)
+    pause.unlink()
+    _out, err = process.communicate(timeout=60)
+    assert process.returncode == 1, err
+    (run_id,) = project.runs()
+    assert _events(project, run_id).count("run.ArtifactsRetrieved") == 1
+    attach = project.run("train", "attach", run_id)
+    assert attach.code == 0, attach.err
+    assert _events(project, run_id).count("run.ArtifactsRetrieved") == 1
+    assert _run_json(project, run_id)["state"] == "succeeded"
+
+
+async def test_results_at_home_that_changed_since_their_retrieval_are_collected_again(
+    tmp_path: Path,
+) -> None:
+    from overbrainer.exec.manifest import local_manifest
+
+    home = tmp_path / "runs" / RUN
+    (home / "output").mkdir(parents=True)
+    (home / "output" / "adapter.bin").write_bytes(b"weights")
+    (home / "metrics.jsonl").write_text("{}\n")
+    manifest = local_manifest(home, service.RETRIEVED_PATHS)
+    digest = hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()
+    state = RunLog()
+    state.apply(
+        ev.RunCreated(run_id=RUN, target="box", kind="ssh", remote_dir="r", settings_digest=""),
+        "2026-01-01T00:00:00Z",
+    )
+    state.apply(ev.JobStarted(job_dir="r", pid=5), "2026-01-01T00:00:01Z")
+    state.apply(
+        ev.ArtifactsRetrieved(files=2, bytes=9, manifest_digest=digest), "2026-01-01T00:01:00Z"
+    )
+    session = Session(
+        Journal(RunStore(None, tmp_path, Actor.here("t")), tmp_path),
+        Front(_Sink(), _Sink(), terminal=False),  # type: ignore[arg-type]
+        Interrupts(),
+        tmp_path,
+    )
+    kept = await service._home_as_recorded(session, RUN, state)
+    assert kept is not None and (kept.ok, kept.files, kept.has_output) == (True, 2, True)
+    (home / "output" / "adapter.bin").write_bytes(b"damaged")
+    assert await service._home_as_recorded(session, RUN, state) is None
 
 
 class _Sink:
