@@ -1,10 +1,15 @@
-"""The Runpod target's clock cases: the real ``overbrainer`` on a machine whose clock is 3 h
-behind or 2 years ahead (every command of the case, set-up and recovery included), or
-jumps 2 h either way while ``train`` or ``train attach`` runs — through libfaketime, so
-what the real code reads as the time is shifted, Python's and every library's. The fake
-Runpod and its pods keep the right time, as Runpod's and a pod's clocks would.
+"""The clocks campaign: the real ``overbrainer`` on a machine whose clock is 3 h behind or
+2 years ahead (every command of the case, set-up and recovery included), or jumps 2 h
+either way while ``train`` or ``train attach`` runs — through libfaketime, so what the real
+code reads as the time is shifted, Python's and every library's. The fake Runpod and its
+pods keep the right time, as Runpod's and a pod's clocks would; so does an SSH host.
 
-Invariants added to the Runpod target's: the command ends as it would on a right clock
+On the local and ssh targets nothing bounds a job by the clock: a case there proves that
+``train`` on a clock far off, or jumping while it follows its job, ends as on a right one,
+with every machine invariant (the stand-in trainer keeps the right time: it is not what is
+tested, and Python's ``time.sleep`` fails under a jumping libfaketime).
+
+On Runpod, invariants added to the target's: the command ends as it would on a right clock
 (exit 0; ``train`` and ``train attach`` succeed, ``train cancel`` cancels); no pod's
 watchdog found it past its deadline (runs take seconds, ``max_hours`` is 1); no pod's
 recorded uptime is the offset's (it is counted on Runpod's clock); each pod's deadline is
@@ -23,8 +28,8 @@ from typing import Any
 
 from overbrainer.testing.faketime import Jumping, skewed
 from reliability.core import UNREACHED, Case
-from reliability.invariants import check_outputs, log_state
-from reliability.world import Done, Project
+from reliability.invariants import check_machine_runs, check_outputs, log_state
+from reliability.world import Done, MachineWorld, Project, case_project
 
 SKEWS = {"3 h behind": ("-3h", -3 * 3600.0), "2 years ahead": ("+730d", 730 * 86400.0)}
 JUMPS = {"+2h": 2 * 3600.0, "-2h": -2 * 3600.0}
@@ -41,7 +46,7 @@ def cases(world: Any) -> list[Case]:
             slug = f"runpod-clock-{command.replace(' ', '-')}-{offset}"
             out.append(
                 Case(
-                    "faults",
+                    "clocks",
                     f"runpod {command}: this machine's clock {label}",
                     partial(_skewed_case, world, command, offset, seconds, slug),
                     weight=4.0,
@@ -52,7 +57,7 @@ def cases(world: Any) -> list[Case]:
             slug = f"runpod-clock-train-jump{jump}-{phase}"
             out.append(
                 Case(
-                    "faults",
+                    "clocks",
                     f"runpod train: this machine's clock jumps {jump} while its pod is {phase}",
                     partial(_jump_case, world, "train", phase, jump, seconds, slug),
                     weight=4.0,
@@ -61,13 +66,88 @@ def cases(world: Any) -> list[Case]:
         slug = f"runpod-clock-attach-jump{jump}"
         out.append(
             Case(
-                "faults",
+                "clocks",
                 f"runpod train attach: this machine's clock jumps {jump} while following",
                 partial(_jump_case, world, "train attach", "following", jump, seconds, slug),
                 weight=4.0,
             )
         )
     return out
+
+
+def machine_cases(world: MachineWorld) -> list[Case]:
+    """``train`` on a clock far off, and jumping either way while it follows its job."""
+    out: list[Case] = []
+    for label, (offset, _) in SKEWS.items():
+        slug = f"{world.kind}-clock-train-{offset}"
+        out.append(
+            Case(
+                "clocks",
+                f"{world.kind} train: this machine's clock {label}",
+                partial(_machine_case, world, slug, skew=offset),
+                weight=1.0,
+            )
+        )
+    for jump in JUMPS:
+        slug = f"{world.kind}-clock-train-jump{jump}"
+        out.append(
+            Case(
+                "clocks",
+                f"{world.kind} train: this machine's clock jumps {jump} while following",
+                partial(_machine_case, world, slug, jump=jump),
+                weight=1.0,
+            )
+        )
+    return out
+
+
+def _machine_case(
+    world: MachineWorld, name: str, *, skew: str | None = None, jump: str | None = None
+) -> list[str]:
+    with case_project(world, name) as project:
+        project.knobs(FAKE_AXOLOTL_STEPS="10", FAKE_AXOLOTL_STEP_SECONDS="0.1")
+        clock = None
+        if skew is not None:
+            project.env.update(skewed(skew))
+        else:
+            clock = Jumping(project.path.parent / "faketime")
+            project.env.update(clock.env)
+        started = time.monotonic()
+        process = project.start("train")
+        jumped = threading.Event()
+        if clock is not None and jump is not None:
+            running = _run_state(project, "running")
+            watcher = threading.Thread(
+                target=_jump_when, args=(process, running, clock, jump, jumped), daemon=True
+            )
+            watcher.start()
+        done = project.finish(process, ("train",), started, timeout=120)
+        if jump is not None and not jumped.is_set():
+            UNREACHED.append(f"{world.kind} train clock jump {jump} while following")
+        found: list[str] = []
+        if done.code != 0:
+            found.append(f"`train` exited {done.code}: {done.said()[-700:]}")
+        found += check_outputs(project.log)
+        found += check_machine_runs(project)
+        for run_id in project.runs():
+            state, _ = log_state(project, run_id)
+            if state.run.state != "succeeded":
+                found.append(f"run {run_id} ended {state.run.state} ({state.run.message})")
+        return found
+
+
+def _run_state(project: Project, wanted: str) -> Callable[[], bool]:
+    return lambda: any(project.run_state(r) == wanted for r in project.runs())
+
+
+def _jump_when(
+    process: Any, reached: Callable[[], bool], clock: Jumping, jump: str, jumped: threading.Event
+) -> None:
+    while process.poll() is None and not reached():
+        time.sleep(0.005)
+    if process.poll() is None:
+        clock.jump(jump)
+        jumped.set()
 
 
 def _skewed_case(world: Any, command: str, offset: str, seconds: float, name: str) -> list[str]:

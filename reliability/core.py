@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
-CAMPAIGNS = ("ctrl-c", "crash", "faults", "bad-input")
+CAMPAIGNS = ("ctrl-c", "signals", "outputs", "crash", "faults", "clocks", "paths", "bad-input")
 
 UNREACHED: list[str] = []
 """Cases whose command did not pass their checkpoint this time (a path that depends on

@@ -5,6 +5,8 @@
   view (``runs ls --json``) agrees with the log;
 - the target agrees with the log: no job the log does not know, no job still running for a
   finished run, a succeeded run's files home and identical to the target's;
+- no fact recorded twice: one retrieval of a run's results (no second download), and,
+  where no fault tore a delete, one ``pod.Deleting`` per pod;
 - no canary secret and no private key anywhere but ``runs/<id>/ssh/``: not in any output,
   file, event, projection or remote command line;
 - no traceback in any output, and only the exit codes a command may give.
@@ -101,6 +103,29 @@ def check_view(project: Project, states: dict[str, Any]) -> list[str]:
                 f"the runs view has run {run_id} as {row['run']['state']} (version "
                 f"{row['run']['version']}), its log {state.run.state} ({state.run.version})"
             )
+    return found
+
+
+def check_log_facts(run_id: str, records: Sequence[Any], *, one_delete: bool) -> list[str]:
+    """No fact in the run's log twice: its results retrieved once (a second retrieval is a
+    second download), and with ``one_delete`` (no fault tore a delete, so nothing had to
+    send it again) one ``pod.Deleting`` per pod."""
+    from overbrainer.events import types as ev
+
+    found: list[str] = []
+    retrieved = [r for r in records if isinstance(r.event, ev.ArtifactsRetrieved)]
+    if len(retrieved) > 1:
+        found.append(f"run {run_id} recorded its results retrieved {len(retrieved)} times")
+    if one_delete:
+        deleting: dict[str, int] = {}
+        for record in records:
+            if isinstance(record.event, ev.PodDeleting):
+                deleting[record.event.pod_id] = deleting.get(record.event.pod_id, 0) + 1
+        found += [
+            f"run {run_id} recorded pod.Deleting {count} times for pod {pod_id}"
+            for pod_id, count in sorted(deleting.items())
+            if count > 1
+        ]
     return found
 
 
@@ -207,7 +232,7 @@ def check_machine_runs(project: Project, *, expect_final: bool = True) -> list[s
     found: list[str] = []
     states: dict[str, Any] = {}
     for run_id in project.runs():
-        state, _ = log_state(project, run_id)
+        state, records = log_state(project, run_id)
         states[run_id] = state
         if not state.exists:
             found.append(f"runs/{run_id} exists but the log has no run {run_id}")
@@ -216,6 +241,7 @@ def check_machine_runs(project: Project, *, expect_final: bool = True) -> list[s
             found.append(f"run {run_id} is still {state.run.state} after recovery")
         found += check_projections(project, run_id, state)
         found += check_target(project, run_id, state)
+        found += check_log_facts(run_id, records, one_delete=False)
     if states:
         found += check_view(project, states)
     found += scan_files([project.path, project.remote_root, *project.extra_scan])

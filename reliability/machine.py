@@ -29,6 +29,17 @@ from reliability.world import MachineWorld, Project, case_project
 
 COMMANDS = ("train", "train attach", "train cancel")
 
+SIGNAL_CODES = {
+    "sigint": 130,
+    "sigint2": 130,
+    "sigterm": 143,
+    "sigterm2": 143,
+    "sighup": 129,
+    "sighup2": 129,
+}
+"""The exit code of a command a checkpoint plan's signal action stopped (128 + the
+signal's number)."""
+
 # The job of an attach case trains for about two seconds once released, so the attach
 # follows it through at least one poll whatever the load.
 _ATTACH_KNOBS = {"FAKE_AXOLOTL_STEPS": "10", "FAKE_AXOLOTL_STEP_SECONDS": "0.2"}
@@ -191,17 +202,22 @@ def inject_case(
     codes: set[int] | None = None,
     prepare: Callable[[Project], None] | None = None,
     after: Callable[[Project], None] | None = None,
+    breaks: tuple[str, ...] = (),
+    how: str = "epipe",
 ) -> list[str]:
     """Run ``command`` acting ``action`` at checkpoint ``key``, recover, check.
 
     ``prepare`` adjusts the fresh project first (its store, say); ``after`` runs once the
-    command has ended, before recovery (a server put back, say)."""
+    command has ended, before recovery (a server put back, say); ``breaks`` are the
+    streams broken there first, ``how`` as the checkpoint plan says."""
     with case_project(world, name) as project:
         if prepare is not None:
             prepare(project)
         prepared = setup(project, command)
         trace_path = project.path.parent / "trace.jsonl"
         plan: dict[str, Any] = {"trace": str(trace_path), "at": key, "action": action}
+        if breaks:
+            plan.update({"break": list(breaks), "break_how": how})
         pauser = None
         if action == "pause":
             pause_file = project.path.parent / "paused"
@@ -225,11 +241,15 @@ def inject_case(
             found.append(f"harness: the injected fault failed: {pauser.error!r}")
         if action == "kill":
             allowed = {-9} if reached else {0}
-        elif action in ("sigint", "sigint2"):
-            allowed = {0, 130}
+        elif action in SIGNAL_CODES:
+            allowed = {0, SIGNAL_CODES[action]}
+        elif action == "none":
+            # Only output was lost: the command exits by what became of its run.
+            allowed = {0}
         else:
             allowed = codes if codes is not None else {0, 1}
-        found += said_next_step(done, action, sorted(set(project.runs()) - runs_before))
+        if "stderr" not in breaks:
+            found += said_next_step(done, action, sorted(set(project.runs()) - runs_before))
         if done.code not in allowed:
             found.append(
                 f"`{' '.join(done.args)}` exited {done.code} (expected {sorted(allowed)}): "
@@ -247,7 +267,7 @@ def inject_case(
 def said_next_step(done: Any, action: str, new_runs: Sequence[str] = ()) -> list[str]:
     """An interrupted command says what was left and the exact next command; one that says
     it created no run (Ctrl-C during the preflight) created none."""
-    if action not in ("sigint", "sigint2") or done.code != 130:
+    if action not in SIGNAL_CODES or done.code != SIGNAL_CODES[action]:
         return []
     if "no run was created" in done.err:
         if new_runs:

@@ -116,10 +116,21 @@ def sample(
 class Worlds:
     """The targets' worlds and their traced checkpoints, set up on first use."""
 
-    def __init__(self, base: Path, targets: list[str], stack: contextlib.ExitStack) -> None:
+    def __init__(
+        self,
+        base: Path,
+        targets: list[str],
+        stack: contextlib.ExitStack,
+        subdirs: dict[str, str] | None = None,
+        *,
+        numbered: bool = True,
+    ) -> None:
         self.base = base
         self.targets = targets
         self.stack = stack
+        # Per target: the directory every case's project lies in (see MachineWorld).
+        self.subdirs = dict(subdirs or {})
+        self.numbered = numbered  # whose traces number the cases (machine.remember_order)
         self._machines: dict[str, MachineWorld] = {}
         self._traces: dict[str, dict[str, list[str]]] = {}
         self.clean: list[Result] = []
@@ -131,7 +142,7 @@ class Worlds:
         """The local or ssh world."""
         with self._lock:
             if kind not in self._machines:
-                world = MachineWorld(kind, self.base / kind)
+                world = MachineWorld(kind, self.base / kind, self.subdirs.get(kind))
                 self._machines[kind] = self.stack.enter_context(world)
             return self._machines[kind]
 
@@ -159,7 +170,8 @@ class Worlds:
 
         with self._lock:
             if self._runpod is None:
-                self._runpod = self.stack.enter_context(RunpodWorld(self.base / "runpod"))
+                world = RunpodWorld(self.base / "runpod", self.subdirs.get("runpod"))
+                self._runpod = self.stack.enter_context(world)
             return self._runpod
 
     def traces(self, kind: str) -> dict[str, list[str]]:
@@ -189,7 +201,8 @@ class Worlds:
             done = list(pool.map(one, commands))
         self._traces[kind] = {command: keys for command, keys, _ in done}
         for command, keys, _ in done:
-            machine.remember_order(kind, command, keys)
+            if self.numbered:
+                machine.remember_order(kind, command, keys)
         self.clean += [result for _, _, result in done]
         return self._traces[kind]
 
@@ -201,6 +214,11 @@ def cases(campaign: str, worlds: Worlds, *, full: bool) -> list[Case]:
         for kind in worlds.targets:
             traced = worlds.traces(kind)
             out += _ctrl_c(kind, worlds, traced, full)
+    elif campaign in ("signals", "outputs"):
+        from reliability import signals
+
+        for kind in worlds.targets:
+            out += signals.cases(kind, worlds, campaign, full)
     elif campaign == "crash":
         for kind in worlds.targets:
             out += _crash(kind, worlds, worlds.traces(kind), full)
@@ -221,11 +239,20 @@ def cases(campaign: str, worlds: Worlds, *, full: bool) -> list[Case]:
             if kind == "ssh":
                 out += store_faults.ssh_drop_cases(worlds.base / "ssh-drops", worlds.traces(kind))
             if kind == "runpod":
-                from reliability import clocks
-
                 out += worlds.runpod().fault_cases(worlds.traces(kind))
                 out += worlds.runpod().store_fault_cases()
+    elif campaign == "clocks":
+        from reliability import clocks
+
+        for kind in worlds.targets:
+            if kind == "runpod":
                 out += clocks.cases(worlds.runpod())
+            else:
+                out += clocks.machine_cases(worlds.machine(kind))
+    elif campaign == "paths":
+        from reliability import paths
+
+        out += paths.cases(worlds, full=full)
     elif campaign == "bad-input":
         from reliability import bad_input
 

@@ -23,13 +23,14 @@ from typing import Any
 
 from reliability.core import UNREACHED, Case
 from reliability.invariants import (
+    check_log_facts,
     check_outputs,
     check_projections,
     check_view,
     log_state,
     scan_files,
 )
-from reliability.machine import Pauser, read_trace, said_next_step, short
+from reliability.machine import SIGNAL_CODES, Pauser, read_trace, said_next_step, short
 from reliability.machine import detached_run as machine_detached_run
 from reliability.world import (
     CANARIES,
@@ -39,6 +40,7 @@ from reliability.world import (
     Project,
     base_env,
     case_dir,
+    project_paths,
 )
 
 A40 = "NVIDIA A40"
@@ -63,8 +65,9 @@ class RunpodWorld:
     COMMANDS = ("train", "train attach", "train cancel", "pod rm")
     kind = "runpod"
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, subdir: str | None = None) -> None:
         self.base = base
+        self.subdir = subdir  # each case's project in a directory of this name
         self.template = base / "template"
         self.url = ""
         self.fake: Any = None
@@ -141,9 +144,8 @@ class RunpodWorld:
 
     def project(self, name: str) -> Project:
         """A fresh copy of the template for case ``name``."""
-        path = case_dir(self.base, name) / "project"
+        path, venv = project_paths(case_dir(self.base, name), self.subdir)
         shutil.copytree(self.template, path)
-        venv = path.parent / "venv"
         (venv / "bin").mkdir(parents=True)
         wrapper = venv / "bin" / "axolotl"
         wrapper.write_text(WRAPPER % {"python": sys.executable, "stand_in": STAND_IN})
@@ -232,7 +234,11 @@ class RunpodWorld:
         action: str,
         name: str,
         during: Callable[[Project], None] | None,
+        breaks: tuple[str, ...] = (),
+        how: str = "epipe",
     ) -> tuple[list[str], list[str]]:
+        """Run ``command`` acting ``action`` at ``key`` (``breaks``: the streams broken
+        there first, ``how`` as the checkpoint plan says), recover, check."""
         project = self.project(name)
         try:
             args, _ = self.setup(project, command)
@@ -240,6 +246,8 @@ class RunpodWorld:
             plan: dict[str, Any] = {"trace": str(trace_path)}
             if key is not None:
                 plan.update(at=key, action=action)
+                if breaks:
+                    plan.update({"break": list(breaks), "break_how": how})
             pauser = None
             if action == "pause":
                 pause_file = project.path.parent / "paused"
@@ -267,9 +275,10 @@ class RunpodWorld:
                     f"`{' '.join(done.args)}` exited {done.code} (expected {sorted(allowed)}): "
                     f"{done.said()[-700:]}"
                 )
-            found += said_next_step(done, action, sorted(set(project.runs()) - runs_before))
-            sigint = action in ("sigint", "sigint2")
-            if command == "train" and sigint and key is not None and reached:
+            if "stderr" not in breaks:
+                found += said_next_step(done, action, sorted(set(project.runs()) - runs_before))
+            stopped = action in SIGNAL_CODES
+            if command == "train" and stopped and key is not None and reached:
                 found += self._no_create_after(project, key)
             found += self._guarded(project)
             found += self._recover(project)
@@ -350,8 +359,11 @@ class RunpodWorld:
     def _check(self, project: Project, command: str, action: str) -> list[str]:
         found: list[str] = []
         states = {}
+        # A delete torn by a crash or a fault is sent again, and recorded again.
+        one_delete = action not in ("kill", "pause")
         for run_id in project.runs():
-            state, _ = log_state(project, run_id)
+            state, records = log_state(project, run_id)
+            found += check_log_facts(run_id, records, one_delete=one_delete)
             states[run_id] = state
             if not state.exists:
                 found.append(f"runs/{run_id} exists but the log has no run {run_id}")
@@ -526,14 +538,20 @@ def _allowed(command: str, action: str, reached: bool) -> set[int]:
         return {0}
     if action == "kill":
         return {-9} if reached else {0}
-    if action in ("sigint", "sigint2"):
-        return {0, 1, 130} if command == "pod rm" else {0, 130}
+    if action in SIGNAL_CODES:
+        code = SIGNAL_CODES[action]
+        return {0, 1, code} if command == "pod rm" else {0, code}
+    if action == "none":
+        # Only output was lost: the command exits by what became of its run.
+        return {0}
     return {0, 1, 130}
 
 
 def expected_pod_end(command: str, action: str, state: Any) -> list[str]:
     run = state.run
-    if not state.final or run.job is None or action not in ("trace", "sigint", "sigint2"):
+    if not state.final or run.job is None:
+        return []
+    if action not in ("trace", "none") and action not in SIGNAL_CODES:
         return []
     allowed = {
         "train": {"succeeded"},

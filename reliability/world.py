@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import pwd
+import shlex
 import shutil
 import signal
 import subprocess
@@ -70,6 +71,9 @@ if [ "${1-}" = train ] && [ -n "${OB_HOLD-}" ]; then
     i=0
     while [ -e "$OB_HOLD" ] && [ "$i" -lt 3000 ]; do sleep 0.02; i=$((i + 1)); done
 fi
+# The stand-in keeps the right time whatever this machine's clock (a clock case's
+# libfaketime is for overbrainer, not for it).
+unset LD_PRELOAD FAKETIME FAKETIME_TIMESTAMP_FILE FAKETIME_NO_CACHE FAKETIME_DONT_FAKE_MONOTONIC
 exec %(python)s %(stand_in)s "$@"
 """
 
@@ -125,7 +129,7 @@ class Project:
     def knobs(self, **knobs: str) -> None:
         """The stand-in trainer's settings (and the hold) for the next jobs."""
         values = {**DEFAULT_KNOBS, **knobs, "OB_HOLD": str(self.hold)}
-        lines = [f"{k}={v}\nexport {k}" for k, v in values.items()]
+        lines = [f"{k}={shlex.quote(v)}\nexport {k}" for k, v in values.items()]
         (self.venv / "knobs.sh").write_text("\n".join(lines) + "\n")
 
     def command(self, *args: str) -> list[str]:
@@ -230,6 +234,13 @@ class Project:
                 undo()
 
 
+def project_paths(case: Path, subdir: str | None) -> tuple[Path, Path]:
+    """A case's project directory (in ``subdir`` of the case's directory, if given) and
+    its venv's (in the case's directory: a target's venv must be a plain path)."""
+    project = (case / subdir if subdir else case) / "project"
+    return project, case / "venv"
+
+
 def case_dir(base: Path, name: str) -> Path:
     """A fresh directory for case ``name`` under ``base``: a case run again (its harness
     timed out) gets a new one beside the first, which is left as it was."""
@@ -309,12 +320,16 @@ def base_env() -> dict[str, str]:
 
 
 class MachineWorld:
-    """A template project for the ``local`` or ``ssh`` target, copied for each case."""
+    """A template project for the ``local`` or ``ssh`` target, copied for each case.
 
-    def __init__(self, kind: str, base: Path) -> None:
+    With ``subdir``, each case's project lies in a directory of that name (a non-ASCII,
+    quoted, spaced path, say); its venv stays beside it, at a path a target accepts."""
+
+    def __init__(self, kind: str, base: Path, subdir: str | None = None) -> None:
         assert kind in ("local", "ssh")
         self.kind = kind
         self.base = base
+        self.subdir = subdir
         self.template = base / "template"
         self._stack = contextlib.ExitStack()
         self.sshd: Any = None
@@ -355,9 +370,8 @@ class MachineWorld:
 
     def project(self, name: str) -> Project:
         """A fresh copy of the template for case ``name``."""
-        path = case_dir(self.base, name) / "project"
+        path, venv = project_paths(case_dir(self.base, name), self.subdir)
         shutil.copytree(self.template, path)
-        venv = path.parent / "venv"
         (venv / "bin").mkdir(parents=True)
         wrapper = venv / "bin" / "axolotl"
         wrapper.write_text(WRAPPER % {"python": sys.executable, "stand_in": STAND_IN})

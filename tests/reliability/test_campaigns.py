@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from overbrainer.testing.pg import running_cluster
-from reliability import api_faults, bad_input, clocks, machine, store_faults
+from reliability import api_faults, bad_input, clocks, machine, paths, signals, store_faults
 from reliability.core import Case, Result, run_cases
 from reliability.pods import RunpodWorld
 from reliability.world import MachineWorld
@@ -134,6 +134,89 @@ def test_a_clock_far_off_or_jumping_on_the_runpod_target(tmp_path: Path) -> None
         cases = [case for case in clocks.cases(world) if case.name in picked]
         assert len(cases) == len(picked)
         _clean(run_cases(cases, 3))
+
+
+def test_stop_signals_and_broken_outputs_on_the_local_and_runpod_targets(
+    tmp_path: Path,
+) -> None:
+    with MachineWorld("local", tmp_path / "local") as local, RunpodWorld(tmp_path / "rp") as rp:
+        keys, found = machine.trace(local, "train", "trace")
+        assert found == []
+        follow = _pick(keys, "service.py:watch")
+        home = _pick(keys, "bring_home")
+        pod_keys, found = rp.trace("train", "trace")
+        assert found == []
+        machine.remember_order("runpod", "train", pod_keys)
+        boot = _pick(pod_keys, "_Walk._boot")
+
+        def on_local(key: str, fault: signals.Fault, name: str) -> Case:
+            return _case(
+                name,
+                lambda: machine.inject_case(
+                    local, "train", key, fault.action, name, breaks=fault.breaks, how=fault.how
+                ),
+            )
+
+        cases = [
+            on_local(follow, signals.Fault("sigterm"), "sigterm-follow"),
+            # `2>&1 | tee log` and Ctrl-C while the results come home: two in a row stop it.
+            on_local(home, signals.Fault("sigint2", signals.BOTH, "epipe"), "tee-home"),
+            on_local("append-before run.Ended", signals.Fault("sighup2"), "sighup2-end"),
+            # `| head` done while following: the run goes on to its end, exit 0.
+            on_local(follow, signals.Fault("none", ("stdout",), "epipe"), "head-follow"),
+            # The terminal gone while the pod boots: the pod is deleted, as for Ctrl-C.
+            _case(
+                "terminal gone at boot",
+                lambda: rp._case(
+                    "train", boot, "sighup", "hup-boot", None, breaks=signals.BOTH, how="eio"
+                )[1],
+            ),
+        ]
+        _clean(run_cases(cases, 5))
+
+
+def test_every_code_site_gets_one_new_fault_and_every_fault_many_sites() -> None:
+    traced = {
+        "train": [f"await a.py:f:{i} > b.py:g:{i}" for i in range(40)]
+        + [f"append-before e{i}" for i in range(12)],
+    }
+    planned = signals.planned("ssh", traced, full=False)
+    assert len(planned) == 52 == len({key for _, key, _ in planned})  # one per site
+    kinds = {fault for _, _, fault in planned}
+    assert kinds == set(signals.AT_AWAITS) | set(signals.AT_APPENDS)
+    assert {f.campaign for f in kinds} == {"signals", "outputs"}
+    full = signals.planned("ssh", traced, full=True)
+    assert len(full) == 52 * len(signals.EVERYWHERE)
+
+
+def test_a_project_at_a_non_ascii_quoted_spaced_path_on_the_ssh_target(tmp_path: Path) -> None:
+    with MachineWorld("ssh", tmp_path / "w", paths.SUBDIRS["ssh"]) as world:
+        keys, found = machine.trace(world, "train", "trace")
+        assert found == []
+        follow = _pick(keys, "service.py:watch")
+        cases = [
+            _case("sigint", lambda: machine.inject_case(world, "train", follow, "sigint", "a")),
+            _case(
+                "kill",
+                lambda: machine.inject_case(
+                    world, "train", "append-before run.JobStarted", "kill", "b"
+                ),
+            ),
+        ]
+        _clean(run_cases(cases, 2))
+        (case,) = (tmp_path / "w" / "cases").glob("trace")
+        assert (case / paths.SUBDIRS["ssh"] / "project" / "runs").is_dir()
+
+
+def test_a_clock_far_off_or_jumping_on_the_local_target(tmp_path: Path) -> None:
+    with MachineWorld("local", tmp_path) as world:
+        picked = {
+            "local train: this machine's clock 2 years ahead",
+            "local train: this machine's clock jumps -2h while following",
+        }
+        cases = [case for case in clocks.machine_cases(world) if case.name in picked]
+        assert len(cases) == len(picked)
+        _clean(run_cases(cases, 2))
 
 
 def test_runpod_api_faults() -> None:

@@ -27,7 +27,6 @@ from overbrainer.events.actor import Actor, starter_alive
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.errors import StoreError
 from overbrainer.events.store import RunStore
-from overbrainer.session.journal import Journal
 from overbrainer.exec.base import JobStatus
 from overbrainer.exec.local import LocalExecutor
 from overbrainer.front.console import Front
