@@ -7,9 +7,11 @@ the thing (a file and line, a configuration key, a host) and the fix.
 """
 
 import difflib
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Literal
 
 from overbrainer.config.model import is_pinned_image
 from overbrainer.preflight.probes import EngineProbe, TrainerProbe
@@ -19,6 +21,7 @@ from overbrainer.train.data import DataReport
 __all__ = [
     "ApiFailure",
     "Check",
+    "DirFact",
     "Report",
     "Verdict",
     "config_check",
@@ -27,6 +30,7 @@ __all__ = [
     "gpu_types_check",
     "host_check",
     "image_check",
+    "project_dirs_check",
     "runpod_key_check",
     "skipped",
     "trainer_check",
@@ -106,6 +110,54 @@ def data_check(report: DataReport) -> Check:
     else:
         summary += "; no eval set"
     return _check("data", summary)
+
+
+# --- the project's own directories ------------------------------------------------------
+
+DirState = Literal["writable", "creatable", "not_writable", "cannot_create", "not_a_directory"]
+
+
+@dataclass(frozen=True)
+class DirFact:
+    """What a directory of the project a run writes into is here: ``name`` as users know
+    it (``runs/``), ``path`` where it is, ``state``; for ``cannot_create``, ``parent`` is
+    the directory it would be made in; ``why`` is the system's words when one cannot be
+    written; ``holds`` what it keeps, for messages."""
+
+    name: str
+    path: str
+    state: DirState
+    holds: str
+    parent: str = ""
+    why: str = ""
+
+
+def project_dirs_check(facts: Sequence[DirFact]) -> Check:
+    """Whether a run can write what it keeps in the project (its directory under
+    ``runs/``, the event log in ``.overbrainer/``): found before the run is created, not
+    after (a run recorded, then failed, or a pod paid for)."""
+    problems: list[str] = []
+    for fact in facts:
+        if fact.state == "not_writable":
+            problems.append(
+                f"{fact.path} cannot be written ({fact.why}): {fact.holds}; make it writable: "
+                f"chmod -R u+w {shlex.quote(fact.path)}"
+            )
+        elif fact.state == "cannot_create":
+            problems.append(
+                f"{fact.name} cannot be created in {fact.parent} ({fact.why}): {fact.holds}; "
+                f"make that directory writable (chmod u+w {shlex.quote(fact.parent)}) or "
+                f"create {fact.name} there yourself"
+            )
+        elif fact.state == "not_a_directory":
+            problems.append(f"{fact.path} is not a directory: {fact.holds}; move it out of the way")
+    shown = ", ".join(
+        fact.name + (" (to be created)" if fact.state == "creatable" else "") for fact in facts
+    )
+    if problems:
+        count = len(problems)
+        return _check("run files", f"{count} problem{_s(count)}", problems)
+    return _check("run files", f"{shown}: writable")
 
 
 # --- machine targets -------------------------------------------------------------------

@@ -103,8 +103,64 @@ async def preflight(
         pods, clock = await _runpod(found, settings, name, spec)
     else:
         await _machine(found, settings, name, spec, project_dir)
+    local_store = settings is None or settings.store.url is None
+    found.append(await trio.to_thread.run_sync(_project_dirs, project_dir, local_store))
     report = Report(subject or "the project", tuple(found))
     return Preflight(report, settings if not problems else None, name, pods, clock)
+
+
+# --- the project's own directories -------------------------------------------------------
+
+
+def _project_dirs(project_dir: Path, local_store: bool) -> Check:
+    """Whether ``runs/`` (and, for the project's own store, ``.overbrainer/``) can be
+    written or created here, as this process (permissions, a read-only file system)."""
+    facts = [_dir_fact(project_dir, "runs", "each run keeps its files in runs/<id>")]
+    if local_store:
+        facts.append(
+            _dir_fact(project_dir, ".overbrainer", "overbrainer records every run's events there")
+        )
+    return checks.project_dirs_check(facts)
+
+
+def _dir_fact(project_dir: Path, name: str, holds: str) -> checks.DirFact:
+    path = project_dir / name
+    label = f"{name}/"
+    try:
+        is_dir = path.is_dir()
+        exists = is_dir or path.exists()
+    except OSError as error:
+        return checks.DirFact(label, str(path), "not_writable", holds, why=_why(error))
+    if exists and not is_dir:
+        return checks.DirFact(label, str(path), "not_a_directory", holds)
+    if exists:
+        why = _unwritable(path)
+        state: checks.DirState = "writable" if why is None else "not_writable"
+        return checks.DirFact(label, str(path), state, holds, why=why or "")
+    why = _unwritable(project_dir)
+    if why is None:
+        return checks.DirFact(label, str(path), "creatable", holds)
+    return checks.DirFact(
+        label, str(path), "cannot_create", holds, parent=str(project_dir), why=why
+    )
+
+
+def _unwritable(directory: Path) -> str | None:
+    """Why this process cannot create files in ``directory`` (None: it can). Asked of the
+    system (``access``, as this process's effective ids and powers), nothing written."""
+    effective = os.access in os.supports_effective_ids
+    if os.access(directory, os.W_OK | os.X_OK, effective_ids=effective):
+        return None
+    try:
+        if os.statvfs(directory).f_flag & os.ST_RDONLY:
+            return "read-only file system"
+    except OSError as error:
+        return _why(error)
+    return "permission denied"
+
+
+def _why(error: OSError) -> str:
+    return (error.strerror or str(error)).lower()
 
 
 def _subject(name: str | None, spec: Target | None) -> str | None:

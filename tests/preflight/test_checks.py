@@ -8,6 +8,7 @@ from overbrainer.config.model import RUNPOD_DEFAULT_IMAGE
 from overbrainer.preflight.checks import (
     ApiFailure,
     Check,
+    DirFact,
     Report,
     Verdict,
     config_check,
@@ -16,6 +17,7 @@ from overbrainer.preflight.checks import (
     gpu_types_check,
     host_check,
     image_check,
+    project_dirs_check,
     runpod_key_check,
     skipped,
     trainer_check,
@@ -270,3 +272,44 @@ def test_the_report_lists_every_check_and_fails_on_any_problem() -> None:
     assert fine.ok and fine.summary() == (
         "train --check: every check passed on target local (local, native)"
     )
+
+
+HOLDS = "each run keeps its files in runs/<id>"
+
+
+@pytest.mark.parametrize(
+    ("fact", "verdict", "said"),
+    [
+        (DirFact("runs/", "/p/runs", "writable", HOLDS), Verdict.ok, "runs/: writable"),
+        (
+            DirFact("runs/", "/p/runs", "creatable", HOLDS),
+            Verdict.ok,
+            "runs/ (to be created): writable",
+        ),
+        (
+            DirFact("runs/", "/p q/runs", "not_writable", HOLDS, why="read-only file system"),
+            Verdict.problem,
+            "/p q/runs cannot be written (read-only file system): each run keeps its files in "
+            "runs/<id>; make it writable: chmod -R u+w '/p q/runs'",
+        ),
+        (
+            DirFact(
+                "runs/", "/p/runs", "cannot_create", HOLDS, parent="/p", why="permission denied"
+            ),
+            Verdict.problem,
+            "runs/ cannot be created in /p (permission denied): each run keeps its files in "
+            "runs/<id>; make that directory writable (chmod u+w /p) or create runs/ there "
+            "yourself",
+        ),
+        (
+            DirFact("runs/", "/p/runs", "not_a_directory", HOLDS),
+            Verdict.problem,
+            "/p/runs is not a directory: each run keeps its files in runs/<id>; move it out of "
+            "the way",
+        ),
+    ],
+)
+def test_the_directories_a_run_writes_into(fact: DirFact, verdict: Verdict, said: str) -> None:
+    check = project_dirs_check([fact])
+    assert (check.name, check.verdict) == ("run files", verdict)
+    assert (check.problems[0] if check.problems else check.summary) == said

@@ -53,7 +53,10 @@ def test_check_prints_every_check_and_creates_nothing(project: Project) -> None:
     )
     assert lines[3].startswith(f"  ok       trainer        {venv}/bin/axolotl on this machine")
     assert "(interpreter python3 starts)" in lines[3]  # the stand-in's #!/usr/bin/env python3
-    assert lines[4] == "train --check: every check passed on target local (local, native)"
+    assert lines[4] == (
+        "  ok       run files      runs/ (to be created), .overbrainer/ (to be created): writable"
+    )
+    assert lines[5] == "train --check: every check passed on target local (local, native)"
     assert done.stderr == ""
     assert sorted(p.name for p in project.path.iterdir()) == [
         ".env.example", ".gitignore", "data", "overbrainer.toml",
@@ -259,7 +262,10 @@ async def test_check_on_runpod_shows_the_key_the_gpus_and_the_default_image(
         "  ok       pod image      axolotlai/axolotl-cloud-term:0.19.0-py3.12-cu130-2.12.1"
         "@sha256:f7b94da82913… (the default image, pinned by digest)"
     )
-    assert lines[6] == "train --check: every check passed on target gpu (runpod)"
+    assert lines[6] == (
+        "  ok       run files      runs/ (to be created), .overbrainer/ (to be created): writable"
+    )
+    assert lines[7] == "train --check: every check passed on target gpu (runpod)"
     assert fake.create_requests() == [] and project.runs() == []
     assert CANARY_KEY not in done.stdout + done.stderr
 

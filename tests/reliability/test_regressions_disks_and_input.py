@@ -197,6 +197,46 @@ def test_runs_and_events_read_a_read_only_project_and_train_says_how_to_fix_it(
     assert _snapshot(project.path) == before
 
 
+@pytest.mark.parametrize("where", ["the project directory", "runs/"])
+def test_a_project_whose_runs_cannot_be_written_is_refused_before_a_run_is_created(
+    project: Project, where: str
+) -> None:
+    # A project read-only itself (its .overbrainer/ writable) recorded run.Created, then
+    # failed on "could not prepare runs/<id>: Permission denied".
+    from reliability.world import logged_runs
+
+    runs = project.path / "runs"
+    before = logged_runs(project.path)
+    if where == "runs/":
+        locked = runs
+    else:
+        shutil.rmtree(runs)
+        locked = project.path
+    mode = stat.S_IMODE(locked.stat().st_mode)
+    locked.chmod(mode & ~0o222)
+    try:
+        train = run(project.path, "train", confine="read-only", env=project.env)
+        check = run(project.path, "train", "--check", confine="read-only", env=project.env)
+    finally:
+        locked.chmod(mode)
+    assert train.code == 1 and train.clean(), train.err
+    lines = train.err.splitlines()
+    assert lines[0] == "error: preflight found 1 problem; no run was created:"
+    if where == "runs/":
+        assert lines[1] == (
+            f"  {runs} cannot be written (permission denied): each run keeps its files in "
+            f"runs/<id>; make it writable: chmod -R u+w {runs}"
+        )
+    else:
+        assert lines[1] == (
+            f"  runs/ cannot be created in {project.path} (permission denied): each run keeps "
+            f"its files in runs/<id>; make that directory writable (chmod u+w {project.path}) "
+            "or create runs/ there yourself"
+        )
+    assert logged_runs(project.path) == before
+    assert check.code == 1 and "PROBLEM  run files      1 problem" in check.out, check.out
+
+
 def test_runs_and_events_read_a_project_whose_disk_is_full_and_keep_the_view(
     project: Project,
 ) -> None:
