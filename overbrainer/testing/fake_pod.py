@@ -102,6 +102,24 @@ class _AsyncioThread:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     def close(self) -> None:
+        """End the loop as ``asyncio.run`` ends one: every task still running (a session
+        whose client went away) cancelled and run to its end, so that it kills and reaps
+        its command and closes its pipes. A transport left open when the loop closes would
+        call into the closed loop when collected ("Event loop is closed", raised where
+        nothing can catch it, failing whichever test runs then)."""
+
+        async def drain() -> None:
+            tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            # The pipes' and processes' last callbacks (scheduled as they closed).
+            for _ in range(3):
+                await asyncio.sleep(0.01)
+            await self.loop.shutdown_asyncgens()
+
+        with contextlib.suppress(Exception):
+            self.run(drain(), timeout=20)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=10)
         if not self._thread.is_alive():
@@ -241,9 +259,13 @@ async def _start_ssh_server(
 
 async def _stop_ssh_server(server: _SshServer) -> None:
     server.acceptor.close()
-    for conn in list(server.connections):
+    connections = list(server.connections)
+    for conn in connections:
         conn.close()
     await server.acceptor.wait_closed()
+    for conn in connections:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(conn.wait_closed(), 5)
 
 
 # --- the fake pods ---------------------------------------------------------------------
@@ -264,6 +286,8 @@ class RunningPod:
     bootstrap_failed: str | None = None
     stopped: bool = False
     done: trio.Event = field(default_factory=trio.Event)
+    # Set once stopping it is over: its SSH server closed, every process in it ended.
+    gone: trio.Event = field(default_factory=trio.Event)
 
 
 class FakePods:
@@ -319,7 +343,17 @@ class FakePods:
     # --- the fake API's hooks ---
 
     async def on_running(self, pod: Any) -> None:
-        """Start the container (bootstrap → watchdog) and the pod's SSH server."""
+        """Start the container (bootstrap → watchdog) and the pod's SSH server; Runpod
+        shows the endpoint once the server listens.
+
+        A restarted pod starts once its previous container is all gone, as a container
+        restart does: the old boot's end kills whatever runs in the pod's directory, which
+        would otherwise take the new boot's bootstrap with it (the endpoint then refused
+        every connection)."""
+        for previous in self.boots.get(pod.id, []):
+            if previous.stopped:
+                with trio.move_on_after(30):
+                    await previous.gone.wait()
         root = self.root(pod.id)
         home = self.home(pod.id)
         home.mkdir(parents=True, exist_ok=True)
@@ -451,18 +485,21 @@ class FakePods:
                 self._nursery.start_soon(self._stop, boot)
 
     async def _stop(self, boot: RunningPod, grace: float = 0.3) -> None:
-        if boot.ssh is not None:
-            await trio.to_thread.run_sync(self._asyncio.run, _stop_ssh_server(boot.ssh))
-        # A moment for the watchdog to log what it saw, as a container's stop would allow.
-        with trio.move_on_after(grace):
-            await boot.done.wait()
-        if boot.container.returncode is None:
-            boot.container.terminate()
-            with trio.move_on_after(5):
+        try:
+            if boot.ssh is not None:
+                await trio.to_thread.run_sync(self._asyncio.run, _stop_ssh_server(boot.ssh))
+            # A moment for the watchdog to log what it saw, as a container's stop allows.
+            with trio.move_on_after(grace):
                 await boot.done.wait()
             if boot.container.returncode is None:
-                boot.container.kill()
-        _kill_processes_in(boot.root)
+                boot.container.terminate()
+                with trio.move_on_after(5):
+                    await boot.done.wait()
+                if boot.container.returncode is None:
+                    boot.container.kill()
+            _kill_processes_in(boot.root)
+        finally:
+            boot.gone.set()
 
     async def _reap(self, boot: RunningPod) -> None:
         try:
@@ -471,7 +508,10 @@ class FakePods:
             boot.done.set()
 
     async def aclose(self) -> None:
-        """Stop every pod, then the SSH servers' event loop."""
+        """Stop every pod, then the SSH servers' event loop — only once every stop (those
+        begun earlier by a delete, and these) is over: a stop still closing its SSH server
+        on a loop closed under it failed the test that was ending ("Event loop is
+        closed")."""
         for pod_id in list(self.boots):
             self._stop_soon(pod_id)
         with trio.CancelScope(shield=True):
@@ -479,13 +519,8 @@ class FakePods:
                 for boot in boots:
                     if boot.container.returncode is None:
                         boot.container.kill()
-                    with trio.move_on_after(5):
-                        await boot.done.wait()
-                    if boot.ssh is not None:
-                        ssh = boot.ssh
-                        boot.ssh = None
-                        await trio.to_thread.run_sync(self._asyncio.run, _stop_ssh_server(ssh))
-                    _kill_processes_in(boot.root)
+                    with trio.move_on_after(30):
+                        await boot.gone.wait()
             await trio.to_thread.run_sync(self._asyncio.close)
 
 

@@ -273,3 +273,36 @@ async def test_absolute_pod_paths_stay_inside_the_pods_directory(world):
     assert world.pods.path(pod_id, run_dir) == world.pods.root(pod_id) / run_dir.lstrip("/")
     if not machine_had_workspace:
         assert not os.path.exists("/workspace/overbrainer/runs")
+
+
+async def test_a_restarted_pod_whose_old_container_is_slow_to_stop_comes_back_whole(
+    world, monkeypatch
+):
+    # Under load the old boot's end (its processes killed by directory) used to overlap
+    # the new boot and kill its bootstrap: Runpod then showed an endpoint that refused
+    # every connection (`train attach` to a restarted pod failed). A stop held back for a
+    # moment makes that overlap certain.
+    slow = FakePods._stop
+
+    async def held_back(self: FakePods, boot: Any, grace: float = 0.3) -> None:
+        await trio.sleep(1.0)
+        await slow(self, boot, grace)
+
+    monkeypatch.setattr(FakePods, "_stop", held_back)
+    pod_id = await world.create(world.env())
+    first = await world.wait_for_ssh(pod_id)
+    async with world.client() as client:
+        answer = await client.post(f"/pods/{pod_id}/action", json={"action": "restart"})
+        assert answer.status_code == 200, answer.text
+        with trio.fail_after(20):
+            while True:
+                pod = (await client.get(f"/pods/{pod_id}")).json()
+                if pod["status"] == "RUNNING" and pod["ssh"]["direct"]:
+                    break
+                await trio.sleep(0.05)
+    direct = pod["ssh"]["direct"]
+    assert len(world.pods.boots[pod_id]) == 2
+    config = write_ssh_config(world.keys.ssh_dir, RUN, direct["host"], direct["port"], "root")
+    done = await _ssh(world, config, "echo in")
+    assert (done.returncode, done.stdout) == (0, b"in\n"), (first, direct, done.stderr)
+    assert world.pods.current(pod_id).container.returncode is None  # its watchdog runs
