@@ -26,6 +26,7 @@ import ipaddress
 import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
 from typing import Literal
 from urllib.parse import urlsplit
@@ -39,14 +40,19 @@ from overbrainer.events.aggregate import PodView, RunLog
 from overbrainer.events.errors import StoreError
 from overbrainer.events.ids import new_run_id
 from overbrainer.events.store import UnknownRun
-from overbrainer.exec.base import ExecError, Executor, NativeRuntime
+from overbrainer.exec.base import ExecError, Executor, NativeRuntime, TargetUnreachable
 from overbrainer.lifecycle import service
 from overbrainer.lifecycle.elsewhere import lives_elsewhere
 from overbrainer.lifecycle.machine import report, report_ended_meanwhile, secrets_of
 from overbrainer.lifecycle.service import Followed, Retrieval, attach_hint
 from overbrainer.runpod import messages
 from overbrainer.runpod.clocks import ServerClock
-from overbrainer.runpod.decide import interrupted_before_job, parse_utc, uptime_and_spend
+from overbrainer.runpod.decide import (
+    connect_again_within,
+    interrupted_before_job,
+    parse_utc,
+    uptime_and_spend,
+)
 from overbrainer.runpod.keys import client_key_path, write_ssh_config
 from overbrainer.runpod.models import Pod, PodStatus, UnsafeSshEndpoint
 from overbrainer.runpod.orphans import orphan_warnings, rows, run_of
@@ -54,7 +60,12 @@ from overbrainer.runpod.timing import Timing
 from overbrainer.session.limits import CANCEL_LIMIT, COLLECT_LIMIT, START_LIMIT
 from overbrainer.session.session import Session, ended_by
 from overbrainer.targets.runpod.ending import end_pod, forget_key_if_done
-from overbrainer.targets.runpod.podrm import deleted_line, remove_run_pods, still_starting
+from overbrainer.targets.runpod.podrm import (
+    deleted_line,
+    duration_text,
+    remove_run_pods,
+    still_starting,
+)
 from overbrainer.targets.runpod.pods import (
     PodAccess,
     PodContext,
@@ -275,6 +286,15 @@ def spend_so_far(pod: PodView, ctx: PodContext) -> float | None:
 
 
 # --- the work --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reached:
+    """How to reach a run's pod now, and when its current boot began (Runpod's
+    ``startedAt``; None when not shown)."""
+
+    access: PodAccess
+    started_at: datetime | None
 
 
 @dataclass
@@ -780,12 +800,12 @@ class PodRun:
         was still running). A stopped pod: ``pod rm``."""
         _require_job(state)
         run_id = state.run.run_id
-        access = await self._reach(state)
-        if access is None:
+        reached = await self._reach(state)
+        if reached is None:
             return await self._from_local_files(run_id)
         async with contextlib.AsyncExitStack() as stack:
             try:
-                executor = await self._connect(stack, access, state)
+                executor = await self._connect(stack, reached, state)
             except OverbrainerError:
                 # Another follower may have ended the run and its pod (and forgotten the
                 # key) since this command looked: its outcome is the one to report.
@@ -945,8 +965,8 @@ class PodRun:
         had already ended is left alone, with a pointer to ``train attach``."""
         session = self.session
         run_id = state.run.run_id
-        access = await self._reach(state)
-        if access is None:
+        reached = await self._reach(state)
+        if reached is None:
             state = await session.journal.state(run_id)
             raise OverbrainerError(
                 f"run {run_id} has no pod left: nothing to cancel (the run is "
@@ -954,7 +974,7 @@ class PodRun:
             )
         async with contextlib.AsyncExitStack() as stack:
             try:
-                executor = await self._connect(stack, access, state)
+                executor = await self._connect(stack, reached, state)
                 job = self.job(run_id, executor, keep=state.pod.keep)
                 state, job_state, retrieval = await service.cancel(session, job)
             except OverbrainerError:
@@ -1005,11 +1025,11 @@ class PodRun:
         )
         return 0
 
-    async def _reach(self, state: RunLog) -> PodAccess | None:
+    async def _reach(self, state: RunLog) -> Reached | None:
         """A fresh look at the run's pod: how to reach it now (its endpoint may have
-        changed: recorded, and ``ssh/config`` rewritten), or None when it is gone (recorded,
-        and a running run failed). A stopped or unreachable pod is an error naming the way
-        out."""
+        changed: recorded, and ``ssh/config`` rewritten) and since when it runs, or None
+        when it is gone (recorded, and a running run failed). A stopped or unreachable pod
+        is an error naming the way out."""
         run_id = state.run.run_id
         pod = state.pod
         pod_id = pod.pod_id
@@ -1067,15 +1087,48 @@ class PodRun:
                     f"cannot rewrite runs/{run_id}/ssh/config for pod {pod_id}'s new endpoint "
                     f"({error.strerror or error}); `ssh -F` with it reaches the old one"
                 )
-        return PodAccess(endpoint, client_key_path(ssh_dir), pod.host_public_key, self.ctx.root)
+        access = PodAccess(endpoint, client_key_path(ssh_dir), pod.host_public_key, self.ctx.root)
+        return Reached(access, remote.started_at)
 
     async def _connect(
-        self, stack: contextlib.AsyncExitStack, access: PodAccess, state: RunLog
+        self, stack: contextlib.AsyncExitStack, reached: Reached, state: RunLog
     ) -> Executor:
+        """The SSH connection to the run's pod. One that refuses (a pod just restarted, its
+        sshd not up yet) is tried again, every ``poll``, for as long as a booting pod is
+        given from its start (a pod up for longer: a few times); a signal stops waiting."""
         assert self.ctx.connect is not None
         run_id = state.run.run_id
+        access = reached.access
+        timing = self.ctx.timing
         try:
-            return await stack.enter_async_context(self.ctx.connect(access))
+            try:
+                return await stack.enter_async_context(self.ctx.connect(access))
+            except TargetUnreachable as refused:
+                within = connect_again_within(
+                    reached.started_at,
+                    self.ctx.server_now(),
+                    timing.ssh_within,
+                    timing.connect_attempts * timing.poll,
+                )
+                self.session.front.info(
+                    f"pod {state.pod.pod_id} of run {run_id} does not answer SSH at "
+                    f"{access.endpoint.host}:{access.endpoint.port} yet ({refused}); it may "
+                    f"be starting: trying again for up to {duration_text(within)}"
+                )
+                deadline = trio.current_time() + within
+                while True:
+                    slept = await self.session.interrupts.race(partial(trio.sleep, timing.poll))
+                    if slept is None:
+                        raise Interrupted(
+                            f"interrupted while pod {state.pod.pod_id} of run {run_id} did not "
+                            f"answer SSH yet: its job keeps running; "
+                            f"`overbrainer train attach {run_id}` reaches it again"
+                        ) from None
+                    try:
+                        return await stack.enter_async_context(self.ctx.connect(access))
+                    except TargetUnreachable:
+                        if trio.current_time() >= deadline:
+                            raise
         except ExecError as error:
             raise OverbrainerError(
                 f"cannot reach pod {state.pod.pod_id} of run {run_id} at "

@@ -238,6 +238,19 @@ def _text(data: bytes) -> str:
 # --- spend -----------------------------------------------------------------------------
 
 
+def connect_again_within(
+    started_at: datetime | None, now: datetime, ssh_within: float, floor: float
+) -> float:
+    """How long to keep trying to open SSH to a running pod that refuses it (seconds): a
+    pod that just started or restarted may refuse for minutes while it boots (its image
+    pulling, its sshd not up), as long as a booting pod is given (``ssh_within`` from its
+    start, on Runpod's clock ``now``); a pod up for longer, ``floor`` (a moment's refusal)."""
+    if started_at is None:
+        return floor
+    left = ssh_within - (now - started_at).total_seconds()
+    return max(floor, min(ssh_within, left))
+
+
 def uptime_and_spend(
     created_at: str | None, now: datetime, rate: float | None
 ) -> tuple[float | None, float | None]:

@@ -246,3 +246,22 @@ def test_interrupted_before_job_says_whether_a_pod_may_be_left(
 def test_rate_text() -> None:
     assert decide.rate_text(0.534) == " ($0.53/h)"
     assert decide.rate_text(None) == ""
+
+
+@pytest.mark.parametrize(
+    ("started", "within"),
+    [
+        (None, 15.0),  # not shown: a few tries
+        (0.0, 900.0),  # started now: as long as a booting pod is given
+        (600.0, 300.0),  # 10 min ago: the rest of it
+        (890.0, 15.0),  # almost past it: still a few tries
+        (7200.0, 15.0),  # up for hours: a few tries
+        (-60.0, 900.0),  # Runpod's start a minute ahead of its Date: never more than the bound
+    ],
+)
+def test_how_long_a_pod_that_refuses_ssh_is_tried_again(
+    started: float | None, within: float
+) -> None:
+    now = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    at = None if started is None else now - timedelta(seconds=started)
+    assert decide.connect_again_within(at, now, 900.0, 15.0) == within

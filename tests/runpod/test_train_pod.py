@@ -534,6 +534,89 @@ async def test_attach_reconnects_through_a_changed_endpoint(
         assert f"pod {pod_id} answers SSH at root@{POD_HOST}:23456" in t.story(run_id)
 
 
+def _just_started(t: Train, pod_id: str) -> None:
+    """The pod's current boot reached RUNNING now, as after a restart."""
+    pod = t.rig.fake.pods[pod_id]
+    pod.boot_at = trio.current_time() - pod.boot_provisioning - pod.boot_starting
+
+
+@pytest.mark.parametrize("command", ["attach", "cancel"])
+async def test_attach_waits_for_a_just_restarted_pod_that_refuses_ssh_for_a_while(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, command: str
+) -> None:
+    # Runpod shows a restarted pod RUNNING, with its endpoint, while its sshd is not up:
+    # attach (and cancel) used to give up at the first refused connection.
+    async with training(tmp_path) as t:
+        run_id = await _detached_run(t, tmp_path, JobScript(steps=30))
+        pod_id = _pod_id(t, run_id)
+        _just_started(t, pod_id)
+        machine = t.network.machines[(POD_HOST, 22000)]
+        machine.reachable_at = trio.current_time() + 240
+        asked, before, reached = trio.current_time(), machine.connects, []
+
+        async def watch() -> None:
+            while machine.connects == before:
+                await trio.sleep(1)
+            reached.append(trio.current_time() - asked)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch)
+            if command == "attach":
+                assert await t.command().attach(t.rig.state(run_id)) == 0
+                assert t.rig.state(run_id).run.state == "succeeded"
+            else:
+                assert await t.command().cancel(t.rig.state(run_id)) == 0
+                assert t.rig.state(run_id).run.state == "cancelled"
+        assert 240 <= reached[0] < 240 + 10  # reached once it answered (tried every 5 s)
+        assert (
+            f"pod {pod_id} of run {run_id} does not answer SSH at {POD_HOST}:22000 yet (cannot "
+            f"reach host root@{POD_HOST}:22000: connection refused); it may be starting: "
+            "trying again for up to 15m00s"
+        ) in t.err()
+
+
+async def test_attach_gives_up_on_a_pod_long_up_that_refuses_ssh_after_a_few_tries(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with training(tmp_path) as t:
+        run_id = await _detached_run(t, tmp_path, JobScript(steps=30))
+        pod_id = _pod_id(t, run_id)
+        await trio.sleep(3600)  # up for an hour
+        t.network.machines[(POD_HOST, 22000)].down = True
+        asked = trio.current_time()
+        with pytest.raises(OverbrainerError) as failed:
+            await t.command().attach(t.rig.state(run_id))
+        assert 15 <= trio.current_time() - asked < 30  # connect_attempts × poll
+        assert str(failed.value).startswith(
+            f"cannot reach pod {pod_id} of run {run_id} at {POD_HOST}:22000 ("
+        )
+        assert "trying again for up to 15s" in t.err()
+        assert t.rig.state(run_id).run.state == "running"
+
+
+async def test_ctrl_c_while_attach_waits_for_a_pod_to_answer_ssh_says_how_to_go_on(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with training(tmp_path) as t:
+        run_id = await _detached_run(t, tmp_path, JobScript(steps=30))
+        pod_id = _pod_id(t, run_id)
+        _just_started(t, pod_id)
+        t.network.machines[(POD_HOST, 22000)].reachable_at = trio.current_time() + 600
+        run = t.command()
+        asked = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            waiting = lambda: "does not answer SSH" in t.err()  # noqa: E731
+            nursery.start_soon(_interrupt_when, run.session.interrupts, waiting)
+            with pytest.raises(Interrupted) as stopped:
+                await run.attach(t.rig.state(run_id))
+        assert trio.current_time() - asked < 30
+        assert str(stopped.value) == (
+            f"interrupted while pod {pod_id} of run {run_id} did not answer SSH yet: its job "
+            f"keeps running; `overbrainer train attach {run_id}` reaches it again"
+        )
+        assert t.rig.state(run_id).run.state == "running"
+
+
 async def test_attach_and_cancel_of_a_run_whose_pod_is_gone(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
