@@ -38,17 +38,21 @@ class Shell:
         env.update(extra or {})
         return env
 
-    def ctl(self, *args: str, timeout: float = 30) -> str:
-        """Run ``ctl.sh ARGS`` (fed on stdin, like the executors do); return its stdout."""
-        return self.ctl_bytes(*args, timeout=timeout).decode()
+    def ctl(self, *args: str, timeout: float = 30, path: str | None = None) -> str:
+        """Run ``ctl.sh ARGS`` (fed on stdin, like the executors do); return its stdout.
+        ``path`` goes first on PATH (commands standing in for the system's)."""
+        return self.ctl_bytes(*args, timeout=timeout, path=path).decode()
 
-    def ctl_bytes(self, *args: str, timeout: float = 30) -> bytes:
+    def ctl_bytes(self, *args: str, timeout: float = 30, path: str | None = None) -> bytes:
         """Like `ctl`, but stdout as bytes."""
+        env = self.env()
+        if path is not None:
+            env["PATH"] = f"{path}:{env['PATH']}"
         result = subprocess.run(
             [self.sh, "-s", "--", *args],
             input=script(CONTROL_SCRIPT).encode(),
             capture_output=True,
-            env=self.env(),
+            env=env,
             timeout=timeout,
             check=False,
         )

@@ -197,6 +197,29 @@ def test_cancel_kills_a_group_that_ignores_sigterm_after_the_grace(
     assert group_members(pid) == []
 
 
+@pytest.mark.parametrize("name", ["sh", "dash", "bash-posix"])  # busybox: its own sleep
+def test_the_grace_before_sigkill_is_counted_in_seconds_on_a_busy_machine(
+    _shells: dict[str, Shell], name: str, tmp_path: Path, reap: list[int]
+) -> None:
+    # Every tick of the wait took far longer than its sleep on a loaded machine (each look
+    # at the processes is slow): counted in ticks, a 10 s grace became a minute (`train
+    # cancel` of a job ignoring SIGTERM, past its tests' 20 s). Here each sleep takes 0.4 s.
+    shell = _shells[name]
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "sleep").write_text("#!/bin/sh\nexec /bin/sleep 0.4\n")
+    (slow / "sleep").chmod(0o755)
+    run = tmp_path / "run"
+    shell.prepare(run, [["sh", "-c", "trap '' TERM; while :; do /bin/sleep 0.05; done"]])
+    pid = shell.start(run)
+    reap.append(pid)
+    assert wait_until(lambda: len(group_members(pid)) >= 3)
+    started = time.monotonic()
+    assert shell.ctl("cancel", str(run), "2", path=str(slow)) == "cancelled\n"
+    assert 2.0 <= time.monotonic() - started < 5.5  # 20 ticks of 0.4 s would be 8 s
+    assert group_members(pid) == []
+
+
 def test_cancelling_an_ended_job_leaves_its_result(
     shell: Shell, tmp_path: Path, reap: list[int]
 ) -> None:

@@ -95,12 +95,30 @@ _ob_ticks() {
     fi
 }
 
-# Wait until process group $1 is gone or $2 seconds passed; fail if still alive.
+# The clock in whole seconds (empty if date cannot tell).
+_ob_now() {
+    _ob_t=$(date +%s 2>/dev/null)
+    case $_ob_t in
+    '' | *[!0-9]*) _ob_t= ;;
+    esac
+}
+
+# Wait until process group $1 is gone or $2 seconds passed; fail if still alive. The
+# seconds are the clock's: on a busy machine a look at the processes takes long, and
+# counting sleeps alone stretched a 10 s grace to a minute. The count of sleeps still
+# bounds the wait should the clock be stepped back meanwhile.
 _ob_wait_gone() {
     _ob_ticks "$2"
+    _ob_now
+    _ob_until=
+    [ -n "$_ob_t" ] && _ob_until=$((_ob_t + $2))
     while _ob_alive "$1"; do
         [ "$_ob_left" -le 0 ] && return 1
         _ob_left=$((_ob_left - 1))
+        if [ -n "$_ob_until" ]; then
+            _ob_now
+            [ -n "$_ob_t" ] && [ "$_ob_t" -gt "$_ob_until" ] && return 1
+        fi
         sleep "$_ob_tick"
     done
     return 0
