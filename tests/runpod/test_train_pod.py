@@ -547,8 +547,8 @@ async def test_attach_waits_for_a_just_restarted_pod_that_refuses_ssh_for_a_whil
     # Runpod shows a restarted pod RUNNING, with its endpoint, while its sshd is not up:
     # attach (and cancel) used to give up at the first refused connection.
     async with training(tmp_path) as t:
-        run_id = await _detached_run(t, tmp_path, JobScript(steps=30))
-        pod_id = _pod_id(t, run_id)
+        run_id = await t.detached_run(JobScript(steps=30))
+        pod_id = t.pod_id(run_id)
         _just_started(t, pod_id)
         machine = t.network.machines[(POD_HOST, 22000)]
         machine.reachable_at = trio.current_time() + 240
@@ -579,8 +579,8 @@ async def test_attach_gives_up_on_a_pod_long_up_that_refuses_ssh_after_a_few_tri
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with training(tmp_path) as t:
-        run_id = await _detached_run(t, tmp_path, JobScript(steps=30))
-        pod_id = _pod_id(t, run_id)
+        run_id = await t.detached_run(JobScript(steps=30))
+        pod_id = t.pod_id(run_id)
         await trio.sleep(3600)  # up for an hour
         t.network.machines[(POD_HOST, 22000)].down = True
         asked = trio.current_time()
@@ -598,15 +598,15 @@ async def test_ctrl_c_while_attach_waits_for_a_pod_to_answer_ssh_says_how_to_go_
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with training(tmp_path) as t:
-        run_id = await _detached_run(t, tmp_path, JobScript(steps=30))
-        pod_id = _pod_id(t, run_id)
+        run_id = await t.detached_run(JobScript(steps=30))
+        pod_id = t.pod_id(run_id)
         _just_started(t, pod_id)
         t.network.machines[(POD_HOST, 22000)].reachable_at = trio.current_time() + 600
         run = t.command()
         asked = trio.current_time()
         async with trio.open_nursery() as nursery:
             waiting = lambda: "does not answer SSH" in t.err()  # noqa: E731
-            nursery.start_soon(_interrupt_when, run.session.interrupts, waiting)
+            nursery.start_soon(interrupt_when, run.session.interrupts, waiting)
             with pytest.raises(Interrupted) as stopped:
                 await run.attach(t.rig.state(run_id))
         assert trio.current_time() - asked < 30
