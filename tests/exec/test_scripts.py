@@ -199,12 +199,12 @@ def test_cancel_kills_a_group_that_ignores_sigterm_after_the_grace(
 
 @pytest.mark.parametrize("name", ["sh", "dash", "bash-posix"])  # busybox: its own sleep
 def test_the_grace_before_sigkill_is_counted_in_seconds_on_a_busy_machine(
-    _shells: dict[str, Shell], name: str, tmp_path: Path, reap: list[int]
+    shells: dict[str, Shell], name: str, tmp_path: Path, reap: list[int]
 ) -> None:
     # Every tick of the wait took far longer than its sleep on a loaded machine (each look
     # at the processes is slow): counted in ticks, a 10 s grace became a minute (`train
     # cancel` of a job ignoring SIGTERM, past its tests' 20 s). Here each sleep takes 0.4 s.
-    shell = _shells[name]
+    shell = shells[name]
     slow = tmp_path / "slow"
     slow.mkdir()
     (slow / "sleep").write_text("#!/bin/sh\nexec /bin/sleep 0.4\n")
