@@ -1,4 +1,4 @@
-"""``python -m reliability``: run the four campaigns and print one summary table.
+"""``python -m reliability``: run the eight campaigns and print one summary table.
 
     python -m reliability [--jobs N] [--full] [--only CAMPAIGN ...] [--targets local,ssh,runpod]
                           [--markdown FILE] [--verbose]
@@ -69,7 +69,7 @@ def _args(argv: Sequence[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _unignore_stop_signals() -> None:
+def unignore_stop_signals() -> None:
     """Let the commands the campaigns start receive SIGINT, SIGTERM and SIGHUP.
 
     A signal ignored here (a background job of a non-interactive shell ignores SIGINT,
@@ -85,7 +85,7 @@ def _unignore_stop_signals() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the campaigns; print each violation as it is found and the summary at the end."""
     args = _args(sys.argv[1:] if argv is None else argv)
-    _unignore_stop_signals()
+    unignore_stop_signals()
     targets = [t for t in args.targets.split(",") if t]
     base = Path(tempfile.mkdtemp(prefix="overbrainer-reliability-"))
     print(f"reliability: working in {base}", flush=True)

@@ -84,12 +84,12 @@ def test_the_commands_get_the_stop_signals_the_campaigns_were_started_without(
 ) -> None:
     # Started as a background job of a script, the campaigns ignore SIGINT: so would every
     # command (an ignored signal stays ignored), and a Ctrl-C case would test nothing.
-    from reliability.__main__ import _unignore_stop_signals
+    from reliability.__main__ import unignore_stop_signals
 
     monkeypatch.setattr(signal, "getsignal", lambda _s: signal.SIG_IGN)
     installed: dict[int, object] = {}
     monkeypatch.setattr(signal, "signal", lambda s, h: installed.setdefault(s, h))
-    _unignore_stop_signals()
+    unignore_stop_signals()
     assert set(installed) == {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
     assert all(callable(h) for h in installed.values())
     monkeypatch.undo()
@@ -100,8 +100,8 @@ def test_the_commands_get_the_stop_signals_the_campaigns_were_started_without(
             "-c",
             "import signal, subprocess, sys\n"
             "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-            "from reliability.__main__ import _unignore_stop_signals\n"
-            "_unignore_stop_signals()\n"
+            "from reliability.__main__ import unignore_stop_signals\n"
+            "unignore_stop_signals()\n"
             "print(subprocess.run(['grep', 'SigIgn', '/proc/self/status'],"
             " capture_output=True, text=True).stdout)",
         ],
