@@ -134,7 +134,7 @@ def cases(kind: str, worlds: Any, campaign: str, full: bool) -> list[Case]:
     for command, key, fault in planned(kind, traced, full):
         if fault.campaign != campaign:
             continue
-        i = machine._index(world, command, key)
+        i = machine.checkpoint_index(world, command, key)
         name = f"{kind} {command} {fault.label} @{i:02d} {machine.short(key)}"
         slug = f"{kind}-{command.replace(' ', '-')}-{fault.slug}-{i:02d}"
         run: Callable[[], list[str]]
