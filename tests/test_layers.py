@@ -21,9 +21,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Bottom to top. ``overbrainer`` is the package's own ``__init__`` (its version) and
-# ``errors`` the base error class: everything may use them.
+# Bottom to top. ``version`` is the installed version, ``overbrainer`` the package's own
+# ``__init__`` (which hands it out) and ``errors`` the base error class: everything may use
+# them.
 LAYERS: list[set[str]] = [
+    {"version"},
     {"overbrainer", "errors"},
     {"config"},  # overbrainer.toml, the environment, .env
     {"events"},  # the typed events, their fold, the store (SQLite, PostgreSQL), run IDs

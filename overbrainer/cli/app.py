@@ -3,11 +3,11 @@ completion import none of the heavy modules (trio, httpx, asyncssh, eventsourcin
 
 from cyclopts import App
 
-from overbrainer import __version__
+from overbrainer.version import describe
 
 app = App(
     name="overbrainer",
-    version=__version__,
+    version=describe,
     backend="trio",
     # main() reports a Ctrl-C that comes before a command holds its SIGINT receiver.
     suppress_keyboard_interrupt=False,

@@ -128,9 +128,9 @@ def _main(tokens: list[str]) -> int:
         sys.stdout.write(_HELP)
         return 0
     if tokens == ["--version"]:
-        from overbrainer import __version__
+        from overbrainer.version import describe
 
-        sys.stdout.write(f"{__version__}\n")
+        sys.stdout.write(f"{describe()}\n")
         return 0
     return _run(tokens)
 

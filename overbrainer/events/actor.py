@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from overbrainer import __version__
+from overbrainer.version import installed
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class Actor:
             user=user,
             host=socket.gethostname(),
             pid=os.getpid(),
-            version=__version__,
+            version=installed(),
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -271,11 +271,6 @@ class RunStore:
         """``error`` as a plain message: what failed, where, and what to do."""
         if isinstance(error, OverbrainerError):
             return StoreError(f"{what}: {error}")
-        if isinstance(error, UnknownEvent):
-            return StoreError(
-                f"{what}: {self._where} holds an event this overbrainer does not know "
-                f"({error}), written by a newer version; upgrade: `pip install -U overbrainer`"
-            )
         if self.target is not None:
             from overbrainer.events.pg import diagnose
 
@@ -294,17 +289,10 @@ class RunStore:
     # -- reading ---------------------------------------------------------------------
 
     def _records(self, run_id: str, after: int = 0) -> Iterator[Recorded]:
-        from overbrainer.events.stream import iso, stream_id
+        from overbrainer.events.stream import stream_id
 
-        stored: Any
-        for stored in self._app.events.get(stream_id(run_id), gt=after or None):
-            yield Recorded(
-                run_id=run_id,
-                seq=stored.originator_version,
-                at=iso(stored.timestamp),
-                actor=dict(stored.actor),
-                event=event_from(stored.name, stored.data),
-            )
+        for stored in self.recorder.select_events(stream_id(run_id), gt=after or None):
+            yield self.record_of(stored, run_id)
 
     def history(self, run_id: str, after: int = 0) -> list[Recorded]:
         """Every event of ``run_id`` after sequence number ``after``, in order."""
@@ -316,18 +304,12 @@ class RunStore:
 
     def origin(self, run_id: str) -> Recorded | None:
         """The run's first event (``run.Created``): its actor says where the run lives."""
-        from overbrainer.events.stream import iso, stream_id
+        from overbrainer.events.stream import stream_id
 
         check_run_id(run_id)
         try:
-            for stored in self._app.events.get(stream_id(run_id), lte=1):
-                return Recorded(
-                    run_id=run_id,
-                    seq=stored.originator_version,
-                    at=iso(stored.timestamp),
-                    actor=dict(stored.actor),
-                    event=event_from(stored.name, stored.data),
-                )
+            for stored in self.recorder.select_events(stream_id(run_id), lte=1):
+                return self.record_of(stored, run_id)
         except Exception as error:
             raise self._failure(f"cannot read run {run_id}", error) from None
         return None
@@ -380,17 +362,40 @@ class RunStore:
         except Exception as error:
             raise self._failure("cannot read the event log", error) from None
 
-    def record_of(self, stored: Any) -> Recorded:
-        """A stored event (eventsourcing's ``StoredEvent`` or ``Notification``) decoded."""
+    def record_of(self, stored: Any, run_id: str = "") -> Recorded:
+        """A stored event (eventsourcing's ``StoredEvent`` or ``Notification``) decoded.
+
+        An event this overbrainer does not know (one a newer version wrote) is refused with
+        :func:`~overbrainer.events.newer.unreadable`, which names the version that wrote
+        it. ``run_id`` names the run in that message when the event cannot be decoded."""
+        from eventsourcing.utils import TopicError
+
+        from overbrainer.events.newer import raw_fields, unreadable
         from overbrainer.events.stream import iso
 
-        event: Any = self._app.mapper.to_domain_event(stored)
+        try:
+            event: Any = self._app.mapper.to_domain_event(stored)
+        except TopicError:
+            raw = raw_fields(stored.state)
+            actor = raw.get("actor")
+            raise unreadable(
+                str(raw.get("run_id") or run_id or "?"),
+                stored.originator_version,
+                f"stored as {stored.topic}",
+                actor if isinstance(actor, dict) else None,
+            ) from None
+        try:
+            typed = event_from(event.name, event.data)
+        except UnknownEvent:
+            raise unreadable(
+                event.run_id, event.originator_version, event.name, dict(event.actor)
+            ) from None
         return Recorded(
             run_id=event.run_id,
             seq=event.originator_version,
             at=iso(event.timestamp),
             actor=dict(event.actor),
-            event=event_from(event.name, event.data),
+            event=typed,
         )
 
     # -- writing ---------------------------------------------------------------------

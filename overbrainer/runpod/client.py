@@ -25,7 +25,6 @@ from typing import Literal, Self
 import httpx
 import trio
 
-from overbrainer import __version__
 from overbrainer.errors import OverbrainerError
 from overbrainer.runpod.clocks import ServerClock, parse_http_date
 from overbrainer.runpod.models import (
@@ -40,6 +39,7 @@ from overbrainer.runpod.models import (
     parse_problem,
 )
 from overbrainer.runpod.redact import Redactor, one_line
+from overbrainer.version import installed
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -406,7 +406,7 @@ class RunpodClient:
             base_url=url,
             headers={
                 "Authorization": f"Bearer {api_key}",
-                "User-Agent": f"overbrainer/{__version__}",
+                "User-Agent": f"overbrainer/{installed()}",
                 "Accept": "application/json, application/problem+json",
             },
             follow_redirects=False,
