@@ -1,4 +1,5 @@
-# overbrainer's recipes. `just` comes with the dev extra (rust-just).
+# overbrainer's recipes. Run them through ./dev (`./dev test`, `./dev demo`), which makes
+# .venv and installs overbrainer with its dev tools (`just` among them) when needed.
 
 venv := ".venv"
 py := venv + "/bin/python"
@@ -6,12 +7,6 @@ py := venv + "/bin/python"
 # List the recipes.
 default:
     @just --list
-
-# Create the virtual environment and install overbrainer with its dev tools.
-install:
-    python3 -m venv {{venv}}
-    {{py}} -m pip install -q --upgrade pip
-    {{py}} -m pip install -q -e '.[dev]'
 
 # The test suite (what CI runs).
 test *args:
@@ -28,11 +23,11 @@ bench:
 
 # A whole Runpod run on this machine against a fake Runpod and pod on loopback (no GPU needed).
 demo:
-    bash demo/runpod.sh
+    {{py}} -m overbrainer.testing.demo runpod
 
 # A whole training run on this machine with the stand-in trainer (no GPU needed).
 demo-local:
-    bash demo/local.sh
+    {{py}} -m overbrainer.testing.demo local
 
 # Ctrl-C, crash, fault and bad-input campaigns against the real command; one summary table.
 # `just reliability --full` delivers every fault at every checkpoint (much longer).
