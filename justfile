@@ -17,6 +17,10 @@ lint:
     {{venv}}/bin/ruff check overbrainer tests bench reliability e2e
     {{venv}}/bin/mypy
 
+# The sdist and the wheel, in dist/ (install the wheel with pipx or `uv tool install`).
+dist:
+    {{py}} -m build --outdir dist
+
 # Speed and memory figures, each beside the floor it is compared with.
 bench:
     {{py}} -m bench
