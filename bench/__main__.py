@@ -2,15 +2,17 @@
 
 import sys
 
-from bench import cli_speed, pod_cost, ssh_speed, team_speed
+from bench import cli_speed, completion_speed, pod_cost, ssh_speed, team_speed
 
 
 def main() -> int:
     """Run the benchmarks named on the command line (default: all)."""
-    wanted = set(sys.argv[1:]) or {"cli", "pod", "ssh", "team"}
+    wanted = set(sys.argv[1:]) or {"cli", "completion", "pod", "ssh", "team"}
     rows: list[tuple[str, str, str, str]] = []
     if "cli" in wanted:
         rows += cli_speed.run()
+    if "completion" in wanted:
+        rows += completion_speed.run()
     if "pod" in wanted:
         rows += pod_cost.run()
     if "ssh" in wanted:

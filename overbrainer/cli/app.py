@@ -25,6 +25,7 @@ app.command("overbrainer.cli.runs_cmd:app", name="runs")
 app.command("overbrainer.cli.events_cmd:events", name="events")
 app.command("overbrainer.cli.pod_cmd:app", name="pod")
 app.command("overbrainer.cli.store_cmd:app", name="store")
+app.command("overbrainer.cli.completion_cmd:app", name="completion")
 
 # Words that name a command, so the actor of an event can say which command appended it.
 COMMAND_WORDS = frozenset(
@@ -43,5 +44,7 @@ COMMAND_WORDS = frozenset(
         "rm",
         "store",
         "migrate",
+        "completion",
+        "install",
     }
 )

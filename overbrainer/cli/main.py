@@ -78,6 +78,8 @@ Commands:
   pod rm RUN [--force]       delete every pod of a run and wait until they are gone
   store migrate --to URL [--dry-run]
                              copy this project's SQLite history into a team store
+  completion install [--shell bash|zsh|fish]
+                             complete commands, targets and run IDs at Tab in your shell
 
 Options:
   -C DIR                     the project directory (default: the current one)
@@ -92,9 +94,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     stdout and stderr are guarded for the whole command (``overbrainer/front/streams.py``):
     output that cannot be written never aborts the command's work.
     """
+    tokens = list(sys.argv[1:] if argv is None else argv)
+    if tokens[:1] == ["__complete"]:
+        # A shell asks at every Tab: answered before anything else is imported.
+        from overbrainer.cli.completion import complete
+
+        return complete(tokens[1:])
     from overbrainer.front import streams
 
-    tokens = list(sys.argv[1:] if argv is None else argv)
     restore = streams.install()
     try:
         code = _main(tokens)

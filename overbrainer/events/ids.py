@@ -1,7 +1,6 @@
 """Run IDs: ``YYYYMMDD-HHMMSS-xxxx``, UTC creation time and four random hex digits."""
 
 import re
-import secrets
 from datetime import UTC, datetime
 
 from overbrainer.errors import OverbrainerError
@@ -16,6 +15,8 @@ class BadRunId(OverbrainerError):
 
 def new_run_id(now: datetime | None = None) -> str:
     """A fresh run ID for a run created at ``now`` (default: the current UTC time)."""
+    import secrets  # here: shell completion reads run IDs and must start fast
+
     moment = (now or datetime.now(UTC)).astimezone(UTC)
     return f"{moment:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
