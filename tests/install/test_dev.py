@@ -9,7 +9,21 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.install.world import check_demo_output, clean_env, fresh_clone, processes_under
+from tests.install.world import (
+    ROOT,
+    check_demo_output,
+    clean_env,
+    fresh_clone,
+    processes_under,
+)
+
+
+def test_the_readme_quickstart_is_these_two_commands() -> None:
+    readme = (ROOT / "README.md").read_text()
+    quickstart = readme.split("## Quickstart\n", 1)[1].split("\n## ", 1)[0]
+    quickstart = quickstart.split("\n### ", 1)[0]
+    blocks = re.findall(r"```sh\n(.*?)```", quickstart, re.DOTALL)
+    assert [block.strip() for block in blocks] == ["./dev demo", "./dev test"]
 
 
 def test_dev_demo_and_dev_test_from_a_fresh_clone(tmp_path: Path) -> None:
