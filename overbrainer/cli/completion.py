@@ -312,5 +312,9 @@ def complete(argv: Sequence[str]) -> int:
         cwd = os.getcwd()
     except OSError:  # the current directory was removed
         cwd = "/"
-    sys.stdout.write(render(reply(words, current, cwd), shell))
+    try:
+        sys.stdout.write(render(reply(words, current, cwd), shell))
+        sys.stdout.flush()
+    except OSError:  # the shell stopped reading (a second Tab, Ctrl-C): nothing to say
+        pass
     return 0
