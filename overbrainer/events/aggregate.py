@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from overbrainer.events import types as ev
+from overbrainer.events.types import ALIVE, PodState, RunState
 
 
 class InvalidTransition(ValueError):
@@ -25,8 +26,7 @@ class PodView:
     host_public_key: str | None = None
     attempts: list[dict[str, Any]] = field(default_factory=list)
     pod_id: str | None = None
-    status: str = "none"  # none, creating, created, ready, job_running, awaiting_retrieval,
-    # kept, deleting, deleted
+    status: PodState = PodState.none
     gpu_type: str | None = None
     data_center: str | None = None
     cost_per_hour: float | None = None
@@ -39,25 +39,24 @@ class PodView:
     uptime_seconds: float | None = None
     spend: float | None = None
     # Every pod id this run ever had, with its last known status here.
-    pods: dict[str, str] = field(default_factory=dict)
+    pods: dict[str, PodState] = field(default_factory=dict)
     strays: dict[str, str] = field(default_factory=dict)
 
     def may_bill(self) -> bool:
         """Whether some pod of this run may still exist (and bill)."""
-        alive = {
-            "creating",
-            "created",
-            "ready",
-            "job_running",
-            "awaiting_retrieval",
-            "kept",
-            "deleting",
-        }
         return (
-            self.status in alive
+            self.status in ALIVE
             or bool(self.strays)
-            or any(status in alive for status in self.pods.values())
+            or any(status in ALIVE for status in self.pods.values())
         )
+
+    def state_of(self, pod_id: str) -> PodState | None:
+        """What the log says of pod ``pod_id`` of this run (None: never heard of)."""
+        return self.pods.get(pod_id)
+
+    def deleted(self, pod_id: str) -> bool:
+        """Whether pod ``pod_id`` is recorded deleted."""
+        return self.pods.get(pod_id) == PodState.deleted
 
 
 @dataclass
@@ -65,7 +64,7 @@ class RunView:
     """A run's state: what ``run.json`` holds."""
 
     run_id: str = ""
-    state: str = "none"
+    state: RunState = RunState.none
     target: str = ""
     kind: str = ""
     remote_dir: str = ""
@@ -103,7 +102,7 @@ class RunLog:
     @property
     def exists(self) -> bool:
         """Whether the run was created."""
-        return self.run.state != "none"
+        return self.run.state != RunState.none
 
     @property
     def final(self) -> bool:
@@ -120,8 +119,15 @@ class RunLog:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "RunLog":
-        """The inverse of :meth:`to_json` (used by the runs view)."""
-        return cls(run=RunView(**data["run"]), pod=PodView(**data["pod"]))
+        """The inverse of :meth:`to_json` (used by the runs view); data of another shape
+        raises ``ValueError``, ``TypeError`` or ``KeyError``."""
+        run, pod = dict(data["run"]), dict(data["pod"])
+        if not isinstance(pod["pods"], dict):
+            raise TypeError("pod.pods is not an object")
+        run["state"] = RunState(run["state"])
+        pod["status"] = PodState(pod["status"])
+        pod["pods"] = {pod_id: PodState(status) for pod_id, status in pod["pods"].items()}
+        return cls(run=RunView(**run), pod=PodView(**pod))
 
     def apply(self, event: ev.Event, at: str) -> None:
         """Fold ``event``, appended at ISO time ``at``, into this state."""
@@ -151,7 +157,7 @@ def _created(s: RunLog, e: ev.RunCreated, at: str) -> None:
         raise InvalidTransition(f"run {s.run.run_id} already exists")
     s.run = RunView(
         run_id=e.run_id,
-        state="preparing",
+        state=RunState.preparing,
         target=e.target,
         kind=e.kind,
         remote_dir=e.remote_dir,
@@ -165,9 +171,9 @@ def _created(s: RunLog, e: ev.RunCreated, at: str) -> None:
 
 
 def _job_started(s: RunLog, e: ev.JobStarted, at: str) -> None:
-    if s.run.state != "preparing":
+    if s.run.state != RunState.preparing:
         raise InvalidTransition(f"job started while the run is {s.run.state}")
-    s.run.state = "running"
+    s.run.state = RunState.running
     s.run.job = {"dir": e.job_dir, "pid": e.pid, "container": e.container, "started_at": at}
 
 
@@ -177,7 +183,7 @@ def _ended(s: RunLog, e: ev.RunEnded, at: str) -> None:
     if e.state not in ev.FINAL_STATES:
         raise InvalidTransition(f"{e.state} is not a final state")
     s.run.cancel_pending = False  # nothing is left to stop
-    s.run.state = e.state
+    s.run.state = RunState(e.state)
     s.run.message = e.message
     s.run.exit_code = e.exit_code
     if e.metrics:
@@ -193,13 +199,13 @@ def _cancel_requested(s: RunLog, e: ev.CancelRequested, at: str) -> None:
 
 
 def _interrupted(s: RunLog, e: ev.Interrupted, at: str) -> None:
-    if s.run.state != "preparing":
+    if s.run.state != RunState.preparing:
         raise InvalidTransition("interrupted before the job, but the job had started")
     s.run.interrupted_stage = e.stage
 
 
 def _detached(s: RunLog, e: ev.Detached, at: str) -> None:
-    if s.run.state != "running":
+    if s.run.state != RunState.running:
         raise InvalidTransition(f"detached from a run that is {s.run.state}")
     s.run.detached = True
     if e.metrics:
@@ -232,9 +238,9 @@ def _keys(s: RunLog, e: ev.KeysGenerated, at: str) -> None:
 
 
 def _attempt_sent(s: RunLog, e: ev.AttemptSent, at: str) -> None:
-    if s.run.state != "preparing":
+    if s.run.state != RunState.preparing:
         raise InvalidTransition("a pod is created only before the job starts")
-    if s.pod.status not in ("none", "deleted"):
+    if s.pod.status not in (PodState.none, PodState.deleted):
         raise InvalidTransition(f"attempt {e.n} while pod {s.pod.pod_id} is {s.pod.status}")
     s.pod.attempts.append(
         {
@@ -249,7 +255,7 @@ def _attempt_sent(s: RunLog, e: ev.AttemptSent, at: str) -> None:
             "pod_id": None,
         }
     )
-    s.pod.status = "creating"
+    s.pod.status = PodState.creating
     # Older logs carry the deadline here; now it comes with the pod (Runpod's createdAt).
     s.pod.deadline = e.deadline or None
 
@@ -261,13 +267,17 @@ def _attempt_resolved(s: RunLog, e: ev.AttemptResolved, at: str) -> None:
             break
     else:
         raise InvalidTransition(f"attempt {e.n} was never sent")
-    if s.pod.status == "creating" and e.result != "created":
-        s.pod.status = "none" if s.pod.pod_id is None else s.pod.pods.get(s.pod.pod_id, "deleted")
+    if s.pod.status == PodState.creating and e.result != "created":
+        s.pod.status = (
+            PodState.none
+            if s.pod.pod_id is None
+            else s.pod.pods.get(s.pod.pod_id, PodState.deleted)
+        )
 
 
 def _pod_created(s: RunLog, e: ev.PodCreated, at: str) -> None:
     s.pod.pod_id = e.pod_id
-    s.pod.status = "created"
+    s.pod.status = PodState.created
     s.pod.gpu_type = e.gpu_type
     s.pod.data_center = e.data_center
     s.pod.cost_per_hour = e.cost_per_hour
@@ -278,7 +288,7 @@ def _pod_created(s: RunLog, e: ev.PodCreated, at: str) -> None:
     s.pod.verdict = None
     s.pod.delete_reason = s.pod.deleted_by = None
     s.pod.uptime_seconds = s.pod.spend = None
-    s.pod.pods[e.pod_id] = "created"
+    s.pod.pods[e.pod_id] = PodState.created
 
 
 def _current(s: RunLog, pod_id: str, what: str) -> None:
@@ -294,38 +304,38 @@ def _endpoint(s: RunLog, e: ev.EndpointSeen, at: str) -> None:
 def _ready(s: RunLog, e: ev.PodReady, at: str) -> None:
     _current(s, e.pod_id, "ready")
     s.pod.verdict = e.verdict
-    s.pod.status = s.pod.pods[e.pod_id] = "ready"
+    s.pod.status = s.pod.pods[e.pod_id] = PodState.ready
 
 
 def _job_running(s: RunLog, e: ev.PodJobRunning, at: str) -> None:
     _current(s, e.pod_id, "job running")
-    s.pod.status = s.pod.pods[e.pod_id] = "job_running"
+    s.pod.status = s.pod.pods[e.pod_id] = PodState.job_running
 
 
 def _awaiting(s: RunLog, e: ev.AwaitingRetrieval, at: str) -> None:
     _current(s, e.pod_id, "awaiting retrieval")
-    s.pod.status = s.pod.pods[e.pod_id] = "awaiting_retrieval"
+    s.pod.status = s.pod.pods[e.pod_id] = PodState.awaiting_retrieval
 
 
 def _kept(s: RunLog, e: ev.PodKept, at: str) -> None:
     _current(s, e.pod_id, "kept")
-    s.pod.status = s.pod.pods[e.pod_id] = "kept"
+    s.pod.status = s.pod.pods[e.pod_id] = PodState.kept
 
 
 def _deleting(s: RunLog, e: ev.PodDeleting, at: str) -> None:
-    if s.pod.pods.get(e.pod_id) == "deleted":
+    if s.pod.deleted(e.pod_id):
         raise InvalidTransition(f"pod {e.pod_id} is already deleted")
-    s.pod.pods[e.pod_id] = "deleting"
+    s.pod.pods[e.pod_id] = PodState.deleting
     if s.pod.pod_id == e.pod_id:
-        s.pod.status = "deleting"
+        s.pod.status = PodState.deleting
         s.pod.delete_reason = e.reason
 
 
 def _deleted(s: RunLog, e: ev.PodDeleted, at: str) -> None:
-    s.pod.pods[e.pod_id] = "deleted"
+    s.pod.pods[e.pod_id] = PodState.deleted
     s.pod.strays.pop(e.pod_id, None)
     if s.pod.pod_id == e.pod_id:
-        s.pod.status = "deleted"
+        s.pod.status = PodState.deleted
         s.pod.deleted_by = e.by
         s.pod.uptime_seconds = e.uptime_seconds
         s.pod.spend = e.spend
@@ -333,12 +343,12 @@ def _deleted(s: RunLog, e: ev.PodDeleted, at: str) -> None:
 
 def _stray(s: RunLog, e: ev.StrayRecorded, at: str) -> None:
     s.pod.strays[e.pod_id] = e.reason
-    s.pod.pods.setdefault(e.pod_id, "stray")
+    s.pod.pods.setdefault(e.pod_id, PodState.stray)
 
 
 def _stray_dropped(s: RunLog, e: ev.StrayDropped, at: str) -> None:
     s.pod.strays.pop(e.pod_id, None)
-    s.pod.pods[e.pod_id] = "deleted"
+    s.pod.pods[e.pod_id] = PodState.deleted
 
 
 _HANDLERS: dict[type[ev.Event], Any] = {

@@ -7,12 +7,55 @@ store wraps each in an envelope with its time and actor. A name (``run.Created``
 
 import dataclasses
 from dataclasses import dataclass, field
+from enum import Enum, StrEnum
 from typing import Any, ClassVar, Literal
 
 JsonValue = str | int | float | bool | None | list[Any] | dict[str, Any]
 
-RunStateName = Literal["preparing", "running", "succeeded", "failed", "cancelled"]
-FINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
+
+class RunState(StrEnum):
+    """Where a run stands. ``none``: not created (an empty log)."""
+
+    none = "none"
+    preparing = "preparing"
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+    cancelled = "cancelled"
+
+
+FINAL_STATES: frozenset[RunState] = frozenset(
+    {RunState.succeeded, RunState.failed, RunState.cancelled}
+)
+
+
+class PodState(StrEnum):
+    """Where a run's pod stands, as its log tells it (not Runpod's own status)."""
+
+    none = "none"  # no pod yet, or none being created
+    creating = "creating"  # a create was sent, not answered yet
+    created = "created"
+    ready = "ready"  # SSH answered with the pinned key and the watchdog said ready
+    job_running = "job_running"
+    awaiting_retrieval = "awaiting_retrieval"  # the job ended, its results are not home
+    kept = "kept"  # --keep-pod: only `pod rm` deletes it
+    deleting = "deleting"  # a delete was recorded before it was sent
+    deleted = "deleted"  # confirmed gone
+    stray = "stray"  # a pod of the run that is not its current one (a duplicate)
+
+
+ALIVE: frozenset[PodState] = frozenset(
+    {
+        PodState.creating,
+        PodState.created,
+        PodState.ready,
+        PodState.job_running,
+        PodState.awaiting_retrieval,
+        PodState.kept,
+        PodState.deleting,
+    }
+)
+"""The pod states in which a pod may exist (and bill)."""
 
 # Why a pod was deleted, and who deleted it.
 DeleteReason = Literal[
@@ -38,8 +81,10 @@ class Event:
     name: ClassVar[str] = ""
 
     def fields(self) -> dict[str, Any]:
-        """The event's payload as JSON primitives."""
-        return dataclasses.asdict(self)
+        """The event's payload as JSON primitives (a state given as an enum: its value)."""
+        return {
+            k: v.value if isinstance(v, Enum) else v for k, v in dataclasses.asdict(self).items()
+        }
 
 
 # ---- run -----------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from overbrainer.errors import Interrupted, OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.home import RunHome, has_local_files, run_home
+from overbrainer.events.types import RunState
 from overbrainer.session.limits import CANCEL_LIMIT, COLLECT_LIMIT
 from overbrainer.session.session import Session
 
@@ -54,7 +55,7 @@ async def attach_elsewhere(session: Session, state: RunLog) -> int:
             + (f" ({state.run.message})" if state.run.message else "")
             + f"; it ran from {where}, where its output is (runs/{run_id}/output)"
         )
-        return 0 if state.run.state == "succeeded" else 1
+        return 0 if state.run.state == RunState.succeeded else 1
     raise OverbrainerError(
         f"run {run_id} lives on {where}: its job and its files (runs/{run_id}/) are reached "
         f"from there. Run `overbrainer train attach {run_id}` in that checkout, or stop it "
@@ -98,7 +99,7 @@ async def cancel_elsewhere(session: Session, state: RunLog, *, follower_poll: fl
     if final is None:
         latest = await session.journal.state(run_id)
         raise OverbrainerError(_nobody_following(run_id, where, latest))
-    if final.run.state == "cancelled":
+    if final.run.state == RunState.cancelled:
         host = f"host {home.host}" if home is not None else "another checkout"
         front.result(f"train: run {run_id} cancelled by the command following it on {host}")
     else:

@@ -14,6 +14,7 @@ from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.errors import StoreError
 from overbrainer.events.ids import new_run_id
+from overbrainer.events.types import RunState
 from overbrainer.exec.base import ContainerRuntime, Executor, NativeRuntime, Runtime
 from overbrainer.lifecycle import service
 from overbrainer.lifecycle.service import Job, attach_hint
@@ -195,12 +196,12 @@ async def _fail_before_job(
     session: Session, run_id: str, message: str, stage: str | None = None
 ) -> None:
     def decide(state: RunLog) -> list[ev.Event]:
-        if state.run.state != "preparing":
+        if state.run.state != RunState.preparing:
             return []
         events: list[ev.Event] = []
         if stage is not None:
             events.append(ev.Interrupted(stage=stage))
-        events.append(ev.RunEnded(state="failed", message=message))
+        events.append(ev.RunEnded(state=RunState.failed, message=message))
         return events
 
     try:
@@ -247,15 +248,15 @@ def report(session: Session, state: RunLog, summary: MetricsSummary | None, retr
     run = state.run
     if summary is None and run.metrics:
         summary = MetricsSummary.from_dict(run.metrics)
-    if run.state == "running":
+    if run.state == RunState.running:
         why = f" ({run.note})" if run.note else ""
         raise OverbrainerError(
             f"the job of run {run.run_id} ended but its results could not be retrieved and "
             f"verified{why}; {attach_hint(run.run_id)} to collect them"
         )
-    output = f"runs/{run.run_id}/output" if run.state == "succeeded" and retrieved else None
+    output = f"runs/{run.run_id}/output" if run.state == RunState.succeeded and retrieved else None
     session.front.result(summary_line(run.run_id, run.state, summary, output))
-    if run.state == "succeeded":
+    if run.state == RunState.succeeded:
         return 0
     note = f" ({run.note})" if run.note else ""
     why = f": {run.message}" if run.message and run.message != run.state else ""
@@ -283,7 +284,7 @@ async def attach(session: Session, settings: Settings, state: RunLog) -> int:
     session.front.info(attach_header(state))
     plan = plan_for(settings, run.target)
     async with open_job(session, plan, run.run_id) as job:
-        if run.state == "running":
+        if run.state == RunState.running:
             return await _follow_and_settle(session, job)
         if run.artifacts is None or run.note:
             retrieval = await service.recollect(session, job)
@@ -322,7 +323,7 @@ async def cancel(session: Session, settings: Settings, state: RunLog) -> int:
 
 async def _settle_start(session: Session, settings: Settings, state: RunLog) -> RunLog:
     """A run left ``preparing`` by a command that died: adopt its job or fail it."""
-    if state.run.state != "preparing":
+    if state.run.state != RunState.preparing:
         return state
     from overbrainer.lifecycle.recover import settle_start
 

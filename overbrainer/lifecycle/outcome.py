@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 
+from overbrainer.events.types import RunState
 from overbrainer.exec.base import JobState, JobStatus
 from overbrainer.train.metrics import MetricsSummary
 
@@ -10,7 +11,7 @@ from overbrainer.train.metrics import MetricsSummary
 class Verdict:
     """The final state a job's end gives its run, and why."""
 
-    state: str
+    state: RunState
     message: str | None
     exit_code: int | None
 
@@ -21,10 +22,10 @@ def judge(job: JobState, summary: MetricsSummary, *, has_output: bool, run_id: s
     cancellation)."""
     log = f"runs/{run_id}/job.log"
     if job.status is JobStatus.cancelled:
-        return Verdict("cancelled", "cancelled", None)
+        return Verdict(RunState.cancelled, "cancelled", None)
     if job.status is JobStatus.lost:
         return Verdict(
-            "failed",
+            RunState.failed,
             "the job vanished without an exit code (lost: killed, or its "
             f"machine restarted); see {log}",
             None,
@@ -33,16 +34,18 @@ def judge(job: JobState, summary: MetricsSummary, *, has_output: bool, run_id: s
         raise ValueError(f"the job has not ended ({job.status})")
     code = job.exit_code
     if code is None:
-        return Verdict("failed", f"the job's exit code is unreadable; see {log}", None)
+        return Verdict(RunState.failed, f"the job's exit code is unreadable; see {log}", None)
     if code != 0:
-        return Verdict("failed", f"the job exited with code {code}; see {log}", code)
+        return Verdict(RunState.failed, f"the job exited with code {code}; see {log}", code)
     if summary.lines - summary.malformed <= 0:
         return Verdict(
-            "failed",
+            RunState.failed,
             "the job exited 0 without writing any metrics: the metrics "
             f"plugin was not loaded; see {log}",
             0,
         )
     if not has_output:
-        return Verdict("failed", f"the job exited 0 but left nothing under output/; see {log}", 0)
-    return Verdict("succeeded", None, 0)
+        return Verdict(
+            RunState.failed, f"the job exited 0 but left nothing under output/; see {log}", 0
+        )
+    return Verdict(RunState.succeeded, None, 0)

@@ -15,6 +15,7 @@ from overbrainer.errors import OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.actor import starter_alive
 from overbrainer.events.aggregate import RunLog
+from overbrainer.events.types import RunState
 from overbrainer.exec.base import JobStatus
 from overbrainer.exec.job import COMMANDS_FILE, CONTAINER_FILE
 from overbrainer.lifecycle.service import Job
@@ -38,7 +39,7 @@ async def settle_start(session: Session, job: Job, state: RunLog) -> RunLog:
         StillStarting: the command starting the run is alive here, or ran on another host.
     """
     run = state.run
-    if run.state != "preparing":
+    if run.state != RunState.preparing:
         return state
     records = await trio.to_thread.run_sync(session.journal.store.history, run.run_id)
     last = records[-1].actor if records else {}
@@ -62,7 +63,7 @@ async def settle_start(session: Session, job: Job, state: RunLog) -> RunLog:
     )
 
     def decide(now: RunLog) -> list[ev.Event]:
-        if now.run.state != "preparing":
+        if now.run.state != RunState.preparing:
             return []  # somebody settled it meanwhile
         if pid is not None and not stopped:
             return [ev.JobStarted(job_dir=job.remote_dir, pid=pid, container=container)]
@@ -73,7 +74,7 @@ async def settle_start(session: Session, job: Job, state: RunLog) -> RunLog:
         )
         return [
             ev.RunEnded(
-                state="failed",
+                state=RunState.failed,
                 message=f"{who} stopped before the run's job started (killed or crashed); {why}",
             )
         ]

@@ -28,7 +28,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Literal
 from urllib.parse import urlsplit
 
 import trio
@@ -40,6 +39,7 @@ from overbrainer.events.aggregate import PodView, RunLog
 from overbrainer.events.errors import StoreError
 from overbrainer.events.ids import new_run_id
 from overbrainer.events.store import UnknownRun
+from overbrainer.events.types import PodState, RunState
 from overbrainer.exec.base import ExecError, Executor, NativeRuntime, TargetUnreachable
 from overbrainer.lifecycle import service
 from overbrainer.lifecycle.elsewhere import lives_elsewhere
@@ -243,12 +243,12 @@ async def attach(session: Session, settings: Settings, state: RunLog) -> int:
     from overbrainer.projections.summary import attach_header
 
     spec = _target_of(settings, state)
-    if state.run.state != "preparing":
+    if state.run.state != RunState.preparing:
         _require_job(state)
     session.front.info(attach_header(state))
     async with open_pod_context(session, settings, spec) as ctx:
         run = PodRun(ctx, settings, spec, poll=follow_poll(settings))
-        if state.run.state == "preparing":
+        if state.run.state == RunState.preparing:
             return await run.attach_starting(state)
         return await run.attach(state)
 
@@ -257,11 +257,11 @@ async def cancel(session: Session, settings: Settings, state: RunLog) -> int:
     """``overbrainer train cancel`` on a Runpod run: see :meth:`PodRun.cancel` (and
     :meth:`PodRun.cancel_starting` for a run still starting its pod)."""
     spec = _target_of(settings, state)
-    if state.run.job is None and state.run.state != "preparing":
+    if state.run.job is None and state.run.state != RunState.preparing:
         raise OverbrainerError(f"run {state.run.run_id} has no job to cancel ({state.run.state})")
     async with open_pod_context(session, settings, spec) as ctx:
         run = PodRun(ctx, settings, spec, poll=follow_poll(settings))
-        if state.run.state == "preparing":
+        if state.run.state == RunState.preparing:
             return await run.cancel_starting(state)
         return await run.cancel(state)
 
@@ -269,7 +269,7 @@ async def cancel(session: Session, settings: Settings, state: RunLog) -> int:
 def _require_job(state: RunLog) -> None:
     if state.run.job is None:
         run_id = state.run.run_id
-        if state.run.state == "preparing":
+        if state.run.state == RunState.preparing:
             raise OverbrainerError(
                 f"run {run_id} has no job yet: its pod is still starting; `overbrainer "
                 f"train attach {run_id}` follows it once its job started"
@@ -385,7 +385,7 @@ class PodRun:
             raise
         except ProvisionCancelled as cancelled:
             # Asked from another terminal (or checkout) through the log; the pod is deleted.
-            await self._fail_before_job(run_id, cancelled.reason, outcome="cancelled")
+            await self._fail_before_job(run_id, cancelled.reason, outcome=RunState.cancelled)
             state = await session.journal.state(run_id)
             session.front.result(summary_line(run_id, state.run.state, None, None))
             raise OverbrainerError(str(cancelled)) from None
@@ -452,9 +452,9 @@ class PodRun:
                 run_id,
                 lambda s: (
                     [running]
-                    if s.run.state == "running"
+                    if s.run.state == RunState.running
                     and s.pod.pod_id == pod_id
-                    and s.pod.pods.get(pod_id) not in ("deleting", "deleted")
+                    and s.pod.pods.get(pod_id) not in (PodState.deleting, PodState.deleted)
                     else []
                 ),
             )
@@ -478,7 +478,7 @@ class PodRun:
         session = self.session
         state = await session.journal.state(run_id)
         pod_id = state.pod.pod_id
-        if state.final or (pod_id is not None and state.pod.pods.get(pod_id) == "deleting"):
+        if state.final or (pod_id is not None and state.pod.pods.get(pod_id) == PodState.deleting):
             await self._release(run_id, "failed")
             state = await session.journal.state(run_id)
             who = await ended_by(session, run_id) if state.final else ""
@@ -513,9 +513,11 @@ class PodRun:
             lambda s: (
                 [
                     ev.Interrupted(stage=stage),
-                    ev.RunEnded(state="failed", message="interrupted before the job started"),
+                    ev.RunEnded(
+                        state=RunState.failed, message="interrupted before the job started"
+                    ),
                 ]
-                if s.run.state == "preparing"
+                if s.run.state == RunState.preparing
                 else []
             ),
         )
@@ -526,7 +528,7 @@ class PodRun:
         warned about, with where to look."""
         state = await self.session.journal.state(run_id)
         pod_id = state.pod.pod_id
-        if pod_id is None or state.pod.pods.get(pod_id) == "deleted":
+        if pod_id is None or state.pod.deleted(pod_id):
             return
         try:
             await delete_pod(self.ctx, run_id, pod_id, reason)
@@ -535,7 +537,9 @@ class PodRun:
             return
         forget_key_if_done(self.ctx, run_id, await self.session.journal.state(run_id))
 
-    async def _fail_before_job(self, run_id: str, message: str, *, outcome: str = "failed") -> None:
+    async def _fail_before_job(
+        self, run_id: str, message: str, *, outcome: RunState = RunState.failed
+    ) -> None:
         """Fail (or end as ``outcome``) a run whose job never started (nothing if it did,
         or if it ended).
 
@@ -546,7 +550,7 @@ class PodRun:
                 run_id,
                 lambda s: (
                     [ev.RunEnded(state=outcome, message=message)]
-                    if s.run.state == "preparing"
+                    if s.run.state == RunState.preparing
                     else []
                 ),
             )
@@ -678,10 +682,10 @@ class PodRun:
 
         def decide(state: RunLog) -> list[ev.Event]:
             events: list[ev.Event] = []
-            if state.pod.pods.get(pod_id) != "deleted":
+            if not state.pod.deleted(pod_id):
                 events.append(ev.PodDeleted(pod_id=pod_id, by="found_gone"))
-            if state.run.state in ("preparing", "running"):
-                events.append(ev.RunEnded(state="failed", message=message))
+            if state.run.state in (RunState.preparing, RunState.running):
+                events.append(ev.RunEnded(state=RunState.failed, message=message))
                 if state.run.artifacts is None and state.run.note is None:
                     events.append(
                         ev.NoteAdded(note=f"{service.NOT_RETRIEVED}: pod {pod_id} is gone")
@@ -726,7 +730,7 @@ class PodRun:
         def decide(s: RunLog) -> list[ev.Event]:
             if s.final:
                 return []
-            events: list[ev.Event] = [ev.RunEnded(state="failed", message=message)]
+            events: list[ev.Event] = [ev.RunEnded(state=RunState.failed, message=message)]
             if s.run.artifacts is None and s.run.note is None:
                 events.append(
                     ev.NoteAdded(note=f"{service.NOT_RETRIEVED}: the pod passed its deadline")
@@ -815,7 +819,7 @@ class PodRun:
                 return await report_ended_meanwhile(self.session, ended)
             job = self.job(run_id, executor, keep=state.pod.keep)
             state = await self.session.journal.state(run_id)
-            if state.run.state == "running":
+            if state.run.state == RunState.running:
                 return await self._follow(job)
             retrieval = await self._collect_again(job, state)
             state = await self.session.journal.state(run_id)
@@ -839,11 +843,11 @@ class PodRun:
             f"train: run {run_id} was abandoned while starting its pod: {start.who()} is "
             f"gone ({start.why}); ending it"
         )
-        await self._end_abandoned(run_id, "failed", f"train attach {run_id}")
+        await self._end_abandoned(run_id, RunState.failed, f"train attach {run_id}")
         return report(self.session, await self.session.journal.state(run_id), None, False)
 
     async def _end_abandoned(
-        self, run_id: str, outcome: Literal["failed", "cancelled"], by: str
+        self, run_id: str, outcome: RunState, by: str
     ) -> None:
         """Delete every pod of a run abandoned while starting and end it ``outcome``."""
         removal = await remove_run_pods(self.ctx, run_id, force=False, outcome=outcome, command=by)
@@ -876,7 +880,7 @@ class PodRun:
                 f"train: run {run_id} was abandoned while starting its pod: {start.who()} is "
                 f"gone ({start.why}); ending it"
             )
-            await self._end_abandoned(run_id, "cancelled", f"train cancel {run_id}")
+            await self._end_abandoned(run_id, RunState.cancelled, f"train cancel {run_id}")
             session.front.result(f"train: run {run_id} cancelled")
             return 0
         asked = ev.CancelRequested(relay="asked")
@@ -900,12 +904,12 @@ class PodRun:
                 f"train: {outcome.who()} is gone ({outcome.why}) with the cancel pending; "
                 "ending the run here"
             )
-            await self._end_abandoned(run_id, "cancelled", f"train cancel {run_id}")
+            await self._end_abandoned(run_id, RunState.cancelled, f"train cancel {run_id}")
             session.front.result(f"train: run {run_id} cancelled")
             return 0
         if outcome is None:
             state = await session.journal.state(run_id)
-            if state.run.state == "running" and not lives_elsewhere(session, state):
+            if state.run.state == RunState.running and not lives_elsewhere(session, state):
                 # Its job started, and nothing follows it to take the request: stop the
                 # job from here, as any cancel of a started run does.
                 return await self.cancel(state)
@@ -914,7 +918,7 @@ class PodRun:
                 f"starting it, did not take it; it is taken at the next step of that "
                 f"command, or end the run with `overbrainer pod rm {run_id} --force`"
             )
-        if outcome.run.state == "cancelled":
+        if outcome.run.state == RunState.cancelled:
             session.front.result(
                 f"train: run {run_id} cancelled by the command starting it, {start.who()}"
             )
@@ -956,7 +960,7 @@ class PodRun:
         """The results of an ended run, again (nothing to do for a kept pod whose results
         are all home)."""
         run = state.run
-        if state.pod.status == "kept" and run.artifacts is not None and not run.note:
+        if state.pod.status == PodState.kept and run.artifacts is not None and not run.note:
             return Retrieval(ok=True)
         return await service.recollect(self.session, job)
 
@@ -1033,7 +1037,7 @@ class PodRun:
         run_id = state.run.run_id
         pod = state.pod
         pod_id = pod.pod_id
-        if pod_id is None or pod.pods.get(pod_id) == "deleted":
+        if pod_id is None or pod.deleted(pod_id):
             return None
         client = self.ctx.client
         remote = await client.get_pod(pod_id)

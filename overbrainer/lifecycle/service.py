@@ -19,6 +19,7 @@ import trio
 from overbrainer.errors import Interrupted, OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
+from overbrainer.events.types import RunState
 from overbrainer.exec.base import ExecError, Executor, JobState, JobStatus, TargetUnreachable
 from overbrainer.exec.manifest import local_manifest, verify
 from overbrainer.exec.transfer import STAGING_DIR
@@ -118,13 +119,13 @@ async def start(
         try:
             # Decided on the fresh log: another command may have ended the run meanwhile.
             state = await session.journal.append(
-                job.run_id, lambda s: [started] if s.run.state == "preparing" else []
+                job.run_id, lambda s: [started] if s.run.state == RunState.preparing else []
             )
         except OverbrainerError as error:
             # The log cannot say the job exists (the store is full, locked, gone): stop it,
             # so no job runs that nothing knows of.
             raise await _unrecorded(job, handle.pid, error) from error
-        if state.run.state != "running" or (state.run.job or {}).get("pid") != handle.pid:
+        if state.run.state != RunState.running or (state.run.job or {}).get("pid") != handle.pid:
             who = await ended_by(session, job.run_id)
             ended = OverbrainerError(f"run {job.run_id} was {state.run.state}{who} meanwhile")
             raise await _unrecorded(job, handle.pid, ended)
@@ -304,7 +305,7 @@ async def detach(session: Session, run_id: str, reason: str | None = None) -> Ru
     why = reason or session.interrupts.reason
 
     def decide(state: RunLog) -> list[ev.Event]:
-        if state.run.state != "running":
+        if state.run.state != RunState.running:
             return []
         return [ev.Detached(reason=why, metrics=state.run.metrics)]
 
@@ -586,7 +587,7 @@ async def _record(
     def decide(state: RunLog) -> list[ev.Event]:
         if state.final:
             return []  # another process recorded the end meanwhile: its result stands
-        if verdict.state == "succeeded" and not retrieval.ok:
+        if verdict.state == RunState.succeeded and not retrieval.ok:
             # Stays running: `train attach` collects again. The note tells why (in the
             # run's events and `runs show`); a later successful collection clears it.
             note = f"{NOT_RETRIEVED}: {retrieval.problem}"
@@ -634,7 +635,7 @@ async def cancel(session: Session, job: Job) -> tuple[RunLog, JobState, Retrieva
             if done is not None:
                 return state, after, done  # a follower recorded the cancellation already
             retrieval = await collect(session, job)
-            verdict = Verdict(state="cancelled", message="cancelled", exit_code=None)
+            verdict = Verdict(state=RunState.cancelled, message="cancelled", exit_code=None)
             summary = await _summary_from_local(session, job)
             state = await _record(session, job.run_id, verdict, summary, retrieval)
             return state, after, retrieval

@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from overbrainer.events.aggregate import RunLog
+from overbrainer.events.types import PodState
 from overbrainer.runpod.models import Pod, PodStatus, SshEndpoint
 from overbrainer.runpod.pod_scripts import RUN_MARKER
 from overbrainer.runpod.redact import one_line
@@ -133,7 +134,7 @@ class Reconciled:
 
 
 def reconcile(
-    pods: Sequence[Pod], run_id: str, attempt_name: str, known: Mapping[str, str]
+    pods: Sequence[Pod], run_id: str, attempt_name: str, known: Mapping[str, PodState]
 ) -> Reconciled:
     """Sort the account's ``pods`` after an ambiguous create of ``attempt_name``.
 
@@ -141,7 +142,9 @@ def reconcile(
     adopted; every other one is a duplicate, except pods the run's log already records
     deleted (``known``: pod id → status, as ``PodView.pods``).
     """
-    ours = [p for p in pods if p.env.get(RUN_MARKER) == run_id and known.get(p.id) != "deleted"]
+    ours = [
+        p for p in pods if p.env.get(RUN_MARKER) == run_id and known.get(p.id) != PodState.deleted
+    ]
     ours.sort(
         key=lambda p: (p.created_at is None, p.created_at or datetime.min.replace(tzinfo=UTC))
     )

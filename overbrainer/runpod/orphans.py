@@ -10,6 +10,7 @@ from enum import StrEnum
 
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.ids import looks_like_run_id
+from overbrainer.events.types import PodState, RunState
 from overbrainer.runpod.models import Pod
 from overbrainer.runpod.pod_scripts import RUN_MARKER
 
@@ -75,16 +76,17 @@ def classify(pod: Pod, state: RunLog | None, *, abandoned: bool = False) -> Note
     recorded = state.pod
     if pod.id in recorded.strays or pod.id not in recorded.pods:
         return Note.stray
-    if pod.id != recorded.pod_id or recorded.pods.get(pod.id) in ("deleted", "deleting"):
+    gone = (PodState.deleted, PodState.deleting)
+    if pod.id != recorded.pod_id or recorded.pods.get(pod.id) in gone:
         # A pod the run moved past (a not-ready attempt) or deleted, still listed.
         return Note.ended_not_deleted
-    if recorded.status == "kept":
+    if recorded.status == PodState.kept:
         return Note.kept
-    if recorded.status == "awaiting_retrieval":
+    if recorded.status == PodState.awaiting_retrieval:
         return Note.awaiting_retrieval
     if state.final:
         return Note.ended_not_deleted
-    if abandoned and state.run.state == "preparing":
+    if abandoned and state.run.state == RunState.preparing:
         return Note.abandoned
     return Note.in_progress
 
@@ -110,7 +112,7 @@ def rows(
         seen.add(pod.id)
     for run_id, state in (recorded or {}).items():
         for pod_id, status in state.pod.pods.items():
-            if pod_id not in seen and status != "deleted":
+            if pod_id not in seen and status != PodState.deleted:
                 out.append(Row(run_id=run_id, pod_id=pod_id, note=Note.gone))
     return out
 

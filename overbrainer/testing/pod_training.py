@@ -27,6 +27,7 @@ from overbrainer.config.load import load_settings
 from overbrainer.config.model import RunpodTarget, Settings
 from overbrainer.config.template import project_files
 from overbrainer.errors import Interrupted
+from overbrainer.events.types import PodState
 from overbrainer.exec.base import (
     ExecError,
     Executor,
@@ -260,7 +261,7 @@ class Train:
 
         def job_running() -> bool:
             new = self._runs() - self.known
-            return bool(new) and self.rig.state(max(new)).pod.status == "job_running"
+            return bool(new) and self.rig.state(max(new)).pod.status == PodState.job_running
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(interrupt_when, run.session.interrupts, job_running)

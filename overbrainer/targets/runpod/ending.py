@@ -18,6 +18,7 @@ The whole of it is shielded from Ctrl-C: it acts on a pod that bills.
 from overbrainer.errors import OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
+from overbrainer.events.types import PodState
 from overbrainer.exec.base import Executor
 from overbrainer.runpod import messages
 from overbrainer.runpod.keys import forget_client_key
@@ -92,9 +93,9 @@ async def end_pod(
         state = await session.journal.state(run_id)
         pod = state.pod
         pod_id = pod.pod_id
-        if pod_id is None or pod.pods.get(pod_id) == "deleted":
+        if pod_id is None or pod.deleted(pod_id):
             return Ending.deleted
-        if pod.pods.get(pod_id) == "deleting":
+        if pod.pods.get(pod_id) == PodState.deleting:
             # Another command (a second follower, `pod rm`) is deleting it: join that delete
             # rather than reach a pod on its way out.
             await delete_pod(ctx, run_id, pod_id, "retrieved")
@@ -103,7 +104,8 @@ async def end_pod(
         await copy_watchdog_log(ctx, run_id, executor)
         if pod.keep:
             await session.journal.append(
-                run_id, lambda s: [] if s.pod.status == "kept" else [ev.PodKept(pod_id=pod_id)]
+                run_id,
+                lambda s: [] if s.pod.status == PodState.kept else [ev.PodKept(pod_id=pod_id)],
             )
             return Ending.kept
         if not retrieved:
@@ -112,7 +114,7 @@ async def end_pod(
                 run_id,
                 lambda s: (
                     []
-                    if s.pod.status == "awaiting_retrieval"
+                    if s.pod.status == PodState.awaiting_retrieval
                     else [ev.AwaitingRetrieval(pod_id=pod_id, detail=detail)]
                 ),
             )

@@ -20,7 +20,6 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
 
 import trio
 
@@ -28,6 +27,7 @@ from overbrainer.errors import OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.store import UnknownRun
+from overbrainer.events.types import PodState, RunState
 from overbrainer.runpod.client import RunpodError
 from overbrainer.runpod.decide import iso_utc, parse_utc, rate_text, uptime_and_spend
 from overbrainer.runpod.models import Pod, PodStatus
@@ -113,7 +113,7 @@ async def _look_up(ctx: PodContext, row: Row) -> Row:
             row.run_id,
             lambda s: (
                 []
-                if s.pod.pods.get(row.pod_id) == "deleted"
+                if s.pod.deleted(row.pod_id)
                 else [ev.PodDeleted(pod_id=row.pod_id, by="found_gone")]
             ),
         )
@@ -252,7 +252,7 @@ async def remove_run_pods(
     run_id: str,
     *,
     force: bool,
-    outcome: Literal["failed", "cancelled"] = "failed",
+    outcome: RunState = RunState.failed,
     command: str = "pod rm",
 ) -> Removal:
     """``pod rm RUN [--force]``: see the module docstring. Returns what was deleted and
@@ -285,7 +285,7 @@ async def remove_run_pods(
     start = await start_of(ctx, state)
     if not force and start is not None and not start.abandoned:
         raise OverbrainerError(still_starting(start))
-    in_progress = run.state == "running"
+    in_progress = run.state == RunState.running
     if not force and in_progress and pod.pod_id is None:
         raise OverbrainerError(
             f"run {run_id} is in progress but no pod of it is recorded: refusing to guess "
@@ -300,7 +300,7 @@ async def remove_run_pods(
     failures: list[str] = []
     for pod_id, found in sorted(targets.items()):
         try:
-            if pod.pods.get(pod_id) == "deleted" and found is not None:
+            if pod.deleted(pod_id) and found is not None:
                 # Recorded deleted, yet listed: a leftover nothing else will delete.
                 deleted.append(await _delete_unrecorded(ctx, run_id, found))
             else:
@@ -324,7 +324,7 @@ async def remove_run_pods(
         message = f"its pods were deleted by `overbrainer pod rm {run_id} --force`"
         await ctx.session.journal.append(
             run_id,
-            lambda s: [] if s.final else [ev.RunEnded(state="failed", message=message)],
+            lambda s: [] if s.final else [ev.RunEnded(state=RunState.failed, message=message)],
         )
     forget_key_if_done(ctx, run_id, await ctx.session.journal.state(run_id))
     elsewhere = await _followed_elsewhere(ctx, state) if keep is not None else None
@@ -357,7 +357,7 @@ async def _resolve_pending(ctx: PodContext, run_id: str, listed: Sequence[Pod]) 
             if (
                 pod.id in made
                 and pod.status is not PodStatus.TERMINATED
-                and state.pod.pods.get(pod.id) != "deleted"
+                and not state.pod.deleted(pod.id)
             ):
                 deleted.append(await _delete(ctx, run_id, pod.id, pod))
         n = int(attempt["n"])
@@ -399,7 +399,7 @@ def _pods_of(state: RunLog, listed: Sequence[Pod]) -> dict[str, Pod | None]:
         p.id: p for p in listed if p.status is not PodStatus.TERMINATED
     }
     for pod_id, status in state.pod.pods.items():
-        if status != "deleted":
+        if status != PodState.deleted:
             targets.setdefault(pod_id, None)
     for pod_id in state.pod.strays:
         targets.setdefault(pod_id, None)

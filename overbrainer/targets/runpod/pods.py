@@ -26,6 +26,7 @@ from overbrainer.events import types as ev
 from overbrainer.events.actor import starter_alive
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.errors import StoreError
+from overbrainer.events.types import PodState
 from overbrainer.exec.base import Executor
 from overbrainer.front.interrupts import ShieldTimeout
 from overbrainer.runpod import clocks
@@ -159,21 +160,21 @@ async def delete_pod(
 
     def deleting(now: RunLog) -> list[ev.Event]:
         nonlocal joined
-        joined = now.pod.pods.get(pod_id) == "deleting"
-        if now.pod.pods.get(pod_id) in ("deleted", "deleting"):
+        joined = now.pod.pods.get(pod_id) == PodState.deleting
+        if now.pod.pods.get(pod_id) in (PodState.deleted, PodState.deleting):
             return []  # gone, or another command's delete of it is recorded: one fact
         return [ev.PodDeleting(pod_id=pod_id, reason=reason)]
 
     async def work() -> None:
         nonlocal rate, created_at
         state = await journal.state(run_id)
-        if state.pod.pods.get(pod_id) == "deleted":
+        if state.pod.deleted(pod_id):
             return
         if state.pod.pod_id == pod_id:
             rate = state.pod.cost_per_hour if rate is None else rate
             created_at = created_at or state.pod.created_at
         state = await journal.append(run_id, deleting)
-        if state.pod.pods.get(pod_id) == "deleted":
+        if state.pod.deleted(pod_id):
             return  # recorded deleted by another command meanwhile
         try:
             accepted = await ctx.client.delete_pod(pod_id)
@@ -208,7 +209,7 @@ async def delete_pod(
             spend=spend,
         )
         await journal.append(
-            run_id, lambda now: [] if now.pod.pods.get(pod_id) == "deleted" else [deleted]
+            run_id, lambda now: [] if now.pod.deleted(pod_id) else [deleted]
         )
         # Runpod's clock was just read again: a jump of this machine's shows here.
         try:

@@ -31,6 +31,7 @@ from overbrainer.config.model import RunpodTarget
 from overbrainer.errors import Interrupted, OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
+from overbrainer.events.types import PodState, RunState
 from overbrainer.exec.base import (
     ExecError,
     Executor,
@@ -412,7 +413,7 @@ class _Walk:
         # The walk's own deletes hand the pod over first (``live`` is None by then).
         live = self.live
         return state.final or (
-            live is not None and state.pod.pods.get(live) in ("deleting", "deleted")
+            live is not None and state.pod.pods.get(live) in (PodState.deleting, PodState.deleted)
         )
 
     def _unless_overtaken(self, events: list[ev.Event]) -> Callable[[RunLog], list[ev.Event]]:
@@ -873,7 +874,7 @@ class _Walk:
         """Ctrl-C: record it, delete the pod if any (shielded), say what is left."""
         await self.journal.append(
             self.run_id,
-            lambda s: [ev.Interrupted(stage=stage)] if s.run.state == "preparing" else [],
+            lambda s: [ev.Interrupted(stage=stage)] if s.run.state == RunState.preparing else [],
         )
         pod_id, self.live = self.live, None
         if pod_id is not None:

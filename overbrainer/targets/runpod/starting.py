@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from overbrainer.events.aggregate import RunLog
+from overbrainer.events.types import RunState
 from overbrainer.runpod.decide import parse_utc
 from overbrainer.runpod.timing import Timing
 
@@ -104,7 +105,7 @@ def judge(
     host's clock is ahead of Runpod's)``, oldest first: the starter's times are corrected
     by its host's latest.
     """
-    if state.run.state != "preparing" or not records:
+    if state.run.state != RunState.preparing or not records:
         return None
     run_id = state.run.run_id
     starter = records[0][0]
@@ -155,7 +156,7 @@ async def look(ctx: "PodContext", states: Mapping[str, RunLog]) -> dict[str, Sta
 
     history = ctx.session.journal.store.history
     lease = lease_seconds(ctx.timing, START_LIMIT)
-    if not any(state.run.state == "preparing" for state in states.values()):
+    if not any(state.run.state == RunState.preparing for state in states.values()):
         return {}
     if not ctx.client.server_clock.known:
         # Any answer carries Runpod's Date; without one, this machine's clock stands in.
@@ -166,7 +167,7 @@ async def look(ctx: "PodContext", states: Mapping[str, RunLog]) -> dict[str, Sta
     def read() -> dict[str, Start]:
         found: dict[str, Start] = {}
         for run_id, state in states.items():
-            if state.run.state != "preparing":
+            if state.run.state != RunState.preparing:
                 continue
             logged = history(run_id)
             records = [(r.actor, r.at) for r in logged]

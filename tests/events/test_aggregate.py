@@ -1,0 +1,175 @@
+"""The aggregate's fold refuses every event that cannot follow the run's state, one row per
+rule: a command that re-decides after a concurrent append never records a transition
+twice, nor one that contradicts the log."""
+
+import re
+from dataclasses import dataclass
+from typing import ClassVar
+
+import pytest
+
+from overbrainer.events import types as ev
+from overbrainer.events.aggregate import InvalidTransition, RunLog, fold
+from overbrainer.events.types import PodState, RunState
+
+AT = "2026-01-01T00:00:00.000000Z"
+
+CREATED = ev.RunCreated(
+    run_id="20260101-000000-ab12",
+    target="gpu",
+    kind="runpod",
+    remote_dir="runs/x",
+    settings_digest="d",
+)
+STARTED = ev.JobStarted(job_dir="runs/x", pid=42)
+FAILED = ev.RunEnded(state=RunState.failed, message="boom")
+SENT = ev.AttemptSent(n=1, pod_name="overbrainer-x-1", gpu_type="A40")
+POD = ev.PodCreated(pod_id="p1", gpu_type="A40")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Unknown(ev.Event):
+    """An event type the fold has no rule for."""
+
+    name: ClassVar[str] = "test.Unknown"
+
+
+def log(*events: ev.Event) -> RunLog:
+    return fold((event, AT) for event in events)
+
+
+@pytest.mark.parametrize(
+    ("before", "event", "refusal"),
+    [
+        pytest.param((), STARTED, "run.JobStarted before run.Created", id="before-created"),
+        pytest.param((CREATED,), CREATED, "already exists", id="created-twice"),
+        pytest.param(
+            (CREATED, STARTED), STARTED, "job started while the run is running", id="job-twice"
+        ),
+        pytest.param(
+            (CREATED, FAILED), STARTED, "job started while the run is failed", id="job-after-end"
+        ),
+        pytest.param((CREATED, FAILED), FAILED, "run already failed", id="ended-twice"),
+        pytest.param(
+            (CREATED,),
+            ev.RunEnded(state="running"),
+            "running is not a final state",
+            id="end-not-final",
+        ),
+        pytest.param(
+            (CREATED,),
+            ev.RunEnded(state="exploded"),
+            "exploded is not a final state",
+            id="end-unknown",
+        ),
+        pytest.param(
+            (CREATED, STARTED),
+            ev.Interrupted(stage="x"),
+            "interrupted before the job, but the job had started",
+            id="interrupted-after-start",
+        ),
+        pytest.param(
+            (CREATED,),
+            ev.Detached(),
+            "detached from a run that is preparing",
+            id="detached-preparing",
+        ),
+        pytest.param(
+            (CREATED, STARTED, FAILED),
+            ev.Detached(),
+            "detached from a run that is failed",
+            id="detached-ended",
+        ),
+        pytest.param(
+            (CREATED, STARTED),
+            SENT,
+            "a pod is created only before the job starts",
+            id="attempt-running",
+        ),
+        pytest.param(
+            (CREATED, SENT),
+            SENT,
+            "attempt 1 while pod None is creating",
+            id="attempt-while-creating",
+        ),
+        pytest.param(
+            (CREATED, SENT, POD), SENT, "attempt 1 while pod p1 is created", id="attempt-while-pod"
+        ),
+        pytest.param(
+            (CREATED,),
+            ev.AttemptResolved(n=3, result="created"),
+            "attempt 3 was never sent",
+            id="resolved-unsent",
+        ),
+        pytest.param(
+            (CREATED, SENT, POD),
+            ev.EndpointSeen(pod_id="p2", host="h", port=22, user="root"),
+            "endpoint for pod p2, not the run's pod p1",
+            id="endpoint-other-pod",
+        ),
+        pytest.param(
+            (CREATED, SENT, POD),
+            ev.PodReady(pod_id="p2", verdict="ready"),
+            "ready for pod p2, not the run's pod p1",
+            id="ready-other-pod",
+        ),
+        pytest.param(
+            (CREATED, SENT, POD, STARTED),
+            ev.PodJobRunning(pod_id="p2"),
+            "job running for pod p2, not the run's pod p1",
+            id="job-running-other-pod",
+        ),
+        pytest.param(
+            (CREATED, SENT, POD, STARTED),
+            ev.AwaitingRetrieval(pod_id="p2"),
+            "awaiting retrieval for pod p2, not the run's pod p1",
+            id="awaiting-other-pod",
+        ),
+        pytest.param(
+            (CREATED, SENT, POD, STARTED),
+            ev.PodKept(pod_id="p2"),
+            "kept for pod p2, not the run's pod p1",
+            id="kept-other-pod",
+        ),
+        pytest.param(
+            (CREATED,),
+            ev.PodReady(pod_id="p1", verdict="ready"),
+            "ready for pod p1, not the run's pod None",
+            id="ready-no-pod",
+        ),
+        pytest.param(
+            (CREATED, SENT, POD, ev.PodDeleted(pod_id="p1", by="client")),
+            ev.PodDeleting(pod_id="p1", reason="requested"),
+            "pod p1 is already deleted",
+            id="deleting-deleted",
+        ),
+        pytest.param((CREATED,), Unknown(), "no rule for test.Unknown", id="no-rule"),
+    ],
+)
+def test_the_fold_refuses(before: tuple[ev.Event, ...], event: ev.Event, refusal: str) -> None:
+    state = log(*before)
+    unchanged = state.to_json()
+    with pytest.raises(InvalidTransition, match=re.escape(refusal)):
+        state.copy().apply(event, AT)
+    assert state.to_json() == unchanged
+
+
+def test_states_are_enums_and_survive_json() -> None:
+    state = log(CREATED, SENT, POD, STARTED, ev.PodDeleting(pod_id="p1", reason="requested"))
+    assert state.run.state is RunState.running
+    assert state.pod.status is PodState.deleting
+    assert state.pod.pods == {"p1": PodState.deleting}
+    back = RunLog.from_json(state.to_json())
+    assert back == state
+    assert back.run.state is RunState.running and back.pod.pods["p1"] is PodState.deleting
+
+
+@pytest.mark.parametrize(
+    ("half", "key", "value"),
+    [("run", "state", "exploded"), ("pod", "status", "on fire"), ("pod", "pods", {"p1": "?"})],
+)
+def test_an_unknown_state_in_json_is_refused(half: str, key: str, value: object) -> None:
+    data = log(CREATED).to_json()
+    data[half][key] = value
+    with pytest.raises(ValueError, match="is not a valid"):
+        RunLog.from_json(data)
