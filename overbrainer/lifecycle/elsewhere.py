@@ -12,7 +12,7 @@ cancel does. The asker waits for that, and says so plainly when nobody follows t
 import trio
 
 from overbrainer.errors import Interrupted, OverbrainerError
-from overbrainer.events import types as ev
+from overbrainer.events import decisions
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.home import RunHome, has_local_files, run_home
 from overbrainer.events.types import RunState
@@ -77,11 +77,8 @@ async def cancel_elsewhere(session: Session, state: RunLog, *, follower_poll: fl
         return 0
     home = await home_of(session, state)
     where = where_text(home)
-    asked = ev.CancelRequested(relay="asked")
     # A cancel already asked or under way elsewhere is joined, not asked twice.
-    state = await session.journal.append(
-        run_id, lambda s: [] if s.final or s.run.cancel_requested else [asked]
-    )
+    state = await session.journal.append(run_id, decisions.ask_cancel)
     front.info(
         f"train: run {run_id} lives on {where}: asked the command following it there to "
         "cancel it; waiting"

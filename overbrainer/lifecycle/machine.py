@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from overbrainer.config.model import LocalTarget, Settings, SshTarget
 from overbrainer.errors import Interrupted, OverbrainerError
+from overbrainer.events import decisions
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.errors import StoreError
@@ -195,17 +196,10 @@ def _stop_if_interrupted(session: Session, run_id: str, stage: str) -> None:
 async def _fail_before_job(
     session: Session, run_id: str, message: str, stage: str | None = None
 ) -> None:
-    def decide(state: RunLog) -> list[ev.Event]:
-        if state.run.state != RunState.preparing:
-            return []
-        events: list[ev.Event] = []
-        if stage is not None:
-            events.append(ev.Interrupted(stage=stage))
-        events.append(ev.RunEnded(state=RunState.failed, message=message))
-        return events
-
     try:
-        await session.journal.append(run_id, decide)
+        await session.journal.append(
+            run_id, lambda s: decisions.fail_before_job(s, message, stage=stage)
+        )
     except StoreError as error:
         # An error is on its way out: it stays the one the user reads.
         session.front.warn(f"{error} (while recording that run {run_id} failed)")

@@ -12,7 +12,7 @@ there, the run fails saying so.
 import trio
 
 from overbrainer.errors import OverbrainerError
-from overbrainer.events import types as ev
+from overbrainer.events import decisions
 from overbrainer.events.actor import starter_alive
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.types import RunState
@@ -62,29 +62,17 @@ async def settle_start(session: Session, job: Job, state: RunLog) -> RunLog:
         JobStatus.cancelling,
     )
 
-    def decide(now: RunLog) -> list[ev.Event]:
-        if now.run.state != RunState.preparing:
-            return []  # somebody settled it meanwhile
-        if pid is not None and not stopped:
-            return [ev.JobStarted(job_dir=job.remote_dir, pid=pid, container=container)]
-        why = (
-            "its job was stopped because its start could not be recorded"
-            if stopped
-            else "nothing runs on the target"
-        )
-        return [
-            ev.RunEnded(
-                state=RunState.failed,
-                message=f"{who} stopped before the run's job started (killed or crashed); {why}",
-            )
-        ]
-
     if pid is not None and not stopped:
         session.front.warn(
             f"run {run.run_id} was left starting by {who}, which is gone; its job "
             f"(pid {pid}) runs on {job.executor.location}: following it"
         )
-    return await session.journal.append(run.run_id, decide)
+    return await session.journal.append(
+        run.run_id,
+        lambda s: decisions.adopt_or_fail_start(
+            s, job_dir=job.remote_dir, pid=pid, container=container, stopped=stopped, who=who
+        ),
+    )
 
 
 async def _spawned(job: Job) -> tuple[int | None, str | None]:

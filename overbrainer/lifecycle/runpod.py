@@ -34,6 +34,7 @@ import trio
 
 from overbrainer.config.model import RunpodTarget, Settings
 from overbrainer.errors import Interrupted, OverbrainerError
+from overbrainer.events import decisions
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import PodView, RunLog
 from overbrainer.events.errors import StoreError
@@ -444,19 +445,9 @@ class PodRun:
             session.front.warn(messages.keep_warning(pod, run_id))
         assert pod.pod_id is not None  # provisioning recorded it
         pod_id = pod.pod_id
-        running = ev.PodJobRunning(pod_id=pod_id)
         try:
-            # Not over another command's end of the run or delete of its pod: following
-            # then finds the run ended and reports that.
             state = await session.journal.append(
-                run_id,
-                lambda s: (
-                    [running]
-                    if s.run.state == RunState.running
-                    and s.pod.pod_id == pod_id
-                    and s.pod.pods.get(pod_id) not in (PodState.deleting, PodState.deleted)
-                    else []
-                ),
+                run_id, lambda s: decisions.pod_job_running(s, pod_id)
             )
         except OverbrainerError as error:
             # The job runs on a billed pod: the error says how to reach or remove it.
@@ -478,7 +469,8 @@ class PodRun:
         session = self.session
         state = await session.journal.state(run_id)
         pod_id = state.pod.pod_id
-        if state.final or (pod_id is not None and state.pod.pods.get(pod_id) == PodState.deleting):
+        verdict = decisions.before_start(state)
+        if verdict is decisions.Before.overtaken:
             await self._release(run_id, "failed")
             state = await session.journal.state(run_id)
             who = await ended_by(session, run_id) if state.final else ""
@@ -488,11 +480,8 @@ class PodRun:
                 f"run {run_id} {done} while this command was starting its job; nothing more "
                 f"is done here (see `overbrainer events {run_id}`)"
             )
-        if state.run.cancel_pending:
-            taken = ev.CancelRequested(relay="taken")
-            await session.journal.append(
-                run_id, lambda s: [taken] if s.run.cancel_pending and not s.final else []
-            )
+        if verdict is decisions.Before.cancel:
+            await session.journal.append(run_id, decisions.take_cancel)
             asker = await session.journal.asker_of_cancel(run_id)
             session.front.info(
                 f"train: cancel of run {run_id} requested{asker}: not starting its job"
@@ -507,18 +496,10 @@ class PodRun:
         """Ctrl-C came once the pod was ready but before the job started: delete the pod
         and fail the run."""
         await self._release(run_id, "interrupted")
-        stage = "starting the job"
         await self.session.journal.append(
             run_id,
-            lambda s: (
-                [
-                    ev.Interrupted(stage=stage),
-                    ev.RunEnded(
-                        state=RunState.failed, message="interrupted before the job started"
-                    ),
-                ]
-                if s.run.state == RunState.preparing
-                else []
+            lambda s: decisions.fail_before_job(
+                s, "interrupted before the job started", stage="starting the job"
             ),
         )
         raise Interrupted(interrupted_before_job(await self.session.journal.state(run_id)))
@@ -547,12 +528,7 @@ class PodRun:
         that error stays the one the user reads (the store's trouble is only warned of)."""
         try:
             await self.session.journal.append(
-                run_id,
-                lambda s: (
-                    [ev.RunEnded(state=outcome, message=message)]
-                    if s.run.state == RunState.preparing
-                    else []
-                ),
+                run_id, lambda s: decisions.fail_before_job(s, message, outcome=outcome)
             )
         except StoreError as error:
             self.session.front.warn(f"{error} (while recording that run {run_id} failed)")
@@ -678,22 +654,11 @@ class PodRun:
     async def _record_gone(self, run_id: str, pod_id: str) -> RunLog:
         """Record the run's pod found gone; a run still running fails with it (its job went
         with the pod)."""
-        message = f"pod {pod_id} no longer exists; the job went with it"
-
-        def decide(state: RunLog) -> list[ev.Event]:
-            events: list[ev.Event] = []
-            if not state.pod.deleted(pod_id):
-                events.append(ev.PodDeleted(pod_id=pod_id, by="found_gone"))
-            if state.run.state in (RunState.preparing, RunState.running):
-                events.append(ev.RunEnded(state=RunState.failed, message=message))
-                if state.run.artifacts is None and state.run.note is None:
-                    events.append(
-                        ev.NoteAdded(note=f"{service.NOT_RETRIEVED}: pod {pod_id} is gone")
-                    )
-            return events
 
         async def work() -> RunLog:
-            return await self.session.journal.append(run_id, decide)
+            return await self.session.journal.append(
+                run_id, lambda s: decisions.pod_gone(s, pod_id)
+            )
 
         state = await self.session.interrupts.shield(
             f"recording that pod {pod_id} is gone", 60.0, work
@@ -726,18 +691,9 @@ class PodRun:
             await delete_pod(self.ctx, run_id, pod_id, "deadline")
         except OverbrainerError as error:
             problem = error
-
-        def decide(s: RunLog) -> list[ev.Event]:
-            if s.final:
-                return []
-            events: list[ev.Event] = [ev.RunEnded(state=RunState.failed, message=message)]
-            if s.run.artifacts is None and s.run.note is None:
-                events.append(
-                    ev.NoteAdded(note=f"{service.NOT_RETRIEVED}: the pod passed its deadline")
-                )
-            return events
-
-        state = await session.journal.append(run_id, decide)
+        state = await session.journal.append(
+            run_id, lambda s: decisions.fail_past_deadline(s, message)
+        )
         forget_key_if_done(self.ctx, run_id, state)
         metrics = state.run.metrics
         summary = MetricsSummary.from_dict(metrics) if metrics else None
@@ -883,10 +839,7 @@ class PodRun:
             await self._end_abandoned(run_id, RunState.cancelled, f"train cancel {run_id}")
             session.front.result(f"train: run {run_id} cancelled")
             return 0
-        asked = ev.CancelRequested(relay="asked")
-        await session.journal.append(
-            run_id, lambda s: [] if s.final or s.run.cancel_requested else [asked]
-        )
+        await session.journal.append(run_id, decisions.ask_cancel)
         session.front.info(
             f"train: run {run_id} is starting its pod ({start.who()}): asked it to stop and "
             "delete its pod; waiting"
@@ -1079,10 +1032,7 @@ class PodRun:
             )
             # Decided on the fresh log: a second follower that saw the same endpoint first
             # has recorded it already.
-            await self.session.journal.append(
-                run_id,
-                lambda s: [fresh] if s.pod.endpoint != seen and s.pod.pod_id == pod_id else [],
-            )
+            await self.session.journal.append(run_id, lambda s: decisions.endpoint_seen(s, fresh))
             try:
                 write_ssh_config(ssh_dir, run_id, endpoint.host, endpoint.port, endpoint.username)
             except OSError as error:

@@ -17,6 +17,7 @@ from pathlib import Path
 import trio
 
 from overbrainer.errors import Interrupted, OverbrainerError
+from overbrainer.events import decisions
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.types import RunState
@@ -34,7 +35,7 @@ METRICS_FILE = "metrics.jsonl"
 POLL_SECONDS = 1.0
 READ_LIMIT = 1 << 20
 MAX_FAILED_POLLS = 5
-NOT_RETRIEVED = "artifacts not retrieved"
+NOT_RETRIEVED = decisions.NOT_RETRIEVED
 # In runs/<id>/: held by the one process collecting and recording the run's end.
 SETTLE_LOCK = ".settle.lock"
 
@@ -119,7 +120,7 @@ async def start(
         try:
             # Decided on the fresh log: another command may have ended the run meanwhile.
             state = await session.journal.append(
-                job.run_id, lambda s: [started] if s.run.state == RunState.preparing else []
+                job.run_id, lambda s: decisions.start_job(s, started)
             )
         except OverbrainerError as error:
             # The log cannot say the job exists (the store is full, locked, gone): stop it,
@@ -254,19 +255,13 @@ async def take_relayed_cancel(session: Session, job: Job) -> bool:
 
     async def work() -> bool:
         # Taken first, so the asker hears at once that somebody is at work.
-        taken = ev.CancelRequested(relay="taken")
-        await session.journal.append(
-            job.run_id, lambda s: [taken] if s.run.cancel_pending and not s.final else []
-        )
+        await session.journal.append(job.run_id, decisions.take_cancel)
         try:
             await job.executor.cancel(job.remote_dir)
         except ExecError as error:
             # Asked again, by this follower: the next look tries again.
             session.front.warn(f"{error}; trying again at the next look")
-            asked = ev.CancelRequested(relay="asked")
-            await session.journal.append(
-                job.run_id, lambda s: [] if s.run.cancel_pending or s.final else [asked]
-            )
+            await session.journal.append(job.run_id, decisions.ask_cancel_again)
             return False
         return True
 
@@ -303,13 +298,7 @@ async def detach(session: Session, run_id: str, reason: str | None = None) -> Ru
     """Record that following stopped while the job keeps running; ``reason`` defaults to
     the signal that stopped it (``interrupted``, ``interrupted by SIGTERM``)."""
     why = reason or session.interrupts.reason
-
-    def decide(state: RunLog) -> list[ev.Event]:
-        if state.run.state != RunState.running:
-            return []
-        return [ev.Detached(reason=why, metrics=state.run.metrics)]
-
-    return await session.journal.append(run_id, decide)
+    return await session.journal.append(run_id, lambda s: decisions.detach(s, why))
 
 
 # ---- collect and settle ---------------------------------------------------------------
@@ -423,18 +412,12 @@ async def collect(session: Session, job: Job) -> Retrieval:
     retrieval = Retrieval(
         ok=True, files=len(expected), bytes=size, digest=digest, expected=expected
     )
-
-    def decide(state: RunLog) -> list[ev.Event]:
-        events: list[ev.Event] = [
-            ev.ArtifactsRetrieved(
-                files=retrieval.files, bytes=retrieval.bytes, manifest_digest=digest
-            )
-        ]
-        if state.run.note and state.run.note.startswith(NOT_RETRIEVED):
-            events.append(ev.NoteCleared())
-        return events
-
-    await session.journal.append(job.run_id, decide)
+    await session.journal.append(
+        job.run_id,
+        lambda s: decisions.retrieved(
+            s, files=retrieval.files, size=retrieval.bytes, digest=digest
+        ),
+    )
     return retrieval
 
 
@@ -583,28 +566,18 @@ async def _record(
     session: Session, run_id: str, verdict: Verdict, summary: MetricsSummary, retrieval: Retrieval
 ) -> RunLog:
     metrics = compact(summary)
-
-    def decide(state: RunLog) -> list[ev.Event]:
-        if state.final:
-            return []  # another process recorded the end meanwhile: its result stands
-        if verdict.state == RunState.succeeded and not retrieval.ok:
-            # Stays running: `train attach` collects again. The note tells why (in the
-            # run's events and `runs show`); a later successful collection clears it.
-            note = f"{NOT_RETRIEVED}: {retrieval.problem}"
-            return [] if state.run.note == note else [ev.NoteAdded(note=note)]
-        events: list[ev.Event] = [
-            ev.RunEnded(
-                state=verdict.state,
-                message=verdict.message,
-                exit_code=verdict.exit_code,
-                metrics=metrics,
-            )
-        ]
-        if not retrieval.ok and state.run.note is None:
-            events.append(ev.NoteAdded(note=f"{NOT_RETRIEVED}: {retrieval.problem}"))
-        return events
-
-    return await session.journal.append(run_id, decide)
+    return await session.journal.append(
+        run_id,
+        lambda s: decisions.record_end(
+            s,
+            outcome=verdict.state,
+            message=verdict.message,
+            exit_code=verdict.exit_code,
+            metrics=metrics,
+            home=retrieval.ok,
+            problem=retrieval.problem,
+        ),
+    )
 
 
 # ---- cancel ---------------------------------------------------------------------------
@@ -623,10 +596,7 @@ async def cancel(session: Session, job: Job) -> tuple[RunLog, JobState, Retrieva
             # An earlier cancel stopped the job but its end was never recorded: record it.
             after = before
         else:
-            await session.journal.append(
-                job.run_id,
-                lambda s: [] if s.final or s.run.cancel_requested else [ev.CancelRequested()],
-            )
+            await session.journal.append(job.run_id, decisions.request_cancel)
             after = await job.executor.cancel(job.remote_dir)
             if after.status is not JobStatus.cancelled:
                 return await session.journal.state(job.run_id), after, None

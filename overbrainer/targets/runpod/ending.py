@@ -16,7 +16,7 @@ The whole of it is shielded from Ctrl-C: it acts on a pod that bills.
 """
 
 from overbrainer.errors import OverbrainerError
-from overbrainer.events import types as ev
+from overbrainer.events import decisions
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.types import PodState
 from overbrainer.exec.base import Executor
@@ -103,20 +103,12 @@ async def end_pod(
             return Ending.deleted
         await copy_watchdog_log(ctx, run_id, executor)
         if pod.keep:
-            await session.journal.append(
-                run_id,
-                lambda s: [] if s.pod.status == PodState.kept else [ev.PodKept(pod_id=pod_id)],
-            )
+            await session.journal.append(run_id, lambda s: decisions.keep_pod(s, pod_id))
             return Ending.kept
         if not retrieved:
             detail = problem[:300]
             await session.journal.append(
-                run_id,
-                lambda s: (
-                    []
-                    if s.pod.status == PodState.awaiting_retrieval
-                    else [ev.AwaitingRetrieval(pod_id=pod_id, detail=detail)]
-                ),
+                run_id, lambda s: decisions.await_retrieval(s, pod_id, detail)
             )
             session.front.warn(
                 messages.awaiting_retrieval(pod, run_id, retrieve_grace_minutes, problem)

@@ -17,13 +17,15 @@ that was in progress is failed.
 """
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 import trio
 
 from overbrainer.errors import OverbrainerError
+from overbrainer.events import decisions
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.store import UnknownRun
@@ -109,14 +111,8 @@ async def _look_up(ctx: PodContext, row: Row) -> Row:
         front.warn(f"cannot tell whether pod {row.pod_id} of run {row.run_id} is gone: {error}")
         return row
     if pod is None or pod.status is PodStatus.TERMINATED:
-        await ctx.session.journal.append(
-            row.run_id,
-            lambda s: (
-                []
-                if s.pod.deleted(row.pod_id)
-                else [ev.PodDeleted(pod_id=row.pod_id, by="found_gone")]
-            ),
-        )
+        found = ev.PodDeleted(pod_id=row.pod_id, by="found_gone")
+        await ctx.session.journal.append(row.run_id, lambda s: decisions.pod_deleted(s, found))
         return row
     state = await _state_or_none(ctx, row.run_id)
     start = await start_of(ctx, state) if state is not None else None
@@ -317,14 +313,12 @@ async def remove_run_pods(
             f"`overbrainer {command}` deleted its pods"
         )
         await ctx.session.journal.append(
-            run_id,
-            lambda s: [] if s.final else [ev.RunEnded(state=outcome, message=message)],
+            run_id, lambda s: decisions.end_run(s, outcome, message)
         )
     elif force and not state.final:
         message = f"its pods were deleted by `overbrainer pod rm {run_id} --force`"
         await ctx.session.journal.append(
-            run_id,
-            lambda s: [] if s.final else [ev.RunEnded(state=RunState.failed, message=message)],
+            run_id, lambda s: decisions.end_run(s, RunState.failed, message)
         )
     forget_key_if_done(ctx, run_id, await ctx.session.journal.state(run_id))
     elsewhere = await _followed_elsewhere(ctx, state) if keep is not None else None
@@ -366,18 +360,10 @@ async def _resolve_pending(ctx: PodContext, run_id: str, listed: Sequence[Pod]) 
         found = f"pod {pod_id} and deleted it" if pod_id else f"no pod named {name}"
         detail = f"its command stopped before the create was answered; `pod rm` found {found}"
         resolved = ev.AttemptResolved(n=n, result=result, detail=detail, pod_id=pod_id)
-        await ctx.session.journal.append(run_id, _resolve_once(resolved))
+        await ctx.session.journal.append(
+            run_id, partial(decisions.resolve_attempt, resolved=resolved)
+        )
     return deleted
-
-
-def _resolve_once(resolved: ev.AttemptResolved) -> Callable[[RunLog], list[ev.Event]]:
-    """Resolve an attempt, unless somebody resolved it meanwhile."""
-
-    def decide(state: RunLog) -> list[ev.Event]:
-        open_ = any(a["n"] == resolved.n and a.get("result") is None for a in state.pod.attempts)
-        return [resolved] if open_ else []
-
-    return decide
 
 
 async def _followed_elsewhere(ctx: PodContext, state: RunLog) -> str | None:

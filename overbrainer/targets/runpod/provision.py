@@ -29,9 +29,9 @@ import trio
 
 from overbrainer.config.model import RunpodTarget
 from overbrainer.errors import Interrupted, OverbrainerError
+from overbrainer.events import decisions
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
-from overbrainer.events.types import PodState, RunState
 from overbrainer.exec.base import (
     ExecError,
     Executor,
@@ -404,22 +404,16 @@ class _Walk:
     def _taken(self, state: RunLog, stage: str = "creating a pod") -> None:
         """Between two steps, on the fresh log: stop if another command ended the run or
         is deleting the walk's pod, or take a cancel asked through the log."""
-        if self._overtaken_in(state):
+        if decisions.overtaken(state, self.live):
             raise _Overtaken(state)
         if state.run.cancel_pending:
             raise _Cancel(stage)
 
-    def _overtaken_in(self, state: RunLog) -> bool:
-        # The walk's own deletes hand the pod over first (``live`` is None by then).
-        live = self.live
-        return state.final or (
-            live is not None and state.pod.pods.get(live) in (PodState.deleting, PodState.deleted)
-        )
-
     def _unless_overtaken(self, events: list[ev.Event]) -> Callable[[RunLog], list[ev.Event]]:
         """A decision appending ``events`` unless the fresh log says the walk was overtaken
-        (then nothing: the caller's :meth:`_taken` stops the walk)."""
-        return lambda state: [] if self._overtaken_in(state) else events
+        (then nothing: the caller's :meth:`_taken` stops the walk). The walk's own deletes
+        hand the pod over first (``live`` is None by then)."""
+        return lambda state: decisions.unless_overtaken(state, self.live, events)
 
     async def _look(self, stage: str) -> None:
         """:meth:`_taken` on a fresh read of the log (a log that cannot be read now is
@@ -582,7 +576,7 @@ class _Walk:
         # A fact even for a run another command ended meanwhile (the pod exists and must be
         # deleted) — unless that command already found the pod by its marker and has it.
         return await self.journal.append(
-            self.run_id, lambda s: [] if pod.id in s.pod.pods else events
+            self.run_id, lambda s: decisions.pod_created(s, pod.id, events)
         )
 
     # -- ambiguous creates --
@@ -831,10 +825,7 @@ class _Walk:
 
     async def _cancelled(self, stage: str) -> ProvisionCancelled:
         """A cancel asked through the log: say it is taken, delete the pod if any."""
-        taken = ev.CancelRequested(relay="taken")
-        await self.journal.append(
-            self.run_id, lambda s: [taken] if s.run.cancel_pending and not s.final else []
-        )
+        await self.journal.append(self.run_id, decisions.take_cancel)
         asker = await self.journal.asker_of_cancel(self.run_id)
         self.front.info(
             f"train: cancel of run {self.run_id} requested{asker}: stopping while "
@@ -872,10 +863,7 @@ class _Walk:
 
     async def _interrupted(self, stage: str) -> ProvisionInterrupted:
         """Ctrl-C: record it, delete the pod if any (shielded), say what is left."""
-        await self.journal.append(
-            self.run_id,
-            lambda s: [ev.Interrupted(stage=stage)] if s.run.state == RunState.preparing else [],
-        )
+        await self.journal.append(self.run_id, lambda s: decisions.interrupted_at(s, stage))
         pod_id, self.live = self.live, None
         if pod_id is not None:
             try:

@@ -1,0 +1,115 @@
+"""What a job's end means for its run (``lifecycle.outcome.judge``), as a table."""
+
+import pytest
+
+from overbrainer.events.types import RunState
+from overbrainer.exec.base import JobState, JobStatus
+from overbrainer.lifecycle.outcome import Verdict, judge
+from overbrainer.train.metrics import MetricsSummary
+
+RUN = "20260101-000000-ab12"
+LOG = f"see runs/{RUN}/job.log"
+WROTE = MetricsSummary(lines=3)
+NOTHING = MetricsSummary()
+ONLY_MALFORMED = MetricsSummary(lines=2, malformed=2)
+SOME_MALFORMED = MetricsSummary(lines=3, malformed=2)
+
+
+@pytest.mark.parametrize(
+    ("job", "summary", "has_output", "verdict"),
+    [
+        pytest.param(
+            JobState(JobStatus.exited, 0),
+            WROTE,
+            True,
+            Verdict(RunState.succeeded, None, 0),
+            id="exit-0-metrics-output",
+        ),
+        pytest.param(
+            JobState(JobStatus.exited, 0),
+            SOME_MALFORMED,
+            True,
+            Verdict(RunState.succeeded, None, 0),
+            id="one-good-line-is-enough",
+        ),
+        pytest.param(
+            JobState(JobStatus.exited, 0),
+            WROTE,
+            False,
+            Verdict(RunState.failed, f"the job exited 0 but left nothing under output/; {LOG}", 0),
+            id="no-output",
+        ),
+        pytest.param(
+            JobState(JobStatus.exited, 0),
+            NOTHING,
+            True,
+            Verdict(
+                RunState.failed,
+                "the job exited 0 without writing any metrics: the metrics plugin was not "
+                f"loaded; {LOG}",
+                0,
+            ),
+            id="no-metrics",
+        ),
+        pytest.param(
+            JobState(JobStatus.exited, 0),
+            ONLY_MALFORMED,
+            True,
+            Verdict(
+                RunState.failed,
+                "the job exited 0 without writing any metrics: the metrics plugin was not "
+                f"loaded; {LOG}",
+                0,
+            ),
+            id="only-malformed-metrics",
+        ),
+        pytest.param(
+            JobState(JobStatus.exited, 3),
+            WROTE,
+            True,
+            Verdict(RunState.failed, f"the job exited with code 3; {LOG}", 3),
+            id="exit-3",
+        ),
+        pytest.param(
+            JobState(JobStatus.exited, None),
+            WROTE,
+            True,
+            Verdict(RunState.failed, f"the job's exit code is unreadable; {LOG}", None),
+            id="exit-code-unreadable",
+        ),
+        pytest.param(
+            JobState(JobStatus.cancelled),
+            WROTE,
+            True,
+            Verdict(RunState.cancelled, "cancelled", None),
+            id="cancelled",
+        ),
+        pytest.param(
+            JobState(JobStatus.cancelled),
+            NOTHING,
+            False,
+            Verdict(RunState.cancelled, "cancelled", None),
+            id="cancelled-with-nothing",
+        ),
+        pytest.param(
+            JobState(JobStatus.lost),
+            WROTE,
+            True,
+            Verdict(
+                RunState.failed,
+                "the job vanished without an exit code (lost: killed, or its machine "
+                f"restarted); {LOG}",
+                None,
+            ),
+            id="lost",
+        ),
+    ],
+)
+def test_judge(job: JobState, summary: MetricsSummary, has_output: bool, verdict: Verdict) -> None:
+    assert judge(job, summary, has_output=has_output, run_id=RUN) == verdict
+
+
+@pytest.mark.parametrize("status", [JobStatus.running, JobStatus.cancelling])
+def test_a_job_that_has_not_ended_is_not_judged(status: JobStatus) -> None:
+    with pytest.raises(ValueError, match="has not ended"):
+        judge(JobState(status), WROTE, has_output=True, run_id=RUN)
