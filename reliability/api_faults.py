@@ -154,7 +154,7 @@ def run_fault(endpoint: str, kind: str, span: str) -> list[str]:
 
 async def _scenario(project: Path, endpoint: str, kind: str, times: int, outcome: _Outcome) -> None:
     from overbrainer.errors import OverbrainerError
-    from overbrainer.targets.runpod.pods import delete_pod
+    from overbrainer.targets.runpod.delete import delete_pod
     from overbrainer.targets.runpod.provision import open_provisioned
     from overbrainer.testing.fake_executor import CANARY_KEY, pod_rig, runpod_target
 

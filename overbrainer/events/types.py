@@ -57,17 +57,16 @@ ALIVE: frozenset[PodState] = frozenset(
 )
 """The pod states in which a pod may exist (and bill)."""
 
-# Why a pod was deleted, and who deleted it.
+# Why a pod was deleted (each produced by one or more paths of
+# ``overbrainer.targets.runpod.delete``, whose docstring says which), and who deleted it.
 DeleteReason = Literal[
     "retrieved",
     "interrupted",
     "not_ready",
     "duplicate",
-    "job_not_started",
     "deadline",
     "refused",
     "requested",
-    "gone",
     "cancelled",
     "failed",
 ]

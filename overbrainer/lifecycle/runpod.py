@@ -60,20 +60,15 @@ from overbrainer.runpod.orphans import orphan_warnings, rows, run_of
 from overbrainer.runpod.timing import Timing
 from overbrainer.session.limits import CANCEL_LIMIT, COLLECT_LIMIT, START_LIMIT
 from overbrainer.session.session import Session, ended_by
-from overbrainer.targets.runpod.ending import end_pod, forget_key_if_done
+from overbrainer.targets.runpod.delete import delete_pod, forget_key_if_done, release
+from overbrainer.targets.runpod.ending import end_pod
 from overbrainer.targets.runpod.podrm import (
     deleted_line,
     duration_text,
     remove_run_pods,
     still_starting,
 )
-from overbrainer.targets.runpod.pods import (
-    PodAccess,
-    PodContext,
-    confirm_gone,
-    delete_pod,
-    note_clock,
-)
+from overbrainer.targets.runpod.pods import PodAccess, PodContext, confirm_gone, note_clock
 from overbrainer.targets.runpod.provision import (
     ProvisionCancelled,
     ProvisionInterrupted,
@@ -505,18 +500,7 @@ class PodRun:
         raise Interrupted(interrupted_before_job(await self.session.journal.state(run_id)))
 
     async def _release(self, run_id: str, reason: ev.DeleteReason) -> None:
-        """Delete the pod of a run that will not run its job (shielded); a failure is only
-        warned about, with where to look."""
-        state = await self.session.journal.state(run_id)
-        pod_id = state.pod.pod_id
-        if pod_id is None or state.pod.deleted(pod_id):
-            return
-        try:
-            await delete_pod(self.ctx, run_id, pod_id, reason)
-        except OverbrainerError as error:
-            self.session.front.warn(str(error))
-            return
-        forget_key_if_done(self.ctx, run_id, await self.session.journal.state(run_id))
+        await release(self.ctx, run_id, reason)
 
     async def _fail_before_job(
         self, run_id: str, message: str, *, outcome: RunState = RunState.failed

@@ -38,8 +38,8 @@ from overbrainer.projections.view import RunsView, view_path
 from overbrainer.runpod.client import CreateFailed, CreatePod, RunpodClient
 from overbrainer.session.journal import Journal
 from overbrainer.session.session import Session
+from overbrainer.targets.runpod.delete import DeleteUnconfirmed, delete_pod
 from overbrainer.targets.runpod.podrm import remove_run_pods
-from overbrainer.targets.runpod.pods import DeleteUnconfirmed, delete_pod
 from overbrainer.targets.runpod.provision import ProvisionInterrupted, provision
 from overbrainer.testing.fake_executor import PINNED_IMAGE, PodRig, pod_rig, runpod_target
 from reliability.machine import read_trace

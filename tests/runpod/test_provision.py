@@ -18,7 +18,7 @@ from overbrainer.events.errors import StoreError
 from overbrainer.runpod import decide
 from overbrainer.runpod.pod_scripts import ENV_HOST_KEY, ENV_MAX_SECONDS, RUN_MARKER
 from overbrainer.runpod.timing import Timing
-from overbrainer.targets.runpod.pods import DeleteUnconfirmed
+from overbrainer.targets.runpod.delete import DeleteUnconfirmed
 from overbrainer.targets.runpod.provision import (
     CreateStopped,
     NothingPlaced,

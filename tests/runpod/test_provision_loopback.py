@@ -25,7 +25,8 @@ from overbrainer.runpod.keys import generate_run_keys
 from overbrainer.runpod.timing import Timing
 from overbrainer.session.journal import Journal
 from overbrainer.session.session import Session
-from overbrainer.targets.runpod.pods import PodContext, delete_pod
+from overbrainer.targets.runpod.delete import delete_pod
+from overbrainer.targets.runpod.pods import PodContext
 from overbrainer.targets.runpod.provision import (
     NothingPlaced,
     open_provisioned,

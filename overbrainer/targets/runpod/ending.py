@@ -7,7 +7,7 @@ can be read after the pod is gone. Then:
   ``pod rm`` deletes it, whatever became of the results;
 - results retrieved: ``.pod/retrieved`` is touched on the pod *first*, so its watchdog
   deletes it at its next check even if our delete fails; then the pod is deleted and
-  waited for until Runpod no longer shows it (``pods.delete_pod``: ``pod.Deleting`` before
+  waited for until Runpod no longer shows it (``delete.delete_pod``: ``pod.Deleting`` before
   the request, ``pod.Deleted`` with uptime and spend after);
 - results not retrieved: the pod is left to its watchdog's retrieve grace
   (``pod.AwaitingRetrieval``) and the user is told how to collect them or delete it.
@@ -17,17 +17,16 @@ The whole of it is shielded from Ctrl-C: it acts on a pod that bills.
 
 from overbrainer.errors import OverbrainerError
 from overbrainer.events import decisions
-from overbrainer.events.aggregate import RunLog
 from overbrainer.events.types import PodState
 from overbrainer.exec.base import Executor
 from overbrainer.runpod import messages
-from overbrainer.runpod.keys import forget_client_key
 from overbrainer.runpod.messages import Ending
 from overbrainer.runpod.pod_scripts import RETRIEVED, WATCHDOG_LOG
-from overbrainer.targets.runpod.pods import PodContext, delete_pod
+from overbrainer.targets.runpod.delete import delete_pod, forget_key_if_done
+from overbrainer.targets.runpod.pods import PodContext
 from overbrainer.targets.runpod.provision import remote_run_dir
 
-__all__ = ["LOG_COPY", "Ending", "copy_watchdog_log", "end_pod", "forget_key_if_done"]
+__all__ = ["LOG_COPY", "Ending", "copy_watchdog_log", "end_pod"]
 
 LOG_COPY = "watchdog.log"
 """The watchdog's log, copied into ``runs/<id>/``."""
@@ -62,12 +61,6 @@ async def copy_watchdog_log(ctx: PodContext, run_id: str, executor: Executor) ->
         )
         return False
     return True
-
-
-def forget_key_if_done(ctx: PodContext, run_id: str, state: RunLog) -> None:
-    """Drop the run's client key once no pod of it may exist (nothing to log in to)."""
-    if not state.pod.may_bill():
-        forget_client_key(ctx.session.run_dir(run_id) / "ssh")
 
 
 async def end_pod(

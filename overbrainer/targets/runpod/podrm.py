@@ -19,7 +19,6 @@ that was in progress is failed.
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from functools import partial
 
 import trio
@@ -31,11 +30,16 @@ from overbrainer.events.aggregate import RunLog
 from overbrainer.events.store import UnknownRun
 from overbrainer.events.types import PodState, RunState
 from overbrainer.runpod.client import RunpodError
-from overbrainer.runpod.decide import iso_utc, parse_utc, rate_text, uptime_and_spend
+from overbrainer.runpod.decide import iso_utc, parse_utc, rate_text
 from overbrainer.runpod.models import Pod, PodStatus
 from overbrainer.runpod.orphans import Note, Row, classify, rows, run_of
-from overbrainer.targets.runpod.ending import forget_key_if_done
-from overbrainer.targets.runpod.pods import PodContext, confirm_gone, delete_pod
+from overbrainer.targets.runpod.delete import (
+    Deleted,
+    delete_pod,
+    delete_unrecorded,
+    forget_key_if_done,
+)
+from overbrainer.targets.runpod.pods import PodContext, confirm_gone
 from overbrainer.targets.runpod.starting import Start, look, start_of
 
 __all__ = [
@@ -166,16 +170,6 @@ def table(found: Sequence[Row]) -> str:
 
 
 @dataclass(frozen=True)
-class Deleted:
-    """A pod ``pod rm`` deleted (or found already gone), with its uptime and spend."""
-
-    pod_id: str
-    gone_already: bool
-    uptime_seconds: float | None
-    spend: float | None
-
-
-@dataclass(frozen=True)
 class Removal:
     """What ``pod rm`` did: the pods deleted, the pod kept, the failures."""
 
@@ -298,7 +292,7 @@ async def remove_run_pods(
         try:
             if pod.deleted(pod_id) and found is not None:
                 # Recorded deleted, yet listed: a leftover nothing else will delete.
-                deleted.append(await _delete_unrecorded(ctx, run_id, found))
+                deleted.append(await delete_unrecorded(ctx, run_id, found))
             else:
                 deleted.append(await _delete(ctx, run_id, pod_id, found))
         except OverbrainerError as error:
@@ -416,48 +410,7 @@ async def _remove_unrecorded(ctx: PodContext, run_id: str, listed: Sequence[Pod]
     failures: list[str] = []
     for pod in sorted(listed, key=lambda p: p.id):
         try:
-            deleted.append(await _delete_unrecorded(ctx, run_id, pod))
+            deleted.append(await delete_unrecorded(ctx, run_id, pod))
         except OverbrainerError as error:
             failures.append(str(error))
     return Removal(run_id, tuple(deleted), tuple(failures))
-
-
-async def _delete_unrecorded(ctx: PodContext, run_id: str, pod: Pod) -> Deleted:
-    timing = ctx.timing
-    rate = pod.cost or None
-
-    async def work() -> Deleted:
-        try:
-            accepted = await ctx.client.delete_pod(pod.id)
-        except RunpodError as error:
-            raise OverbrainerError(
-                f"cannot delete pod {pod.id} of run {run_id}{rate_text(rate)}: {error}; it may "
-                "still bill: check `overbrainer pod ls`"
-            ) from error
-        end = trio.current_time() + timing.delete_confirm
-        while True:
-            try:
-                shown = await ctx.client.get_pod(pod.id)
-                if (shown is None or shown.status is PodStatus.TERMINATED) and all(
-                    p.id != pod.id or p.status is PodStatus.TERMINATED
-                    for p in await ctx.client.list_pods()
-                ):
-                    break
-            except RunpodError:
-                pass  # unknown is not gone
-            if trio.current_time() >= end:
-                raise OverbrainerError(
-                    f"pod {pod.id} of run {run_id}{rate_text(rate)} was deleted, but Runpod "
-                    f"still showed it {timing.delete_confirm:g} s later; it may still bill: "
-                    "check `overbrainer pod ls`"
-                )
-            await trio.sleep(timing.delete_poll)
-        created = iso_utc(pod.created_at) if pod.created_at is not None else None
-        uptime, spend = uptime_and_spend(created, _now(ctx), rate)
-        return Deleted(pod.id, not accepted, uptime, spend)
-
-    return await ctx.session.interrupts.shield(f"deleting pod {pod.id}", timing.delete_limit, work)
-
-
-def _now(ctx: PodContext) -> datetime:
-    return ctx.server_now()

@@ -48,17 +48,11 @@ from overbrainer.runpod.decide import (
     interrupted_before_job,
     rate_text,
 )
-from overbrainer.runpod.keys import RunKeys, forget_client_key, write_run_keys, write_ssh_config
+from overbrainer.runpod.keys import RunKeys, write_run_keys, write_ssh_config
 from overbrainer.runpod.models import Pod, SshEndpoint, UnsafeSshEndpoint
 from overbrainer.runpod.pod_scripts import BOOTSTRAP_FAILED, VERDICT, pod_args, pod_env
-from overbrainer.targets.runpod.pods import (
-    Connect,
-    DeleteUnconfirmed,
-    PodAccess,
-    PodContext,
-    delete_pod,
-    pod_ls_hint,
-)
+from overbrainer.targets.runpod.delete import DeleteUnconfirmed, delete_pod, forget_key_if_done
+from overbrainer.targets.runpod.pods import Connect, PodAccess, PodContext, pod_ls_hint
 
 __all__ = [
     "CreateStopped",
@@ -286,7 +280,7 @@ async def _give_up_ready_pod(
     )
     await delete_pod(ctx, run_id, ready.pod_id, "not_ready")
     state = await ctx.session.journal.state(run_id)
-    _forget_key(ctx, run_id, state)
+    forget_key_if_done(ctx, run_id, state)
     raise ProvisionError(
         f"pod {ready.pod_id} of run {run_id} was ready but could not be reached again "
         f"({problem}); it was deleted. Run `overbrainer train` again"
@@ -377,10 +371,10 @@ class _Walk:
             await self._release_after(error)
             if isinstance(error, OverbrainerError):
                 # No pod left to log in to: the client key has no further use.
-                _forget_key(self.ctx, self.run_id, await self.journal.state(self.run_id))
+                forget_key_if_done(self.ctx, self.run_id, await self.journal.state(self.run_id))
             raise
         state = await self.journal.state(self.run_id)
-        _forget_key(self.ctx, self.run_id, state)
+        forget_key_if_done(self.ctx, self.run_id, state)
         raise NothingPlaced(decide.nothing_placed(self.run_id, state.pod.attempts))
 
     # -- steps --
@@ -700,7 +694,7 @@ class _Walk:
             ) from error
         if booted.kind == "refused":
             state = await self.journal.state(self.run_id)
-            _forget_key(self.ctx, self.run_id, state)
+            forget_key_if_done(self.ctx, self.run_id, state)
             raise PodRefused(
                 f"run {self.run_id} refused pod {pod.id} ({gpu_type}{rate_text(self.rate)}): "
                 f"{booted.detail}; the pod was deleted and no other GPU type is tried. See the "
@@ -839,7 +833,7 @@ class _Walk:
                 deleted = f"; pod {pod_id} was deleted"
             except DeleteUnconfirmed as error:
                 self.front.warn(str(error))
-        _forget_key(self.ctx, self.run_id, await self.journal.state(self.run_id))
+        forget_key_if_done(self.ctx, self.run_id, await self.journal.state(self.run_id))
         reason = f"cancelled before its job started{asker}"
         return ProvisionCancelled(f"run {self.run_id} {reason}{deleted}", reason=reason)
 
@@ -854,7 +848,7 @@ class _Walk:
             except DeleteUnconfirmed as error:
                 self.front.warn(str(error))
         state = await self.journal.state(self.run_id)
-        _forget_key(self.ctx, self.run_id, state)
+        forget_key_if_done(self.ctx, self.run_id, state)
         done = await _what_others_did(self.ctx, self.run_id, state)
         return ProvisionOvertaken(
             f"run {self.run_id} {done} while this command was starting its pod; nothing "
@@ -871,7 +865,7 @@ class _Walk:
             except DeleteUnconfirmed as error:
                 self.front.warn(str(error))
         state = await self.journal.state(self.run_id)
-        _forget_key(self.ctx, self.run_id, state)
+        forget_key_if_done(self.ctx, self.run_id, state)
         return ProvisionInterrupted(interrupted_before_job(state), stage=stage)
 
     async def _release_after(self, error: BaseException) -> None:
@@ -903,12 +897,6 @@ async def _what_others_did(ctx: PodContext, run_id: str, state: RunLog) -> str:
     # The other command may not have recorded the run's end yet: who deleted the pod.
     who = await recorded_by(ctx.session, run_id, ev.PodDeleting)
     return f"had its pod deleted{who or ' by another command'}"
-
-
-def _forget_key(ctx: PodContext, run_id: str, state: RunLog) -> None:
-    """Drop the run's client key once no pod of it may exist (nothing to log in to)."""
-    if not state.pod.may_bill():
-        forget_client_key(ctx.session.run_dir(run_id) / "ssh")
 
 
 def _span(seconds: float) -> str:
