@@ -14,7 +14,7 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from overbrainer.lifecycle.runpod import PodRun
+from overbrainer.lifecycle.service import POLL_SECONDS
 from overbrainer.testing import pod_training as harness
 
 JOB_SECONDS = 3600.0
@@ -45,8 +45,9 @@ async def _measure(project: Path) -> Figures:
         async with harness.training(project) as t:
             t.network.script = harness.JobScript(steps=60, step_seconds=JOB_SECONDS / 60)
             fake = t.rig.fake
-            run = PodRun(t.rig.context, t.settings, t.spec)  # the production pace
-            assert await run.train("gpu", keep=False) == 0
+            # The production pace of following.
+            command = harness.PodCommand(t.rig.context, t.settings, t.spec, poll=POLL_SECONDS)
+            assert await command.train("gpu", keep=False) == 0
             confirmed = trio.current_time()
             requests = list(fake.requests)
             (pod,) = fake.pods.values()

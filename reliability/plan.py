@@ -50,18 +50,9 @@ def first_per_call_site(keys: list[str]) -> list[str]:
 
 
 # The frames that only say which command runs: below them, `train attach` and `train`
-# pass through the same code (following, settling, ending a pod).
+# pass through the same code (following, settling, ending the target).
 _ENTRY_PATHS = ("overbrainer/cli/",)
-_ENTRY_FUNCTIONS = {
-    "overbrainer/lifecycle/runpod.py": {
-        "train",
-        "attach",
-        "cancel",
-        "PodRun.train",
-        "PodRun.attach",
-    },
-    "overbrainer/lifecycle/machine.py": {"train", "attach", "cancel"},
-}
+_ENTRY_FUNCTIONS = {"overbrainer/lifecycle/run.py": {"train", "attach", "cancel"}}
 
 
 def code_site(key: str) -> str:

@@ -1,6 +1,6 @@
 """``train``, ``train attach RUN`` and ``train cancel RUN``."""
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Annotated
@@ -16,8 +16,6 @@ if TYPE_CHECKING:
     from overbrainer.front.interrupts import Interrupts
     from overbrainer.preflight.gather import Preflight
     from overbrainer.session.session import Session
-
-    Act = Callable[[Session, Settings, RunLog], Awaitable[int]]
 
 app = App(
     name="train",
@@ -92,7 +90,7 @@ async def _with_run(run: str, name: str) -> int:
                     session, state, follower_poll=_follower_poll(settings, state)
                 )
         else:
-            code = await _act(name, state.run.kind)(session, settings, state)
+            code = await _act(name, session, settings, state)
         return session.interrupts.finish(code)
 
 
@@ -136,7 +134,7 @@ async def train(
     """
     from overbrainer.config.model import RunpodTarget
     from overbrainer.errors import Interrupted, OverbrainerError
-    from overbrainer.lifecycle import machine
+    from overbrainer.lifecycle import machine, run
 
     if keep_pod:
         _refuse_keep_pod(target)
@@ -173,9 +171,9 @@ async def train(
                     "with `overbrainer train`"
                 )
             if isinstance(spec, RunpodTarget):
-                from overbrainer.lifecycle.runpod import train as train_on_pod
+                from overbrainer.lifecycle import runpod
 
-                code = await train_on_pod(
+                async with runpod.for_train(
                     session,
                     settings,
                     name,
@@ -183,10 +181,11 @@ async def train(
                     keep=keep_pod,
                     pods=found.pods,
                     runpod_clock=found.runpod_clock,
-                )
+                ) as pod:
+                    code = await run.train(session, pod)
             else:
-                _warn_template(session, settings)
-                code = await machine.train(session, settings, machine.plan_for(settings, name))
+                plan = machine.plan_for(settings, name)
+                code = await run.train(session, machine.MachineTarget(session, settings, plan))
             return interrupts.finish(code)
 
 
@@ -228,22 +227,20 @@ async def _preflight(target: str | None) -> "Preflight":
     )
 
 
-def _warn_template(session: "Session", settings: "Settings") -> None:
-    from overbrainer.train.axolotl import reasoning_template_warning
+async def _act(name: str, session: "Session", settings: "Settings", state: "RunLog") -> int:
+    """``train attach`` or ``train cancel`` of a run, on its target."""
+    from overbrainer.lifecycle import run
 
-    warning = reasoning_template_warning(settings.training)
-    if warning:
-        session.front.warn(warning)
+    act = run.attach if name == "attach" else run.cancel
+    if state.run.kind == "runpod":
+        from overbrainer.lifecycle import runpod
 
-
-def _act(name: str, kind: str) -> "Act":
-    if kind == "runpod":
-        from overbrainer.lifecycle import runpod as pod_train
-
-        return pod_train.attach if name == "attach" else pod_train.cancel
+        async with runpod.for_run(session, settings, state) as pod:
+            return await act(session, pod, state)
     from overbrainer.lifecycle import machine
 
-    return machine.attach if name == "attach" else machine.cancel
+    plan = machine.plan_for(settings, state.run.target)
+    return await act(session, machine.MachineTarget(session, settings, plan), state)
 
 
 @app.command(name="attach")

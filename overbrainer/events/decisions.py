@@ -4,7 +4,7 @@ Pure functions: a run's state (and what the command knows) in, the events to app
 verdict out. The journal calls a decision on the fresh state inside its append, so a
 command that lost a race with another (a second follower, ``pod rm``, ``train cancel``)
 decides again on what that one recorded, and no fact is recorded twice or over a run that
-has ended. Each is tested as a table, with no I/O (``tests/events/test_decisions.py``).
+has ended. Each is tested as a table, with no I/O.
 """
 
 from collections.abc import Mapping

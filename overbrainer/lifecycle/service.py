@@ -1,8 +1,9 @@
-"""A run's life on a target that runs jobs: create, start (shielded), follow (raced),
-settle, collect and cancel (shielded), every transition appended to the run's log.
+"""The steps of a run's job on its target: start (shielded), watch, settle, collect and
+cancel (shielded), every transition appended to the run's log.
 
-The decisions (what a job's end means for the run) are pure functions at the bottom of
-``outcome.py``; this module drives the executor, the journal and the front end.
+What a job's end means for the run is ``outcome.judge``'s; what each step appends is
+decided by ``overbrainer.events.decisions``; this module drives the executor, the journal
+and the front end. The order of the steps is ``run.py``'s.
 """
 
 import contextlib
@@ -286,12 +287,6 @@ async def _read_metrics(
         offset += consumed
         if not final or len(data) < READ_LIMIT or consumed == 0:
             return summary, offset, seen
-
-
-async def follow(session: Session, job: Job, *, poll: float = POLL_SECONDS) -> Followed | None:
-    """``watch`` raced against Ctrl-C: None when Ctrl-C stopped following."""
-    finished = await session.interrupts.race(lambda: watch(session, job, poll=poll))
-    return None if finished is None else finished.value
 
 
 async def detach(session: Session, run_id: str, reason: str | None = None) -> RunLog:

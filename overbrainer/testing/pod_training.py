@@ -5,7 +5,7 @@ run in milliseconds.
 
 ``async with training(tmp_path) as t:`` writes a project whose training target ``gpu`` is a
 Runpod target (:func:`write_project`) and yields a :class:`Train`: ``t.command()`` is a new
-command's ``PodRun``, ``await t.train()`` is ``overbrainer train``, ``await
+command (:class:`PodCommand`), ``await t.train()`` is ``overbrainer train``, ``await
 t.detached_run(script)`` leaves a run whose ``train`` was interrupted once its job started.
 """
 
@@ -27,6 +27,7 @@ from overbrainer.config.load import load_settings
 from overbrainer.config.model import RunpodTarget, Settings
 from overbrainer.config.template import project_files
 from overbrainer.errors import Interrupted
+from overbrainer.events.aggregate import RunLog
 from overbrainer.events.types import PodState
 from overbrainer.exec.base import (
     ExecError,
@@ -36,11 +37,14 @@ from overbrainer.exec.base import (
     TargetUnreachable,
 )
 from overbrainer.front.interrupts import Interrupts
-from overbrainer.lifecycle.runpod import PodRun
+from overbrainer.lifecycle import run as lifecycle
+from overbrainer.lifecycle.runpod import PodTarget
 from overbrainer.projections.timeline import line as story_line
+from overbrainer.runpod.models import Pod
 from overbrainer.runpod.pod_scripts import WATCHDOG_LOG
 from overbrainer.session.session import Session
-from overbrainer.targets.runpod.pods import PodAccess
+from overbrainer.targets.runpod.podrm import warn_orphans
+from overbrainer.targets.runpod.pods import PodAccess, PodContext
 from overbrainer.testing.fake_executor import (
     CANARY_KEY,
     PINNED_IMAGE,
@@ -182,6 +186,50 @@ class JobExecutor(FakeExecutor):
 
 
 @dataclass
+class PodCommand:
+    """One command on the rig, as a new ``overbrainer`` process would run it: ``train``,
+    ``train attach`` and ``train cancel`` through the lifecycle on a :class:`PodTarget`.
+
+    ``ctx`` is the command's own (its own signal state); ``poll`` is how often following
+    reads the job.
+    """
+
+    ctx: PodContext
+    settings: Settings
+    spec: RunpodTarget
+    poll: float = 10.0
+
+    @property
+    def session(self) -> Session:
+        """The command's journal, front end and signal controller."""
+        return self.ctx.session
+
+    def target(self, name: str = "gpu", *, keep: bool = False) -> PodTarget:
+        """The command's Runpod target."""
+        return PodTarget(self.ctx, self.settings, self.spec, name=name, keep=keep, poll=self.poll)
+
+    async def train(self, name: str = "gpu", *, keep: bool = False) -> int:
+        """``overbrainer train [--keep-pod]`` on target ``name``."""
+        return await lifecycle.train(self.session, self.target(name, keep=keep))
+
+    async def attach(self, state: RunLog) -> int:
+        """``overbrainer train attach`` (a run still starting its pod too)."""
+        return await lifecycle.attach(self.session, self.target(state.run.target), state)
+
+    async def cancel(self, state: RunLog) -> int:
+        """``overbrainer train cancel`` (a run still starting its pod too)."""
+        return await lifecycle.cancel(self.session, self.target(state.run.target), state)
+
+    # Named for what the tests of runs left starting exercise: the same commands.
+    attach_starting = attach
+    cancel_starting = cancel
+
+    async def warn_orphans(self, pods: list[Pod] | None = None) -> None:
+        """The leftover pods ``train`` warns about."""
+        await warn_orphans(self.ctx, pods)
+
+
+@dataclass
 class Train:
     """A project with a Runpod target, on the MockClock rig."""
 
@@ -189,16 +237,16 @@ class Train:
     network: JobNetwork
     settings: Settings
     spec: RunpodTarget
-    runs: list[PodRun] = field(default_factory=list)
+    runs: list[PodCommand] = field(default_factory=list)
     known: set[str] = field(default_factory=set)
     last: str | None = None
 
-    def command(self) -> PodRun:
+    def command(self) -> PodCommand:
         """A new command (its own Ctrl-C state), as a new `overbrainer` process would be."""
         interrupts = Interrupts(self.rig.front.notice)
         session = Session(self.rig.journal, self.rig.front, interrupts, self.rig.project)
         ctx = dataclasses.replace(self.rig.context, session=session)
-        run = PodRun(ctx, self.settings, self.spec, poll=10.0)
+        run = PodCommand(ctx, self.settings, self.spec)
         self.runs.append(run)
         return run
 
@@ -206,7 +254,7 @@ class Train:
         directory = self.rig.project / "runs"
         return {p.name for p in directory.iterdir()} if directory.exists() else set()
 
-    async def train(self, *, keep: bool = False, run: PodRun | None = None) -> int:
+    async def train(self, *, keep: bool = False, run: PodCommand | None = None) -> int:
         """``overbrainer train [--keep-pod]``."""
         self.known = self._runs()
         try:

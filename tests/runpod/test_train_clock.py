@@ -22,9 +22,9 @@ import trio.testing
 
 from overbrainer.errors import OverbrainerError
 from overbrainer.events import types as ev
-from overbrainer.lifecycle.runpod import DEADLINE_SLACK
 from overbrainer.runpod.decide import parse_utc
 from overbrainer.runpod.pod_scripts import ENV_MAX_SECONDS
+from overbrainer.targets.runpod.following import DEADLINE_SLACK
 from overbrainer.testing.pod_training import JobScript, Train, training
 from overbrainer.testing.runpod_api import FakeRunpod
 

@@ -1,4 +1,5 @@
-"""A Runpod pod as a run's target.
+"""A Runpod pod as a run's target: the Runpod specifics the lifecycle's pod target
+(``overbrainer.lifecycle.runpod``) calls.
 
 - :mod:`~overbrainer.targets.runpod.provision`: creating the pod and waiting until it is
   ready (its keys, the GPU types in order, an ambiguous create reconciled);
@@ -6,6 +7,10 @@
   why (:func:`~overbrainer.targets.runpod.delete.delete_pod`);
 - :mod:`~overbrainer.targets.runpod.pods`: the context pod operations share, and knowing a
   pod is gone;
+- :mod:`~overbrainer.targets.runpod.reach`: reaching a run's pod again (a fresh look, its
+  endpoint, an SSH connection with its pinned host key), and a pod found gone;
+- :mod:`~overbrainer.targets.runpod.following`: what bounds following a job on its pod (its
+  deadline, the pod lost);
 - :mod:`~overbrainer.targets.runpod.ending`: ending a run's pod once its job ended;
 - :mod:`~overbrainer.targets.runpod.starting`: whether the command starting a pod is still
   there;

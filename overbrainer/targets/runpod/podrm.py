@@ -32,7 +32,7 @@ from overbrainer.events.types import PodState, RunState
 from overbrainer.runpod.client import RunpodError
 from overbrainer.runpod.decide import iso_utc, parse_utc, rate_text
 from overbrainer.runpod.models import Pod, PodStatus
-from overbrainer.runpod.orphans import Note, Row, classify, rows, run_of
+from overbrainer.runpod.orphans import Note, Row, classify, orphan_warnings, rows, run_of
 from overbrainer.targets.runpod.delete import (
     Deleted,
     delete_pod,
@@ -46,11 +46,13 @@ __all__ = [
     "Deleted",
     "Removal",
     "duration_text",
+    "end_abandoned",
     "list_rows",
     "remove_run_pods",
     "row_json",
     "still_starting",
     "table",
+    "warn_orphans",
 ]
 
 
@@ -164,6 +166,35 @@ def table(found: Sequence[Row]) -> str:
     out = ["  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip()]
     out += ["  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip() for t in lines]
     return "\n".join(out)
+
+
+# --- train's look at leftover pods ------------------------------------------------------
+
+
+async def warn_orphans(ctx: PodContext, pods: list[Pod] | None = None) -> None:
+    """Warn about the pods nothing will delete, from one listing (``pods``, or a fresh
+    one); never deletes."""
+    front = ctx.session.front
+    if pods is None:
+        try:
+            pods = await ctx.client.list_pods()
+        except OverbrainerError as error:
+            front.warn(f"cannot look for leftover pods: {error}")
+            return
+    states: dict[str, RunLog] = {}
+    for run_id in sorted({r for r in map(run_of, pods) if r is not None}):
+        try:
+            states[run_id] = await ctx.session.journal.state(run_id)
+        except UnknownRun:
+            continue
+    try:
+        starts = await look(ctx, states)
+    except OverbrainerError as error:  # a warning's extra: training goes on without it
+        front.warn(f"cannot tell which runs were abandoned while starting: {error}")
+        starts = {}
+    abandoned = {run_id for run_id, start in starts.items() if start.abandoned}
+    for warning in orphan_warnings(rows(pods, states.get, abandoned=abandoned)):
+        front.warn(warning)
 
 
 # --- pod rm ----------------------------------------------------------------------------
@@ -414,3 +445,13 @@ async def _remove_unrecorded(ctx: PodContext, run_id: str, listed: Sequence[Pod]
         except OverbrainerError as error:
             failures.append(str(error))
     return Removal(run_id, tuple(deleted), tuple(failures))
+
+
+async def end_abandoned(ctx: PodContext, run_id: str, outcome: RunState, by: str) -> None:
+    """Delete every pod of a run abandoned while starting and end it ``outcome``."""
+    removal = await remove_run_pods(ctx, run_id, force=False, outcome=outcome, command=by)
+    for deleted in removal.deleted:
+        ctx.session.front.result(deleted_line(run_id, deleted).replace("pod rm:", "train:"))
+    problems = removal.problems()
+    if problems:
+        raise OverbrainerError("; ".join(problems))

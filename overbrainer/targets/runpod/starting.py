@@ -35,7 +35,15 @@ from overbrainer.runpod.timing import Timing
 if TYPE_CHECKING:
     from overbrainer.targets.runpod.pods import PodContext
 
-__all__ = ["LEASE_MARGIN", "Start", "judge", "lease_seconds", "look", "start_of"]
+__all__ = [
+    "LEASE_MARGIN",
+    "Start",
+    "judge",
+    "lease_seconds",
+    "look",
+    "start_of",
+    "wait_starting",
+]
 
 LEASE_MARGIN = 10 * 60.0
 """Added to a lease: two hosts' clocks disagree by minutes (no more, or their TLS fails)."""
@@ -187,3 +195,36 @@ async def look(ctx: "PodContext", states: Mapping[str, RunLog]) -> dict[str, Sta
 async def start_of(ctx: "PodContext", state: RunLog) -> Start | None:
     """:func:`look` for one run (None when it is not starting)."""
     return (await look(ctx, {state.run.run_id: state})).get(state.run.run_id)
+
+
+async def wait_starting(ctx: "PodContext", run_id: str, poll: float) -> RunLog | Start | None:
+    """Wait for a run asked to cancel while starting: its final state; its starter's
+    :class:`Start` once that is provably gone; None when nobody took the request in
+    time (the longest step of a walk that does not look at the log, and a few polls).
+    ``poll`` is how often the run's follower reads the log."""
+    import trio
+
+    from overbrainer.session.limits import CANCEL_LIMIT, COLLECT_LIMIT, START_LIMIT
+
+    timing = ctx.timing
+    ack_wait = (
+        5.0
+        + 10 * max(timing.poll, poll)
+        + timing.create_limit
+        + max(timing.reconcile_after, default=0.0)
+        + timing.delete_limit
+        + START_LIMIT
+    )
+    taken_by = trio.current_time() + ack_wait
+    limit = taken_by + timing.delete_limit + CANCEL_LIMIT + COLLECT_LIMIT
+    while trio.current_time() < limit:
+        state = await ctx.session.journal.state(run_id)
+        if state.final:
+            return state
+        start = await start_of(ctx, state)
+        if start is not None and start.abandoned:
+            return start
+        if state.run.cancel_pending and trio.current_time() >= taken_by:
+            return None
+        await trio.sleep(min(timing.poll, poll))
+    return None

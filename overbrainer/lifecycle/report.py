@@ -1,0 +1,68 @@
+"""What a command says of a run once it is done with it: the final line, and an error when
+the run did not succeed."""
+
+from overbrainer.errors import OverbrainerError
+from overbrainer.events.aggregate import RunLog
+from overbrainer.events.types import RunState
+from overbrainer.lifecycle.service import Retrieval, attach_hint
+from overbrainer.session.session import Session, ended_by
+from overbrainer.train.metrics import MetricsSummary, summary_line
+
+
+def report(session: Session, state: RunLog, summary: MetricsSummary | None, retrieved: bool) -> int:
+    """Print the final line; a run that did not succeed is an error (exit 1)."""
+    run = state.run
+    if summary is None and run.metrics:
+        summary = MetricsSummary.from_dict(run.metrics)
+    if run.state == RunState.running:
+        why = f" ({run.note})" if run.note else ""
+        raise OverbrainerError(
+            f"the job of run {run.run_id} ended but its results could not be retrieved and "
+            f"verified{why}; {attach_hint(run.run_id)} to collect them"
+        )
+    output = (
+        f"runs/{run.run_id}/output" if run.state == RunState.succeeded and retrieved else None
+    )
+    session.front.result(summary_line(run.run_id, run.state, summary, output))
+    if run.state == RunState.succeeded:
+        return 0
+    note = f" ({run.note})" if run.note else ""
+    why = f": {run.message}" if run.message and run.message != run.state else ""
+    raise OverbrainerError(f"run {run.run_id} {run.state}{why}{note}")
+
+
+def report_retrieval(
+    session: Session, state: RunLog, summary: MetricsSummary | None, retrieval: Retrieval
+) -> int:
+    """:func:`report`, then an error when the results are not home (even for a run another
+    command recorded as succeeded)."""
+    code = report(session, state, summary, retrieval.ok)
+    if not retrieval.ok:
+        run_id = state.run.run_id
+        raise OverbrainerError(
+            f"the results of run {run_id} could not be retrieved ({retrieval.problem}); "
+            f"{attach_hint(run_id)} to collect them"
+        )
+    return code
+
+
+async def report_ended_meanwhile(session: Session, state: RunLog) -> int:
+    """Report a run another command ended while this one followed it — what that command
+    did, then the run's real outcome (exit 0 only if it succeeded)."""
+    run_id = state.run.run_id
+    who = await ended_by(session, run_id)
+    session.front.info(f"train: run {run_id} was ended{who} while this command followed it")
+    return report(session, state, None, state.run.artifacts is not None and not state.run.note)
+
+
+async def already_ended(session: Session, state: RunLog) -> int:
+    """``train cancel`` of a run that ended before the cancel took effect: say how, and by
+    whom; nothing is left to do."""
+    run_id = state.run.run_id
+    who = await ended_by(session, run_id)
+    message = f" ({state.run.message})" if state.run.message else ""
+    session.front.result(
+        f"train: run {run_id} had already ended ({state.run.state}){who}{message}; "
+        "nothing to cancel"
+    )
+    return 0

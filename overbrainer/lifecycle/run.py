@@ -1,0 +1,362 @@
+"""A run's life on any target: ``train``, ``train attach`` and ``train cancel``.
+
+``train``: create the run, prepare its files, open the target (a connection; a pod
+provisioned), start the job (shielded), follow it (raced against signals and the target's
+deadline), settle its end (results home and verified), end the target, report. Until the
+job exists, a signal or a failure ends the run there and releases what the target holds.
+Once it started, a signal only stops following: the job keeps running, and ``train
+attach`` follows it again; the message says what bounds it meanwhile.
+
+``train attach``: settle a run left starting, reach its job again, follow it (or collect
+the results of one that ended without them), end the target, report. ``train cancel``:
+stop the job (shielded), collect what it left, end the target.
+
+What differs between kinds of target is the :class:`~overbrainer.lifecycle.target.Target`'s
+to say; every transition is appended to the run's log through the decisions of
+:mod:`overbrainer.events.decisions`.
+"""
+
+import contextlib
+import math
+
+import trio
+
+from overbrainer.config.model import Settings
+from overbrainer.errors import Interrupted, OverbrainerError
+from overbrainer.events import decisions
+from overbrainer.events.aggregate import RunLog
+from overbrainer.events.errors import StoreError
+from overbrainer.events.ids import new_run_id
+from overbrainer.events.types import PodState, RunState
+from overbrainer.exec.base import ExecError
+from overbrainer.lifecycle import service
+from overbrainer.lifecycle.report import (
+    already_ended,
+    report_ended_meanwhile,
+    report_retrieval,
+)
+from overbrainer.lifecycle.service import EndedMeanwhile, Followed, Job, Retrieval, attach_hint
+from overbrainer.lifecycle.target import (
+    CancelledBeforeJob,
+    NotEnded,
+    Stop,
+    StoppedBeforeJob,
+    Target,
+    TargetGone,
+)
+from overbrainer.projections.summary import attach_header
+from overbrainer.session.session import Session
+from overbrainer.train.axolotl import prepare_run_dir
+from overbrainer.train.data import DataError, check_data
+from overbrainer.train.metrics import MetricsSummary, summary_line
+
+__all__ = ["attach", "cancel", "secrets_of", "train"]
+
+
+# ---- train ----------------------------------------------------------------------------
+
+
+def secrets_of(settings: Settings) -> dict[str, str]:
+    """What reaches only the job's environment: the Hugging Face token, if set."""
+    if settings.hf_token is None:
+        return {}
+    token = settings.hf_token.get_secret_value()
+    return {"HF_TOKEN": token, "HUGGING_FACE_HUB_TOKEN": token}
+
+
+async def train(session: Session, target: Target) -> int:
+    """Create a run, start its job on ``target``, follow it to its end, bring the results
+    home and end the target."""
+    await target.before_create()
+    run_id = new_run_id()
+    created = await session.journal.create(target.created(run_id))
+    settings = target.settings
+    try:
+        data = check_data(session.project_dir)
+        prepare_run_dir(
+            session.run_dir(run_id),
+            session.project_dir,
+            settings.training,
+            data,
+            device=target.device,
+        )
+    except DataError as error:
+        await _fail_before_job(session, run_id, str(error))
+        raise
+    except OSError as error:
+        # The run's directory cannot be written (a full disk, permissions): say so plainly.
+        message = f"could not prepare runs/{run_id}: {error.strerror or error}"
+        await _fail_before_job(session, run_id, message)
+        raise OverbrainerError(f"run {run_id} failed: {message}") from error
+    try:
+        async with target.open(run_id) as executor:
+            await target.before_start(run_id)
+            job = target.job(run_id, executor, created)
+            launch = target.launch(run_id)
+            try:
+                state = await service.start(
+                    session,
+                    job,
+                    launch.commands,
+                    env=launch.env,
+                    secrets=secrets_of(settings),
+                    container=launch.container,
+                )
+            except OverbrainerError:
+                # No job runs (or none that anything recorded): the target has nothing left
+                # to do for this run.
+                await target.not_started(run_id)
+                raise
+            state = await target.started(run_id, state)
+            return await _follow(session, target, job, state)
+    except StoppedBeforeJob as stop:
+        await _fail_before_job(
+            session, run_id, "interrupted before the job started", stage=stop.stage
+        )
+        raise
+    except CancelledBeforeJob as cancelled:
+        # Asked from another terminal (or checkout) through the log.
+        await _fail_before_job(session, run_id, cancelled.reason, outcome=RunState.cancelled)
+        state = await session.journal.state(run_id)
+        session.front.result(summary_line(run_id, state.run.state, None, None))
+        raise OverbrainerError(str(cancelled)) from None
+    except OverbrainerError as error:
+        await _fail_before_job(session, run_id, f"could not start: {error}")
+        raise
+
+
+async def _fail_before_job(
+    session: Session,
+    run_id: str,
+    message: str,
+    *,
+    stage: str | None = None,
+    outcome: RunState = RunState.failed,
+) -> None:
+    """End (``outcome``) a run whose job never started; nothing if it did, or if it ended.
+
+    Called while an error is on its way out: when the store cannot take the record, that
+    error stays the one the user reads (the store's trouble is only warned of)."""
+    try:
+        await session.journal.append(
+            run_id,
+            lambda s: decisions.fail_before_job(s, message, stage=stage, outcome=outcome),
+        )
+    except StoreError as error:
+        session.front.warn(f"{error} (while recording that run {run_id} failed)")
+
+
+# ---- follow, settle, end --------------------------------------------------------------
+
+
+async def _follow(session: Session, target: Target, job: Job, state: RunLog) -> int:
+    """Follow a started run (a signal detaches: the job keeps running), settle it, end its
+    target and report its outcome."""
+    run_id = job.run_id
+    if session.interrupts.interrupted:
+        raise await _detach(session, target, job)
+    job = target.job(run_id, job.executor, state)
+    watched = await _watch(session, target, job, state)
+    if isinstance(watched, EndedMeanwhile):
+        # Another command won the race to the end (it may have ended the target).
+        return await report_ended_meanwhile(session, watched.state)
+    if watched is Stop.detached:
+        raise await _detach(session, target, job)
+    if watched is Stop.past_deadline:
+        return await target.past_deadline(run_id)
+    assert isinstance(watched, Followed)
+    try:
+        state, retrieval = await service.settle(session, job, watched)
+    except StoreError as error:
+        # The job ended but its end could not be recorded: attach records it later.
+        raise StoreError(f"{error}; once it is back, {attach_hint(run_id)}") from error
+    except OverbrainerError as error:
+        raise OverbrainerError(f"{error}; {attach_hint(run_id)}") from error
+    return await _end(session, target, job, state, watched.summary, retrieval)
+
+
+async def _detach(session: Session, target: Target, job: Job) -> Interrupted:
+    """Record that following stopped while the job runs on; the error saying so."""
+    state = await service.detach(session, job.run_id)
+    return Interrupted(target.detached(state, job))
+
+
+async def _watch(
+    session: Session, target: Target, job: Job, state: RunLog
+) -> Followed | Stop | EndedMeanwhile:
+    """``service.watch`` raced against signals and against the target's deadline."""
+    left = target.seconds_left(state)
+    if left <= 0 and await _ended(job):
+        # Attached past the deadline to a job that ended: its results come home first
+        # (this takes moments), then the target is ended as usual.
+        left = math.inf
+    spend = target.spend(state)
+
+    async def work() -> Followed | Stop:
+        with trio.move_on_after(left):
+            return await service.watch(session, job, poll=target.poll, spend=spend)
+        return Stop.past_deadline
+
+    try:
+        finished = await session.interrupts.race(work)
+    except EndedMeanwhile as ended:
+        return ended
+    except service.FollowLost as lost:
+        ended_state = await _ended_since(session, job.run_id, state)
+        if ended_state is not None:
+            return EndedMeanwhile(ended_state)
+        return await target.lost(job, state, lost)
+    return Stop.detached if finished is None else finished.value
+
+
+async def _ended(job: Job) -> bool:
+    """Whether the job has ended, as far as one look tells (unreachable: no)."""
+    try:
+        return (await job.executor.status(job.remote_dir)).ended
+    except ExecError:
+        return False
+
+
+async def _ended_since(session: Session, run_id: str, before: RunLog) -> RunLog | None:
+    """The run's fresh state if another command ended it since ``before`` was read."""
+    if before.final:
+        return None
+    try:
+        state = await session.journal.state(run_id)
+    except StoreError:
+        return None
+    return state if state.final else None
+
+
+async def _end(
+    session: Session,
+    target: Target,
+    job: Job,
+    state: RunLog,
+    summary: MetricsSummary | None,
+    retrieval: Retrieval,
+) -> int:
+    """End the target of a run whose job ended, then report the outcome — even when the
+    target could not be ended, whose error then wins: a pod may still bill."""
+    run_id = job.run_id
+    try:
+        state = await target.end(job, state, retrieval)
+    except NotEnded:
+        try:
+            report_retrieval(session, await session.journal.state(run_id), summary, retrieval)
+        except OverbrainerError as run_error:
+            session.front.warn(str(run_error))
+        raise
+    if retrieval.stopped:
+        raise service.stopped_collection(job)
+    return report_retrieval(session, state, summary, retrieval)
+
+
+# ---- attach ---------------------------------------------------------------------------
+
+
+async def attach(session: Session, target: Target, state: RunLog) -> int:
+    """Follow a started run again, then collect it and end its target; a run that ended
+    without its results home has them collected again. A run left starting is settled
+    first (see :meth:`Target.settle_start`)."""
+    if state.run.state != RunState.preparing:
+        _require_job(state)
+    session.front.info(attach_header(state))
+    if state.run.state == RunState.preparing:
+        settled = await target.settle_start(state, "attach")
+        if isinstance(settled, int):
+            return settled
+        state = settled
+        _require_job(state)
+    run_id = state.run.run_id
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            executor = await stack.enter_async_context(target.reach(state))
+        except TargetGone:
+            return await target.gone(state, "attach")
+        except OverbrainerError:
+            # Another command may have ended the run and its target (a pod deleted, its key
+            # forgotten) since this one looked: its outcome is the one to report.
+            ended = await _ended_since(session, run_id, state)
+            if ended is None:
+                raise
+            return await report_ended_meanwhile(session, ended)
+        job = target.job(run_id, executor, state)
+        state = await session.journal.state(run_id)
+        if state.run.state == RunState.running:
+            return await _follow(session, target, job, state)
+        retrieval = await _collect_again(session, job, state)
+        state = await session.journal.state(run_id)
+        return await _end(session, target, job, state, None, retrieval)
+
+
+def _require_job(state: RunLog) -> None:
+    if state.run.job is None:
+        raise OverbrainerError(
+            f"run {state.run.run_id} has no job: it stopped before its job started "
+            f"({state.run.message})"
+        )
+
+
+async def _collect_again(session: Session, job: Job, state: RunLog) -> Retrieval:
+    """The results of an ended run, again (nothing to do for a kept pod whose results are
+    all home)."""
+    run = state.run
+    if state.pod.status == PodState.kept and run.artifacts is not None and not run.note:
+        return Retrieval(ok=True)
+    return await service.recollect(session, job)
+
+
+# ---- cancel ---------------------------------------------------------------------------
+
+
+async def cancel(session: Session, target: Target, state: RunLog) -> int:
+    """Stop the run's job (shielded), collect what it left, then end its target. A job that
+    had already ended is left alone, with a pointer to ``train attach``. A run left
+    starting is settled first (see :meth:`Target.settle_start`)."""
+    if state.run.job is None and state.run.state != RunState.preparing:
+        raise _no_job_to_cancel(state)
+    if state.run.state == RunState.preparing:
+        settled = await target.settle_start(state, "cancel")
+        if isinstance(settled, int):
+            return settled
+        state = settled
+        if state.run.job is None:
+            raise _no_job_to_cancel(state)
+    run_id = state.run.run_id
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            executor = await stack.enter_async_context(target.reach(state))
+            job = target.job(run_id, executor, state)
+            state, job_state, retrieval = await service.cancel(session, job)
+        except TargetGone:
+            return await target.gone(state, "cancel")
+        except OverbrainerError:
+            # Lost a race with the run's follower: it ended the run (and its target).
+            ended = await _ended_since(session, run_id, state)
+            if ended is None:
+                raise
+            return await already_ended(session, ended)
+        # No retrieval means nothing was stopped: the job had ended before (cancelled or
+        # not).
+        if retrieval is None:
+            session.front.result(
+                f"train: the job of run {run_id} had already ended "
+                f"({job_state.status.value}): collect it with "
+                f"`overbrainer train attach {run_id}`"
+            )
+            return 0
+        note = "" if retrieval.ok else f" ({service.NOT_RETRIEVED})"
+        try:
+            await target.end(job, state, retrieval)
+        except NotEnded:
+            session.front.result(f"train: run {run_id} cancelled{note}")
+            raise
+        session.front.result(f"train: run {run_id} cancelled{note}")
+        if retrieval.stopped:
+            raise service.stopped_collection(job)
+        return 0
+
+
+def _no_job_to_cancel(state: RunLog) -> OverbrainerError:
+    return OverbrainerError(f"run {state.run.run_id} has no job to cancel ({state.run.state})")

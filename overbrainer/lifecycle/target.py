@@ -1,0 +1,159 @@
+"""What differs between the kinds of target, as a run's life (:mod:`.run`) asks for it.
+
+A target is what runs a run's job: this machine or a host over SSH
+(:class:`~overbrainer.lifecycle.machine.MachineTarget`), or a Runpod pod created for the run
+(:class:`~overbrainer.lifecycle.runpod.PodTarget`). The lifecycle does what every run does —
+create it, prepare its files, start its job, follow it, settle its end, report — and asks
+its target for the rest: how to open it for a new job (a connection; a pod provisioned),
+how to reach the job again, how long following may go on (a pod's deadline), what a lost
+target means, and how to end it once the job ended (a pod deleted, kept, or left to its
+watchdog).
+"""
+
+from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from enum import Enum
+from typing import Literal, Protocol
+
+from overbrainer.config.model import Settings
+from overbrainer.errors import Interrupted, OverbrainerError
+from overbrainer.events import types as ev
+from overbrainer.events.aggregate import RunLog
+from overbrainer.exec.base import Executor
+from overbrainer.lifecycle.service import FollowLost, Job, Retrieval
+
+Command = Literal["attach", "cancel"]
+"""The command acting on a run that exists."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How a run's job is spawned: its commands, its environment (no secret), and the
+    container it runs in, if any."""
+
+    commands: list[list[str]]
+    env: Mapping[str, str]
+    container: str | None = None
+
+
+class Stop(Enum):
+    """Why following a job ended without the job's end."""
+
+    detached = "a signal"
+    past_deadline = "past the target's deadline"
+
+
+class StoppedBeforeJob(Interrupted):
+    """A signal stopped the run before its job started; the message says what is left.
+    ``stage`` is where, for ``run.Interrupted`` (None: the target recorded it already)."""
+
+    def __init__(self, message: str, *, stage: str | None) -> None:
+        super().__init__(message)
+        self.stage = stage
+
+
+class CancelledBeforeJob(OverbrainerError):
+    """A cancel asked through the run's log was taken before its job started (what the
+    target held is deleted); the run ends cancelled with ``reason``."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class TargetGone(Exception):
+    """What ran the run's job no longer exists (its pod): nothing can be reached."""
+
+
+class NotEnded(OverbrainerError):
+    """The run's job ended, but its target could not be ended (a pod that may still bill);
+    the message says so and what to do."""
+
+
+class Target(Protocol):
+    """A kind of target, for one command and one run (or one run to be)."""
+
+    @property
+    def settings(self) -> Settings:
+        """The project's settings."""
+
+    @property
+    def poll(self) -> float:
+        """How often following reads the job's status and metrics (seconds)."""
+
+    @property
+    def device(self) -> str:
+        """The device the job trains on (``auto``, ``cpu``)."""
+
+    # -- a new run --
+
+    async def before_create(self) -> None:
+        """Warn about what the run is about to meet (before it exists)."""
+
+    def created(self, run_id: str) -> ev.RunCreated:
+        """The run's first event."""
+
+    def open(self, run_id: str) -> AbstractAsyncContextManager[Executor]:
+        """The target, opened for the new run's job: an executor on it.
+
+        Raises:
+            StoppedBeforeJob: a signal came first (anything held is released).
+            CancelledBeforeJob: a cancel asked through the log was taken.
+        """
+
+    async def before_start(self, run_id: str) -> None:
+        """The last look before the job starts (same raises as :meth:`open`)."""
+
+    def launch(self, run_id: str) -> Launch:
+        """The job's commands, environment and container."""
+
+    async def not_started(self, run_id: str) -> None:
+        """The job could not start: release what the target holds for it."""
+
+    async def started(self, run_id: str, state: RunLog) -> RunLog:
+        """The job started (recorded in ``state``): the target's own record of it."""
+
+    # -- a run that exists --
+
+    async def settle_start(self, state: RunLog, command: Command) -> RunLog | int:
+        """A run still preparing: the state to go on with (its start settled), or the
+        command's exit code once it was dealt with here."""
+
+    def reach(self, state: RunLog) -> AbstractAsyncContextManager[Executor]:
+        """The run's job, reached again.
+
+        Raises:
+            TargetGone: the target no longer exists.
+        """
+
+    async def gone(self, state: RunLog, command: Command) -> int:
+        """``command`` of a run whose target is gone (:class:`TargetGone`)."""
+
+    # -- following and ending --
+
+    def job(self, run_id: str, executor: Executor, state: RunLog) -> Job:
+        """The run's job on the target, reached through ``executor``."""
+
+    def seconds_left(self, state: RunLog) -> float:
+        """How long following may still go on (``math.inf``: no bound)."""
+
+    def spend(self, state: RunLog) -> Callable[[], float | None] | None:
+        """What the target has cost so far, shown while following (None: nothing)."""
+
+    async def past_deadline(self, run_id: str) -> int:
+        """Following reached :meth:`seconds_left`: end the target, fail the run."""
+
+    async def lost(self, job: Job, state: RunLog, lost: FollowLost) -> Stop:
+        """Following gave up reaching the target: :attr:`Stop.detached` when a signal came
+        meanwhile; otherwise raises, saying what became of the run and its target."""
+
+    def detached(self, state: RunLog, job: Job) -> str:
+        """The message of a command that stopped following while the job runs on."""
+
+    async def end(self, job: Job, state: RunLog, retrieval: Retrieval) -> RunLog:
+        """End the target of a run whose job ended; the run's state after that.
+
+        Raises:
+            NotEnded: the target could not be ended.
+        """

@@ -1,0 +1,144 @@
+"""What bounds following a job on its pod: the pod's deadline, and the pod lost.
+
+Following never calls the API. It is bounded by the pod's deadline plus
+:data:`DEADLINE_SLACK`: a job still followed then runs on a pod its watchdog should have
+deleted, so the client deletes it and fails the run. The deadline is Runpod's
+``createdAt`` plus ``max_hours``, counted on Runpod's clock (the ``Date`` of the API's last
+answer carried forward on the monotonic clock): this machine's wall clock being hours off,
+or jumping, neither deletes a healthy pod nor lets one run unbounded. When following loses
+the pod, the run fails only once the pod is confirmed gone (``pods.confirm_gone``).
+"""
+
+from functools import partial
+from typing import NoReturn
+
+from overbrainer.errors import OverbrainerError
+from overbrainer.events import decisions
+from overbrainer.events.aggregate import PodView, RunLog
+from overbrainer.runpod import messages
+from overbrainer.runpod.decide import parse_utc, uptime_and_spend
+from overbrainer.targets.runpod.delete import delete_pod, forget_key_if_done
+from overbrainer.targets.runpod.pods import PodContext, confirm_gone
+from overbrainer.targets.runpod.reach import record_gone
+from overbrainer.train.metrics import MetricsSummary, summary_line
+
+__all__ = [
+    "DEADLINE_SLACK",
+    "lost",
+    "max_hours",
+    "past_deadline",
+    "seconds_left",
+    "spend_so_far",
+]
+
+DEADLINE_SLACK = 5 * 60.0
+"""How long past the pod's deadline a job may still be followed before the client deletes
+the pod itself (the watchdog should have done it at the deadline)."""
+
+
+def seconds_left(ctx: PodContext, state: RunLog) -> float:
+    """How long the run's job may still be followed: until its pod's deadline plus
+    :data:`DEADLINE_SLACK`, on Runpod's clock (infinite for a kept pod, which has none)."""
+    deadline = parse_utc(state.pod.deadline)
+    if state.pod.keep or deadline is None:
+        return float("inf")
+    # Both on Runpod's clock, and from here on trio's monotonic one: no change of this
+    # machine's wall clock moves it.
+    return max(0.0, (deadline - ctx.server_now()).total_seconds() + DEADLINE_SLACK)
+
+
+def spend_so_far(pod: PodView, ctx: PodContext) -> float | None:
+    """The pod's spend until now: its rate times its uptime on Runpod's clock (None when
+    unknown)."""
+    return uptime_and_spend(pod.created_at, ctx.server_now(), pod.cost_per_hour)[1]
+
+
+def max_hours(pod: PodView, default: float) -> float:
+    """The bound the pod was created with (``default``, the target's, for logs that do
+    not say)."""
+    for attempt in reversed(pod.attempts):
+        if attempt.get("pod_id") == pod.pod_id and attempt.get("max_hours") is not None:
+            return float(attempt["max_hours"])
+    return default
+
+
+async def past_deadline(ctx: PodContext, run_id: str, *, default_hours: float) -> NoReturn:
+    """The job was still followed past the pod's deadline (plus the slack): delete the pod
+    (its watchdog should have) and fail the run; the error says so."""
+    session = ctx.session
+    state = await session.journal.state(run_id)
+    pod = state.pod
+    assert pod.pod_id is not None
+    pod_id = pod.pod_id
+    message = (
+        f"the job was still running {DEADLINE_SLACK / 60:g} min past the deadline of pod "
+        f"{pod_id} ({pod.deadline}, max_hours = {max_hours(pod, default_hours):g}); "
+        "overbrainer deleted the pod"
+    )
+    problem: OverbrainerError | None = None
+    try:
+        await delete_pod(ctx, run_id, pod_id, "deadline")
+    except OverbrainerError as error:
+        problem = error
+    state = await session.journal.append(
+        run_id, lambda s: decisions.fail_past_deadline(s, message)
+    )
+    forget_key_if_done(ctx, run_id, state)
+    metrics = state.run.metrics
+    summary = MetricsSummary.from_dict(metrics) if metrics else None
+    session.front.result(summary_line(run_id, state.run.state, summary, None))
+    if problem is not None:
+        raise OverbrainerError(f"run {run_id} failed: {message}, but: {problem}")
+    raise OverbrainerError(
+        f"run {run_id} failed: {message}; raise max_hours of target {state.run.target} in "
+        "overbrainer.toml if the job needs longer"
+    )
+
+
+async def lost(
+    ctx: PodContext, run_id: str, state: RunLog, lost: Exception, *, default_hours: float
+) -> None:
+    """Following lost the pod (``lost`` says how): the run fails only if the pod is
+    confirmed gone; otherwise following stops and the error says the pod is still there.
+    Returns only when a signal stopped the check (following then stops as for any signal).
+    """
+    session = ctx.session
+    pod = state.pod
+    assert pod.pod_id is not None
+    pod_id = pod.pod_id
+    try:
+        checked = await session.interrupts.race(partial(confirm_gone, ctx, pod_id))
+    except OverbrainerError as error:
+        await _detach(ctx, run_id)
+        raise OverbrainerError(
+            f"{lost}; whether pod {pod_id} still exists is unknown ({error}): check "
+            f"`overbrainer pod ls`, delete it with `overbrainer pod rm {run_id}`"
+        ) from error
+    if checked is None:
+        return
+    if checked.value:
+        await record_gone(ctx, run_id, pod_id)
+        deadline = parse_utc(pod.deadline)
+        if not pod.keep and deadline is not None and ctx.server_now() >= deadline:
+            # Runpod's clock (just read again) says why: the watchdog kept the bound.
+            raise OverbrainerError(
+                f"run {run_id} failed: pod {pod_id} reached its deadline ({pod.deadline}, "
+                f"max_hours = {max_hours(pod, default_hours):g} after its creation) and its "
+                "watchdog deleted it, and its job went with it; raise max_hours of target "
+                f"{state.run.target} in overbrainer.toml if the job needs longer"
+            )
+        raise OverbrainerError(
+            f"run {run_id} failed: pod {pod_id} no longer exists (Runpod answered "
+            "'no such pod' again and again and no longer lists it), and its job went with "
+            "it; start again with `overbrainer train`"
+        )
+    await _detach(ctx, run_id)
+    raise OverbrainerError(
+        f"{lost}; pod {pod_id}{messages.rate(pod)} is still there: delete it with "
+        f"`overbrainer pod rm {run_id}`"
+    )
+
+
+async def _detach(ctx: PodContext, run_id: str) -> None:
+    """Following stops; the job may run on (``run.Detached``)."""
+    await ctx.session.journal.append(run_id, lambda s: decisions.detach(s, "pod unreachable"))

@@ -1,0 +1,166 @@
+"""Reaching a run's pod again (``train attach``, ``train cancel``): a fresh look at it, its
+endpoint (which a restart may change), and an SSH connection with its pinned host key.
+
+A pod Runpod no longer shows — confirmed gone, or terminated — is recorded gone
+(``pod.Deleted`` by ``found_gone``), and a run still going fails with it: its job went with
+the pod. A stopped pod, one with no endpoint yet, or one without a pinned host key is an
+error naming the way out.
+"""
+
+import contextlib
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+
+import trio
+
+from overbrainer.errors import Interrupted, OverbrainerError
+from overbrainer.events import decisions
+from overbrainer.events import types as ev
+from overbrainer.events.aggregate import RunLog
+from overbrainer.exec.base import ExecError, Executor, TargetUnreachable
+from overbrainer.runpod import messages
+from overbrainer.runpod.decide import connect_again_within
+from overbrainer.runpod.keys import client_key_path, write_ssh_config
+from overbrainer.runpod.models import PodStatus, UnsafeSshEndpoint
+from overbrainer.targets.runpod.delete import forget_key_if_done
+from overbrainer.targets.runpod.podrm import duration_text
+from overbrainer.targets.runpod.pods import PodAccess, PodContext, confirm_gone, note_clock
+
+__all__ = ["Reached", "connect", "reach", "record_gone"]
+
+
+@dataclass(frozen=True)
+class Reached:
+    """How to reach a run's pod now, and when its current boot began (Runpod's
+    ``startedAt``; None when not shown)."""
+
+    access: PodAccess
+    started_at: datetime | None
+
+
+async def reach(ctx: PodContext, state: RunLog) -> Reached | None:
+    """A fresh look at the run's pod: how to reach it now (its endpoint may have
+    changed: recorded, and ``ssh/config`` rewritten) and since when it runs, or None
+    when it is gone (recorded, and a running run failed). A stopped or unreachable pod
+    is an error naming the way out."""
+    run_id = state.run.run_id
+    pod = state.pod
+    pod_id = pod.pod_id
+    if pod_id is None or pod.deleted(pod_id):
+        return None
+    client = ctx.client
+    remote = await client.get_pod(pod_id)
+    await note_clock(ctx, run_id)
+    if remote is None:
+        if await confirm_gone(ctx, pod_id):
+            await record_gone(ctx, run_id, pod_id)
+            return None
+        remote = await client.get_pod(pod_id)
+        if remote is None:
+            raise OverbrainerError(
+                f"Runpod answers inconsistently about pod {pod_id} of run {run_id}; try "
+                f"`overbrainer train attach {run_id}` again later"
+            )
+    if remote.status is PodStatus.TERMINATED:
+        await record_gone(ctx, run_id, pod_id)
+        return None
+    status = remote.raw_status or remote.status.value
+    if remote.status in (PodStatus.EXITED, PodStatus.ERROR):
+        raise OverbrainerError(messages.stopped(pod, run_id, status))
+    try:
+        endpoint = remote.ssh_endpoint()
+    except UnsafeSshEndpoint as error:
+        raise OverbrainerError(
+            f"{error}; not connecting. Delete the pod with `overbrainer pod rm {run_id}`"
+        ) from None
+    if endpoint is None or remote.status is not PodStatus.RUNNING:
+        raise OverbrainerError(messages.not_reachable_yet(pod, run_id, status))
+    if pod.host_public_key is None:
+        raise OverbrainerError(
+            f"run {run_id} has no pinned host key for pod {pod_id}: it cannot be reached "
+            f"safely; delete it with `overbrainer pod rm {run_id}`"
+        )
+    seen = {"host": endpoint.host, "port": endpoint.port, "user": endpoint.username}
+    ssh_dir = ctx.session.run_dir(run_id) / "ssh"
+    if pod.endpoint != seen:
+        fresh = ev.EndpointSeen(
+            pod_id=pod_id, host=endpoint.host, port=endpoint.port, user=endpoint.username
+        )
+        # Decided on the fresh log: a second follower that saw the same endpoint first
+        # has recorded it already.
+        await ctx.session.journal.append(run_id, lambda s: decisions.endpoint_seen(s, fresh))
+        try:
+            write_ssh_config(ssh_dir, run_id, endpoint.host, endpoint.port, endpoint.username)
+        except OSError as error:
+            # Only `ssh -F` needs the file; this command reaches the pod without it.
+            ctx.session.front.warn(
+                f"cannot rewrite runs/{run_id}/ssh/config for pod {pod_id}'s new endpoint "
+                f"({error.strerror or error}); `ssh -F` with it reaches the old one"
+            )
+    access = PodAccess(endpoint, client_key_path(ssh_dir), pod.host_public_key, ctx.root)
+    return Reached(access, remote.started_at)
+
+
+async def connect(
+    ctx: PodContext, stack: contextlib.AsyncExitStack, reached: Reached, state: RunLog
+) -> Executor:
+    """The SSH connection to the run's pod. One that refuses (a pod just restarted, its
+    sshd not up yet) is tried again, every ``poll``, for as long as a booting pod is
+    given from its start (a pod up for longer: a few times); a signal stops waiting."""
+    assert ctx.connect is not None
+    run_id = state.run.run_id
+    access = reached.access
+    timing = ctx.timing
+    try:
+        try:
+            return await stack.enter_async_context(ctx.connect(access))
+        except TargetUnreachable as refused:
+            within = connect_again_within(
+                reached.started_at,
+                ctx.server_now(),
+                timing.ssh_within,
+                timing.connect_attempts * timing.poll,
+            )
+            ctx.session.front.info(
+                f"pod {state.pod.pod_id} of run {run_id} does not answer SSH at "
+                f"{access.endpoint.host}:{access.endpoint.port} yet ({refused}); it may "
+                f"be starting: trying again for up to {duration_text(within)}"
+            )
+            deadline = trio.current_time() + within
+            while True:
+                slept = await ctx.session.interrupts.race(partial(trio.sleep, timing.poll))
+                if slept is None:
+                    raise Interrupted(
+                        f"interrupted while pod {state.pod.pod_id} of run {run_id} did not "
+                        f"answer SSH yet: its job keeps running; "
+                        f"`overbrainer train attach {run_id}` reaches it again"
+                    ) from None
+                try:
+                    return await stack.enter_async_context(ctx.connect(access))
+                except TargetUnreachable:
+                    if trio.current_time() >= deadline:
+                        raise
+    except ExecError as error:
+        raise OverbrainerError(
+            f"cannot reach pod {state.pod.pod_id} of run {run_id} at "
+            f"{access.endpoint.host}:{access.endpoint.port} ({error}); try "
+            f"`overbrainer train attach {run_id}` again, or delete the pod with "
+            f"`overbrainer pod rm {run_id}`"
+        ) from error
+
+
+async def record_gone(ctx: PodContext, run_id: str, pod_id: str) -> RunLog:
+    """Record the run's pod found gone; a run still running fails with it (its job went
+    with the pod)."""
+
+    async def work() -> RunLog:
+        return await ctx.session.journal.append(
+            run_id, lambda s: decisions.pod_gone(s, pod_id)
+        )
+
+    state = await ctx.session.interrupts.shield(
+        f"recording that pod {pod_id} is gone", 60.0, work
+    )
+    forget_key_if_done(ctx, run_id, state)
+    return state
