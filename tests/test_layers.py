@@ -241,3 +241,20 @@ def test_the_command_line_loads_no_test_tooling() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True
     )
     assert result.stdout.splitlines()[-1] == "[]"
+
+
+def test_the_lifecycle_knows_no_kind_of_target() -> None:
+    # lifecycle/run.py drives every kind of target through the Target protocol: what a
+    # machine or a pod does differently lives in their own modules.
+    kinds = (
+        "overbrainer.lifecycle.machine",
+        "overbrainer.lifecycle.runpod",
+        "overbrainer.targets",
+        "overbrainer.runpod",
+        "overbrainer.exec.local",
+        "overbrainer.exec.ssh",
+    )
+    found = list(imports(ROOT / "overbrainer" / "lifecycle" / "run.py"))
+    wrong = [f"{imp.where()} imports {imp.target}" for imp in found if imp.target.startswith(kinds)]
+    assert wrong == []
+    assert "overbrainer.lifecycle.target" in {imp.target for imp in found}  # the protocol
