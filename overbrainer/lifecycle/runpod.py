@@ -6,8 +6,8 @@ signal only stops following it: the job and the pod keep running, and the pod's 
 bounds the cost (or nothing does, with ``--keep-pod``, and the message says so). Following
 never calls the API; it is bounded by the pod's deadline (``targets/runpod/following.py``).
 
-A run still starting its pod (``preparing``) is the command starting it's: ``train attach``
-and ``train cancel`` act on it only once that command is provably gone
+A run still starting its pod (``preparing``) belongs to the command starting it: ``train
+attach`` and ``train cancel`` act on it only once that command is provably gone
 (``targets/runpod/starting.py``), or, for a cancel, ask it through the log and wait.
 
 :class:`PodTarget` works on a :class:`~overbrainer.targets.runpod.pods.PodContext`, so tests
