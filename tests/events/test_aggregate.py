@@ -173,3 +173,59 @@ def test_an_unknown_state_in_json_is_refused(half: str, key: str, value: object)
     data[half][key] = value
     with pytest.raises(ValueError, match="is not a valid"):
         RunLog.from_json(data)
+
+
+def _bare_state_comparisons(source: str) -> list[int]:
+    """Lines comparing a run's state or a pod's status with a bare string."""
+    import ast
+
+    words = {s.value for s in RunState} | {s.value for s in PodState}
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        strings = [
+            c
+            for side in sides
+            for c in (side.elts if isinstance(side, ast.Tuple | ast.Set | ast.List) else [side])
+            if isinstance(c, ast.Constant) and c.value in words
+        ]
+        subjects = [
+            side
+            for side in sides
+            if (isinstance(side, ast.Attribute) and side.attr in ("state", "status"))
+            or (
+                isinstance(side, ast.Call)
+                and isinstance(side.func, ast.Attribute)
+                and isinstance(side.func.value, ast.Attribute)
+                and side.func.value.attr == "pods"
+            )
+        ]
+        if strings and subjects:
+            found.append(node.lineno)
+    return found
+
+
+def test_the_guard_finds_bare_state_strings() -> None:
+    source = (
+        'a = run.state == "running"\n'
+        'b = pod.pods.get(x) in ("deleting", "deleted")\n'
+        "c = run.state == RunState.running\n"
+        'd = words[0] in ("running", "lost")\n'
+    )
+    assert _bare_state_comparisons(source) == [1, 2]
+
+
+def test_no_run_state_or_pod_status_is_compared_as_a_bare_string() -> None:
+    from pathlib import Path
+
+    import overbrainer
+
+    package = Path(overbrainer.__file__).parent
+    wrong = [
+        f"{path.relative_to(package)}:{line}"
+        for path in sorted(package.rglob("*.py"))
+        for line in _bare_state_comparisons(path.read_text())
+    ]
+    assert wrong == []

@@ -32,6 +32,7 @@ from overbrainer.errors import Interrupted, OverbrainerError
 from overbrainer.events import decisions
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
+from overbrainer.events.types import RunState
 from overbrainer.exec.base import (
     ExecError,
     Executor,
@@ -893,7 +894,8 @@ async def _what_others_did(ctx: PodContext, run_id: str, state: RunLog) -> str:
     if state.final:
         who = await ended_by(ctx.session, run_id)
         why = f": {state.run.message}" if state.run.message else ""
-        return f"was {'ended' if state.run.state == 'succeeded' else state.run.state}{who}{why}"
+        done = "ended" if state.run.state == RunState.succeeded else state.run.state
+        return f"was {done}{who}{why}"
     # The other command may not have recorded the run's end yet: who deleted the pod.
     who = await recorded_by(ctx.session, run_id, ev.PodDeleting)
     return f"had its pod deleted{who or ' by another command'}"
