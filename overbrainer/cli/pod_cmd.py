@@ -10,8 +10,6 @@ from cyclopts import App, Parameter
 from overbrainer.cli.context import current
 
 if TYPE_CHECKING:
-    from overbrainer.events.aggregate import RunLog
-    from overbrainer.events.store import RunStore
     from overbrainer.front.console import Front
     from overbrainer.targets.runpod.pods import PodContext
 
@@ -22,9 +20,7 @@ app = App(
 
 
 @asynccontextmanager
-async def _pod_context(
-    *, read_only: bool = False
-) -> AsyncIterator["tuple[PodContext, RunStore, Front]"]:
+async def _pod_context(*, read_only: bool = False) -> AsyncIterator["tuple[PodContext, Front]"]:
     """Settings, store (``read_only`` for a listing: it reads on a read-only disk), front
     end, journal, Ctrl-C controller and Runpod client."""
     from overbrainer.config.load import load_settings
@@ -52,25 +48,10 @@ async def _pod_context(
         async with open_interrupts(front.notice) as interrupts:
             session = Session(journal, front, interrupts, invocation.project_dir)
             async with open_pod_context(session, settings) as ctx:
-                yield ctx, store, front
+                yield ctx, front
     finally:
         front.close()
         store.close()
-
-
-def _recorded(store: "RunStore") -> "dict[str, RunLog]":
-    """The store's runs that some pod of may still exist (from the runs view)."""
-    from overbrainer.projections.view import RunsView, view_path
-
-    view = RunsView(view_path(current().project_dir), str(store.url))
-    try:
-        view.catch_up(store)
-        candidates = [s.run.run_id for s in view.runs() if s.pod.may_bill()]
-    finally:
-        view.close()
-    # Fresh from the log: the view is only a cache.
-    states = {run_id: store.state(run_id) for run_id in candidates}
-    return {run_id: state for run_id, state in states.items() if state.pod.may_bill()}
 
 
 @app.command(name="ls")
@@ -82,8 +63,8 @@ async def ls(*, json: Annotated[bool, Parameter(negative=())] = False) -> int:
     from overbrainer.cli.common import print_json
     from overbrainer.targets.runpod.podrm import list_rows, row_json, table
 
-    async with _pod_context(read_only=True) as (ctx, store, front):
-        recorded = _recorded(store)
+    async with _pod_context(read_only=True) as (ctx, front):
+        recorded = await ctx.session.journal.may_bill()
         listed = await ctx.session.interrupts.race(lambda: list_rows(ctx, recorded))
         if listed is None:
             from overbrainer.errors import Interrupted
@@ -127,7 +108,7 @@ async def rm(
             f"{run!r} is not a run ID: pod rm takes the run ID (like 20260101-120000-ab12) "
             "whose pods to delete, never a pod ID; `overbrainer pod ls` shows each pod's run"
         )
-    async with _pod_context() as (ctx, _store, front):
+    async with _pod_context() as (ctx, front):
         removal = await remove_run_pods(ctx, run, force=force)
         for deleted in removal.deleted:
             front.result(deleted_line(run, deleted))

@@ -14,7 +14,7 @@ import trio
 from overbrainer.errors import Interrupted, OverbrainerError
 from overbrainer.events import decisions
 from overbrainer.events.aggregate import RunLog
-from overbrainer.events.home import RunHome, has_local_files, run_home
+from overbrainer.events.home import RunHome, has_local_files
 from overbrainer.events.types import RunState
 from overbrainer.session.limits import CANCEL_LIMIT, COLLECT_LIMIT
 from overbrainer.session.session import Session
@@ -33,7 +33,7 @@ def lives_elsewhere(session: Session, state: RunLog) -> bool:
 
 async def home_of(session: Session, state: RunLog) -> RunHome | None:
     """Where the run was started (host, user, command), from its first event."""
-    return await trio.to_thread.run_sync(run_home, session.journal.store, state)
+    return await session.journal.home(state)
 
 
 def where_text(home: RunHome | None) -> str:

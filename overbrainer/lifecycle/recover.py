@@ -41,7 +41,7 @@ async def settle_start(session: Session, job: Job, state: RunLog) -> RunLog:
     run = state.run
     if run.state != RunState.preparing:
         return state
-    records = await trio.to_thread.run_sync(session.journal.store.history, run.run_id)
+    records = await session.journal.history(run.run_id)
     last = records[-1].actor if records else {}
     alive = starter_alive(last)
     who = f"`{last.get('command', '?')}` (pid {last.get('pid', '?')})"

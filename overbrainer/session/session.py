@@ -4,8 +4,6 @@ project, shared by the targets and the run's lifecycle; and who recorded what.""
 from dataclasses import dataclass
 from pathlib import Path
 
-import trio
-
 from overbrainer.events import types as ev
 from overbrainer.front.console import Front
 from overbrainer.front.interrupts import Interrupts
@@ -37,7 +35,7 @@ async def ended_by(session: Session, run_id: str) -> str:
 async def recorded_by(session: Session, run_id: str, kind: type[ev.Event]) -> str:
     """`` by `pod rm` as alice on host laptop-a (pid 42)``: who appended the run's latest
     event of ``kind`` (empty when there is none)."""
-    records = await trio.to_thread.run_sync(session.journal.store.history, run_id)
+    records = await session.journal.history(run_id)
     for record in reversed(records):
         if isinstance(record.event, kind):
             actor = record.actor

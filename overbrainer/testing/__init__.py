@@ -11,8 +11,9 @@ reliability campaigns; shipped with the package, as ``trio.testing`` ships with 
   SSH server per pod on loopback (``python -m overbrainer.testing.fake_pod --print-url``
   serves both);
 - :mod:`overbrainer.testing.fake_executor`: a pod's machine in memory for trio's
-  MockClock (``FakeMachine``, ``FakeExecutor``, ``FakeNetwork``) and ``pod_rig``, the fake
-  API in-process with those machines behind it and a real event store;
+  MockClock (``FakeMachine``, ``FakeExecutor``, ``FakeNetwork``), ``run_inline`` (the
+  journal's runner there: the store called in the task, not a worker thread) and
+  ``pod_rig``, the fake API in-process with those machines behind it and a real event store;
 - :mod:`overbrainer.testing.pod_training`: ``training``, whole ``train``/``attach``/
   ``cancel`` runs on that rig with scripted jobs (hours in milliseconds);
 - :mod:`overbrainer.testing.stand_in`: the stand-in trainer, an ``axolotl`` command that

@@ -9,9 +9,9 @@ threads, so virtual time never jumps under real I/O).
   ``job.pid``; the test writes ``exit_code``) for what comes after.
 - :class:`FakeNetwork`: machines by SSH endpoint, and ``connect`` — the provisioning seam
   (``PodContext.connect``) — which refuses a host key other than the pinned one.
-- :class:`InlineJournal`: the journal without its worker thread. A thread makes the
-  MockClock autojump to the next deadline while the append runs, which would fire
-  timeouts that real time never reaches.
+- :func:`run_inline`: the journal's runner without a worker thread (``Journal(...,
+  runner=run_inline)``). A thread makes the MockClock autojump to the next deadline while
+  the store works, which would fire timeouts that real time never reaches.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import trio
@@ -32,7 +33,7 @@ from overbrainer.config.model import RunpodTarget
 from overbrainer.events.actor import Actor
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.ids import new_run_id
-from overbrainer.events.store import Decision, RunStore
+from overbrainer.events.store import RunStore
 from overbrainer.events.types import Event, RunCreated
 from overbrainer.exec.base import (
     Executor,
@@ -45,7 +46,6 @@ from overbrainer.exec.base import (
 )
 from overbrainer.front.console import Front
 from overbrainer.front.interrupts import Interrupts
-from overbrainer.projections.files import write_projections
 from overbrainer.runpod.client import CreatePod, RunpodClient
 from overbrainer.runpod.models import Pod
 from overbrainer.runpod.pod_scripts import BOOTSTRAP_FAILED, RUN_MARKER, VERDICT
@@ -56,6 +56,8 @@ from overbrainer.targets.runpod.pods import PodAccess, PodContext
 from overbrainer.testing.runpod_api import FAKE_URL, FakePod, FakeRunpod
 
 FAKE_PID = 4242
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -239,53 +241,14 @@ class FakeNetwork:
             await executor.aclose()
 
 
-class InlineJournal(Journal):
-    """A :class:`Journal` that appends in the calling task instead of a worker thread."""
-
-    async def append(self, run_id: str, decide: Decision | Sequence[Event]) -> RunLog:
-        """Like :meth:`Journal.append`, without the thread."""
-        await trio.lowlevel.checkpoint_if_cancelled()
-        decision: Decision
-        if callable(decide):
-            decision = decide
-        else:
-            fixed = list(decide)
-
-            def decision(_: RunLog) -> Sequence[Event]:
-                return fixed
-
-        state, records = self.store.append(run_id, decision)
-        if records:
-            write_projections(self.project_dir, state)
-        self._tell(records, state)
-        await trio.lowlevel.cancel_shielded_checkpoint()
-        return state
-
-    async def create(self, event: RunCreated) -> RunLog:
-        """Like :meth:`Journal.create`, without the thread."""
-        await trio.lowlevel.checkpoint_if_cancelled()
-        state, records = self.store.create(event)
-        write_projections(self.project_dir, state)
-        self._tell(records, state)
-        return state
-
-    async def state(self, run_id: str) -> RunLog:
-        """Like :meth:`Journal.state`, without the thread."""
-        await trio.lowlevel.checkpoint_if_cancelled()
-        return self.store.get(run_id)
-
-    async def asker_of_cancel(self, run_id: str) -> str:
-        """Like :meth:`Journal.asker_of_cancel`, without the thread."""
-        from overbrainer.session.journal import asker_text
-
-        await trio.lowlevel.checkpoint()
-        return asker_text(self.store.history(run_id))
-
-    def _tell(self, records: Sequence[object], state: RunLog) -> None:
-        listener: Callable[..., None] | None = self.listener
-        if listener is not None:
-            for record in records:
-                listener(record, state)
+async def run_inline(call: Callable[[], T], /) -> T:
+    """The :class:`~overbrainer.session.journal.Journal`'s runner for MockClock tests: the
+    store call runs in the calling task, a checkpoint on either side as a worker thread's
+    would be (cancellable before it starts, never torn once it has)."""
+    await trio.lowlevel.checkpoint_if_cancelled()
+    result = call()
+    await trio.lowlevel.cancel_shielded_checkpoint()
+    return result
 
 
 # --- a MockClock rig for pod tests -----------------------------------------------------
@@ -355,7 +318,7 @@ class PodRig:
     fake: FakeRunpod
     network: FakeNetwork
     store: RunStore
-    journal: InlineJournal
+    journal: Journal
     interrupts: Interrupts
     front: Front
     err: io.StringIO
@@ -465,7 +428,7 @@ async def pod_rig(
     err = io.StringIO()
     front = Front(io.StringIO(), err, terminal=False)
     store = RunStore(None, project, Actor.here("test"))
-    journal = InlineJournal(store, project, listener=front.event)
+    journal = Journal(store, project, listener=front.event, runner=run_inline)
     interrupts = Interrupts(front.notice)
     rig = PodRig(
         fake=fake,

@@ -44,15 +44,6 @@ async def _extra_pod(t: Train, name: str, marker: str | None) -> str:
     return (await t.rig.create_pod(name, marker)).id
 
 
-async def _recorded(t: Train) -> dict[str, object]:
-    states = {}
-    for run_dir in (t.rig.project / "runs").iterdir():
-        state = t.rig.state(run_dir.name)
-        if state.pod.may_bill():
-            states[run_dir.name] = state
-    return states
-
-
 # --- pod ls ----------------------------------------------------------------------------
 
 
@@ -80,7 +71,7 @@ async def test_pod_ls_gives_every_kind_of_pod_its_note_and_records_gone_ones(
         unmarked = await _extra_pod(t, "overbrainer-handmade", None)
         await _extra_pod(t, "my-notebook", None)  # not overbrainer's: not listed
 
-        found = await list_rows(t.rig.context, await _recorded(t))  # type: ignore[arg-type]
+        found = await list_rows(t.rig.context, await t.rig.journal.may_bill())
         notes = {(row.run_id, row.pod_id): row.note for row in found}
         assert notes == {
             (in_progress, t.pod_id(in_progress)): Note.in_progress,
@@ -134,7 +125,7 @@ async def test_a_recorded_pod_missing_from_one_listing_is_not_recorded_gone(
         run_id = await t.detached_run(JobScript(steps=600))
         pod_id = t.pod_id(run_id)
         t.rig.fake.fail_next("GET /pods", 200, raw_body=b'{"pods": []}')
-        found = await list_rows(t.rig.context, await _recorded(t))  # type: ignore[arg-type]
+        found = await list_rows(t.rig.context, await t.rig.journal.may_bill())
         assert [(row.pod_id, row.note) for row in found] == [(pod_id, Note.in_progress)]
         assert t.rig.state(run_id).pod.status == "job_running"
         assert "pod.Deleted" not in t.rig.names(run_id)

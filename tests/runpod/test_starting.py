@@ -26,11 +26,12 @@ from overbrainer.events.aggregate import RunLog
 from overbrainer.events.store import RunStore
 from overbrainer.runpod.orphans import Note
 from overbrainer.runpod.timing import Timing
+from overbrainer.session.journal import Journal
 from overbrainer.session.limits import START_LIMIT
 from overbrainer.targets.runpod.podrm import list_rows, remove_run_pods
 from overbrainer.targets.runpod.provision import provision
 from overbrainer.targets.runpod.starting import LEASE_MARGIN, judge, lease_seconds
-from overbrainer.testing.fake_executor import InlineJournal
+from overbrainer.testing.fake_executor import run_inline
 from overbrainer.testing.pod_training import Train, training
 
 HERE = {"command": "train", "user": "alice", "host": "laptop-a", "pid": 42}
@@ -237,7 +238,7 @@ async def test_item_5_a_start_on_another_host_is_abandoned_once_silent_past_its_
         theirs = RunStore(None, t.rig.project, laptop)
         try:
             run_id = "20260301-120000-beef"
-            journal = InlineJournal(theirs, t.rig.project)
+            journal = Journal(theirs, t.rig.project, runner=run_inline)
             await journal.create(
                 ev.RunCreated(
                     run_id=run_id, target="gpu", kind="runpod", remote_dir="r", settings_digest=""

@@ -20,8 +20,9 @@ from overbrainer.events.store import RunStore
 from overbrainer.front.console import Front
 from overbrainer.front.interrupts import Interrupts
 from overbrainer.lifecycle import elsewhere
+from overbrainer.session.journal import Journal
 from overbrainer.session.session import Session
-from overbrainer.testing.fake_executor import InlineJournal
+from overbrainer.testing.fake_executor import run_inline
 from overbrainer.testing.pod_training import JobScript, Train, training
 
 BOB = Actor(command="train cancel", user="bob", host="workstation-b", pid=77, version="0.3.0")
@@ -35,7 +36,7 @@ class Checkout:
         self.store = RunStore(None, t.rig.project, BOB)  # A's store file, B's actor
         self.out, self.err = io.StringIO(), io.StringIO()
         front = Front(self.out, self.err, terminal=False)
-        journal = InlineJournal(self.store, path, listener=front.event)
+        journal = Journal(self.store, path, listener=front.event, runner=run_inline)
         self.session = Session(journal, front, Interrupts(front.notice), path)
 
     async def cancel(self, run_id: str) -> int:

@@ -15,8 +15,9 @@ from overbrainer.events.types import RunCreated
 from overbrainer.front.console import Front
 from overbrainer.front.interrupts import Interrupts
 from overbrainer.lifecycle import service
+from overbrainer.session.journal import Journal
 from overbrainer.session.session import Session
-from overbrainer.testing.fake_executor import FakeExecutor, FakeMachine, InlineJournal
+from overbrainer.testing.fake_executor import FakeExecutor, FakeMachine, run_inline
 
 RUN = "20260101-000000-abcd"
 DIR = f"runs/{RUN}"
@@ -60,7 +61,7 @@ async def test_each_eval_once_at_its_step_then_phases_then_retrieval(
     front = Front(io.StringIO(), err, terminal=False, throttle=3600.0)
     store = RunStore(None, tmp_path, Actor.here("test"))
     try:
-        journal = InlineJournal(store, tmp_path, listener=front.event)
+        journal = Journal(store, tmp_path, listener=front.event, runner=run_inline)
         session = Session(journal, front, Interrupts(front.notice), tmp_path)
         await journal.create(
             RunCreated(run_id=RUN, target="box", kind="ssh", remote_dir=DIR, settings_digest="d")

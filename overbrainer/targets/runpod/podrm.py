@@ -89,18 +89,16 @@ async def list_rows(ctx: PodContext, recorded: Mapping[str, RunLog]) -> list[Row
             if row.note is Note.gone:
                 nursery.start_soon(check, index, row)
     found = [checked.get(index, row) for index, row in enumerate(found)]
-    owners = await trio.to_thread.run_sync(_owners, ctx, states)
+    owners = await _owners(ctx, states)
     return [dataclasses.replace(row, started_by=owners.get(row.run_id or "")) for row in found]
 
 
-def _owners(ctx: PodContext, states: Mapping[str, RunLog]) -> dict[str, str]:
+async def _owners(ctx: PodContext, states: Mapping[str, RunLog]) -> dict[str, str]:
     """``user@host`` of each run's ``run.Created``: with a team store, a colleague's pod
     reads as in progress *and* whose it is."""
-    from overbrainer.events.home import run_home
-
     owners = {}
     for run_id, state in states.items():
-        home = run_home(ctx.session.journal.store, state)
+        home = await ctx.session.journal.home(state)
         if home is not None:
             owners[run_id] = f"{home.user}@{home.host}"
     return owners
@@ -393,11 +391,9 @@ async def _resolve_pending(ctx: PodContext, run_id: str, listed: Sequence[Pod]) 
 
 async def _followed_elsewhere(ctx: PodContext, state: RunLog) -> str | None:
     """The host that last acted on the run, when it is not this one (a team store)."""
-    import trio
+    from overbrainer.events.home import this_host
 
-    from overbrainer.events.home import run_home, this_host
-
-    home = await trio.to_thread.run_sync(run_home, ctx.session.journal.store, state)
+    home = await ctx.session.journal.home(state)
     if home is None or home.last_host == this_host():
         return None
     return f"host {home.last_host} (where `{home.last_command}` last acted on it)"
@@ -427,7 +423,7 @@ async def _delete(ctx: PodContext, run_id: str, pod_id: str, found: Pod | None) 
         created = iso_utc(found.created_at)
     await delete_pod(ctx, run_id, pod_id, "requested", "pod_rm", rate=rate, created_at=created)
     # What the delete recorded (a short read of this run's log).
-    for record in reversed(ctx.session.journal.store.history(run_id)):
+    for record in reversed(await ctx.session.journal.history(run_id)):
         event = record.event
         if isinstance(event, ev.PodDeleted) and event.pod_id == pod_id:
             return Deleted(pod_id, event.by == "found_gone", event.uptime_seconds, event.spend)

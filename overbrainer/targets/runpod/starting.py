@@ -153,16 +153,13 @@ def _minutes(seconds: float) -> str:
 
 
 async def look(ctx: "PodContext", states: Mapping[str, RunLog]) -> dict[str, Start]:
-    """The start of every ``preparing`` run of ``states``, from its events (read in a
-    worker thread) and ``ctx.alive``; the lease is counted on Runpod's clock (asked for
-    when no answer of Runpod's told it yet)."""
-    import trio
-
+    """The start of every ``preparing`` run of ``states``, from its events (read through
+    the journal) and ``ctx.alive``; the lease is counted on Runpod's clock (asked for when
+    no answer of Runpod's told it yet)."""
     from overbrainer.errors import OverbrainerError
     from overbrainer.events.types import ClockOffset
     from overbrainer.session.limits import START_LIMIT
 
-    history = ctx.session.journal.store.history
     lease = lease_seconds(ctx.timing, START_LIMIT)
     if not any(state.run.state == RunState.preparing for state in states.values()):
         return {}
@@ -171,25 +168,19 @@ async def look(ctx: "PodContext", states: Mapping[str, RunLog]) -> dict[str, Sta
         with contextlib.suppress(OverbrainerError):
             await ctx.client.list_pods()
     now = ctx.server_now()
-
-    def read() -> dict[str, Start]:
-        found: dict[str, Start] = {}
-        for run_id, state in states.items():
-            if state.run.state != RunState.preparing:
-                continue
-            logged = history(run_id)
-            records = [(r.actor, r.at) for r in logged]
-            offsets = [
-                (r.actor, r.event.offset_seconds)
-                for r in logged
-                if isinstance(r.event, ClockOffset)
-            ]
-            start = judge(state, records, now=now, lease=lease, alive=ctx.alive, offsets=offsets)
-            if start is not None:
-                found[run_id] = start
-        return found
-
-    return await trio.to_thread.run_sync(read)
+    found: dict[str, Start] = {}
+    for run_id, state in states.items():
+        if state.run.state != RunState.preparing:
+            continue
+        logged = await ctx.session.journal.history(run_id)
+        records = [(r.actor, r.at) for r in logged]
+        offsets = [
+            (r.actor, r.event.offset_seconds) for r in logged if isinstance(r.event, ClockOffset)
+        ]
+        start = judge(state, records, now=now, lease=lease, alive=ctx.alive, offsets=offsets)
+        if start is not None:
+            found[run_id] = start
+    return found
 
 
 async def start_of(ctx: "PodContext", state: RunLog) -> Start | None:
