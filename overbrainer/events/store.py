@@ -1,7 +1,8 @@
 """The event store: every run's stream in eventsourcing, SQLite by default.
 
 A synchronous driver (eventsourcing is a sync library); trio code reaches it through
-``overbrainer.session.journal.Journal``, which runs each call in a worker thread.
+``overbrainer.session.journal.Journal`` only, which runs each call through its runner (a
+worker thread unless a test says otherwise).
 
 Appends take a *decision*: a function from the run's current state to the events to
 append. When another process appended first (optimistic concurrency), the store reloads

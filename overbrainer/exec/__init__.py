@@ -1,4 +1,5 @@
-"""Running jobs on a target — this machine or a host reached over SSH (SPEC §5).
+"""Running jobs on a target — this machine or a host reached over SSH — and moving their
+files there and back, verified.
 
 - `overbrainer.exec.base`: the `Executor` protocol, `JobStatus` / `JobState` / `JobHandle`,
   runtimes (`NativeRuntime`, `ContainerRuntime`) and the errors (`TargetUnreachable`, …).

@@ -1,1 +1,11 @@
-"""front."""
+"""What a person sees and does while a command runs: its output, and its Ctrl-C.
+
+- :mod:`overbrainer.front.console`: the front end, results on stdout and progress, events,
+  warnings and notices on stderr; :mod:`overbrainer.front.progress`: training progress as
+  one line; :mod:`overbrainer.front.streams`: stdout and stderr whose failure (a reader
+  gone, a full disk) never aborts a command;
+- :mod:`overbrainer.front.interrupts`: Ctrl-C, SIGTERM and SIGHUP for a whole command, and
+  ``shield``, ``race`` and ``stoppable``;
+- :mod:`overbrainer.front.checkpoints`: every place a command can be interrupted, for the
+  reliability campaigns to act at (inert unless ``OVERBRAINER_CHECKPOINTS`` is set).
+"""
