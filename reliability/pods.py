@@ -291,7 +291,8 @@ class RunpodWorld:
 
     def _no_create_after(self, project: Project, key: str) -> list[str]:
         """A Ctrl-C delivered before the create left (in the traced order) means no create
-        is sent at all (SPEC §4: provisioning sends no create after a Ctrl-C)."""
+        is sent at all: provisioning checks for Ctrl-C before each create, so none leaves
+        after one."""
         from overbrainer.runpod.pod_scripts import RUN_MARKER
         from reliability.machine import TRACED_ORDER
 

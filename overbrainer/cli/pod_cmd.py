@@ -1,5 +1,5 @@
 """``pod ls`` and ``pod rm RUN [--force]``: the account's overbrainer pods, and deleting every
-pod of a run (SPEC §7.9–7.10; the logic is ``overbrainer.targets.runpod.podrm``)."""
+pod of a run (the logic is ``overbrainer.targets.runpod.podrm``)."""
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager

@@ -62,7 +62,8 @@ CONFIG_FILE = "overbrainer.toml"
 ENV_PREFIX = "OVERBRAINER_"
 
 # OVERBRAINER_* variables that are not settings, so not refused as unknown:
-# OVERBRAINER_METRICS is where the metrics plugin writes inside a job (SPEC §6);
+# OVERBRAINER_METRICS is where the metrics plugin writes inside a job
+# (train/overbrainer_metrics.py);
 # OVERBRAINER_CHECKPOINTS is the reliability campaigns' plan (front/checkpoints.py).
 NON_CONFIG_ENV = frozenset({"OVERBRAINER_METRICS", "OVERBRAINER_CHECKPOINTS"})
 

@@ -88,7 +88,8 @@ class CreateDecision:
     wait: float = 0.0
 
 
-# Runpod's own advice (RUNPOD-NOTES): 400 and 403 concern this candidate only.
+# Runpod's own advice for creates: a 400 (no capacity, or a rule this request breaks for
+# this GPU type) and a 403 (no access to that pool) concern this candidate only.
 _NEXT_TYPE = {400: "no_capacity", 403: "no_access"}
 _STOP_RESULTS = {
     401: "bad_api_key",

@@ -1,4 +1,4 @@
-"""What a Runpod run tells its user about its pod: the seed's messages, as pure functions.
+"""What a Runpod run tells its user about its pod, as pure functions.
 
 Each names the run, the pod and its hourly rate, and gives the exact next command. No I/O,
 no trio: cheap to import and tested on its own. (The message of a run interrupted before

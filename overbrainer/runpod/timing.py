@@ -67,5 +67,5 @@ class Timing:
 
     @classmethod
     def standard(cls) -> "Timing":
-        """The timing of a real pod (SPEC §7.2)."""
+        """The timing of a real pod on Runpod's API."""
         return cls()

@@ -767,7 +767,7 @@ async def test_attach_past_the_deadline_collects_an_ended_job_but_deletes_a_runn
         assert trio.current_time() - start < 60
 
 
-# --- the seed's messages ---------------------------------------------------------------
+# --- what the user is told about the pod ----------------------------------------------
 
 
 def _pod_view(keep: bool) -> PodView:

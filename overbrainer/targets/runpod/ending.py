@@ -1,4 +1,5 @@
-"""Ending a run's pod once its job ended (SPEC §7.6; the seed's ``end_pod``).
+"""Ending a run's pod once its job ended: deleted once its results are home and verified,
+kept, or left to its watchdog while results wait to be collected.
 
 First the watchdog's log comes home (``runs/<id>/watchdog.log``), so what guarded the pod
 can be read after the pod is gone. Then:

@@ -1,5 +1,5 @@
-"""``pod ls`` and ``pod rm RUN [--force]`` (SPEC §7.9–7.10): the account's overbrainer pods
-against this store's runs, and deleting every pod of a run.
+"""``pod ls`` and ``pod rm RUN [--force]``: the account's overbrainer pods against this
+store's runs, and deleting every pod of a run.
 
 ``pod ls`` lists the account's pods once and classifies each (``orphans.classify``). A pod
 the store says may exist but the listing lacks is looked up: confirmed gone (three "no such

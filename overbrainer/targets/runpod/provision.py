@@ -1,4 +1,5 @@
-"""Provisioning a run's pod (SPEC §7.2; the seed's ``start_pod``).
+"""Provisioning a run's pod: from nothing to a pod whose SSH answers with the pinned host
+key and whose watchdog said ``ready``, before the run's job exists.
 
 The walk: generate the run's keys; for each GPU type in order, append ``AttemptSent``
 (durably, before the create leaves), create, and settle the pod — wait until SSH answers
@@ -11,8 +12,9 @@ be confirmed stops the walk, since no pod is created while another may still bil
 Ctrl-C: the walk runs shielded, so a create or a delete is never torn. It checks for
 Ctrl-C before each create, and its waits (a pod booting, a rate limit) are races the first
 Ctrl-C ends. Then the pod, if any, is deleted (shielded), ``run.Interrupted`` is appended
-and :class:`ProvisionInterrupted` raised with the seed's ``interrupted_before_job``
-message. The caller appends the run's ``run.Ended``, as for every other error here.
+and :class:`ProvisionInterrupted` raised, its message saying from the run's log whether a
+pod of it may be left (:func:`~overbrainer.runpod.decide.interrupted_before_job`). The
+caller appends the run's ``run.Ended``, as for every other error here.
 
 The SSH connection is a seam (:data:`~overbrainer.targets.runpod.pods.Connect`): MockClock tests
 use an in-memory executor, production :func:`pinned_ssh`.
