@@ -21,9 +21,10 @@ lint:
 dist:
     {{py}} -m build --outdir dist
 
-# Speed and memory figures, each beside the floor it is compared with.
-bench:
-    {{py}} -m bench
+# Speed figures, each beside the floor it is compared with. `./dev bench --quick`: every
+# group at small sizes (a minute or so), as CI runs it; `./dev bench cli ssh` picks groups.
+bench *args:
+    {{py}} -m bench {{args}}
 
 # A whole Runpod run on this machine against a fake Runpod and pod on loopback (no GPU needed).
 demo:

@@ -1,32 +1,64 @@
-"""Run every benchmark and print one table: each figure beside the floor it is compared with."""
+"""Run the benchmarks and print one table: each figure beside the floor it is compared with.
+
+``python -m bench [--quick] [cli] [completion] [pod] [ssh] [team]`` (default: every
+group). ``--quick`` measures every group at small sizes in a minute or two: the figures mean
+little, but each path runs whole, so CI notices a benchmark that no longer works.
+"""
 
 import sys
+import time
+from collections.abc import Callable
 
 from bench import cli_speed, completion_speed, pod_cost, ssh_speed, team_speed
 
+Row = tuple[str, str, str, str]
+GROUPS: dict[str, Callable[..., list[Row]]] = {
+    "cli": cli_speed.run,
+    "completion": completion_speed.run,
+    "pod": pod_cost.run,
+    "ssh": ssh_speed.run,
+    "team": team_speed.run,
+}
+HEAD: Row = ("what", "figure", "floor", "aim")
 
-def main() -> int:
-    """Run the benchmarks named on the command line (default: all)."""
-    wanted = set(sys.argv[1:]) or {"cli", "completion", "pod", "ssh", "team"}
-    rows: list[tuple[str, str, str, str]] = []
-    if "cli" in wanted:
-        rows += cli_speed.run()
-    if "completion" in wanted:
-        rows += completion_speed.run()
-    if "pod" in wanted:
-        rows += pod_cost.run()
-    if "ssh" in wanted:
-        rows += ssh_speed.run(lambda text: print(text, file=sys.stderr, flush=True))
-    if "team" in wanted:
-        rows += team_speed.run()
-    width = [max(len(r[i]) for r in [*rows, ("what", "figure", "floor", "aim")]) for i in range(4)]
-    head = ("what", "figure", "floor", "aim")
-    print("| " + " | ".join(h.ljust(w) for h, w in zip(head, width, strict=True)) + " |")
-    print("|" + "|".join("-" * (w + 2) for w in width) + "|")
-    for row in rows:
-        print("| " + " | ".join(c.ljust(w) for c, w in zip(row, width, strict=True)) + " |")
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def table(rows: list[Row]) -> str:
+    """``rows`` as a Markdown table under :data:`HEAD`."""
+    width = [max(len(row[i]) for row in [*rows, HEAD]) for i in range(len(HEAD))]
+
+    def line(row: Row) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(row, width, strict=True)) + " |"
+
+    return "\n".join(
+        [line(HEAD), "|" + "|".join("-" * (w + 2) for w in width) + "|"]
+        + [line(row) for row in rows]
+    )
+
+
+def main(argv: list[str]) -> int:
+    """Run the groups named in ``argv`` (default: all), at small sizes with ``--quick``."""
+    quick = "--quick" in argv
+    names = [arg for arg in argv if arg != "--quick"]
+    unknown = [name for name in names if name not in GROUPS]
+    if unknown:
+        print(
+            f"error: no benchmark group {', '.join(map(repr, unknown))}; the groups are "
+            f"{', '.join(GROUPS)} (for example `python -m bench --quick cli pod`)",
+            file=sys.stderr,
+        )
+        return 2
+    rows: list[Row] = []
+    for name in names or list(GROUPS):
+        started = time.perf_counter()
+        rows += GROUPS[name](_say, quick=quick)
+        _say(f"{name}: done in {time.perf_counter() - started:.0f} s")
+    print(table(rows))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

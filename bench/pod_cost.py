@@ -1,13 +1,15 @@
-"""What a Runpod run costs beyond its job (issue: training on a Runpod pod).
+"""What a Runpod run costs beyond its job, training on a Runpod pod.
 
 On the in-process fake Runpod API and an in-memory pod, on trio's MockClock, one whole
 `train` whose job takes one hour, with the production timing (polls, confirmation): the
 seconds billed beyond the job (the create to the confirmed delete, minus the job) beside
 the floor (the fake pod's boot to a ready watchdog, plus the retrieval), and the API calls
-of the run, in all and outside readiness polling.
+of the run, in all and outside readiness polling. On the MockClock the hour takes a few
+seconds of real time, so ``--quick`` runs it whole too.
 """
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,8 +74,12 @@ async def _measure(project: Path) -> Figures:
         harness.JobExecutor.spawn = original  # type: ignore[method-assign]
 
 
-def run() -> list[tuple[str, str, str, str]]:
-    """The figures, each beside its floor and aim."""
+def run(
+    progress: Callable[[str], None] | None = None, *, quick: bool = False
+) -> list[tuple[str, str, str, str]]:
+    """The figures, each beside its floor and aim (the same with ``quick``)."""
+    if progress is not None:
+        progress("pod: one 1 h train on the fake Runpod API, on the MockClock")
     with tempfile.TemporaryDirectory() as directory:
         figures = trio.run(
             _measure, Path(directory), clock=trio.testing.MockClock(autojump_threshold=0)

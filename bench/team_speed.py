@@ -1,18 +1,23 @@
-"""The team store beside the local one (issue: the team store).
+"""The team store beside the local one.
 
 On a throwaway PostgreSQL server started here (``overbrainer/testing/pg.py``) and on
-SQLite, same machine: single-event appends per second; `runs ls` over 1,000 runs (view up
-to date, and rebuilt); `store migrate` of those runs; and `events --follow` latency from an
-append's return to its line on the follower's stdout.
+SQLite, same machine: single-event appends per second, beside a bare commit of one row per
+transaction on the same database (what no append can beat: each is one durable
+transaction); `runs ls` over 1,000 runs (view up to date, and rebuilt); `store migrate` of
+those runs; and `events --follow` latency from an append's return to its line on the
+follower's stdout. ``--quick``: 50 runs, fewer rounds.
 """
 
 import queue
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from overbrainer.events import types as ev
@@ -22,13 +27,30 @@ from overbrainer.testing.pg import PgCluster
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLLOWED = "20260201-000000-f011"
+ROW = b"x" * 300  # about the size of a stored event
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How many appends, runs and rounds."""
+
+    appends: int
+    runs: int
+    repeat: int
+    after_append: int
+    cold: int
+    follow: int
+
+
+FULL = Sizes(appends=500, runs=1000, repeat=9, after_append=5, cold=3, follow=20)
+QUICK = Sizes(appends=50, runs=50, repeat=3, after_append=2, cold=1, follow=5)
 
 
 def _run_id(i: int) -> str:
     return f"20250101-{i // 60:04d}{i % 60:02d}-{i:04x}"
 
 
-def _appends_per_second(url: str | None, project: Path, env: dict[str, str], n: int = 500) -> float:
+def _appends_per_second(url: str | None, project: Path, env: dict[str, str], n: int) -> float:
     store = RunStore(url, project, Actor.here("bench"), environ=env)
     run_id = "20260101-000000-a0a0"
     store.create(
@@ -44,7 +66,37 @@ def _appends_per_second(url: str | None, project: Path, env: dict[str, str], n: 
     return n / elapsed
 
 
-def _build_runs(project: Path, runs: int = 1000, per_run: int = 10) -> int:
+def _bare_sqlite_commits(path: Path, n: int) -> float:
+    """Commits per second of one row each into a SQLite file in WAL mode, as the store's."""
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY, body BLOB)")
+        started = time.perf_counter()
+        for _ in range(n):
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("INSERT INTO rows (body) VALUES (?)", (ROW,))
+            db.execute("COMMIT")
+        return n / (time.perf_counter() - started)
+    finally:
+        db.close()
+
+
+def _bare_pg_commits(cluster: PgCluster, n: int) -> float:
+    """Commits per second of one row each into a table of a fresh database on the server."""
+    import psycopg
+
+    url = cluster.url(cluster.new_database())
+    with psycopg.connect(url, password=cluster.password, autocommit=True) as db:
+        db.execute("CREATE TABLE rows (id BIGSERIAL PRIMARY KEY, body BYTEA)")
+        started = time.perf_counter()
+        for _ in range(n):
+            with db.transaction():
+                db.execute("INSERT INTO rows (body) VALUES (%s)", (ROW,))
+        return n / (time.perf_counter() - started)
+
+
+def _build_runs(project: Path, runs: int, per_run: int = 10) -> int:
     store = RunStore(None, project, Actor.here("bench"))
     total = 0
     for i in range(runs):
@@ -96,16 +148,16 @@ def _interleaved(commands: list[list[str]], env: dict[str, str], repeat: int) ->
     return [statistics.median(taken) for taken in samples]
 
 
-def _cold(project: Path, env: dict[str, str]) -> float:
+def _cold(project: Path, env: dict[str, str], repeat: int) -> float:
     """Median `runs ls` with the view rebuilt from the whole log."""
     cold = []
-    for _ in range(3):
+    for _ in range(repeat):
         (project / ".overbrainer" / "view.sqlite").unlink()
         cold.append(_time(_ls(project), ROOT, env, 1))
     return statistics.median(cold)
 
 
-def _after_an_append(url: str, project: Path, env: dict[str, str], repeat: int = 5) -> float:
+def _after_an_append(url: str, project: Path, env: dict[str, str], repeat: int) -> float:
     """Median `runs ls` when another checkout appended one event since the last listing
     (the view catches up through the store)."""
     store = RunStore(url, project.parent / "elsewhere", Actor.here("bench"), environ=env)
@@ -120,9 +172,7 @@ def _after_an_append(url: str, project: Path, env: dict[str, str], repeat: int =
     return statistics.median(samples)
 
 
-def _follow_latency(
-    url: str | None, project: Path, env: dict[str, str], n: int = 20
-) -> list[float]:
+def _follow_latency(url: str | None, project: Path, env: dict[str, str], n: int) -> list[float]:
     store = RunStore(url, project, Actor.here("bench"), environ=env)
     store.create(
         ev.RunCreated(
@@ -163,9 +213,15 @@ def _follow_latency(
     return latencies
 
 
-def run() -> list[tuple[str, str, str, str]]:
-    """Start a server, build both stores, time them; one row per figure."""
+def run(
+    progress: Callable[[str], None] | None = None, *, quick: bool = False
+) -> list[tuple[str, str, str, str]]:
+    """Start a server, build both stores, time them; one row per figure (``quick``: small
+    sizes)."""
+    say = progress or (lambda _text: None)
+    sizes = QUICK if quick else FULL
     ms = lambda s: f"{s * 1000:.0f} ms"  # noqa: E731
+    say("team: a PostgreSQL server")
     cluster = PgCluster().start()
     try:
         env = cluster.client_env()
@@ -177,10 +233,15 @@ def run() -> list[tuple[str, str, str, str]]:
             url = cluster.url(cluster.new_database())
             (team / "overbrainer.toml").write_text(f'[store]\nurl = "{url}"\n')
 
-            sqlite_rate = _appends_per_second(None, base / "rate", env)
-            pg_rate = _appends_per_second(cluster.url(cluster.new_database()), base / "rate", env)
+            say("team: appends")
+            sqlite_rate = _appends_per_second(None, base / "rate", env, sizes.appends)
+            sqlite_floor = _bare_sqlite_commits(base / "bare.sqlite", sizes.appends)
+            pg_url = cluster.url(cluster.new_database())
+            pg_rate = _appends_per_second(pg_url, base / "rate", env, sizes.appends)
+            pg_floor = _bare_pg_commits(cluster, sizes.appends)
 
-            events = _build_runs(local)
+            say(f"team: runs ls and store migrate, {sizes.runs:,} runs")
+            events = _build_runs(local, sizes.runs)
             started = time.perf_counter()
             subprocess.run(
                 [
@@ -205,13 +266,15 @@ def run() -> list[tuple[str, str, str, str]]:
             # Timed as an installed package runs: from its compiled modules.
             env.pop("PYTHONDONTWRITEBYTECODE", None)
             floor, sqlite_warm, pg_warm = _interleaved(
-                [[sys.executable, "-c", "pass"], _ls(local), _ls(team)], env, 9
+                [[sys.executable, "-c", "pass"], _ls(local), _ls(team)], env, sizes.repeat
             )
-            pg_append = _after_an_append(url, team, env)
-            sqlite_cold, pg_cold = _cold(local, env), _cold(team, env)
+            pg_append = _after_an_append(url, team, env, sizes.after_append)
+            sqlite_cold = _cold(local, env, sizes.cold)
+            pg_cold = _cold(team, env, sizes.cold)
 
-            sqlite_follow = _follow_latency(None, base / "follow", env)
-            pg_follow = _follow_latency(url, team, env)
+            say("team: events --follow")
+            sqlite_follow = _follow_latency(None, base / "follow", env, sizes.follow)
+            pg_follow = _follow_latency(url, team, env, sizes.follow)
     finally:
         cluster.destroy()
 
@@ -219,41 +282,52 @@ def run() -> list[tuple[str, str, str, str]]:
         return f"median {ms(statistics.median(lat))}, max {ms(max(lat))}"
 
     floor_text = f"python -c pass {ms(floor)}"
+    runs = f"{sizes.runs:,} runs"
     return [
-        ("appends/s, one event per append (SQLite)", f"{sqlite_rate:.0f}", "", ""),
         (
-            "appends/s, one event per append (PostgreSQL, local)",
-            f"{pg_rate:.0f}",
-            f"SQLite {sqlite_rate:.0f}",
+            "appends/s, one event per append (SQLite)",
+            f"{sqlite_rate:.0f}",
+            f"bare SQLite commits/s {sqlite_floor:.0f}",
             "",
         ),
         (
-            f"store migrate, 1,000 runs ({events:,} events) to PostgreSQL",
+            "appends/s, one event per append (PostgreSQL, local)",
+            f"{pg_rate:.0f}",
+            f"bare PostgreSQL commits/s {pg_floor:.0f}",
+            "",
+        ),
+        (
+            f"store migrate, {runs} ({events:,} events) to PostgreSQL",
             f"{migrated:.2f} s",
             floor_text,
             "",
         ),
-        ("runs ls, 1,000 runs, view up to date (SQLite)", ms(sqlite_warm), floor_text, "< 400 ms"),
+        (f"runs ls, {runs}, view up to date (SQLite)", ms(sqlite_warm), floor_text, "< 400 ms"),
         (
-            "runs ls, 1,000 runs, view up to date (PostgreSQL)",
+            f"runs ls, {runs}, view up to date (PostgreSQL)",
             ms(pg_warm),
             f"SQLite {ms(sqlite_warm)}",
             "< 400 ms",
         ),
         (
-            "runs ls, 1,000 runs, another checkout appended 1 event (PostgreSQL)",
+            f"runs ls, {runs}, another checkout appended 1 event (PostgreSQL)",
             ms(pg_append),
             f"view up to date {ms(pg_warm)}",
             "",
         ),
-        ("runs ls, 1,000 runs, view rebuilt (SQLite)", ms(sqlite_cold), floor_text, ""),
+        (f"runs ls, {runs}, view rebuilt (SQLite)", ms(sqlite_cold), floor_text, ""),
         (
-            "runs ls, 1,000 runs, view rebuilt (PostgreSQL)",
+            f"runs ls, {runs}, view rebuilt (PostgreSQL)",
             ms(pg_cold),
             f"SQLite {ms(sqlite_cold)}",
             "",
         ),
-        ("events --follow, append to print (SQLite, polls 0.2 s)", follow(sqlite_follow), "", ""),
+        (
+            "events --follow, append to print (SQLite)",
+            follow(sqlite_follow),
+            "polls every 0.2 s",
+            "",
+        ),
         (
             "events --follow, append to print (PostgreSQL, LISTEN/NOTIFY)",
             follow(pg_follow),
