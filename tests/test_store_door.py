@@ -39,17 +39,31 @@ def _last_name(node: ast.expr) -> str | None:
     return None
 
 
-def _is_store(node: ast.AST) -> bool:
-    """``store``, ``x.store`` or ``x._store`` — but not ``settings.store``, the
-    configuration's ``[store]`` table."""
+def _is_store(node: ast.AST, names: frozenset[str] = frozenset({"store"})) -> bool:
+    """A name of ``names`` (``store``, and whatever the function binds a store to), or
+    ``x.store`` or ``x._store`` — but not ``settings.store``, the configuration's
+    ``[store]`` table."""
     if isinstance(node, ast.Name):
-        return node.id == "store" or node.id.endswith("_store")
+        return node.id in names
     if isinstance(node, ast.Attribute) and node.attr in ("store", "_store"):
         return not (isinstance(node.value, ast.Name) and node.value.id == "settings")
     return False
 
 
-def _allowed_uses(function: ast.AST) -> set[int]:
+def _store_names(function: ast.AST) -> frozenset[str]:
+    """``store``, the names ``function`` binds to ``RunStore(...)`` or ``open_store(...)``,
+    and its parameters annotated as a ``RunStore``."""
+    names = {"store"}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            if _last_name(node.value.func) in OPENERS:
+                names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.arg) and node.annotation is not None:
+            names.update([node.arg] if "RunStore" in ast.unparse(node.annotation) else [])
+    return frozenset(names)
+
+
+def _allowed_uses(function: ast.AST, names: frozenset[str]) -> set[int]:
     """The ids of the store expressions ``function`` may hold: ``store = RunStore(...)``,
     ``Journal(store, ...)`` and ``store.close()`` (and a function called, such as
     ``open_store(...)``, is no store)."""
@@ -62,11 +76,11 @@ def _allowed_uses(function: ast.AST) -> set[int]:
                 allowed.update(id(target) for target in node.targets)
         elif isinstance(node, ast.Call):
             if _last_name(node.func) == "Journal":
-                allowed.update(id(arg) for arg in node.args if _is_store(arg))
+                allowed.update(id(arg) for arg in node.args if _is_store(arg, names))
             elif (
                 isinstance(node.func, ast.Attribute)
                 and node.func.attr == "close"
-                and _is_store(node.func.value)
+                and _is_store(node.func.value, names)
             ):
                 allowed.add(id(node.func.value))
     return allowed
@@ -80,9 +94,10 @@ def store_uses_in_async_code(path: Path) -> list[str]:
     for function in ast.walk(tree):
         if not isinstance(function, ast.AsyncFunctionDef):
             continue
-        allowed = _allowed_uses(function)
+        names = _store_names(function)
+        allowed = _allowed_uses(function, names)
         for node in ast.walk(function):
-            if _is_store(node) and id(node) not in allowed:
+            if _is_store(node, names) and id(node) not in allowed:
                 found[node.lineno, node.col_offset] = _where(path, node)
     return [found[key] for key in sorted(found)]
 
@@ -137,12 +152,18 @@ def test_the_checks_find_what_they_look_for(tmp_path: Path) -> None:
         "        return session.journal._store\n"
         "def sync_command(store):\n"
         "    return store.history(run_id)\n"
+        "async def check(settings, theirs: RunStore):\n"
+        "    mine = RunStore(None)\n"
+        "    local_store = settings.store.url is None\n"
+        "    return mine.get(run_id), theirs.history(run_id), local_store\n"
     )
     assert store_uses_in_async_code(code) == [
         "bad.py:4: store",
         "bad.py:5: ctx.session.journal.store",
         "bad.py:7: self._store",
         "bad.py:10: session.journal._store",
+        "bad.py:16: mine",
+        "bad.py:16: theirs",
     ]
     assert reaches_into_a_journal(code) == [
         "bad.py:5: ctx.session.journal.store",

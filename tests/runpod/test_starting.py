@@ -284,7 +284,7 @@ async def test_a_start_on_another_host_is_judged_on_runpods_clock_whatever_the_h
         with monkeypatch.context() as their_clock:
             their_clock.setattr(store_module, "datetime", _shifted(theirs))
             try:
-                journal = InlineJournal(theirs_store, t.rig.project)
+                journal = Journal(theirs_store, t.rig.project, runner=run_inline)
                 await journal.create(
                     ev.RunCreated(
                         run_id=run_id,
