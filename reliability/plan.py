@@ -4,6 +4,7 @@ each target."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -71,9 +72,18 @@ def code_site(key: str) -> str:
     return "await " + " > ".join(frames)
 
 
-def _journal_await(key: str) -> bool:
-    # The await of an append is the append's own checkpoints (append-before/-after).
-    return key.startswith("await ") and "journal.py:Journal.append" in key.split(" > ")[-1]
+_JOURNAL = "overbrainer/session/journal.py:"
+
+
+def is_append_await(key: str) -> bool:
+    """Whether ``key`` is the await of a journal append: the append's own checkpoints
+    (append-before/-after) stand for it. The innermost frames are the journal's: the append,
+    then the runner it awaits its store call in."""
+    if not key.startswith("await "):
+        return False
+    frames = key[len("await ") :].split(" > ")
+    inner = itertools.takewhile(lambda frame: frame.startswith(_JOURNAL), reversed(frames))
+    return any(":Journal.append:" in frame for frame in inner)
 
 
 def sample(
@@ -95,7 +105,7 @@ def sample(
         once[command], twice[command] = [], []
         for key in keys:
             site = code_site(key)
-            if site in seen or _journal_await(key):
+            if site in seen or is_append_await(key):
                 continue
             seen.add(site)
             once[command].append(key)

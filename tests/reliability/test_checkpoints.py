@@ -156,3 +156,29 @@ def test_the_real_train_command_is_traced_end_to_end(tmp_path: Path) -> None:
         .joinpath(sorted(p.name for p in (project / "runs").iterdir())[0], "job.cmds")
         .read_text()
     )
+
+
+def test_the_await_of_a_journal_append_is_known_as_one(tmp_path: Path) -> None:
+    # The campaigns give an append's await no Ctrl-C case of its own (the append's own
+    # checkpoints stand for it); they must recognise it through the journal's runner.
+    from reliability.plan import is_append_await
+
+    store = RunStore(None, tmp_path, Actor.here("test"))
+    journal = Journal(store, tmp_path)
+    run_id = "20260101-000000-abcd"
+
+    async def work() -> None:
+        await journal.create(
+            RunCreated(run_id=run_id, target="l", kind="local", remote_dir="r", settings_digest="d")
+        )
+        await journal.append(run_id, [JobStarted(job_dir="r", pid=42)])
+        await journal.state(run_id)
+
+    try:
+        keys = enumerate_checkpoints(work, [ROOT / "overbrainer"])
+    finally:
+        store.close()
+    awaits = [key for key in keys if key.startswith("await ")]
+    assert [is_append_await(key) for key in awaits] == [False, True, False]
+    assert ":Journal.append:" in awaits[1]
+    assert not any(is_append_await(key) for key in keys if key.startswith("append-"))
