@@ -19,7 +19,7 @@ def test_an_unknown_group_is_a_usage_error_naming_the_groups(
     out, err = capsys.readouterr()
     assert out == ""
     assert err == (
-        "error: no benchmark group 'pods'; the groups are cli, pod, ssh, team "
+        "error: no benchmark group 'pods'; the groups are cli, completion, pod, ssh, team "
         "(for example `python -m bench --quick cli pod`)\n"
     )
 
