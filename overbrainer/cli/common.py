@@ -9,6 +9,9 @@ from typing import Any
 from overbrainer.cli.context import Invocation
 from overbrainer.errors import OverbrainerError
 
+RUN_HELP = "The run: its ID, a unique prefix or suffix of it (ab12), or runs/<id>/."
+JSON_HELP = "Print one JSON object per line instead of text."
+
 
 def store_url(invocation: Invocation) -> str | None:
     """``[store] url`` (env over file), read leniently so listing runs never needs a valid

@@ -3,9 +3,9 @@
 import json as _json
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from cyclopts import App
+from cyclopts import App, Parameter
 
 if TYPE_CHECKING:
     from overbrainer.config.model import Settings
@@ -16,7 +16,7 @@ _SQLITE_DEFAULT = "(default: SQLite at .overbrainer/events.sqlite)"
 
 
 @app.command
-def check(*, json: bool = False) -> int:
+def check(*, json: Annotated[bool, Parameter(negative=())] = False) -> int:
     """Print the resolved configuration with secrets masked, or every problem at once.
 
     Reads overbrainer.toml, then the environment and .env (OVERBRAINER_* variables).

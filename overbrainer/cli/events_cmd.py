@@ -1,12 +1,16 @@
 """``events RUN``: the run's audit log replayed, one line per event."""
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from cyclopts import Parameter
 
-from overbrainer.cli.common import open_store, print_json
+if TYPE_CHECKING:
+    from overbrainer.events.store import Recorded
+
+from overbrainer.cli.common import JSON_HELP, RUN_HELP, open_store, print_json
 from overbrainer.cli.context import current
+from overbrainer.cli.listing import resolve_run
 from overbrainer.errors import UsageError
 
 _FOLLOW_POLL = 0.2  # SQLite, which has no notifications
@@ -14,27 +18,43 @@ _FOLLOW_SAFETY = 5.0  # PostgreSQL: re-read this often even without a notificati
 
 
 def events(
-    run: str,
+    run: Annotated[str, Parameter(help=RUN_HELP)],
+    /,
     *,
-    json: Annotated[bool, Parameter(negative=())] = False,
+    json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False,
     at: Annotated[
         int | None, Parameter(help="Print the run and pod as they were after event N.")
     ] = None,
-    follow: Annotated[bool, Parameter(negative=())] = False,
+    follow: Annotated[
+        bool,
+        Parameter(
+            negative=(),
+            help="Keep printing events as they are appended, until the run "
+            "has ended and no pod of it may bill.",
+        ),
+    ] = False,
+    verbose: Annotated[
+        bool,
+        Parameter(
+            name=["--verbose", "-v"],
+            negative=(),
+            help="Also print each event's fields and who appended it.",
+        ),
+    ] = False,
 ) -> int:
-    """Replay a run's events: sequence, UTC time, name, what happened, fields and actor.
+    """Replay a run's events: sequence, UTC time, name and what happened (with -v, the
+    fields and the actor too).
 
     --follow keeps printing events as other processes append them (woken by the server's
     notifications on a PostgreSQL store), until the run has ended and no pod of it may bill
     (or Ctrl-C).
     """
     from overbrainer.events.aggregate import RunLog
-    from overbrainer.events.ids import check_run_id
     from overbrainer.front.streams import stdout_gone
     from overbrainer.projections.timeline import line
 
     invocation = current()
-    check_run_id(run)
+    run = resolve_run(invocation, run)
     if at is not None and (at < 0 or follow):
         raise UsageError("--at takes an event number >= 0 and does not go with --follow")
     store = open_store(invocation, read_only=True)
@@ -66,8 +86,12 @@ def events(
             return 0
         state = RunLog()
         out = sys.stdout
+
+        def shown(record: "Recorded") -> str:
+            return _json_line(record) if json else line(record, state, verbose=verbose)
+
         for record in records:
-            out.write((_json_line(record) if json else line(record, state)) + "\n")
+            out.write(shown(record) + "\n")
             state.apply(record.event, record.at)
         out.flush()
         if changes is None:
@@ -79,7 +103,7 @@ def events(
             # The timeout only bounds a wait on a lost notification.
             changes.wait(_FOLLOW_SAFETY)
             for record in store.history(run, after=seen):
-                out.write((_json_line(record) if json else line(record, state)) + "\n")
+                out.write(shown(record) + "\n")
                 state.apply(record.event, record.at)
                 seen = record.seq
             out.flush()

@@ -161,8 +161,11 @@ def _run(tokens: list[str]) -> int:
         )
     )
     try:
-        result = app(rest, exit_on_error=False, print_error=True, result_action="return_value")
-    except CycloptsError:
+        result = app(rest, exit_on_error=False, print_error=False, result_action="return_value")
+    except CycloptsError as refused:
+        from overbrainer.cli.usage import usage_text
+
+        print(f"error: {usage_text(refused)}", file=sys.stderr)
         return 2
     except SystemExit as leaving:
         return leaving.code if isinstance(leaving.code, int) else 0

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from cyclopts import App, Parameter
 
+from overbrainer.cli.common import JSON_HELP
 from overbrainer.cli.context import current
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ async def _pod_context(*, read_only: bool = False) -> AsyncIterator["tuple[PodCo
 
 
 @app.command(name="ls")
-async def ls(*, json: Annotated[bool, Parameter(negative=())] = False) -> int:
+async def ls(*, json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False) -> int:
     """The account's overbrainer pods, each with its run and a note: in progress, ended but
     not deleted, kept, awaiting retrieval, stray, not in this store, no marker, or gone."""
     import sys
@@ -84,7 +85,14 @@ async def ls(*, json: Annotated[bool, Parameter(negative=())] = False) -> int:
 
 @app.command(name="rm")
 async def rm(
-    run: str,
+    run: Annotated[
+        str,
+        Parameter(
+            help="The run whose pods to delete: its ID, a unique prefix or suffix "
+            "of it, or runs/<id>/ (never a pod ID)."
+        ),
+    ],
+    /,
     *,
     force: Annotated[
         bool,
@@ -98,10 +106,22 @@ async def rm(
     """Delete every pod of run RUN (a run ID, never a pod ID) and wait until Runpod no
     longer shows them; one line per deleted pod with its uptime and spend."""
     from overbrainer.errors import OverbrainerError, UsageError
-    from overbrainer.events.ids import check_run_id, looks_like_run_id
+    from overbrainer.events.ids import check_run_id, looks_like_run_id, matching_runs, run_ref
     from overbrainer.targets.runpod.podrm import deleted_line, remove_run_pods
 
-    check_run_id(run)
+    run = check_run_id(run_ref(run))
+    if not looks_like_run_id(run):
+        # A prefix or suffix of a run of this store (a run not in it needs its whole ID).
+        from overbrainer.cli.listing import listing
+
+        states, _ = listing(current())
+        found = matching_runs(run, [state.run.run_id for state in states])
+        if len(found) > 1:
+            raise UsageError(
+                f"{run!r} names {len(found)} runs: {', '.join(found[:8])}; give "
+                "more of the run's ID"
+            )
+        run = found[0] if found else run
     if not looks_like_run_id(run):
         # A pod ID would pass as a name: pod rm acts on a run's pods, never on one pod.
         raise UsageError(

@@ -3,14 +3,14 @@
 import contextlib
 import math
 import sys
-from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from cyclopts import App, Parameter
 
-from overbrainer.cli.common import open_store, print_json, require_project, store_url
-from overbrainer.cli.context import Invocation, current
+from overbrainer.cli.common import JSON_HELP, RUN_HELP, open_store, print_json
+from overbrainer.cli.context import current
+from overbrainer.cli.listing import listing, resolve_run
 
 app = App(name="runs", help="List and show this project's runs (no network).")
 
@@ -66,55 +66,13 @@ def _row(state: Any, now: datetime, host: str) -> dict[str, Any]:
     }
 
 
-def _latest_position(url: str | None, environ: Mapping[str, str]) -> int | None:
-    """The team store's newest log position, by its cheap path (None: not known so)."""
-    from overbrainer.events.pg import is_postgres_url
-
-    if url is None or not is_postgres_url(url):
-        return None
-    from overbrainer.events.pg import latest_position, parse_url
-
-    return latest_position(parse_url(url, environ))
-
-
-def _listing(invocation: Invocation) -> tuple[list[Any], dict[str, str]]:
-    """Every run's state from the view, caught up with the store first when it lags, and
-    the host each run was created on.
-
-    On a team store the view is trusted as it is when its position is the log's newest
-    (one short query, see ``pg.latest_position``): the store, its driver and eventsourcing
-    are opened only when another checkout appended since.
-    """
-    from overbrainer.projections.view import RunsView, view_path
-
-    require_project(invocation)
-    url = store_url(invocation)
-    # Asked before the view is opened: a server that cannot be reached fails the command
-    # before anything is written here, as opening the store does.
-    latest = _latest_position(url, invocation.environ())
-    view = RunsView(view_path(invocation.project_dir), str(url))
-    try:
-        if latest is not None:
-            states = view.runs_at(latest)
-            if states is not None:
-                return states, view.hosts()
-        store = open_store(invocation, read_only=True)
-        try:
-            view.catch_up(store)
-            return view.runs(), view.hosts()
-        finally:
-            store.close()
-    finally:
-        view.close()
-
-
 @app.command(name="ls")
-def ls(*, json: Annotated[bool, Parameter(negative=())] = False) -> int:
+def ls(*, json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False) -> int:
     """One line per run: id, state, target, created, progress, pod and spend (and the host
     it runs from, when some run of a team store is not this machine's)."""
     import socket
 
-    states, hosts = _listing(current())
+    states, hosts = listing(current())
     now = datetime.now(UTC)
     rows = [_row(state, now, hosts.get(state.run.run_id, "")) for state in states]
     if json:
@@ -151,14 +109,18 @@ def ls(*, json: Annotated[bool, Parameter(negative=())] = False) -> int:
 
 
 @app.command(name="show")
-def show(run: str, *, json: Annotated[bool, Parameter(negative=())] = False) -> int:
+def show(
+    run: Annotated[str, Parameter(help=RUN_HELP)],
+    /,
+    *,
+    json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False,
+) -> int:
     """The run's record, its pod, a metrics summary, where it lives and where its files are."""
     from overbrainer.events.home import has_local_files, run_home
-    from overbrainer.events.ids import check_run_id
     from overbrainer.projections.files import run_dir, write_projections
 
     invocation = current()
-    check_run_id(run)
+    run = resolve_run(invocation, run)
     store = open_store(invocation, read_only=True)
     try:
         state = store.get(run)

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from cyclopts import App, Parameter
 
-from overbrainer.cli.common import print_json, store_url
+from overbrainer.cli.common import JSON_HELP, print_json, store_url
 from overbrainer.cli.context import current
 from overbrainer.errors import OverbrainerError, UsageError
 
@@ -26,7 +26,7 @@ def migrate(
     dry_run: Annotated[
         bool, Parameter(negative=(), help="Show what would be copied; copy nothing.")
     ] = False,
-    json: Annotated[bool, Parameter(negative=())] = False,
+    json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False,
 ) -> int:
     """Copy this checkout's SQLite event log into a PostgreSQL team store.
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from cyclopts import App, Parameter
 
+from overbrainer.cli.common import RUN_HELP
 from overbrainer.cli.context import current
 
 if TYPE_CHECKING:
@@ -74,9 +75,9 @@ async def _session() -> AsyncIterator["tuple[Settings, Session]"]:
 
 
 async def _with_run(run: str, name: str) -> int:
-    from overbrainer.events.ids import check_run_id
+    from overbrainer.cli.listing import resolve_run
 
-    check_run_id(run)
+    run = resolve_run(current(), run)
     async with _session() as (settings, session):
         state = await session.journal.state(run)
         from overbrainer.lifecycle import elsewhere
@@ -244,13 +245,13 @@ async def _act(name: str, session: "Session", settings: "Settings", state: "RunL
 
 
 @app.command(name="attach")
-async def attach(run: str) -> int:
+async def attach(run: Annotated[str, Parameter(help=RUN_HELP)], /) -> int:
     """Follow a started run again (after Ctrl-C, a lost connection, a reboot), then retrieve
     its results and end its pod."""
     return await _with_run(run, "attach")
 
 
 @app.command(name="cancel")
-async def cancel(run: str) -> int:
+async def cancel(run: Annotated[str, Parameter(help=RUN_HELP)], /) -> int:
     """Stop the run's job, retrieve what it left, end its pod."""
     return await _with_run(run, "cancel")

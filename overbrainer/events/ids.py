@@ -39,3 +39,20 @@ def check_run_id(run_id: str) -> str:
 def looks_like_run_id(run_id: str) -> bool:
     """Whether ``run_id`` has the exact shape overbrainer gives its run IDs."""
     return bool(_SHAPE.match(run_id))
+
+
+def run_ref(text: str) -> str:
+    """What names a run in ``text``: the text itself, or the last part of a path to a run's
+    directory (``runs/<id>/``, ``/home/me/proj/runs/<id>``, as a shell completes it)."""
+    parts = [part for part in text.replace("\\", "/").split("/") if part not in ("", ".")]
+    if len(parts) >= 2 and parts[-2] == "runs":
+        return parts[-1]
+    return text.rstrip("/") if len(parts) == 1 and text.endswith("/") else text
+
+
+def matching_runs(ref: str, run_ids: list[str]) -> list[str]:
+    """The runs ``ref`` names among ``run_ids``: the one run of that exact ID, else every
+    run whose ID starts or ends with it (``20260101-1200``, ``ab12``), in their order."""
+    if ref in run_ids:
+        return [ref]
+    return [run_id for run_id in run_ids if run_id.startswith(ref) or run_id.endswith(ref)]

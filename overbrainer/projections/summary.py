@@ -1,6 +1,13 @@
 """A run's state told in a few lines, for ``runs show`` and ``events RUN --at N``."""
 
 from overbrainer.events.aggregate import RunLog
+from overbrainer.projections.words import (
+    duration_text,
+    metrics_text,
+    plural,
+    pod_status_text,
+    size_text,
+)
 from overbrainer.runpod.clocks import offset_text
 from overbrainer.train.metrics import MetricsSummary, format_epoch, format_loss
 
@@ -29,11 +36,13 @@ def summary_lines(state: RunLog) -> list[str]:
         lines.append("  cancel     requested")
     if r.detached:
         lines.append("  following  detached (the job kept running)")
-    if r.metrics:
-        lines.append("  metrics    " + ", ".join(f"{k} {v}" for k, v in sorted(r.metrics.items())))
+    metrics = metrics_text(r.metrics) if r.metrics else ""
+    if metrics:
+        lines.append(f"  metrics    {metrics}")
     if r.artifacts:
         lines.append(
-            f"  artifacts  {r.artifacts['files']} files, {r.artifacts['bytes']} bytes, verified"
+            f"  artifacts  {plural(int(r.artifacts['files']), 'file')}, "
+            f"{size_text(int(r.artifacts['bytes']))}, verified"
         )
     if r.note:
         lines.append(f"  note       {r.note}")
@@ -42,7 +51,7 @@ def summary_lines(state: RunLog) -> list[str]:
     if p.pod_id or p.attempts:
         rate = f", ${p.cost_per_hour:.2f}/h" if p.cost_per_hour is not None else ""
         lines.append(
-            f"  pod        {p.pod_id or '(none)'}: {p.status}"
+            f"  pod        {p.pod_id or '(none)'}: {pod_status_text(p.status)}"
             f" ({p.gpu_type or '?'}, {p.data_center or '?'}{rate})"
             + (", kept (--keep-pod)" if p.keep else "")
         )
@@ -51,7 +60,7 @@ def summary_lines(state: RunLog) -> list[str]:
             + "; ".join(f"{a['n']} {a['gpu_type']}: {a['result'] or 'sent'}" for a in p.attempts)
         )
         if p.spend is not None:
-            lines.append(f"  spend      ${p.spend:.2f} over {p.uptime_seconds or 0:.0f} s")
+            lines.append(f"  spend      ${p.spend:.2f} over {duration_text(p.uptime_seconds or 0)}")
         if p.strays:
             lines.append("  strays     " + ", ".join(sorted(p.strays)))
     return lines
@@ -69,7 +78,7 @@ def attach_header(state: RunLog) -> str:
         since = f" since {r.job['started_at']}" if r.job.get("started_at") else ""
         parts.append(f"job pid {r.job['pid']}{since}")
     if p.pod_id:
-        parts.append(f"pod {p.pod_id} ({p.status})")
+        parts.append(f"pod {p.pod_id} ({pod_status_text(p.status)})")
     known = MetricsSummary.from_dict(r.metrics) if r.metrics else None
     if known is not None and known.step is not None:
         total = f"/{known.max_steps}" if known.max_steps is not None else ""

@@ -9,7 +9,9 @@ from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.store import Recorded
+from overbrainer.projections.words import duration_text, plural, size_text
 from overbrainer.runpod.clocks import offset_text
+from overbrainer.train.metrics import MetricsSummary, format_loss
 
 
 def _rate(rate: float | None) -> str:
@@ -20,27 +22,15 @@ def _money(amount: float | None) -> str:
     return f"${amount:.2f}" if amount is not None else "unknown"
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "unknown"
-    whole = int(seconds)
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"
-
-
 def _metrics(metrics: dict[str, Any]) -> str:
+    summary = MetricsSummary.from_dict(metrics)
     parts = []
-    if metrics.get("step") is not None:
-        total = metrics.get("max_steps")
-        parts.append(f"step {metrics['step']}/{total}" if total else f"step {metrics['step']}")
-    for key in ("loss", "eval_loss"):
-        if metrics.get(key) is not None:
-            parts.append(f"{key} {float(metrics[key]):.4g}")
+    if summary.step is not None:
+        total = summary.max_steps
+        parts.append(f"step {summary.step}/{total}" if total else f"step {summary.step}")
+    for key, value in (("loss", summary.loss), ("eval_loss", summary.eval_loss)):
+        if value is not None:
+            parts.append(f"{key} {format_loss(value)}")
     return ", ".join(parts)
 
 
@@ -62,7 +52,7 @@ def _job_started(e: ev.JobStarted, s: RunLog | None) -> str:
 
 
 def _ended(e: ev.RunEnded, s: RunLog | None) -> str:
-    why = f": {e.message}" if e.message else ""
+    why = f": {e.message}" if e.message and e.message != e.state else ""
     numbers = _metrics(e.metrics)
     return f"run {e.state}{why}" + (f" ({numbers})" if numbers else "")
 
@@ -83,7 +73,7 @@ def _detached(e: ev.Detached, s: RunLog | None) -> str:
 
 
 def _artifacts(e: ev.ArtifactsRetrieved, s: RunLog | None) -> str:
-    return f"retrieved {e.files} files ({e.bytes} bytes), every checksum verified"
+    return f"retrieved {plural(e.files, 'file')} ({size_text(e.bytes)}), every checksum verified"
 
 
 def _attempt_sent(e: ev.AttemptSent, s: RunLog | None) -> str:
@@ -126,7 +116,7 @@ def _deleted(e: ev.PodDeleted, s: RunLog | None) -> str:
         "found_gone": "found gone",
     }.get(e.by, e.by)
     return (
-        f"pod {e.pod_id} deleted ({by}) after {_duration(e.uptime_seconds)}, "
+        f"pod {e.pod_id} deleted ({by}) after {duration_text(e.uptime_seconds)}, "
         f"spend {_money(e.spend)}"
     )
 
@@ -171,14 +161,15 @@ def _field(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-def line(record: Recorded, state: RunLog | None = None) -> str:
-    """One ``events`` line: sequence, UTC time, name, sentence, fields and actor."""
+def line(record: Recorded, state: RunLog | None = None, *, verbose: bool = False) -> str:
+    """One ``events`` line: sequence, UTC time, name and sentence; ``verbose`` adds the
+    event's fields and its actor."""
+    time = record.at[:19].replace("T", " ") + "Z"
+    text = f"{record.seq:>5}  {time}  {record.event.name:<22} {describe(record.event, state)}"
+    if not verbose:
+        return text
     fields = " ".join(
         f"{k}={_field(v)}" for k, v in record.event.fields().items() if v not in (None, "", {}, [])
     )
     actor = Actor.from_json(record.actor).describe()
-    time = record.at[:19].replace("T", " ") + "Z"
-    return (
-        f"{record.seq:>5}  {time}  {record.event.name:<22} {describe(record.event, state)}"
-        f"  [{fields}]  — {actor}"
-    )
+    return f"{text}  [{fields}]  — {actor}"

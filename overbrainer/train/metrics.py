@@ -216,8 +216,9 @@ def format_epoch(epoch: float) -> str:
 
 
 def format_loss(loss: float) -> str:
-    """A loss with four significant digits: ``1.235``, ``0.04321``, ``nan``."""
-    return f"{loss:.4g}"
+    """A loss with four significant digits, kept when they are zeros: ``1.235``,
+    ``0.04321``, ``1.000``, ``nan``."""
+    return f"{loss:#.4g}".rstrip(".")
 
 
 def format_rate(rate: float) -> str:

@@ -196,8 +196,8 @@ EXPECTED_SENTENCES_A = [
     "stopped following (interrupted); the job keeps running at step 3/10: "
     f"`overbrainer train attach {RUN_A}` follows it again",
     "pod k3x9 awaits retrieval of the results (output/adapter.bin did not verify)",
-    "retrieved 4 files (1234 bytes), every checksum verified",
-    "run succeeded (step 10/10, loss 0.5, eval_loss 0.7)",
+    "retrieved 4 files (1.2 kB), every checksum verified",
+    "run succeeded (step 10/10, loss 0.5000, eval_loss 0.7000)",
     "pod k3x9 kept (--keep-pod); only `pod rm` removes it",
     "deleting pod k3x9 (requested)",
     "pod k3x9 deleted (by pod rm) after 1h00m, spend $0.53",
@@ -254,11 +254,12 @@ def _cli(capsys: pytest.CaptureFixture[str], project: Path, *args: str) -> tuple
     return code, out, err
 
 
-def _sentences(output: str) -> list[str]:
-    # "<seq>  <date> <time>Z  <name> <sentence>  [fields]  — actor"
+def _sentences(output: str, *, verbose: bool = False) -> list[str]:
+    # "<seq>  <date> <time>Z  <name> <sentence>", then with -v "  [fields]  — actor"
     found = []
+    tail = r"  \[.*\]  — .*" if verbose else ""
     for text in output.splitlines():
-        match = re.match(r"\s*\d+  \S+ \S+Z  \S+\s+(.*?)  \[.*\]  — ", text)
+        match = re.fullmatch(r"\s*\d+  \S+ \S+Z  \S+\s+(.*?)" + tail, text)
         assert match, text
         found.append(match.group(1))
     return found
@@ -304,6 +305,12 @@ def _check_everything(
     code, out, _ = _cli(capsys, project, "events", RUN_A)
     assert code == 0
     assert _sentences(out) == EXPECTED_SENTENCES_A
+    assert all(len(text) <= 200 for text in out.splitlines())  # short lines by default
+    code, out, _ = _cli(capsys, project, "events", RUN_A, "-v")
+    assert code == 0
+    assert _sentences(out, verbose=True) == EXPECTED_SENTENCES_A
+    assert "[files=4 bytes=1234 manifest_digest=" in out
+    assert "  — test script by " in out.splitlines()[0]
     code, out, _ = _cli(capsys, project, "events", RUN_A, "--json")
     lines = [json.loads(row) for row in out.splitlines()]
     assert [row["seq"] for row in lines] == list(range(1, 22))

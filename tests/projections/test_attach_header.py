@@ -55,7 +55,7 @@ DETACHED = ev.Detached(
                 STARTED,
             ],
             "attach: run 20260101-100000-abcd on target gpu (runpod): running; "
-            f"job pid 4242 since {AT}; pod pod123 (created)",
+            f"job pid 4242 since {AT}; pod pod123 (booting)",
         ),
     ],
 )

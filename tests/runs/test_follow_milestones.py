@@ -75,10 +75,10 @@ async def test_each_eval_once_at_its_step_then_phases_then_retrieval(
 
     lines = [line for line in err.getvalue().splitlines() if not line.startswith("progress:")]
     assert [line for line in lines if not line.startswith("run.")] == [
-        "eval_loss 2 at step 0 (epoch 0)",
-        "eval_loss 1.9 at step 2 (epoch 0.25)",
-        "eval_loss 1.8 at step 4 (epoch 0.5)",
-        "eval_loss 1.7 at step 8 (epoch 1)",
+        "eval_loss 2.000 at step 0 (epoch 0)",
+        "eval_loss 1.900 at step 2 (epoch 0.25)",
+        "eval_loss 1.800 at step 4 (epoch 0.5)",
+        "eval_loss 1.700 at step 8 (epoch 1)",
         "training ended; saving the adapter",
         "merging the adapter into the base model",
         "retrieving the results of run 20260101-000000-abcd from host box",

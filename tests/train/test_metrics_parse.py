@@ -176,11 +176,13 @@ def test_number_formats() -> None:
         "0",
         "3",
     ]
-    assert [format_loss(v) for v in (1.23456, 0.0432109, 123.456, math.nan)] == [
+    assert [format_loss(v) for v in (1.23456, 0.0432109, 123.456, math.nan, 1.0, 1234.4)] == [
         "1.235",
         "0.04321",
         "123.5",
         "nan",
+        "1.000",
+        "1234",
     ]
     assert [format_rate(v) for v in (2e-4, 1.5e-5)] == ["0.0002", "1.5e-05"]
 
@@ -226,9 +228,9 @@ def test_every_evaluation_is_a_milestone_at_its_own_step() -> None:
     events, malformed, _ = parse_metrics_lines(data)
     assert malformed == 0
     assert list(milestones(events)) == [
-        "eval_loss 6.16 at step 0 (epoch 0)",
-        "eval_loss 6.12 at step 2 (epoch 0.5)",
-        "eval_loss 6.11 at step 4 (epoch 1)",
+        "eval_loss 6.160 at step 0 (epoch 0)",
+        "eval_loss 6.120 at step 2 (epoch 0.5)",
+        "eval_loss 6.110 at step 4 (epoch 1)",
         "training ended; saving the adapter",
         "merging the adapter into the base model",
     ]

@@ -1,0 +1,81 @@
+"""Every run of the project from the runs view (no network but the team store's), and a
+run named on the command line by its ID, a unique prefix or suffix of it, or its directory."""
+
+from collections.abc import Mapping
+from typing import Any
+
+from overbrainer.cli.common import open_store, require_project, store_url
+from overbrainer.cli.context import Invocation
+from overbrainer.errors import OverbrainerError, UsageError
+
+_SHOWN = 8  # candidates named when a reference is ambiguous
+
+
+def _latest_position(url: str | None, environ: Mapping[str, str]) -> int | None:
+    """The team store's newest log position, by its cheap path (None: not known so)."""
+    from overbrainer.events.pg import is_postgres_url
+
+    if url is None or not is_postgres_url(url):
+        return None
+    from overbrainer.events.pg import latest_position, parse_url
+
+    return latest_position(parse_url(url, environ))
+
+
+def listing(invocation: Invocation) -> tuple[list[Any], dict[str, str]]:
+    """Every run's state from the view, caught up with the store first when it lags, and
+    the host each run was created on.
+
+    On a team store the view is trusted as it is when its position is the log's newest
+    (one short query, see ``pg.latest_position``): the store, its driver and eventsourcing
+    are opened only when another checkout appended since.
+    """
+    from overbrainer.projections.view import RunsView, view_path
+
+    require_project(invocation)
+    url = store_url(invocation)
+    # Asked before the view is opened: a server that cannot be reached fails the command
+    # before anything is written here, as opening the store does.
+    latest = _latest_position(url, invocation.environ())
+    view = RunsView(view_path(invocation.project_dir), str(url))
+    try:
+        if latest is not None:
+            states = view.runs_at(latest)
+            if states is not None:
+                return states, view.hosts()
+        store = open_store(invocation, read_only=True)
+        try:
+            view.catch_up(store)
+            return view.runs(), view.hosts()
+        finally:
+            store.close()
+    finally:
+        view.close()
+
+
+def resolve_run(invocation: Invocation, text: str) -> str:
+    """The ID of the run ``text`` names: a run ID, a unique prefix or suffix of one
+    (``20260101-12``, ``ab12``) or a path to its directory (``runs/<id>/``).
+
+    A full run ID is taken as it is (the store says if it has no such run); anything else
+    is looked up among the project's runs: none, or more than one, is an error naming
+    them.
+    """
+    from overbrainer.events.ids import check_run_id, looks_like_run_id, matching_runs, run_ref
+
+    ref = check_run_id(run_ref(text))
+    if looks_like_run_id(ref):
+        return ref
+    states, _ = listing(invocation)
+    found = matching_runs(ref, [state.run.run_id for state in states])
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise OverbrainerError(
+            f"no run of this project has an ID that is, starts or ends with {ref!r}; list "
+            "them with `overbrainer runs ls`"
+        )
+    shown = ", ".join(found[:_SHOWN]) + (
+        f" and {len(found) - _SHOWN} more" if len(found) > _SHOWN else ""
+    )
+    raise UsageError(f"{ref!r} names {len(found)} runs: {shown}; give more of the run's ID")
