@@ -22,14 +22,17 @@ app = App(
 
 @asynccontextmanager
 async def _pod_context(*, read_only: bool = False) -> AsyncIterator["tuple[PodContext, Front]"]:
-    """Settings, store (``read_only`` for a listing: it reads on a read-only disk), front
-    end, journal, Ctrl-C controller and Runpod client."""
+    """Settings, store (``read_only`` for a listing: it reads on a read-only disk, and its
+    API client gives up within seconds), front end, journal, Ctrl-C controller and Runpod
+    client."""
     from overbrainer.config.load import load_settings
+    from overbrainer.errors import OverbrainerError
     from overbrainer.events.actor import Actor
     from overbrainer.events.store import RunStore
     from overbrainer.front.console import Front
     from overbrainer.front.interrupts import open_interrupts
     from overbrainer.lifecycle.runpod import open_pod_context
+    from overbrainer.runpod.client import RunpodApiError
     from overbrainer.session.journal import Journal
     from overbrainer.session.session import Session
 
@@ -48,8 +51,18 @@ async def _pod_context(*, read_only: bool = False) -> AsyncIterator["tuple[PodCo
         journal = Journal(store, invocation.project_dir, listener=front.event, others=front.other)
         async with open_interrupts(front.notice) as interrupts:
             session = Session(journal, front, interrupts, invocation.project_dir)
-            async with open_pod_context(session, settings) as ctx:
-                yield ctx, front
+            async with open_pod_context(session, settings, quick=read_only) as ctx:
+                try:
+                    yield ctx, front
+                except RunpodApiError as error:
+                    if not read_only or error.status is not None:
+                        raise
+                    # No answer at all: the network, a proxy, or the API's address.
+                    raise OverbrainerError(
+                        f"{error}; check this machine's network connection and the Runpod "
+                        f"API's address ({settings.runpod.base_url}: [runpod] base_url, or "
+                        "OVERBRAINER_RUNPOD__BASE_URL); nothing was changed"
+                    ) from None
     finally:
         front.close()
         store.close()

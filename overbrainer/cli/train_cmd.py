@@ -76,10 +76,31 @@ async def _session() -> AsyncIterator["tuple[Settings, Session]"]:
 
 async def _with_run(run: str, name: str) -> int:
     from overbrainer.cli.listing import resolve_run
+    from overbrainer.projections.summary import came_to, nothing_left
 
     run = resolve_run(current(), run)
     async with _session() as (settings, session):
         state = await session.journal.state(run)
+        if state.final and (name == "cancel" or nothing_left(state)):
+            # Nothing to stop; attach of a run with nothing left to do only tells its end.
+            if name == "cancel":
+                pod = state.pod
+                collect = ""
+                if state.run.note and state.run.job is not None:
+                    collect = f"; `overbrainer train attach {run}` collects its results"
+                elif pod.may_bill():
+                    collect = (
+                        f"; its pod {pod.pod_id} may still bill: `overbrainer pod rm {run}` "
+                        "deletes it"
+                    )
+                session.front.result(
+                    f"train: run {run} has already ended ({came_to(state)}); nothing to "
+                    f"cancel{collect}"
+                )
+                return session.interrupts.finish(0)
+            if state.run.state in ("succeeded", "cancelled"):
+                session.front.result(f"train: run {run} {came_to(state)}")
+                return session.interrupts.finish(0)
         from overbrainer.lifecycle import elsewhere
 
         if elsewhere.lives_elsewhere(session, state):

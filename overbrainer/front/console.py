@@ -90,8 +90,10 @@ class Front:
 
     def progress(self, summary: MetricsSummary, spend: float | None = None) -> None:
         """Show training progress (evaluations and phases are :meth:`milestone` lines)."""
-        if summary.lines == 0:
-            return  # nothing to show before the first metrics line
+        if summary.lines == 0 or summary.step is None:
+            # Nothing to show before the first step (the trainer's `begin` line has none):
+            # an empty line would take the throttle's slot of the first real one.
+            return
         text = progress_text(summary, spend)
         if text == self._last_text:
             return
@@ -109,7 +111,7 @@ class Front:
         """The last progress line, whatever the throttle (once: not again if just shown)."""
         text = progress_text(summary, spend)
         self.close()
-        if summary.lines and text != self._printed:
+        if summary.lines and summary.step is not None and text != self._printed:
             self._printed = text
             self._err_line(f"progress: {text}")
 

@@ -93,3 +93,27 @@ def attach_header(state: RunLog) -> str:
         why = r.note.partition("artifacts not retrieved: ")[2]
         parts.append(f"results not home yet ({why})" if why else r.note)
     return "; ".join(parts)
+
+
+def came_to(state: RunLog) -> str:
+    """What an ended run came to, in a few words: ``succeeded; step 5/5, epoch 3, loss
+    0.7143; output in runs/<id>/output`` (``failed: why``; a note when its results are not
+    home)."""
+    r = state.run
+    text = r.state + (f": {r.message}" if r.message and r.message != r.state else "")
+    metrics = metrics_text({k: v for k, v in r.metrics.items() if k != "learning_rate"})
+    if metrics:
+        text += f"; {metrics}"
+    if r.note:
+        text += f"; {r.note}"
+    elif r.state == "succeeded" and r.artifacts is not None:
+        text += f"; output in runs/{r.run_id}/output"
+    return text
+
+
+def nothing_left(state: RunLog) -> bool:
+    """Whether an ended run needs no command any more: no pod of it may bill, and its
+    results are home (or it never had a job)."""
+    r = state.run
+    home = r.job is None or (r.artifacts is not None and not r.note)
+    return state.final and not state.pod.may_bill() and home

@@ -69,3 +69,21 @@ def test_on_a_terminal_progress_is_one_live_line_and_other_lines_go_above_it() -
     assert "eval_loss 0.25 at step 2" in text
     assert "warning: something to say" in text
     assert "progress: step 10/10 (100%)" in text.rstrip().splitlines()[-1]
+
+
+def test_output_off_a_terminal_never_starts_with_an_empty_progress_line() -> None:
+    now = [0.0]
+    err = io.StringIO()
+    front = Front(io.StringIO(), err, terminal=False, throttle=10.0, clock=lambda: now[0])
+    begun = MetricsSummary().with_events([MetricsEvent(event="begin", time=0.0, max_steps=10)])
+    front.progress(begun)  # the trainer began: no step yet
+    now[0] = 1.0
+    front.progress(summary_at(1))  # the first step is shown at once, not throttled away
+    lines = err.getvalue().splitlines()
+    assert [line.split(",")[0] for line in lines] == ["progress: step 1/10 (10%)"]
+    err.seek(0)
+    err.truncate()
+    quiet = Front(io.StringIO(), err, terminal=False)
+    quiet.progress(begun)
+    quiet.progress_done(begun)  # a job that ended before its first step: no empty line
+    assert err.getvalue() == ""

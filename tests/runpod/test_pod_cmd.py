@@ -374,3 +374,39 @@ async def test_pod_ls_and_pod_rm_through_the_real_command(tmp_path: Path) -> Non
         assert state.pod.deleted_by == "pod_rm"
     finally:
         store.close()
+
+
+async def test_pod_ls_gives_up_on_an_unreachable_api_within_seconds_naming_what_to_check(
+    tmp_path: Path,
+) -> None:
+    import socket
+    import time
+
+    project = tmp_path / "project"
+    project.mkdir()
+    write_project(project)
+    # A port nothing listens on (refused), and a server that takes the connection and never
+    # answers (a proxy or firewall that swallows requests).
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    refused_port = closed.getsockname()[1]
+    closed.close()
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    try:
+        for port, what in ((refused_port, b"ConnectError"), (silent.getsockname()[1], b"Timeout")):
+            url = f"http://127.0.0.1:{port}/v2"
+            started = time.monotonic()
+            listed = await _cli(project, url, "pod", "ls")
+            took = time.monotonic() - started
+            assert listed.returncode == 1
+            assert took < 9, took  # not a quarter of a minute of retries
+            err = listed.stderr.decode()
+            assert err.startswith("error: cannot list pods: "), err
+            assert what in listed.stderr
+            assert "check this machine's network connection and the Runpod API's address" in err
+            assert f"({url}: [runpod] base_url, or OVERBRAINER_RUNPOD__BASE_URL)" in err
+            assert "Traceback" not in err and err.count("\n") == 1
+    finally:
+        silent.close()

@@ -216,8 +216,13 @@ def test_cancel_stops_the_whole_group_and_a_second_cancel_is_a_no_op(project: Pr
 
     again = project.run("train", "cancel", run_id)
     assert again.returncode == 0, again.stderr
-    assert "had already ended (cancelled)" in again.stdout
-    assert f"`overbrainer train attach {run_id}`" in again.stdout
+    assert again.stdout.startswith(f"train: run {run_id} has already ended (cancelled; step ")
+    assert again.stdout.endswith("); nothing to cancel\n")
+    assert "train attach" not in again.stdout
+    # Attach of the cancelled run tells what it came to, and succeeds.
+    attached = project.run("train", "attach", run_id)
+    assert attached.returncode == 0, attached.stderr
+    assert attached.stdout.startswith(f"train: run {run_id} cancelled; step ")
     names = project.event_names(run_id)
     assert names.count("run.CancelRequested") == 1
     assert names[-1] == "run.Ended"
@@ -229,9 +234,10 @@ def test_cancelling_an_ended_job_leaves_its_real_result(project: Project) -> Non
     assert state == "succeeded"
     cancel = project.run("train", "cancel", run_id)
     assert cancel.returncode == 0
-    assert (
-        f"had already ended (exited): collect it with `overbrainer train attach {run_id}`"
-        in cancel.stdout
+    assert cancel.stdout == (
+        f"train: run {run_id} has already ended (succeeded; step 5/5, epoch 3, loss "
+        f"{done.stdout.split(', loss ')[1].split(';')[0]}; output in runs/{run_id}/output); "
+        "nothing to cancel\n"
     )
     assert project.run_json(run_id)["state"] == "succeeded"
     assert "run.CancelRequested" not in project.event_names(run_id)
