@@ -4,13 +4,17 @@ import contextlib
 import math
 import sys
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from cyclopts import App, Parameter
 
 from overbrainer.cli.common import JSON_HELP, RUN_HELP, open_store, print_json
 from overbrainer.cli.context import current
 from overbrainer.cli.listing import listing, resolve_run
+
+if TYPE_CHECKING:
+    from overbrainer.projections.live import Standing
 
 app = App(name="runs", help="List and show this project's runs (no network).")
 
@@ -38,51 +42,111 @@ def spend_text(state: Any, now: datetime, here: bool = False) -> str:
     return ""
 
 
-def _progress(metrics: dict[str, Any]) -> str:
-    step, total = metrics.get("step"), metrics.get("max_steps")
-    if step is None:
+def _progress(standing: "Standing | None") -> str:
+    if standing is None or standing.summary.step is None:
         return ""
+    step, total = standing.summary.step, standing.summary.max_steps
     if total:
         return f"{step}/{total} ({100 * step / total:.0f}%)"
     return str(step)
 
 
-def _row(state: Any, now: datetime, host: str) -> dict[str, Any]:
+def _eta_text(state: Any, standing: "Standing | None", now: datetime) -> str:
+    """The ETA of a run in progress, or how old what is known of it is."""
+    from overbrainer.projections.live import STALE_SECONDS
+    from overbrainer.projections.words import duration_text
+
+    if state.run.state != "running" or standing is None:
+        return ""
+    eta = standing.eta_at(now)
+    if eta is not None:
+        return duration_text(eta)
+    age = standing.age(now)
+    return f"seen {duration_text(age)} ago" if age is not None and age > STALE_SECONDS else ""
+
+
+def _row(state: Any, now: datetime, host: str, project: Path) -> dict[str, Any]:
     import socket
 
+    from overbrainer.projections.files import run_dir
+    from overbrainer.projections.live import standing as standing_of
+
     run, pod = state.run, state.pod
-    return {
+    standing = standing_of(state, run_dir(project, run.run_id))
+    row = {
         "id": run.run_id,
         "host": host,
         "state": run.state,
         "target": run.target,
         "kind": run.kind,
         "created": run.created_at,
-        "progress": _progress(run.metrics),
+        "progress": _progress(standing),
         "pod": pod.pod_id or "",
         "pod_status": pod.status if pod.pod_id else "",
         "spend": spend_text(state, now, here=host == socket.gethostname()),
         "note": run.note or "",
     }
+    row.update(standing.to_json(now) if standing is not None else dict.fromkeys(_STANDING_KEYS))
+    row["eta"] = _eta_text(state, standing, now)
+    return row
+
+
+_STANDING_KEYS = (
+    "step",
+    "max_steps",
+    "percent",
+    "epoch",
+    "loss",
+    "eval_loss",
+    "eta_seconds",
+    "seen_at",
+)
+_STATES = Literal["preparing", "running", "succeeded", "failed", "cancelled"]
 
 
 @app.command(name="ls")
-def ls(*, json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False) -> int:
-    """One line per run: id, state, target, created, progress, pod and spend (and the host
-    it runs from, when some run of a team store is not this machine's)."""
+def ls(
+    *,
+    json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False,
+    state: Annotated[
+        list[_STATES] | None,
+        Parameter(
+            negative=(),
+            help="Only runs in this state (preparing, running, succeeded, failed, "
+            "cancelled); repeat it for several.",
+        ),
+    ] = None,
+    last: Annotated[int | None, Parameter(help="Only the N newest runs (after --state).")] = None,
+) -> int:
+    """One line per run: id, state, target, created, progress (step, percent), loss, ETA of
+    a run in progress, pod and spend (and the host it runs from, when some run of a team
+    store is not this machine's)."""
     import socket
 
-    states, hosts = listing(current())
+    from overbrainer.errors import UsageError
+    from overbrainer.projections.words import pod_status_text
+
+    if last is not None and last < 1:
+        raise UsageError("--last takes a number of runs, 1 or more")
+    invocation = current()
+    states, hosts = listing(invocation)
+    if state:
+        states = [s for s in states if s.run.state in state]
+    if last is not None:
+        states = states[-last:]
     now = datetime.now(UTC)
-    rows = [_row(state, now, hosts.get(state.run.run_id, "")) for state in states]
+    rows = [_row(s, now, hosts.get(s.run.run_id, ""), invocation.project_dir) for s in states]
     if json:
         for row in rows:
             print_json(row)
         return 0
     if not rows:
-        print("no runs yet: start one with `overbrainer train`", file=sys.stderr)
+        if state or last is not None:
+            print("no run matches: `overbrainer runs ls` lists them all", file=sys.stderr)
+        else:
+            print("no runs yet: start one with `overbrainer train`", file=sys.stderr)
         return 0
-    heads = ["RUN", "STATE", "TARGET", "CREATED", "PROGRESS", "POD", "SPEND"]
+    heads = ["RUN", "STATE", "TARGET", "CREATED", "PROGRESS", "LOSS", "ETA", "POD", "SPEND"]
     # The host (as actors record it) only matters once some run was started elsewhere.
     here = socket.gethostname()
     with_host = any(r["host"] not in ("", here) for r in rows)
@@ -94,7 +158,9 @@ def ls(*, json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False)
             r["target"],
             (r["created"] or "")[:16].replace("T", " "),
             r["progress"],
-            f"{r['pod']} {r['pod_status']}".strip(),
+            _loss_text(r["loss"]),
+            r["eta"],
+            f"{r['pod']} {pod_status_text(r['pod_status'])}" if r["pod"] else "",
             r["spend"],
         ]
         for r in rows
@@ -106,6 +172,14 @@ def ls(*, json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False)
     out += ["  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip() for t in table]
     sys.stdout.write("\n".join(out) + "\n")
     return 0
+
+
+def _loss_text(loss: object) -> str:
+    from overbrainer.train.metrics import format_loss
+
+    if isinstance(loss, int | float):
+        return format_loss(float(loss))
+    return str(loss) if loss is not None else ""
 
 
 @app.command(name="show")
@@ -133,8 +207,13 @@ def show(
     # On a read-only or full disk they stay as they are: only caches, the log has it all.
     with contextlib.suppress(OSError):
         write_projections(invocation.project_dir, state)
+    from overbrainer.projections.live import standing as standing_of
+
+    standing = standing_of(state, directory) if state.run.state == "running" else None
+    now = datetime.now(UTC)
     data = state.to_json()
     if json:
+        data["progress"] = standing.to_json(now) if standing is not None else None
         data["files"] = str(directory)
         data["local_files"] = local
         data["lives"] = home.to_json() if home is not None else None
@@ -143,6 +222,10 @@ def show(
     from overbrainer.projections.summary import summary_lines
 
     lines = summary_lines(state)
+    if standing is not None and standing.seen_at is not None:
+        from overbrainer.projections.live import standing_text
+
+        lines.insert(1, f"  progress   {standing_text(standing, now)}")
     if home is not None:
         lines.append(
             f"  lives      on host {home.host} (started by `{home.command}` as {home.user}), "

@@ -27,6 +27,7 @@ from overbrainer.exec.manifest import local_manifest, verify
 from overbrainer.exec.transfer import STAGING_DIR
 from overbrainer.front.interrupts import AFTER_STOP, Offer
 from overbrainer.lifecycle.outcome import Verdict, judge
+from overbrainer.projections.live import LiveFiles
 from overbrainer.session.limits import CANCEL_LIMIT, COLLECT_LIMIT, START_LIMIT
 from overbrainer.session.session import Session, ended_by
 from overbrainer.train.metrics import MetricsEvent, MetricsSummary, milestones, parse_metrics_lines
@@ -176,6 +177,8 @@ async def watch(
     summary = MetricsSummary()
     offset = 0
     failures = 0
+    # What this follower sees is kept beside run.json for `runs ls` and `runs show`.
+    live = LiveFiles(session.run_dir(job.run_id), mirror=not job.in_place)
     while True:
         # Polls start every ``poll`` seconds: the time the target takes to answer is part
         # of the period, not added to it (a line written just after a read waits one
@@ -204,6 +207,7 @@ async def watch(
             session.front.warn(f"{error}; retrying ({failures}/{MAX_FAILED_POLLS})")
             await trio.sleep_until(tick + poll)
             continue
+        live.saw(events, summary)
         for line in milestones(events):
             session.front.milestone(line)
         session.front.progress(summary, spend() if spend else None)

@@ -46,6 +46,16 @@ class MetricsEvent:
     grad_norm: float | None = None
     phase: str | None = None
 
+    def to_line(self) -> str:
+        """The event as one metrics line (what :func:`parse_metrics_lines` reads back),
+        without its unknown values."""
+        record: dict[str, Any] = {"event": self.event}
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if field.name != "event" and value is not None:
+                record[field.name] = _json_float(value) if isinstance(value, float) else value
+        return json.dumps(record, sort_keys=True) + "\n"
+
 
 class _Malformed(ValueError):
     pass
