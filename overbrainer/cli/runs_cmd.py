@@ -245,3 +245,122 @@ def show(
         )
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
+
+
+@app.command(name="logs")
+async def logs(
+    run: Annotated[str, Parameter(help=RUN_HELP)],
+    /,
+    *,
+    follow: Annotated[
+        bool,
+        Parameter(
+            name=["--follow", "-f"],
+            negative=(),
+            help="Keep printing as the log grows, until the job (with --pod: the pod) ends.",
+        ),
+    ] = False,
+    tail: Annotated[
+        int | None,
+        Parameter(name=["--tail", "-n"], help="Only the last N lines (then more with --follow)."),
+    ] = None,
+    pod: Annotated[
+        bool,
+        Parameter(
+            negative=(),
+            help="Runpod only: the pod's own log from Runpod's API (its image pull, its "
+            "container's output), even while it starts.",
+        ),
+    ] = False,
+    source: Annotated[
+        Literal["system", "container"] | None,
+        Parameter(
+            help="With --pod: only Runpod's system log (image pull, container start) "
+            "or only the container's output (default: both)."
+        ),
+    ] = None,
+) -> int:
+    """Print the job's log of a run (the trainer's output), read where it is: this machine,
+    the SSH host, the pod; from runs/<id>/job.log once the run ended with it home."""
+    from overbrainer.errors import UsageError
+    from overbrainer.front.interrupts import open_interrupts, print_notice
+
+    if tail is not None and tail < 0:
+        raise UsageError("--tail takes a number of lines, 0 or more")
+    if source is not None and not pod:
+        raise UsageError("--source goes with --pod (the pod's own log)")
+    invocation = current()
+    run = resolve_run(invocation, run)
+    store = open_store(invocation, read_only=True)
+    try:
+        state = store.get(run)
+    finally:
+        store.close()
+    if pod and state.run.kind != "runpod":
+        raise UsageError(
+            f"--pod reads a Runpod pod's own log; run {run} ran on target {state.run.target} "
+            f"({state.run.kind}): `overbrainer runs logs {run}` reads its job's log"
+        )
+    async with open_interrupts(print_notice) as interrupts:
+        finished = await interrupts.race(
+            lambda: _print_logs(state, follow=follow, tail=tail, pod=pod, source=source)
+        )
+    if finished is None:
+        return interrupts.exit_code  # Ctrl-C: the way a --follow ends
+    return 0
+
+
+async def _print_logs(
+    state: Any, *, follow: bool, tail: int | None, pod: bool, source: Any
+) -> None:
+    from overbrainer.lifecycle import logs as job_logs
+    from overbrainer.projections.files import run_dir
+
+    invocation = current()
+    home = (run_dir(invocation.project_dir, state.run.run_id) / job_logs.LOG_FILE).is_file()
+    where = None if pod else job_logs.where_to_read(state, home)
+    if where == "here":
+        async with job_logs.job_log_executor(invocation.project_dir, None, state, "here") as (
+            executor,
+            job_dir,
+        ):
+            await job_logs.print_job_log(
+                executor, job_dir, sys.stdout, tail=tail, follow=follow and not state.final
+            )
+        return
+    from overbrainer.config.load import load_settings
+
+    settings = load_settings(invocation.project_dir, invocation.environ())
+    if state.run.kind != "runpod":
+        async with job_logs.job_log_executor(invocation.project_dir, settings, state, "target") as (
+            executor,
+            job_dir,
+        ):
+            await job_logs.print_job_log(executor, job_dir, sys.stdout, tail=tail, follow=follow)
+        return
+    from overbrainer.runpod.client import RunpodClient
+
+    async with RunpodClient(settings.require_runpod_api_key(), settings.runpod.base_url) as client:
+        if pod:
+            pod_id = state.pod.pod_id
+            if pod_id is None:
+                from overbrainer.errors import OverbrainerError
+
+                raise OverbrainerError(f"run {state.run.run_id} has had no pod yet")
+
+            async def gone() -> bool:
+                remote = await client.get_pod(pod_id)
+                return remote is None or remote.status.value == "TERMINATED"
+
+            await job_logs.print_pod_log(
+                client, pod_id, sys.stdout, source=source, tail=tail, follow=follow, gone=gone
+            )
+            return
+        async with job_logs.job_log_executor(
+            invocation.project_dir, settings, state, "target", client
+        ) as (executor, job_dir):
+            from overbrainer.lifecycle.runpod import follow_poll
+
+            await job_logs.print_job_log(
+                executor, job_dir, sys.stdout, tail=tail, follow=follow, poll=follow_poll(settings)
+            )

@@ -176,6 +176,10 @@ class Executor(Protocol):
         """Up to ``limit`` bytes of ``path`` from ``offset``; ``b""`` if it does not exist."""
         ...
 
+    async def file_size(self, path: str) -> int:
+        """The size of ``path`` in bytes; 0 if it does not exist."""
+        ...
+
     async def status(self, remote_dir: str) -> JobState:
         """The state of the job in ``remote_dir``, read from its markers."""
         ...

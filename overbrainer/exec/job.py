@@ -147,3 +147,12 @@ def parse_pid(text: str, *, where: str) -> int:
         return int(words[1])
     shown = text.strip()[:200].encode("unicode_escape").decode("ascii")
     raise ExecError(f"the job launcher on {where} answered {shown!r} instead of its pid")
+
+
+def parse_size(text: bytes, *, where: str) -> int:
+    """A file's size from the one number ``ctl.sh size`` prints."""
+    words = text.decode(errors="replace").split()
+    if len(words) == 1 and words[0].isdigit():
+        return int(words[0])
+    shown = text.strip()[:200].decode(errors="replace").encode("unicode_escape").decode("ascii")
+    raise ExecError(f"unexpected file size from {where}: {shown!r}")

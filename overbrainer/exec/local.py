@@ -131,6 +131,10 @@ class LocalExecutor:
             raise ValueError("offset and limit must not be negative")
         return await trio.to_thread.run_sync(_read, self._path(path, "the file"), offset, limit)
 
+    async def file_size(self, path: str) -> int:
+        """The size of ``path`` in bytes; 0 if it is missing."""
+        return await trio.to_thread.run_sync(_size, self._path(path, "the file"))
+
     async def status(self, remote_dir: str) -> JobState:
         """The job's state from its markers (``ctl.sh status``)."""
         directory = self._path(remote_dir, "the run directory")
@@ -251,6 +255,13 @@ async def _wait_for_pid(directory: Path, process: subprocess.Popen[bytes]) -> No
         f"the job in {directory} did not start (no job.pid after {_START_TIMEOUT:.0f} s); "
         f"see {directory / 'job.log'}"
     )
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size if path.is_file() else 0
+    except OSError:
+        return 0
 
 
 def _read(path: Path, offset: int, limit: int) -> bytes:

@@ -57,6 +57,7 @@ from overbrainer.exec.job import (
     container_marker,
     job_commands,
     parse_pid,
+    parse_size,
     parse_state,
     script,
     secrets_input,
@@ -602,6 +603,12 @@ class SshExecutor:
             raise ValueError("offset and limit must not be negative")
         target = self._remote(path, "the file")
         return await self._ctl("read", target, str(offset), str(limit), what=f"reading {path}")
+
+    async def file_size(self, path: str) -> int:
+        """The size of ``path`` in bytes; 0 if it is missing."""
+        target = self._remote(path, "the file")
+        out = await self._ctl("size", target, what=f"reading the size of {path}")
+        return parse_size(out, where=self.location)
 
     async def status(self, remote_dir: str) -> JobState:
         """The job's state from its markers."""

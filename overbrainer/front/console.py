@@ -44,6 +44,8 @@ class Front:
         self._last_text = ""
         self._printed = ""  # the last progress line printed as a plain line
         self._live: Any = None
+        self._status = ""  # the last status line shown
+        self._status_at: float | None = None
 
     # -- lines -----------------------------------------------------------------------
 
@@ -106,6 +108,21 @@ class Front:
             self._last_plain = now
             self._printed = text
             self._err_line(f"progress: {text}")
+
+    def status(self, text: str, *, milestone: bool = False) -> None:
+        """Where something being prepared stands (a pod pulling its image): the live line on
+        a terminal; elsewhere a plain line, at most every ``throttle`` seconds unless it is
+        a ``milestone``."""
+        if not text or text == self._status:
+            return
+        self._status = text
+        if self.terminal:
+            self._live_update(text)
+            return
+        now = self._clock()
+        if milestone or self._status_at is None or now - self._status_at >= self.throttle:
+            self._status_at = now
+            self._err_line(text)
 
     def progress_done(self, summary: MetricsSummary, spend: float | None = None) -> None:
         """The last progress line, whatever the throttle (once: not again if just shown)."""

@@ -4,6 +4,7 @@ the run did not succeed."""
 from overbrainer.errors import OverbrainerError
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.types import RunState
+from overbrainer.lifecycle.logs import failure_tail
 from overbrainer.lifecycle.service import Retrieval, attach_hint
 from overbrainer.session.session import Session, ended_by
 from overbrainer.train.metrics import MetricsSummary, summary_line
@@ -20,12 +21,14 @@ def report(session: Session, state: RunLog, summary: MetricsSummary | None, retr
             f"the job of run {run.run_id} ended but its results could not be retrieved and "
             f"verified{why}; {attach_hint(run.run_id)} to collect them"
         )
-    output = (
-        f"runs/{run.run_id}/output" if run.state == RunState.succeeded and retrieved else None
-    )
+    output = f"runs/{run.run_id}/output" if run.state == RunState.succeeded and retrieved else None
     session.front.result(summary_line(run.run_id, run.state, summary, output))
     if run.state == RunState.succeeded:
         return 0
+    if run.state == RunState.failed and run.job is not None:
+        # The output ends with what the job said last, and where the rest of it is.
+        for line in failure_tail(session.project_dir, run.run_id):
+            session.front.info(line)
     note = f" ({run.note})" if run.note else ""
     why = f": {run.message}" if run.message and run.message != run.state else ""
     raise OverbrainerError(f"run {run.run_id} {run.state}{why}{note}")

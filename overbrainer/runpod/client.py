@@ -16,7 +16,8 @@ import math
 import random
 import re
 import urllib.parse
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
@@ -38,6 +39,7 @@ from overbrainer.runpod.models import (
     parse_pod,
     parse_problem,
 )
+from overbrainer.runpod.pod_logs import TAIL_MAX, LogLine, LogSource, SseReader, log_lines
 from overbrainer.runpod.redact import Redactor, one_line
 from overbrainer.version import installed
 
@@ -49,6 +51,7 @@ __all__ = [
     "CreatePod",
     "InvalidPodSpec",
     "PodActionName",
+    "PodLogStream",
     "PodNotFound",
     "RunpodApiError",
     "RunpodClient",
@@ -353,6 +356,58 @@ def _catalog_query(availability: bool, gpu_count: int) -> dict[str, str] | None:
     return {"include": "AVAILABILITY", "product": "POD", "cloud": "SECURE", "count": str(gpu_count)}
 
 
+# --- a pod's log stream ------------------------------------------------------------------
+
+
+class PodLogStream:
+    """The lines of an open pod log stream, batch by batch.
+
+    ``opened_at`` is Runpod's time when it answered (its ``Date``): the lines it backfilled
+    are stamped no later, the live ones later. ``cursor`` is the last event's id (to resume
+    with ``Last-Event-ID``).
+    """
+
+    def __init__(
+        self,
+        response: httpx.Response,
+        op: str,
+        host: str,
+        redact: Callable[[str], str],
+        opened_at: datetime | None,
+    ) -> None:
+        self._chunks = response.aiter_raw()
+        self._reader = SseReader()
+        self._op = op
+        self._host = host
+        self._redact = redact
+        self.opened_at = opened_at
+        self.cursor = ""
+
+    async def next_lines(self) -> list[LogLine] | None:
+        """The lines of the next bytes that complete some (maybe none); None once the stream
+        has ended. Raises :class:`RunpodApiError` when the connection fails or goes quiet
+        past the read timeout."""
+        try:
+            chunk = await self._chunks.__anext__()
+        except StopAsyncIteration:
+            return None
+        except httpx.TransportError as error:
+            kind = type(error).__name__
+            raise RunpodApiError(
+                self._redact(
+                    f"cannot {self._op}: {kind} talking to {self._host} "
+                    f"({one_line(self._redact(str(error)), 200)})"
+                )
+            ) from None
+        found = list(log_lines(self._reader.feed(chunk)))
+        for line in found:
+            if line.cursor:
+                self.cursor = line.cursor
+        return [
+            LogLine(line.ts, line.source, self._redact(line.line), line.cursor) for line in found
+        ]
+
+
 # --- the client ------------------------------------------------------------------------
 
 
@@ -597,6 +652,67 @@ class RunpodClient:
             raise RunpodApiError(
                 self._redact(f"cannot {op}: Runpod listed {error}"), status=200
             ) from None
+
+    @asynccontextmanager
+    async def pod_logs(
+        self,
+        pod_id: str,
+        *,
+        source: LogSource | None = None,
+        tail: int | None = None,
+        last_event_id: str | None = None,
+        read_timeout: float | None = 60.0,
+    ) -> AsyncIterator[PodLogStream]:
+        """The pod's log stream (``GET /pods/{id}/logs``): ``tail`` backfilled lines (Runpod's
+        default is 100, its maximum :data:`TAIL_MAX`), then lines as they come, of one
+        ``source`` or both; ``last_event_id`` resumes after a cursor. Opened once (no
+        retry: the caller reconnects). Raises :class:`PodNotFound` for a pod Runpod does
+        not know, :class:`RunpodApiError` for any other refusal or no answer."""
+        pid = self._pod_id(pod_id)
+        op = f"read the log of pod {pid}"
+        params: dict[str, str] = {}
+        if source is not None:
+            params["source"] = source
+        if tail is not None:
+            params["tail"] = str(max(0, min(tail, TAIL_MAX)))
+        headers = {"Accept": "text/event-stream"}
+        if last_event_id:
+            headers["Last-Event-ID"] = last_event_id
+        timeout = httpx.Timeout(self._http.timeout.connect, read=read_timeout)
+        request = self._http.build_request(
+            "GET", f"/pods/{pid}/logs", params=params, headers=headers, timeout=timeout
+        )
+        try:
+            response = await self._http.send(request, stream=True)
+        except httpx.TransportError as error:
+            kind = type(error).__name__
+            raise RunpodApiError(
+                self._redact(
+                    f"cannot {op}: {kind} talking to {self._host} "
+                    f"({one_line(self._redact(str(error)), 200)}){_clock_hint(error)}"
+                )
+            ) from None
+        try:
+            date = parse_http_date(response.headers.get("date"))
+            self.server_clock.saw(date, trio.current_time())
+            if response.status_code != 200:
+                body = await response.aread()
+                answer = _Answer(
+                    status=response.status_code,
+                    content_type=response.headers.get("content-type"),
+                    body=body[:_MAX_BODY],
+                    retry_after=_retry_after(response.headers.get("retry-after"), date),
+                )
+                if answer.status == 404 and answer.problem() is not None:
+                    raise PodNotFound(
+                        f"cannot {op}: Runpod does not know the pod",
+                        status=404,
+                        detail=self._detail(answer),
+                    )
+                raise self._api_error(op, answer, 1)
+            yield PodLogStream(response, op, self._host, self._redact, date)
+        finally:
+            await response.aclose()
 
     async def delete_pod(self, pod_id: str) -> bool:
         """Delete a pod: True when Runpod accepted, False when it was already gone."""

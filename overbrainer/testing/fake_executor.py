@@ -145,6 +145,11 @@ class FakeExecutor:
         await trio.lowlevel.checkpoint()
         return self._files().get(path, b"")[offset : offset + limit]
 
+    async def file_size(self, path: str) -> int:
+        """The size of ``path`` in bytes; 0 if absent."""
+        await trio.lowlevel.checkpoint()
+        return len(self._files().get(path, b""))
+
     async def status(self, remote_dir: str) -> JobState:
         """From the markers, as the real job wrapper leaves them."""
         await trio.lowlevel.checkpoint()

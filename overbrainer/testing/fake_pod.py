@@ -569,16 +569,18 @@ async def fake_pods(
             user=user,
             mapped=mapped,
         )
-        hooks = (fake.on_running, fake.on_stopped, fake.on_deleted)
+        hooks = (fake.on_running, fake.on_stopped, fake.on_deleted, fake.container_output)
         fake.on_running, fake.on_stopped, fake.on_deleted = (
             pods.on_running,
             pods.on_stopped,
             pods.on_deleted,
         )
+        # The pods' container output is their log's `container` source.
+        fake.container_output = lambda pod: pods.container_log(pod.id)
         try:
             yield pods
         finally:
-            fake.on_running, fake.on_stopped, fake.on_deleted = hooks
+            fake.on_running, fake.on_stopped, fake.on_deleted, fake.container_output = hooks
             await pods.aclose()
             nursery.cancel_scope.cancel()
 

@@ -40,7 +40,7 @@ import signal
 import string
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -198,6 +198,8 @@ class FakePod:
     deleted: bool = False
     linger_reads: int = 0
     index: int = 0
+    # The container's output lines as the log stream first saw them: (trio time, line).
+    container_seen: list[tuple[float, str]] = field(default_factory=list, repr=False)
 
     @property
     def name(self) -> str:
@@ -292,6 +294,8 @@ class FakeResponse:
     stall_seconds: float = 0.0
     connect_error: bool = False
     error_message: str = ""
+    # A body sent as it is produced (a log stream), after ``body``.
+    stream: Callable[[], AsyncIterator[bytes]] | None = None
 
 
 class FakeRunpod:
@@ -334,6 +338,10 @@ class FakeRunpod:
         self.page_size: int | None = None  # set to paginate GET /pods with nextCursor
         self.scoped_keys_can_delete = True
         self.on_running: Hook | None = None
+        # What a pod's container printed so far (the fake pods set it): its log's
+        # ``container`` source.
+        self.container_output: Callable[[FakePod], str] | None = None
+        self.log_poll = 0.2  # how often an open log stream looks for new lines
         self.on_stopped: Hook | None = None
         self.on_deleted: Hook | None = None
         self._scoped: dict[str, str] = {}  # pod-scoped key -> pod id
@@ -506,7 +514,9 @@ class FakeRunpod:
             parts = path.strip("/").split("/")
         catalog = parts[:2] == ["catalog", "gpus"] and len(parts) <= 3
         if not catalog and (
-            parts[0] != "pods" or len(parts) > 3 or (len(parts) == 3 and parts[2] != "action")
+            parts[0] != "pods"
+            or len(parts) > 3
+            or (len(parts) == 3 and parts[2] not in ("action", "logs"))
         ):
             return _problem(404, "resource not found")
         auth = self._authenticate(request.headers.get("authorization"))
@@ -525,7 +535,7 @@ class FakeRunpod:
         if auth.startswith("pod:"):
             allowed = pod_id == auth[4:] and (
                 (len(parts) == 2 and method in ("GET", "DELETE"))
-                or (len(parts) == 3 and method == "POST")
+                or (len(parts) == 3 and parts[2] == "action" and method == "POST")
             )
             if not allowed:
                 return _problem(403, "access denied")
@@ -547,6 +557,12 @@ class FakeRunpod:
             and not _vanished(pod, now)
             and (not pod.deleted or pod.linger_reads > 0)
         )
+        if len(parts) == 3 and parts[2] == "logs":
+            if method != "GET":
+                return _problem(405, "The requested method is not allowed for this path.")
+            if pod is None or not visible or pod.deleted:
+                return _problem(404, "pod not found")
+            return self._logs(pod, request)
         if len(parts) == 3:
             if method != "POST":
                 return _problem(405, "The requested method is not allowed for this path.")
@@ -731,6 +747,85 @@ class FakeRunpod:
             pod.boot_provisioning = 0.0
             pod.boot_starting = self.starting_seconds
         return _json(200, self._render(pod, now))
+
+    # --- a pod's log ---
+
+    def _logs(self, pod: FakePod, request: FakeRequest) -> FakeResponse:
+        """``GET /pods/{id}/logs``: Server-Sent Events, the parameters checked against the
+        published description; the backfill, then new lines until the pod is gone."""
+        errors: list[str] = []
+        values: dict[str, Any] = {}
+        for name in runpod_schema.POD_LOG_PARAMETERS:
+            param = runpod_schema.parameter(name)
+            key = param["name"]
+            where = request.headers if param["in"] == "header" else request.query
+            lookup = key.lower() if param["in"] == "header" else key
+            if lookup not in where:
+                continue
+            raw: Any = where[lookup]
+            if param["schema"].get("type") == "integer":
+                with suppress(ValueError):
+                    raw = int(raw)
+            errors.extend(runpod_schema.parameter_errors(name, raw))
+            values[key] = raw
+        since = values.get("since")
+        if since is not None and not errors and _parse_wall(since) is None:
+            errors.append("query since: is not a 'date-time'")
+        if errors:
+            return _problem(422, "Request validation failed.", errors=sorted(errors))
+        source = values.get("source")
+        lines = self._log_lines(pod, trio.current_time(), source)
+        cursor = values.get("Last-Event-ID")
+        if cursor is not None:
+            start = _resume_index(cursor, lines)
+        elif since is not None:
+            moment = _parse_wall(since)
+            assert moment is not None  # checked above
+            start = next((i for i, (t, _, _) in enumerate(lines) if t >= moment), len(lines))
+        else:
+            start = max(0, len(lines) - int(values.get("tail", 100)))
+
+        async def events() -> AsyncIterator[bytes]:
+            sent = start
+            while True:
+                now = trio.current_time()
+                found = self._log_lines(pod, now, source)
+                for index in range(sent, len(found)):
+                    moment, origin, text = found[index]
+                    yield _sse(index, moment, origin, text)
+                sent = max(sent, len(found))
+                if pod.deleted or _vanished(pod, now):
+                    return
+                await trio.sleep(self.log_poll)
+
+        return FakeResponse(
+            200,
+            [
+                *_rate_headers(),
+                ("content-type", "text/event-stream"),
+                ("cache-control", "no-cache"),
+                ("x-accel-buffering", "no"),
+            ],
+            stream=events,
+        )
+
+    def _log_lines(
+        self, pod: FakePod, now: float, source: str | None
+    ) -> list[tuple[datetime, str, str]]:
+        """Every line of the pod's log up to ``now``, oldest first: the ``system`` source
+        tells the current boot (the image pull during PROVISIONING, the container's start),
+        the ``container`` source what its container printed."""
+        found: list[tuple[float, str, str]] = []
+        if source in (None, "system"):
+            found += [(t, "system", text) for t, text in _system_story(pod) if t <= now]
+        if source in (None, "container"):
+            if self.container_output is not None and pod.running_seen:
+                printed = self.container_output(pod).splitlines()
+                for text in printed[len(pod.container_seen) :]:
+                    pod.container_seen.append((now, text))
+            found += [(t, "container", text) for t, text in pod.container_seen]
+        found.sort(key=lambda item: item[0])
+        return [(self.wall(t), origin, text) for t, origin, text in found]
 
     # --- lifecycle ---
 
@@ -921,6 +1016,69 @@ def _vanished(pod: FakePod, now: float) -> bool:
     return pod.vanish_at is not None and now >= pod.vanish_at
 
 
+def _layers(pod: FakePod) -> list[tuple[str, float]]:
+    """The image's layers as the fake pulls them: an id and a size in MB each."""
+    seed = sum(ord(c) for c in pod.id)
+    return [
+        (f"{(seed * 7919 + i * 104729) % 16**12:012x}", round(20.0 + (seed + 37 * i) % 900, 1))
+        for i in range(4)
+    ]
+
+
+def _system_story(pod: FakePod) -> list[tuple[float, str]]:
+    """What the host says of the pod's current boot, each line at its trio time: the image
+    pulled while the pod is PROVISIONING (lines as ``docker pull`` prints them), the
+    container created and started while it is STARTING."""
+    image = str(pod.body.get("image", ""))
+    t0, pull, start = pod.boot_at, pod.boot_provisioning, pod.boot_starting
+    story: list[tuple[float, str]] = []
+    if pull > 0:
+        layers = _layers(pod)
+        story.append((t0, f"Pulling image {image}"))
+        story += [(t0, f"{layer}: Pulling fs layer") for layer, _ in layers]
+        for fraction in (0.25, 0.5, 0.75):
+            for layer, size in layers:
+                story.append(
+                    (
+                        t0 + pull * fraction,
+                        f"{layer}: Downloading  {size * fraction:.1f}MB/{size}MB",
+                    )
+                )
+        story += [(t0 + pull * 0.9, f"{layer}: Pull complete") for layer, _ in layers]
+        story.append((t0 + pull * 0.95, f"Status: Downloaded newer image for {image}"))
+    story.append((t0 + pull, f"create container {pod.name}"))
+    story.append((t0 + pull + start * 0.5, f"start container {pod.name}"))
+    return story
+
+
+def _sse(index: int, moment: datetime, source: str, text: str) -> bytes:
+    stamp = moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+    data = json.dumps({"ts": stamp, "source": source, "line": text})
+    return f"id: {stamp}/{index + 1:012d}\ndata: {data}\n\n".encode()
+
+
+def _parse_wall(text: object) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
+def _resume_index(cursor: str, lines: list[tuple[datetime, str, str]]) -> int:
+    """Where a stream resumes after the event ``cursor`` (its own ``ts/seq`` ids, or a
+    bare timestamp: the lines after it)."""
+    stamp, _, seq = cursor.partition("/")
+    if seq.isdigit():
+        return min(int(seq), len(lines))
+    moment = _parse_wall(stamp)
+    if moment is None:
+        return len(lines)
+    return next((i for i, (t, _, _) in enumerate(lines) if t > moment), len(lines))
+
+
 def _route(method: str, path: str) -> str:
     parts = path.strip("/").split("/")
     if parts[0] == "catalog":
@@ -1054,9 +1212,38 @@ class FakeTransport(httpx.AsyncBaseTransport):
             raise httpx.ConnectError(answer.error_message, request=request)
         if answer.timeout:
             raise httpx.ReadTimeout("scripted read timeout", request=request)
+        if answer.stream is not None:
+            return httpx.Response(
+                answer.status,
+                headers=answer.headers,
+                stream=_Streamed(answer.body, answer.stream),
+                request=request,
+            )
         return httpx.Response(
             answer.status, headers=answer.headers, content=answer.body, request=request
         )
+
+
+class _Streamed(httpx.AsyncByteStream):
+    """A streamed answer, in-process: its body, then what its producer yields."""
+
+    def __init__(self, first: bytes, produce: Callable[[], AsyncIterator[bytes]]) -> None:
+        self._first = first
+        self._produce = produce
+        self._running: AsyncIterator[bytes] | None = None
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._first:
+            yield self._first
+        self._running = self._produce()
+        async for chunk in self._running:
+            yield chunk
+
+    async def aclose(self) -> None:
+        running, self._running = self._running, None
+        closing = getattr(running, "aclose", None)
+        if closing is not None:
+            await closing()
 
 
 class FakeAsgi:
@@ -1108,7 +1295,28 @@ class FakeAsgi:
             await trio.sleep(answer.stall_seconds or 3600.0)
         headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in answer.headers]
         await send({"type": "http.response.start", "status": answer.status, "headers": headers})
-        await send({"type": "http.response.body", "body": answer.body})
+        if answer.stream is None:
+            await send({"type": "http.response.body", "body": answer.body})
+            return
+        produce = answer.stream
+
+        async def stream(scope: trio.CancelScope) -> None:
+            if answer.body:
+                await send({"type": "http.response.body", "body": answer.body, "more_body": True})
+            async for chunk in produce():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+            scope.cancel()
+
+        async def disconnected(scope: trio.CancelScope) -> None:
+            # The client went away: the stream ends with it.
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            scope.cancel()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stream, nursery.cancel_scope)
+            nursery.start_soon(disconnected, nursery.cancel_scope)
 
 
 @asynccontextmanager

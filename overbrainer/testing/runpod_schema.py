@@ -4,7 +4,8 @@
 description (``openapi-v2.json``): its ``openapi``/``info`` header, the component schemas
 the pod and GPU catalog endpoints use (``CreatePodRequest``, ``Pod``, ``ListPodsResponse``,
 ``PodActionRequest``, ``ErrorResponse``, ``ListGpuTypesResponse``, ``GpuType`` and
-everything they reference) and the query parameters of ``GET /catalog/gpus``.
+everything they reference) and the parameters of ``GET /catalog/gpus`` and
+``GET /pods/{id}/logs``.
 Regenerate it with
 
     python -m overbrainer.testing.runpod_schema /path/to/openapi-v2.json
@@ -45,6 +46,8 @@ CATALOG_GPU_PARAMETERS = (
     "MinCudaVersionFilter",
 )
 """The query parameters of ``GET /catalog/gpus`` and ``GET /catalog/gpus/{id}``."""
+POD_LOG_PARAMETERS = ("LogSourceParam", "LogTail", "LogSince", "LogLastEventID")
+"""The parameters of ``GET /pods/{id}/logs`` (``Last-Event-ID`` is a header)."""
 _PREFIX = "#/components/schemas/"
 _PARAMETERS = "#/components/parameters/"
 
@@ -65,7 +68,8 @@ def extract(published: dict[str, Any]) -> dict[str, Any]:
     """The part of the published description the pod and catalog endpoints need."""
     schemas = published["components"]["schemas"]
     parameters = {
-        name: published["components"]["parameters"][name] for name in CATALOG_GPU_PARAMETERS
+        name: published["components"]["parameters"][name]
+        for name in CATALOG_GPU_PARAMETERS + POD_LOG_PARAMETERS
     }
     wanted: dict[str, Any] = {}
     todo = list(ROOTS) + [ref for p in parameters.values() for ref in _refs(p)]

@@ -5,6 +5,7 @@
 #   sh ctl.sh manifest DIR PATH...     sha256sum lines for the regular files under PATHs
 #   sh ctl.sh pack DIR PATH...         the same files as tar archive(s) on stdout
 #   sh ctl.sh read FILE OFFSET LIMIT   up to LIMIT bytes of FILE from OFFSET (none if missing)
+#   sh ctl.sh size FILE                FILE's size in bytes (0 if missing)
 #   sh ctl.sh touch FILE               create FILE and its parent directories
 #
 # Status priority: cancelled > cancelling > exit_code > process group alive > lost.
@@ -223,6 +224,9 @@ read)
     [ -f "$1" ] || exit 0
     tail -c "+$(($2 + 1))" "$1" | head -c "$3"
     ;;
+size)
+    if [ -f "$1" ]; then wc -c <"$1"; else echo 0; fi
+    ;;
 touch)
     case $1 in
     */*) mkdir -p "${1%/*}" || exit 1 ;;
@@ -230,7 +234,7 @@ touch)
     touch "$1"
     ;;
 *)
-    echo "usage: sh ctl.sh status|cancel|manifest|pack|read|touch ..." >&2
+    echo "usage: sh ctl.sh status|cancel|manifest|pack|read|size|touch ..." >&2
     exit 2
     ;;
 esac

@@ -56,6 +56,7 @@ from overbrainer.runpod.models import Pod, SshEndpoint, UnsafeSshEndpoint
 from overbrainer.runpod.pod_scripts import BOOTSTRAP_FAILED, VERDICT, pod_args, pod_env
 from overbrainer.targets.runpod.delete import DeleteUnconfirmed, delete_pod, forget_key_if_done
 from overbrainer.targets.runpod.pods import Connect, PodAccess, PodContext, pod_ls_hint
+from overbrainer.targets.runpod.pull import show_pull, while_showing
 
 __all__ = [
     "CreateStopped",
@@ -662,8 +663,15 @@ class _Walk:
     async def _settle(self, n: int, gpu_type: str, pod: Pod, keys: RunKeys) -> Provisioned | None:
         """Wait for the created pod to be ready: the pod, or None to try the next type."""
         booted = await self._race(
-            f"waiting for pod {pod.id} to be ready", lambda: self._boot(pod.id, keys)
+            f"waiting for pod {pod.id} to be ready",
+            lambda: while_showing(
+                lambda: self._boot(pod.id, keys),
+                lambda: show_pull(
+                    self.ctx.client, pod.id, self.front, retry_after=self.timing.poll * 4
+                ),
+            ),
         )
+        self.front.close()  # the pod's status line gives way to the job's
         if booted.kind == "ready":
             assert booted.endpoint is not None
             ready = ev.PodReady(pod_id=pod.id, verdict="ready")
