@@ -125,10 +125,12 @@ async def print_job_log(
     printer = Printer(out)
     size = await executor.file_size(path)
     offset = 0 if tail is None else await _tail_offset(executor, path, size, tail)
+    # Without --follow, the log as it was when asked (it may grow meanwhile).
+    end: float = float("inf") if follow else size
     while True:
         ended = (await executor.status(job_dir)).ended if follow else True
-        while True:
-            data = await executor.read_file(path, offset, CHUNK)
+        while offset < end:
+            data = await executor.read_file(path, offset, int(min(CHUNK, end - offset)))
             if data:
                 printer.write(data)
                 offset += len(data)
