@@ -14,6 +14,7 @@ from overbrainer.cli.context import current
 from overbrainer.cli.listing import listing, resolve_run
 
 if TYPE_CHECKING:
+    from overbrainer.projections.chart import Series
     from overbrainer.projections.live import Standing
 
 app = App(name="runs", help="List and show this project's runs (no network).")
@@ -188,8 +189,13 @@ def show(
     /,
     *,
     json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False,
+    no_plot: Annotated[
+        bool, Parameter(negative=(), help="Leave out the loss curves (drawn after the record).")
+    ] = False,
 ) -> int:
-    """The run's record, its pod, a metrics summary, where it lives and where its files are."""
+    """The run's record, its pod, a metrics summary, where it lives and where its files are,
+    then its training and evaluation loss against the step: drawn on a terminal, as a table
+    elsewhere."""
     from overbrainer.events.home import has_local_files, run_home
     from overbrainer.projections.files import run_dir, write_projections
 
@@ -244,7 +250,42 @@ def show(
             f"ssh/ keys are in the checkout on {home.host} that started it"
         )
     sys.stdout.write("\n".join(lines) + "\n")
+    if not no_plot:
+        from overbrainer.projections.curves import curves_of
+        from overbrainer.projections.live import curve_events
+
+        curves = curves_of(curve_events(directory))
+        if not curves.empty:
+            sys.stdout.write("\n" + draw(run_series(curves)) + "\n")
     return 0
+
+
+def run_series(curves: Any, name: str = "") -> "list[Series]":
+    """A run's loss and eval loss as chart series (``name`` before each, for several runs)."""
+    from overbrainer.projections.chart import Series
+
+    prefix = f"{name} " if name else ""
+    found = []
+    if curves.loss:
+        found.append(Series(f"{prefix}loss", curves.loss, "cyan"))
+    if curves.eval_loss:
+        found.append(Series(f"{prefix}eval_loss", curves.eval_loss, "magenta", marks=True))
+    return found
+
+
+def draw(series: "list[Series]") -> str:
+    """Curves for stdout: drawn to the terminal's width on a terminal (coloured unless
+    NO_COLOR is set), a table of their values elsewhere."""
+    import os
+    import shutil
+
+    from overbrainer.projections.chart import ansi_text, chart, plain_text, table
+
+    if not sys.stdout.isatty():
+        return "\n".join(table(series))
+    width = shutil.get_terminal_size((100, 24)).columns - 1
+    lines = chart(series, width=max(30, width), height=12)
+    return plain_text(lines) if os.environ.get("NO_COLOR") else ansi_text(lines)
 
 
 @app.command(name="logs")
