@@ -15,6 +15,7 @@ from overbrainer.cli.listing import listing, resolve_run
 
 if TYPE_CHECKING:
     from overbrainer.projections.chart import Series
+    from overbrainer.projections.compare import RunFacts
     from overbrainer.projections.live import Standing
 
 app = App(name="runs", help="List and show this project's runs (no network).")
@@ -405,3 +406,121 @@ async def _print_logs(
             await job_logs.print_job_log(
                 executor, job_dir, sys.stdout, tail=tail, follow=follow, poll=follow_poll(settings)
             )
+
+
+def _facts(invocation: Any, refs: "tuple[str, ...] | list[str]") -> "list[RunFacts]":
+    """The facts of the runs ``refs`` name, in that order (each named once)."""
+    from overbrainer.errors import UsageError
+    from overbrainer.projections.compare import gather
+    from overbrainer.projections.files import run_dir
+
+    ids = [resolve_run(invocation, ref) for ref in refs]
+    twice = sorted({run_id for run_id in ids if ids.count(run_id) > 1})
+    if twice:
+        raise UsageError(f"run {twice[0]} is named more than once; name each run once")
+    store = open_store(invocation, read_only=True)
+    try:
+        return [
+            gather(
+                store.get(run_id), store.history(run_id), run_dir(invocation.project_dir, run_id)
+            )
+            for run_id in ids
+        ]
+    finally:
+        store.close()
+
+
+def compared_series(runs: "list[RunFacts]", which: str) -> "list[Series]":
+    """Each run's ``loss`` or ``eval_loss`` as a series of its own colour, named by its ID."""
+    from overbrainer.projections.chart import STYLES, Series
+
+    found = []
+    for index, run in enumerate(runs):
+        points = run.curves.loss if which == "loss" else run.curves.eval_loss
+        if points:
+            style = STYLES[index % len(STYLES)]
+            found.append(Series(run.run_id, points, style, marks=which == "eval_loss"))
+    return found
+
+
+@app.command(name="compare")
+def compare(
+    *runs: Annotated[str, Parameter(help="Two runs or more: " + RUN_HELP[9:])],
+    json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False,
+    no_plot: Annotated[
+        bool, Parameter(negative=(), help="Leave out the overlaid loss curves.")
+    ] = False,
+) -> int:
+    """Compare runs side by side: their loss curves overlaid, their final and best losses,
+    durations and spend, and the settings that differ between them."""
+    from overbrainer.errors import UsageError
+    from overbrainer.projections.compare import differing, side_by_side, summary_rows
+
+    if len(runs) < 2:
+        raise UsageError("runs compare needs two runs or more: overbrainer runs compare RUN RUN")
+    facts = _facts(current(), runs)
+    if json:
+        differ = dict(differing(facts))
+        for index, run in enumerate(facts):
+            row: dict[str, Any] = {label: values[index] for label, values in summary_rows(facts)}
+            row["id"] = run.run_id
+            row["settings_that_differ"] = {key: values[index] for key, values in differ.items()}
+            row["loss"] = [list(point) for point in run.curves.loss]
+            row["eval_loss"] = [list(point) for point in run.curves.eval_loss]
+            print_json(row)
+        return 0
+    out = side_by_side(facts)
+    if not no_plot:
+        for which in ("loss", "eval_loss"):
+            series = compared_series(facts, which)
+            if series:
+                out += ["", f"{which}:", draw(series)]
+    sys.stdout.write("\n".join(out) + "\n")
+    return 0
+
+
+@app.command(name="report")
+def report(
+    *runs: Annotated[str, Parameter(help="One run or more: " + RUN_HELP[9:])],
+    output: Annotated[
+        Path | None,
+        Parameter(
+            name=["--output", "-o"],
+            help="Where to write the page (default: runs/<id>/report.html for one run, "
+            "reports/compare-<id>-<id>….html for several, by the IDs' last four characters).",
+        ),
+    ] = None,
+) -> int:
+    """Write one self-contained HTML page (no network needed to view it) with the runs' loss
+    and eval-loss curves, timelines, what they came to, settings and events; one run, or
+    several compared."""
+    from overbrainer import __version__
+    from overbrainer.errors import OverbrainerError, UsageError
+    from overbrainer.projections.files import write_text_atomic
+    from overbrainer.projections.report import report_html
+
+    if not runs:
+        raise UsageError("runs report needs a run: overbrainer runs report RUN [RUN…] [-o FILE]")
+    invocation = current()
+    facts = _facts(invocation, runs)
+    page = report_html(facts, generated_at=datetime.now(UTC), version=__version__)
+    if output is None:
+        if len(facts) == 1:
+            output = invocation.project_dir / "runs" / facts[0].run_id / "report.html"
+        else:
+            name = "compare-" + "-".join(f.run_id[-4:] for f in facts) + ".html"
+            output = invocation.project_dir / "reports" / name
+    elif not output.is_absolute():
+        output = Path.cwd() / output
+    try:
+        write_text_atomic(output, page)
+    except OSError as error:
+        raise OverbrainerError(
+            f"cannot write the report to {output} ({error.strerror or error}); name another "
+            "file with -o FILE"
+        ) from None
+    shown = output
+    with contextlib.suppress(ValueError):
+        shown = output.relative_to(Path.cwd())
+    print(f"wrote {shown}")
+    return 0

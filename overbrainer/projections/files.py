@@ -30,6 +30,20 @@ def write_json_atomic(path: Path, data: Any) -> None:
         raise
 
 
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` so a reader sees the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        Path(tmp).chmod(0o644)
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def write_projections(project_dir: Path, state: RunLog) -> None:
     """Rewrite the run's ``run.json`` (and ``pod.json`` for a Runpod run)."""
     if not state.exists:
