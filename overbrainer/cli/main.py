@@ -70,9 +70,16 @@ Commands:
                              only those checks: print each with its verdict, create nothing
   train attach RUN           follow a started run again, then collect it and end its pod
   train cancel RUN           stop the run's job, collect what it left, end its pod
-  runs ls [--json]           one line per run: state, target, progress, pod, spend (no network)
-  runs show RUN [--json]     a run's record, pod, metrics and files
-  events RUN [--json] [--at N] [--follow]
+  runs ls [--state S] [--last N] [--json]
+                             one line per run: state, progress, loss, ETA, pod, spend
+  runs show RUN [--no-plot] [--json]
+                             a run's record, pod, progress and files, and its loss curves
+  runs logs RUN [--follow] [--tail N] [--pod [--source system|container]]
+                             the job's log (or the pod's own), wherever it is
+  runs compare RUN RUN...    runs side by side: losses, durations, spend, settings that differ
+  runs report RUN... [-o FILE]
+                             one self-contained HTML page: curves, timeline, settings, events
+  events RUN [-v] [--json] [--at N] [--follow]
                              the run's audit log: every transition, when, by whom
   pod ls [--json]            the account's overbrainer pods, each classified
   pod rm RUN [--force]       delete every pod of a run and wait until they are gone
@@ -83,6 +90,7 @@ Commands:
 
 Options:
   -C DIR                     the project directory (default: the current one)
+  RUN                        a run ID, a unique prefix or suffix of it, or runs/<id>/
   -h, --help                 this help; `overbrainer COMMAND --help` for a command's
   --version                  overbrainer's version
 """
