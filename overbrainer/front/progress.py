@@ -1,9 +1,7 @@
 """Training progress as one line: step/max, percent, epoch, loss, learning rate, ETA and,
 on Runpod, the spend so far."""
 
-import math
-
-from overbrainer.train.metrics import MetricsSummary
+from overbrainer.train.metrics import MetricsSummary, format_epoch, format_loss, format_rate
 
 
 def _duration(seconds: float) -> str:
@@ -15,12 +13,6 @@ def _duration(seconds: float) -> str:
     if minutes:
         return f"{minutes}m{secs:02d}s"
     return f"{secs}s"
-
-
-def _number(value: float) -> str:
-    if math.isnan(value) or math.isinf(value):
-        return str(value)
-    return f"{value:.4g}"
 
 
 def eta_seconds(summary: MetricsSummary) -> float | None:
@@ -40,7 +32,7 @@ def eta_seconds(summary: MetricsSummary) -> float | None:
 
 
 def progress_text(summary: MetricsSummary, spend: float | None = None) -> str:
-    """``step 30/100 (30%), epoch 0.90, loss 1.234, lr 2e-04, ETA 3m10s, spend $0.12``."""
+    """``step 30/100 (30%), epoch 0.9, loss 1.234, lr 0.0002, ETA 3m10s, spend $0.12``."""
     parts: list[str] = []
     if summary.step is not None:
         if summary.max_steps:
@@ -50,11 +42,11 @@ def progress_text(summary: MetricsSummary, spend: float | None = None) -> str:
         else:
             parts.append(f"step {summary.step}")
     if summary.epoch is not None:
-        parts.append(f"epoch {summary.epoch:.2f}")
+        parts.append(f"epoch {format_epoch(summary.epoch)}")
     if summary.loss is not None:
-        parts.append(f"loss {_number(summary.loss)}")
+        parts.append(f"loss {format_loss(summary.loss)}")
     if summary.learning_rate is not None:
-        parts.append(f"lr {summary.learning_rate:.2e}")
+        parts.append(f"lr {format_rate(summary.learning_rate)}")
     eta = eta_seconds(summary)
     if eta is not None:
         parts.append(f"ETA {_duration(eta)}")

@@ -87,3 +87,14 @@ def test_output_off_a_terminal_never_starts_with_an_empty_progress_line() -> Non
     quiet.progress(begun)
     quiet.progress_done(begun)  # a job that ended before its first step: no empty line
     assert err.getvalue() == ""
+
+
+def test_the_progress_line_rounds_its_numbers_for_people() -> None:
+    from overbrainer.front.progress import progress_text
+
+    summary = summary_at(5).with_events(
+        [MetricsEvent(event="log", time=5.0, step=5, max_steps=10, learning_rate=2e-5)]
+    )
+    assert progress_text(summary, 0.123) == (
+        "step 5/10 (50%), epoch 0.5, loss 0.2000, lr 2e-05, ETA 5s, spend $0.12"
+    )

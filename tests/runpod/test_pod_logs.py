@@ -235,3 +235,38 @@ async def test_a_log_streams_over_real_http_and_a_client_that_leaves_ends_it(
         request = next(r for r in fake.requests if r.path.endswith("/logs"))
         assert request.query == {"source": "system"}
         assert request.status == 200
+
+
+async def test_following_a_pods_log_rides_out_a_refusal_and_ends_with_the_pod(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    import io
+
+    from overbrainer.lifecycle.logs import print_pod_log
+
+    fake = FakeRunpod(provisioning_seconds=20.0, starting_seconds=10.0)
+    fake.add_account(CANARY_KEY)
+    pod_id = await _pod(fake)
+    fake.fail_next("GET /pods/{id}/logs", 503)
+    out = io.StringIO()
+    async with RunpodClient(CANARY_KEY, FAKE_URL, transport=fake.transport()) as client:
+
+        async def gone() -> bool:
+            return await client.get_pod(pod_id) is None
+
+        async def delete_later() -> None:
+            await trio.sleep(90)
+            await client.delete_pod(pod_id)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(delete_later)
+            with trio.fail_after(300):
+                await print_pod_log(
+                    client, pod_id, out, source="system", tail=None, follow=True, gone=gone
+                )
+    lines = [line.split("Z ", 1)[1] for line in out.getvalue().splitlines()]
+    assert lines[0] == f"Pulling image {PINNED_IMAGE}"
+    assert lines[-1] == "start container overbrainer-x-1"
+    assert len(lines) == len(set(lines)) == 24  # every line once
+    statuses = [r.status for r in fake.requests if r.path.endswith("/logs")]
+    assert statuses == [503, 200]
