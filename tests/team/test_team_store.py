@@ -79,12 +79,12 @@ def test_a_run_from_one_checkout_shows_in_the_other_with_its_host(
     ]
     assert rows[0]["host"] == "laptop-a"
     code, out, _ = _cli(capsys, "-C", str(second), "runs", "ls")
-    assert code == 0 and "k3x9 created" in out
+    assert code == 0 and "k3x9 booting" in out  # the pod's recorded status, in words
     head, line = out.splitlines()
     assert head.split()[:3] == ["RUN", "HOST", "STATE"]
     assert line.split()[:3] == [RUN, "laptop-a", "preparing"]
 
-    code, out, _ = _cli(capsys, "-C", str(second), "events", RUN)
+    code, out, _ = _cli(capsys, "-C", str(second), "events", RUN, "-v")
     assert code == 0
     lines = out.splitlines()
     assert len(lines) == 5
@@ -136,7 +136,8 @@ def test_follow_prints_the_other_checkouts_appends_within_a_second(
     store = RunStore(url, first, LAPTOP)
     store.create(_created(kind="local"))
     follower = subprocess.Popen(
-        [sys.executable, "-m", "overbrainer", "-C", str(second), "events", RUN, "--follow"],
+        # -v: each line names who appended it.
+        [sys.executable, "-m", "overbrainer", "-C", str(second), "events", RUN, "--follow", "-v"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from overbrainer.cli import runs_cmd
+from overbrainer.cli import listing
 from overbrainer.cli.main import main
 from overbrainer.events import pg
 from overbrainer.events import types as ev
@@ -59,13 +59,13 @@ def _ls(capsys: pytest.CaptureFixture[str], checkout: Path) -> list[tuple[str, s
 
 def _count_store_opens(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     opened: list[int] = []
-    real: Callable[..., Any] = runs_cmd.open_store
+    real: Callable[..., Any] = listing.open_store
 
     def counting(invocation: Any, **options: Any) -> Any:
         opened.append(1)
         return real(invocation, **options)
 
-    monkeypatch.setattr(runs_cmd, "open_store", counting)
+    monkeypatch.setattr(listing, "open_store", counting)
     return opened
 
 
