@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
     from typing import Literal
 
-    Value = Literal["run", "target", "dir", "shell", "text"]
-    """What a positional argument or an option's value is, for completion."""
+    Value = Literal["run", "runs", "target", "dir", "shell", "text"]
+    """What a positional argument or an option's value is, for completion (``runs``: any
+    number of run IDs)."""
     Shell = Literal["bash", "zsh", "fish"]
     Mode = Literal["words", "dirs"]
 
@@ -98,9 +99,40 @@ TREE = Command(
             "this project's runs",
             (_HELP,),
             subcommands={
-                "ls": Command("one line per run", (_JSON, _HELP)),
+                "ls": Command(
+                    "one line per run",
+                    (
+                        _JSON,
+                        Option("--state", "only runs in this state", "text"),
+                        Option("--last", "only the N newest runs", "text"),
+                        _HELP,
+                    ),
+                ),
                 "show": Command(
-                    "a run's record, pod, metrics and files", (_JSON, _HELP), positional="run"
+                    "a run's record, progress, pod, files and loss curves",
+                    (_JSON, Option("--no-plot", "leave out the loss curves"), _HELP),
+                    positional="run",
+                ),
+                "logs": Command(
+                    "the job's log, or the pod's own",
+                    (
+                        Option("--follow", "keep printing as it grows"),
+                        Option("--tail", "only the last N lines", "text"),
+                        Option("--pod", "Runpod: the pod's own log"),
+                        Option("--source", "with --pod: system or container", "text"),
+                        _HELP,
+                    ),
+                    positional="run",
+                ),
+                "compare": Command(
+                    "runs side by side",
+                    (_JSON, Option("--no-plot", "leave out the loss curves"), _HELP),
+                    positional="runs",
+                ),
+                "report": Command(
+                    "one self-contained HTML page",
+                    (Option("--output", "the file to write", "text"), _HELP),
+                    positional="runs",
                 ),
             },
         ),
@@ -110,6 +142,7 @@ TREE = Command(
                 _JSON,
                 Option("--at", "the run and pod after event N", "text"),
                 Option("--follow", "keep printing new events"),
+                Option("--verbose", "each event's fields and actor too"),
                 _HELP,
             ),
             positional="run",
@@ -210,7 +243,7 @@ def reply(words: Sequence[str], current: str, cwd: str | os.PathLike[str]) -> Re
         return _matching(((o.name, o.help) for o in node.options if o.name not in used), current)
     if node.subcommands and positionals == 0:
         return _matching(((n, c.help) for n, c in node.subcommands.items()), current)
-    if node.positional is not None and positionals == 0:
+    if node.positional is not None and (positionals == 0 or node.positional == "runs"):
         return _values(node.positional, current, project)
     return Reply("words")
 
@@ -222,7 +255,7 @@ def _matching(pairs: Iterable[tuple[str, str]], prefix: str) -> Reply:
 def _values(value: Value | None, current: str, project: str) -> Reply:
     if value == "dir":
         return Reply("dirs")
-    if value == "run":
+    if value in ("run", "runs"):
         return _matching([(r, "") for r in run_ids(project)], current)
     if value == "target":
         return _matching(targets(project), current)

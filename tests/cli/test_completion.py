@@ -61,8 +61,8 @@ NEWEST_FIRST = sorted(RUNS, reverse=True)
         (["events"], "2027", []),
         (["events", RUNS[0]], "", []),  # its one run is given
         (["events", "--json"], "", NEWEST_FIRST),
-        (["events"], "--", ["--json", "--at", "--follow", "--help"]),
-        (["events", "--json"], "--", ["--at", "--follow", "--help"]),
+        (["events"], "--", ["--json", "--at", "--follow", "--verbose", "--help"]),
+        (["events", "--json"], "--", ["--at", "--follow", "--verbose", "--help"]),
         (["events", "--at"], "", []),
         (["train"], "", ["attach", "cancel"]),
         (["train"], "--", ["--target", "--keep-pod", "--check", "--help"]),
@@ -71,8 +71,16 @@ NEWEST_FIRST = sorted(RUNS, reverse=True)
         (["train", "--check", "--target"], "", ["box", "gpu", "my laptop"]),
         (["train", "attach"], "", NEWEST_FIRST),
         (["train", "cancel"], "2025", ["20251231-235959-0000"]),
-        (["runs"], "", ["ls", "show"]),
+        (["runs"], "", ["ls", "show", "logs", "compare", "report"]),
         (["runs", "show"], "", NEWEST_FIRST),
+        (["runs", "logs", "--tail", "5"], "", NEWEST_FIRST),
+        (["runs", "logs", RUNS[0]], "", []),  # its one run is given
+        (["runs", "compare", RUNS[0]], "", NEWEST_FIRST),  # any number of runs
+        (
+            ["runs", "report", RUNS[0], RUNS[1], "--output", "x.html"],
+            "2025",
+            ["20251231-235959-0000"],
+        ),
         (["runs", "ls"], "", []),
         (["pod", "rm"], "", NEWEST_FIRST),
         (["pod", "rm"], "-", ["--force", "--help"]),
@@ -189,8 +197,8 @@ def test_completion_knows_every_command_and_option_of_the_real_command_tree() ->
     # The global options come from main(), not cyclopts.
     assert ours[()].pop("options") == {"-C": True, "--help": False, "--version": False}
     real[()].pop("options")
-    # Positional arguments by what they are: a run ID, or a directory.
-    kinds = {"run": "run", "directory": "dir"}
+    # Positional arguments by what they are: a run ID, run IDs, or a directory.
+    kinds = {"run": "run", "RUN": "run", "RUNS": "runs", "directory": "dir"}
     for entry in real.values():
         if entry["positional"] is not None:
             entry["positional"] = kinds[entry["positional"]]
