@@ -53,18 +53,27 @@ def listing(invocation: Invocation) -> tuple[list[Any], dict[str, str]]:
         view.close()
 
 
+def _exists(invocation: Invocation, run_id: str) -> bool:
+    """Whether the store holds a run of exactly this ID (its own stream only is read)."""
+    store = open_store(invocation, read_only=True)
+    try:
+        return store.origin(run_id) is not None
+    finally:
+        store.close()
+
+
 def resolve_run(invocation: Invocation, text: str) -> str:
     """The ID of the run ``text`` names: a run ID, a unique prefix or suffix of one
     (``20260101-12``, ``ab12``) or a path to its directory (``runs/<id>/``).
 
-    A full run ID is taken as it is (the store says if it has no such run); anything else
-    is looked up among the project's runs: none, or more than one, is an error naming
-    them.
+    A full run ID, or the exact ID of a run of the store, is taken as it is (the store
+    says if it has no such run); anything else is looked up among the project's runs: none,
+    or more than one, is an error naming them.
     """
     from overbrainer.events.ids import check_run_id, looks_like_run_id, matching_runs, run_ref
 
     ref = check_run_id(run_ref(text))
-    if looks_like_run_id(ref):
+    if looks_like_run_id(ref) or _exists(invocation, ref):
         return ref
     states, _ = listing(invocation)
     found = matching_runs(ref, [state.run.run_id for state in states])

@@ -121,7 +121,7 @@ def test_bash_completion_function_answers(project: Path, home: Path) -> None:
         ("overbrainer train --target ''", project, ["box", "gpu"]),
         (f"{BIN / 'overbrainer'} pod rm 202601", project, RUNS),
         ("overbrainer init pro", elsewhere, ["project"]),  # directories, by bash
-        ("overbrainer events --", project, ["--json", "--at", "--follow", "--help"]),
+        ("overbrainer events --", project, ["--json", "--at", "--follow", "--verbose", "--help"]),
         ("overbrainer runs ls ''", project, []),
     ]
     for typed, cwd, expected in cases:
