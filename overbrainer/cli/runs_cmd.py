@@ -333,11 +333,7 @@ async def logs(
         raise UsageError("--source goes with --pod (the pod's own log)")
     invocation = current()
     run = resolve_run(invocation, run)
-    store = open_store(invocation, read_only=True)
-    try:
-        state = store.get(run)
-    finally:
-        store.close()
+    state = _recorded_state(invocation, run)
     if pod and state.run.kind != "runpod":
         raise UsageError(
             f"--pod reads a Runpod pod's own log; run {run} ran on target {state.run.target} "
@@ -350,6 +346,16 @@ async def logs(
     if finished is None:
         return interrupts.exit_code  # Ctrl-C: the way a --follow ends
     return 0
+
+
+def _recorded_state(invocation: Any, run: str) -> Any:
+    """The run as its log tells it, read once before anything else of the command runs
+    (nothing waits on the event loop yet, so the store is read here directly)."""
+    store = open_store(invocation, read_only=True)
+    try:
+        return store.get(run)
+    finally:
+        store.close()
 
 
 async def _print_logs(
