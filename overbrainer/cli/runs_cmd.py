@@ -12,6 +12,7 @@ from cyclopts import App, Parameter
 from overbrainer.cli.common import JSON_HELP, RUN_HELP, open_store, print_json
 from overbrainer.cli.context import current
 from overbrainer.cli.listing import listing, resolve_run
+from overbrainer.events.types import RunState
 
 if TYPE_CHECKING:
     from overbrainer.projections.chart import Series
@@ -58,7 +59,7 @@ def _eta_text(state: Any, standing: "Standing | None", now: datetime) -> str:
     from overbrainer.projections.live import STALE_SECONDS
     from overbrainer.projections.words import duration_text
 
-    if state.run.state != "running" or standing is None:
+    if state.run.state != RunState.running or standing is None:
         return ""
     eta = standing.eta_at(now)
     if eta is not None:
@@ -216,7 +217,7 @@ def show(
         write_projections(invocation.project_dir, state)
     from overbrainer.projections.live import standing as standing_of
 
-    standing = standing_of(state, directory) if state.run.state == "running" else None
+    standing = standing_of(state, directory) if state.run.state == RunState.running else None
     now = datetime.now(UTC)
     data = state.to_json()
     if json:

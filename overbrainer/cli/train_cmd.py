@@ -9,6 +9,7 @@ from cyclopts import App, Parameter
 
 from overbrainer.cli.common import RUN_HELP
 from overbrainer.cli.context import current
+from overbrainer.events.types import RunState
 
 if TYPE_CHECKING:
     from overbrainer.config.model import Settings
@@ -98,7 +99,7 @@ async def _with_run(run: str, name: str) -> int:
                     f"cancel{collect}"
                 )
                 return session.interrupts.finish(0)
-            if state.run.state in ("succeeded", "cancelled"):
+            if state.run.state in (RunState.succeeded, RunState.cancelled):
                 session.front.result(f"train: run {run} {came_to(state)}")
                 return session.interrupts.finish(0)
         from overbrainer.lifecycle import elsewhere

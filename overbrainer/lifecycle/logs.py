@@ -23,6 +23,7 @@ import trio
 from overbrainer.config.model import LocalTarget, RunpodTarget, Settings, SshTarget
 from overbrainer.errors import OverbrainerError
 from overbrainer.events.aggregate import RunLog
+from overbrainer.events.types import RunState
 from overbrainer.exec.base import ExecError, Executor
 from overbrainer.front.streams import stdout_gone
 
@@ -49,7 +50,7 @@ def where_to_read(state: RunLog, log_home: bool) -> Where:
     """
     run = state.run
     if run.job is None:
-        if run.state == "preparing":
+        if run.state == RunState.preparing:
             pod = " (`overbrainer runs logs RUN --pod` shows its pod starting)"
             raise OverbrainerError(
                 f"run {run.run_id} has no job yet: nothing is logged before its job starts"

@@ -505,9 +505,7 @@ class PodTarget:
             f"train: run {run_id} is starting its pod ({start.who()}): asked it to stop and "
             "delete its pod; waiting"
         )
-        finished = await session.interrupts.race(
-            lambda: wait_starting(self.ctx, run_id, self.poll)
-        )
+        finished = await session.interrupts.race(lambda: wait_starting(self.ctx, run_id, self.poll))
         if finished is None:
             raise Interrupted(
                 f"stopped waiting; the cancel of run {run_id} stays requested: "

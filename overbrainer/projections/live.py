@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from overbrainer.events.aggregate import RunLog
+from overbrainer.events.types import RunState
 from overbrainer.projections.files import write_json_atomic
 from overbrainer.train.metrics import MetricsEvent, MetricsSummary, parse_metrics_lines
 
@@ -213,7 +214,7 @@ def standing(state: RunLog, run_dir: Path) -> Standing | None:
     its log recorded (None when there are none).
     """
     run = state.run
-    if run.state == "running":
+    if run.state == RunState.running:
         found: Standing | None = None
         if run.kind == "local":
             tail = _tail_events(run_dir / METRICS_FILE)

@@ -1,6 +1,7 @@
 """A run's state told in a few lines, for ``runs show`` and ``events RUN --at N``."""
 
 from overbrainer.events.aggregate import RunLog
+from overbrainer.events.types import RunState
 from overbrainer.projections.words import (
     duration_text,
     metrics_text,
@@ -106,7 +107,7 @@ def came_to(state: RunLog) -> str:
         text += f"; {metrics}"
     if r.note:
         text += f"; {r.note}"
-    elif r.state == "succeeded" and r.artifacts is not None:
+    elif r.state == RunState.succeeded and r.artifacts is not None:
         text += f"; output in runs/{r.run_id}/output"
     return text
 

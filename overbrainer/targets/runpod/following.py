@@ -80,9 +80,7 @@ async def past_deadline(ctx: PodContext, run_id: str, *, default_hours: float) -
         await delete_pod(ctx, run_id, pod_id, "deadline")
     except OverbrainerError as error:
         problem = error
-    state = await session.journal.append(
-        run_id, lambda s: decisions.fail_past_deadline(s, message)
-    )
+    state = await session.journal.append(run_id, lambda s: decisions.fail_past_deadline(s, message))
     forget_key_if_done(ctx, run_id, state)
     metrics = state.run.metrics
     summary = MetricsSummary.from_dict(metrics) if metrics else None

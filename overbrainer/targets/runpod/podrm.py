@@ -335,9 +335,7 @@ async def remove_run_pods(
             f"abandoned while starting its pod: {start.who()} is gone ({start.why}); "
             f"`overbrainer {command}` deleted its pods"
         )
-        await ctx.session.journal.append(
-            run_id, lambda s: decisions.end_run(s, outcome, message)
-        )
+        await ctx.session.journal.append(run_id, lambda s: decisions.end_run(s, outcome, message))
     elif force and not state.final:
         message = f"its pods were deleted by `overbrainer pod rm {run_id} --force`"
         await ctx.session.journal.append(

@@ -155,12 +155,8 @@ async def record_gone(ctx: PodContext, run_id: str, pod_id: str) -> RunLog:
     with the pod)."""
 
     async def work() -> RunLog:
-        return await ctx.session.journal.append(
-            run_id, lambda s: decisions.pod_gone(s, pod_id)
-        )
+        return await ctx.session.journal.append(run_id, lambda s: decisions.pod_gone(s, pod_id))
 
-    state = await ctx.session.interrupts.shield(
-        f"recording that pod {pod_id} is gone", 60.0, work
-    )
+    state = await ctx.session.interrupts.shield(f"recording that pod {pod_id} is gone", 60.0, work)
     forget_key_if_done(ctx, run_id, state)
     return state
