@@ -1,18 +1,8 @@
 """Training progress as one line: step/max, percent, epoch, loss, learning rate, ETA and,
 on Runpod, the spend so far."""
 
+from overbrainer.projections.words import duration_text
 from overbrainer.train.metrics import MetricsSummary, format_epoch, format_loss, format_rate
-
-
-def _duration(seconds: float) -> str:
-    whole = max(0, int(seconds))
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"
 
 
 def eta_seconds(summary: MetricsSummary) -> float | None:
@@ -49,7 +39,7 @@ def progress_text(summary: MetricsSummary, spend: float | None = None) -> str:
         parts.append(f"lr {format_rate(summary.learning_rate)}")
     eta = eta_seconds(summary)
     if eta is not None:
-        parts.append(f"ETA {_duration(eta)}")
+        parts.append(f"ETA {duration_text(eta)}")
     if spend is not None:
         parts.append(f"spend ${spend:.2f}")
     return ", ".join(parts) if parts else "waiting for the first metrics"
