@@ -18,10 +18,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from overbrainer.errors import OverbrainerError
 from overbrainer.exec.shell import check_safe_word, check_value
+
+if TYPE_CHECKING:
+    from overbrainer.exec.manifest import Arrived
 
 
 class JobStatus(StrEnum):
@@ -197,8 +200,15 @@ class Executor(Protocol):
         """SHA-256 of every regular file under ``paths`` (``checkpoint-*`` dirs excluded)."""
         ...
 
-    async def download(self, remote_dir: str, paths: Sequence[str], local_dir: Path) -> None:
-        """Bring ``paths`` of ``remote_dir`` into ``local_dir``, replacing what was there."""
+    async def download(
+        self, remote_dir: str, paths: Sequence[str], local_dir: Path
+    ) -> "Mapping[str, Arrived] | None":
+        """Bring ``paths`` of ``remote_dir`` into ``local_dir``, replacing what was there.
+
+        Returns what arrived of each file written (its SHA-256, hashed as it was written,
+        and its size), or ``None`` when the files were not hashed on the way (the caller
+        then reads them back to verify them).
+        """
         ...
 
     async def touch(self, path: str) -> None:

@@ -152,7 +152,8 @@ class LocalExecutor:
         return await trio.to_thread.run_sync(local_manifest, directory, list(paths))
 
     async def download(self, remote_dir: str, paths: Sequence[str], local_dir: Path) -> None:
-        """Copy ``paths`` of ``remote_dir`` into ``local_dir`` (nothing to do if one dir)."""
+        """Copy ``paths`` of ``remote_dir`` into ``local_dir`` (nothing to do if one dir).
+        The copies are not hashed on the way: verifying reads them."""
         source = await self._existing(remote_dir)
         for rel in paths:
             check_rel_path(rel, name="a result path")

@@ -12,6 +12,7 @@ import os
 import re
 import stat
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from overbrainer.exec.base import ExecError
@@ -21,6 +22,14 @@ RESULT_PATHS = ("output", "metrics.jsonl", "job.log")
 CHECKPOINT_PREFIX = "checkpoint-"
 _MAX_HASHERS = 8
 _SUM_LINE = re.compile(r"^([0-9a-f]{64}) [ *](.+)$")
+
+
+@dataclass(frozen=True)
+class Arrived:
+    """One downloaded file as its bytes arrived: their SHA-256 (hex) and their count."""
+
+    sha256: str
+    size: int
 
 
 def is_checkpoint_dir(name: str) -> bool:
@@ -102,14 +111,27 @@ def parse_sha256sum(text: str, *, where: str) -> dict[str, str]:
     return manifest
 
 
-def verify(expected: Mapping[str, str], local_dir: Path, paths: Sequence[str]) -> list[str]:
+def verify(
+    expected: Mapping[str, str],
+    local_dir: Path,
+    paths: Sequence[str],
+    arrived: Mapping[str, Arrived] | None = None,
+) -> list[str]:
     """Compare the local copy of ``paths`` in ``local_dir`` with the target's manifest.
 
+    ``arrived``: what a download hashed as it wrote each file. A file it covers is not read
+    again (the bytes that arrived are the bytes written), only checked to be on disk with
+    their size; any other local file is hashed here. Every file under ``paths`` is listed
+    either way, so nothing extra or missing goes unseen.
+
     Returns one problem per file, sorted by path — ``missing`` (on the target, not here),
-    ``different`` (checksums differ) or ``extra`` (here, not on the target) — or an empty
-    list when every file matches.
+    ``different`` (checksums or sizes differ) or ``extra`` (here, not on the target) — or
+    an empty list when every file matches.
     """
-    actual = local_manifest(local_dir, paths)
+    if arrived is None:
+        actual = local_manifest(local_dir, paths)
+    else:
+        actual = _arrived_manifest(local_dir, paths, arrived)
     problems: list[str] = []
     for name in sorted(expected.keys() | actual.keys()):
         mine, theirs = actual.get(name), expected.get(name)
@@ -117,11 +139,34 @@ def verify(expected: Mapping[str, str], local_dir: Path, paths: Sequence[str]) -
             problems.append(f"{name}: missing here (the target has it)")
         elif theirs is None:
             problems.append(f"{name}: extra here (the target does not have it)")
+        elif mine == _RESIZED:
+            problems.append(f"{name}: different (its size here is not what arrived)")
         elif mine != theirs:
             problems.append(
                 f"{name}: different (sha256 {mine[:12]}… here, {theirs[:12]}… on the target)"
             )
     return problems
+
+
+# Stands for the digest of a file whose size on disk is not what the download wrote.
+_RESIZED = "resized"
+
+
+def _arrived_manifest(
+    root: Path, paths: Sequence[str], arrived: Mapping[str, Arrived]
+) -> dict[str, str]:
+    """The manifest of ``paths`` under ``root``, taking each digest from ``arrived`` when
+    the file on disk has the size that arrived, hashing a file the download did not write."""
+    actual: dict[str, str] = {}
+    for name in list_files(root, paths):
+        came = arrived.get(name)
+        if came is None:
+            actual[name] = sha256_file(root / name)
+        elif (root / name).stat().st_size != came.size:
+            actual[name] = _RESIZED
+        else:
+            actual[name] = came.sha256
+    return actual
 
 
 def manifest_digest(manifest: Mapping[str, str]) -> str:

@@ -24,17 +24,13 @@ Connection failures raise `TargetUnreachable` naming the host; the next call rec
 
 import asyncio
 import contextlib
-import io
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ParamSpec, Protocol, TypeVar, cast
+from typing import ParamSpec, Protocol, TypeVar, cast
 
 import asyncssh
 import trio
-
-if TYPE_CHECKING:
-    from _typeshed import WriteableBuffer
 
 from overbrainer.exec.base import (
     ExecError,
@@ -62,17 +58,17 @@ from overbrainer.exec.job import (
     script,
     secrets_input,
 )
-from overbrainer.exec.manifest import parse_sha256sum
+from overbrainer.exec.manifest import Arrived, parse_sha256sum
 from overbrainer.exec.shell import build_command, check_rel_path, check_safe_word, quote
 from overbrainer.exec.transfer import (
     Entry,
-    extract_stream,
     fresh_staging,
     remove,
     replace_paths,
     tar_chunks,
     upload_entries,
 )
+from overbrainer.exec.untar import Unpacker
 
 
 class _Sink(Protocol):
@@ -630,12 +626,15 @@ class SshExecutor:
         out = await self._ctl("manifest", target, *paths, what="computing the manifest")
         return parse_sha256sum(out.decode(errors="surrogateescape"), where=self.location)
 
-    async def download(self, remote_dir: str, paths: Sequence[str], local_dir: Path) -> None:
+    async def download(
+        self, remote_dir: str, paths: Sequence[str], local_dir: Path
+    ) -> dict[str, Arrived]:
         """Bring ``paths`` back by tar stream; each replaces its local copy once all arrived.
 
         The stream is extracted (and checked) by a worker thread as it arrives, into a
-        staging directory: the archive is never stored, and nothing is replaced unless the
-        whole stream was good.
+        staging directory, each file hashed as its bytes are written: the archive is never
+        stored, no file is read twice, and nothing is replaced unless the whole stream was
+        good. Returns what arrived of each file (its SHA-256 and size).
         """
         target = self._remote(remote_dir, "the run directory")
         for rel in paths:
@@ -644,27 +643,40 @@ class SshExecutor:
         staging = await trio.to_thread.run_sync(fresh_staging, local_dir)
         try:
             unpacked = staging / "files"
-            await self._pack_into(target, list(paths), unpacked)
+            arrived = await self._pack_into(target, list(paths), unpacked)
             await trio.to_thread.run_sync(replace_paths, unpacked, local_dir, list(paths))
+            return arrived
         finally:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(remove, staging)
 
-    async def _pack_into(self, target: str, paths: list[str], unpacked: Path) -> None:
+    async def _pack_into(
+        self, target: str, paths: list[str], unpacked: Path
+    ) -> dict[str, Arrived]:
         """Run ``ctl.sh pack`` and hand its stream, chunk by chunk, to a worker thread that
-        extracts it as it comes. A refused entry stops the transfer at once."""
+        extracts and hashes it as it comes (so the transfer and the hashing each have a
+        core). A refused entry stops the transfer at once."""
         send, receive = trio.open_memory_channel[bytes](_QUEUED_CHUNKS)
         sink = _ChannelSink(send)
         failures: list[Exception] = []
         refused: list[Exception] = []
+        arrived: dict[str, Arrived] = {}
 
         def extract() -> None:
+            unpacker = Unpacker(unpacked, paths)
             try:
                 unpacked.mkdir()
-                extract_stream(_ChannelReader(receive), unpacked, paths)
+                while True:
+                    try:
+                        chunk = trio.from_thread.run(receive.receive)
+                    except (trio.EndOfChannel, trio.ClosedResourceError):
+                        break
+                    unpacker.feed(chunk)
+                arrived.update(unpacker.finish())
             except Exception as exc:  # handed over to the trio side
                 refused.append(exc)
             finally:
+                unpacker.close()
                 trio.from_thread.run_sync(receive.close)  # a sender still at it stops
 
         async def transfer() -> None:
@@ -686,6 +698,7 @@ class SshExecutor:
             raise failures[0]  # the transfer failed: the worker only saw a cut stream
         if refused:
             raise refused[0]
+        return arrived
 
     async def touch(self, path: str) -> None:
         """Create ``path`` (and its parents) on the host."""
@@ -755,27 +768,3 @@ class _ChannelSink:
             await self.send.send(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self.scope.cancel()
-
-
-class _ChannelReader(io.RawIOBase):
-    """(In a worker thread) the bytes sent into a trio memory channel, as a binary stream;
-    the channel's end is the stream's end."""
-
-    def __init__(self, receive: "trio.MemoryReceiveChannel[bytes]") -> None:
-        self._receive = receive
-        self._chunk = memoryview(b"")
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: "WriteableBuffer") -> int:
-        while not self._chunk:
-            try:
-                self._chunk = memoryview(trio.from_thread.run(self._receive.receive))
-            except (trio.EndOfChannel, trio.ClosedResourceError):
-                return 0
-        target = memoryview(buffer).cast("B")
-        size = min(len(target), len(self._chunk))
-        target[:size] = self._chunk[:size]
-        self._chunk = self._chunk[size:]
-        return size

@@ -7,7 +7,6 @@ else in the stream is refused. A download replaces each requested path as a whol
 file left from an earlier attempt never survives as an "extra".
 """
 
-import io
 import os
 import shutil
 import stat
@@ -16,14 +15,11 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from _typeshed import WriteableBuffer
-
-from overbrainer.exec.base import ExecError
-from overbrainer.exec.manifest import is_checkpoint_dir, list_files
+from overbrainer.exec.manifest import Arrived, list_files
 from overbrainer.exec.shell import check_rel_path
+from overbrainer.exec.untar import Unpacker
 
 NEVER_UPLOADED = frozenset({"ssh", "run.json", "pod.json"})
 STAGING_DIR = ".overbrainer-download"
@@ -118,32 +114,15 @@ def tar_chunks(entries: Sequence[Entry]) -> Iterator[bytes]:
     yield end + b"\0" * (-total % _RECORD)
 
 
-def check_member_name(name: str, paths: Sequence[str]) -> str:
-    """``name`` (a tar member) if it lies under one of ``paths`` and outside checkpoints."""
-    clean = name.removeprefix("./").rstrip("/")
-    parts = clean.split("/")
-    inside = any(clean == rel or clean.startswith(rel + "/") for rel in paths)
-    if (
-        not clean
-        or clean.startswith("/")
-        or any(part in ("", ".", "..") for part in parts)
-        or any(is_checkpoint_dir(part) for part in parts[:-1])
-        or any(char in clean for char in "\n\r\0\\")
-        or not inside
-    ):
-        shown = clean[:200].encode("unicode_escape").decode("ascii")
-        raise ExecError(f"the download held an unexpected entry {shown!r}; nothing was replaced")
-    return clean
-
-
-def extract_tar(archive: Path, staging: Path, paths: Sequence[str]) -> None:
-    """Extract the (possibly concatenated) tar ``archive`` into ``staging``, checking each entry.
+def extract_tar(archive: Path, staging: Path, paths: Sequence[str]) -> dict[str, Arrived]:
+    """Extract the (possibly concatenated) tar ``archive`` into ``staging``, checking each entry
+    (`Unpacker`); what arrived of each file, hashed on the way.
 
     Only directories and regular files under ``paths`` are accepted; a link, a device or a
     name outside ``paths`` (or inside a checkpoint) fails the whole download.
     """
     with archive.open("rb") as stream:
-        extract_stream(stream, staging, paths)
+        return extract_stream(stream, staging, paths)
 
 
 class Readable(Protocol):
@@ -154,57 +133,16 @@ class Readable(Protocol):
         ...
 
 
-class _Counting(io.RawIOBase):
-    """A readable stream that counts what was read from ``inner``."""
-
-    def __init__(self, inner: Readable) -> None:
-        self.inner = inner
-        self.count = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: "WriteableBuffer") -> int:
-        target = memoryview(buffer).cast("B")
-        data = self.inner.read(len(target)) or b""
-        target[: len(data)] = data
-        self.count += len(data)
-        return len(data)
-
-
-def extract_stream(stream: Readable, staging: Path, paths: Sequence[str]) -> None:
+def extract_stream(stream: Readable, staging: Path, paths: Sequence[str]) -> dict[str, Arrived]:
     """Like `extract_tar`, from a stream read once from start to end (a pipe, say), so the
     archive never has to be stored first. An empty stream is an empty download."""
-    counted = _Counting(stream)
-    reader = io.BufferedReader(counted, _STREAM_BUFFER)
+    unpacker = Unpacker(staging, paths)
     try:
-        # Streaming mode ("r|") reads forward only; ignore_zeros reads on past the end
-        # marker of one archive into the next (`find … -exec tar … {} +` may write several).
-        with tarfile.open(
-            fileobj=reader, mode="r|", ignore_zeros=True, bufsize=_STREAM_BUFFER
-        ) as tar:
-            for member in tar:
-                name = check_member_name(member.name, paths)
-                target = staging / name
-                if member.isdir():
-                    target.mkdir(parents=True, exist_ok=True)
-                elif member.isreg():
-                    source = tar.extractfile(member)
-                    assert source is not None
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    with source, target.open("wb") as out:
-                        shutil.copyfileobj(source, out, _STREAM_BUFFER)
-                else:
-                    raise ExecError(
-                        f"the download held {name!r}, which is not a regular file; "
-                        "nothing was replaced"
-                    )
-    except tarfile.ReadError as exc:
-        if counted.count == 0:
-            return  # nothing at all: no result file exists on the target
-        raise ExecError(f"the download was not a readable tar stream ({exc})") from None
-    except tarfile.TarError as exc:
-        raise ExecError(f"the download was not a readable tar stream ({exc})") from None
+        while chunk := stream.read(_STREAM_BUFFER):
+            unpacker.feed(chunk)
+        return unpacker.finish()
+    finally:
+        unpacker.close()
 
 
 def fresh_staging(local_dir: Path) -> Path:

@@ -23,7 +23,7 @@ from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.types import RunState
 from overbrainer.exec.base import ExecError, Executor, JobState, JobStatus, TargetUnreachable
-from overbrainer.exec.manifest import local_manifest, verify
+from overbrainer.exec.manifest import Arrived, local_manifest, verify
 from overbrainer.exec.transfer import STAGING_DIR
 from overbrainer.front.interrupts import AFTER_STOP, Offer
 from overbrainer.lifecycle.outcome import Verdict, judge
@@ -386,10 +386,12 @@ async def collect(session: Session, job: Job) -> Retrieval:
     local = session.run_dir(job.run_id)
 
     async def bring_home() -> tuple[dict[str, str] | None, OverbrainerError | None, list[str]]:
-        expected, error = await _fetch(job, local)
+        expected, arrived, error = await _fetch(job, local)
         if error is not None or expected is None:
             return expected, error, []
-        problems = await trio.to_thread.run_sync(verify, expected, local, RETRIEVED_PATHS)
+        problems = await trio.to_thread.run_sync(
+            verify, expected, local, RETRIEVED_PATHS, arrived
+        )
         return expected, None, problems
 
     interrupts = session.interrupts
@@ -420,11 +422,15 @@ async def collect(session: Session, job: Job) -> Retrieval:
     return retrieval
 
 
-async def _fetch(job: Job, local: Path) -> tuple[dict[str, str] | None, OverbrainerError | None]:
+async def _fetch(
+    job: Job, local: Path
+) -> tuple[dict[str, str] | None, Mapping[str, Arrived] | None, OverbrainerError | None]:
     """The target's manifest and the download, side by side (the target hashes while the
-    files travel; the job has ended, so neither changes under the other); the manifest, if
-    it came, and the first error."""
+    files travel, and this side as they arrive); the manifest, if it came, what arrived
+    (``None`` if the download did not hash it) and the first error. A file that changed
+    between the two differs from the manifest, and fails the verification."""
     expected: dict[str, str] | None = None
+    arrived: Mapping[str, Arrived] | None = None
     errors: list[OverbrainerError] = []
 
     async def manifest() -> None:
@@ -435,8 +441,9 @@ async def _fetch(job: Job, local: Path) -> tuple[dict[str, str] | None, Overbrai
             errors.append(error)
 
     async def download() -> None:
+        nonlocal arrived
         try:
-            await job.executor.download(job.remote_dir, RETRIEVED_PATHS, local)
+            arrived = await job.executor.download(job.remote_dir, RETRIEVED_PATHS, local)
         except OverbrainerError as error:
             errors.append(error)
         except OSError as error:
@@ -450,7 +457,7 @@ async def _fetch(job: Job, local: Path) -> tuple[dict[str, str] | None, Overbrai
         nursery.start_soon(manifest)
         if not job.in_place:
             nursery.start_soon(download)
-    return expected, (errors[0] if errors else None)
+    return expected, arrived, (errors[0] if errors else None)
 
 
 @contextlib.asynccontextmanager
