@@ -650,9 +650,7 @@ class SshExecutor:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(remove, staging)
 
-    async def _pack_into(
-        self, target: str, paths: list[str], unpacked: Path
-    ) -> dict[str, Arrived]:
+    async def _pack_into(self, target: str, paths: list[str], unpacked: Path) -> dict[str, Arrived]:
         """Run ``ctl.sh pack`` and hand its stream, chunk by chunk, to a worker thread that
         extracts and hashes it as it comes (so the transfer and the hashing each have a
         core). A refused entry stops the transfer at once."""

@@ -136,7 +136,9 @@ class Unpacker:
 
     def finish(self) -> dict[str, Arrived]:
         """End of the stream: every member must be whole. Returns ``arrived``."""
-        if self._left or self._header or self._meta is not None:
+        # A member's data, its header, or the metadata announcing it, still to come.
+        pending = self._meta is not None or self._pax or self._long_name is not None
+        if self._left or self._header or pending:
             self.close()
             raise _unreadable("it was cut short")
         return self.arrived
