@@ -31,6 +31,7 @@ from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
 from overbrainer.events.store import RunStore
 from overbrainer.exec.ssh import UserHost, open_ssh
+from overbrainer.exec.transfer import remove
 from overbrainer.front.console import Front
 from overbrainer.front.interrupts import Interrupts
 from overbrainer.lifecycle import service
@@ -152,6 +153,9 @@ def _retrieval(
     ours: list[float] = []
     theirs: list[float] = []
     for _ in range(sizes.rounds):
+        # As scp's, our copy starts from nothing: no earlier copy to replace on the clock.
+        for name in service.RETRIEVED_PATHS:
+            remove(project / "runs" / RUN_ID / name)
         ours.append(trio.run(_collect_once, server, remote_root, project, sizes.total))
         theirs.append(_scp_once(server, run_dir, tmp / "scp", sizes.total))
         say(f"ssh:   round: ours {ours[-1]:.2f} s, scp {theirs[-1]:.2f} s")

@@ -147,6 +147,18 @@ def _main(tokens: list[str]) -> int:
 
         sys.stdout.write(f"{describe()}\n")
         return 0
+    if tokens[-1] in ("--help", "-h"):
+        # So does every command's (overbrainer/cli/helps.py keeps what cyclopts renders).
+        from overbrainer.cli.helps import kept_help
+
+        try:
+            _, rest = _split_global(tokens[:-1])
+        except _Usage:
+            rest = []
+        text = kept_help(rest) if rest else None
+        if text is not None:
+            sys.stdout.write(text)
+            return 0
     return _run(tokens)
 
 
