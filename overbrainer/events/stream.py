@@ -6,21 +6,13 @@ library; these two classes are the only place that knows it. Their import paths 
 with every event, so they must not move.
 """
 
-import uuid
 from typing import Any
 
 from eventsourcing.domain import Aggregate
 
 from overbrainer.events.aggregate import RunLog
+from overbrainer.events.stream_ids import stream_id as stream_id  # where the store finds it
 from overbrainer.events.types import event_from
-
-# Stream IDs are derived from run IDs, so any process finds a run's stream from its ID.
-_NAMESPACE = uuid.UUID("5f1a4a3e-6a0b-4f8e-9a86-0b5d3c1f2e77")
-
-
-def stream_id(run_id: str) -> uuid.UUID:
-    """The aggregate ID of run ``run_id``."""
-    return uuid.uuid5(_NAMESPACE, run_id)
 
 
 def iso(moment: Any) -> str:
