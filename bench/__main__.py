@@ -1,23 +1,34 @@
 """Run the benchmarks and print one table: each figure beside the floor it is compared with.
 
-``python -m bench [--quick] [cli] [completion] [pod] [ssh] [team]`` (default: every
-group). ``--quick`` measures every group at small sizes in a minute or two: the figures mean
-little, but each path runs whole, so CI notices a benchmark that no longer works.
+``python -m bench [--quick] [cli] [reads] [completion] [pod] [ssh] [team] [train]``
+(default: every group). ``--quick`` measures every group at small sizes in a minute or two:
+the figures mean little, but each path runs whole, so CI notices a benchmark that no longer
+works.
 """
 
 import sys
 import time
 from collections.abc import Callable
 
-from bench import cli_speed, completion_speed, pod_cost, ssh_speed, team_speed
+from bench import (
+    cli_speed,
+    completion_speed,
+    pod_cost,
+    read_speed,
+    ssh_speed,
+    team_speed,
+    train_overhead,
+)
 
 Row = tuple[str, str, str, str]
 GROUPS: dict[str, Callable[..., list[Row]]] = {
     "cli": cli_speed.run,
+    "reads": read_speed.run,
     "completion": completion_speed.run,
     "pod": pod_cost.run,
     "ssh": ssh_speed.run,
     "team": team_speed.run,
+    "train": train_overhead.run,
 }
 HEAD: Row = ("what", "figure", "floor", "aim")
 

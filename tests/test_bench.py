@@ -19,8 +19,8 @@ def test_an_unknown_group_is_a_usage_error_naming_the_groups(
     out, err = capsys.readouterr()
     assert out == ""
     assert err == (
-        "error: no benchmark group 'pods'; the groups are cli, completion, pod, ssh, team "
-        "(for example `python -m bench --quick cli pod`)\n"
+        "error: no benchmark group 'pods'; the groups are cli, reads, completion, pod, ssh, "
+        "team, train (for example `python -m bench --quick cli pod`)\n"
     )
 
 
