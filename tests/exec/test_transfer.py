@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from overbrainer.exec.base import ExecError
-from overbrainer.exec.manifest import local_manifest, manifest_digest, parse_sha256sum, verify
+from overbrainer.exec.manifest import (
+    Arrived,
+    local_manifest,
+    manifest_digest,
+    parse_sha256sum,
+    verify,
+)
 from overbrainer.exec.transfer import Entry, extract_tar, tar_chunks, upload_entries
 
 PATHS = ["output", "metrics.jsonl", "job.log"]
@@ -141,3 +147,30 @@ def test_sha256sum_output_is_parsed_strictly() -> None:
     with pytest.raises(ExecError):
         parse_sha256sum("not a checksum\n", where="w")
     assert manifest_digest({"b": "2", "a": "1"}) == manifest_digest({"a": "1", "b": "2"})
+
+
+def test_verify_takes_what_arrived_and_still_lists_every_file(tmp_path: Path) -> None:
+    (tmp_path / "output").mkdir()
+    for name, text in [("same", "same"), ("changed", "mine"), ("resized", "grown"), ("own", "x")]:
+        (tmp_path / "output" / name).write_text(text)
+    expected = local_manifest(tmp_path, PATHS)
+    expected["output/theirs-only"] = "1" * 64
+    arrived = {
+        "output/same": Arrived(expected["output/same"], 4),
+        # What arrived differs from the target's, whatever the disk now holds.
+        "output/changed": Arrived("2" * 64, 4),
+        # Changed on disk after it arrived: its size tells.
+        "output/resized": Arrived(expected["output/resized"], 3),
+    }
+    # output/own was not written by the download: it is hashed from the disk.
+    problems = verify(expected, tmp_path, PATHS, arrived)
+    assert problems == [
+        "output/changed: different (sha256 222222222222… here, "
+        f"{expected['output/changed'][:12]}… on the target)",
+        "output/resized: different (its size here is not what arrived)",
+        "output/theirs-only: missing here (the target has it)",
+    ]
+    del expected["output/own"]
+    assert "output/own: extra here (the target does not have it)" in verify(
+        expected, tmp_path, PATHS, arrived
+    )
