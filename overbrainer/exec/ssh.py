@@ -81,14 +81,15 @@ class _Sink(Protocol):
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
-# Bytes asked of a remote command's output per read (each read crosses into asyncio).
-_CHUNK = 1 << 20
+# Bytes asked of a remote command's output per read (each read crosses into asyncio, and
+# each chunk of a download into the extracting worker: big ones cost less CPU per byte).
+_CHUNK = 4 << 20
 # Flow control of every channel: a big window and packets let the server send results
 # in fewer, larger packets (asyncssh's work is mostly per packet).
 _WINDOW = 8 << 20
 _PACKET = 256 << 10
 # Chunks in flight between the transfer and the extracting worker.
-_QUEUED_CHUNKS = 16
+_QUEUED_CHUNKS = 4
 _FAST_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 _CLOSE_TIMEOUT = 5.0
 _GLOBAL_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
