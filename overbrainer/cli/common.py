@@ -54,7 +54,6 @@ def open_store(invocation: Invocation, *, read_only: bool = False) -> Any:
     """The run store of the invocation's project, stamped with its actor; ``read_only``
     for commands that only read (nothing is written or created, so they work on a
     read-only or full disk, and outside a project they refuse before anything)."""
-    from overbrainer.events.actor import Actor
     from overbrainer.events.store import RunStore, sqlite_path
 
     if read_only:
@@ -62,6 +61,8 @@ def open_store(invocation: Invocation, *, read_only: bool = False) -> Any:
     url = store_url(invocation)
 
     def full() -> RunStore:
+        from overbrainer.events.actor import Actor
+
         return RunStore(
             url,
             invocation.project_dir,

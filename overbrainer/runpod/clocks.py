@@ -7,7 +7,6 @@ it takes from Runpod's clock: the last ``Date`` seen, carried forward on the mon
 (trio's), which no change of the wall clock moves. Pure: the monotonic time is passed in.
 """
 
-import email.utils
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -22,6 +21,8 @@ def parse_http_date(text: str | None) -> datetime | None:
     """An HTTP ``Date`` (``Tue, 01 Dec 2026 12:00:00 GMT``) in UTC; None if unreadable."""
     if not text:
         return None
+    import email.utils  # here: the read commands import this module but never parse a date
+
     try:
         moment = email.utils.parsedate_to_datetime(text.strip())
     except (TypeError, ValueError, IndexError, OverflowError):
