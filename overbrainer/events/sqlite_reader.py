@@ -31,6 +31,15 @@ from overbrainer.events.types import event_from
 _WRAPPED = b'"_type_"'
 
 
+# The classes every event of ours is stored as (their import paths never move).
+_TOPICS = frozenset(
+    {
+        "overbrainer.events.stream:RunStream.Opened",
+        "overbrainer.events.stream:RunStream.Recorded",
+    }
+)
+
+
 class _NotPlain(Exception):
     """This reader cannot answer: the full store must."""
 
@@ -45,10 +54,10 @@ def _iso(wrapped: Any) -> str:
     return text.replace("+00:00", "Z")
 
 
-def _decode(seq: int, state: bytes) -> Recorded:
-    # The timestamp is the only value eventsourcing wraps in an event of ours; a row with
-    # any other is left to eventsourcing's own decoding.
-    if not state.startswith(b"{") or state.count(_WRAPPED) != 1:
+def _decode(seq: int, topic: str, state: bytes) -> Recorded:
+    # A row of another class (a newer version's), or holding a wrapped value other than the
+    # timestamp, is left to the store, which decodes it or says why it cannot.
+    if topic not in _TOPICS or not state.startswith(b"{") or state.count(_WRAPPED) != 1:
         raise _NotPlain
     body = json.loads(state)
     return Recorded(
@@ -109,7 +118,7 @@ class SqliteReader:
 
     def _records(self, run_id: str, after: int, until: int | None = None) -> list[Recorded]:
         sql = (
-            "SELECT originator_version, state FROM stored_events "
+            "SELECT originator_version, topic, state FROM stored_events "
             "WHERE originator_id = ? AND originator_version > ?"
         )
         args: list[Any] = [_stream_key(run_id), after]
@@ -118,8 +127,8 @@ class SqliteReader:
             args.append(until)
         rows = self._rows(sql + " ORDER BY originator_version", args)
         try:
-            return [_decode(int(seq), bytes(state)) for seq, state in rows]
-        except (ValueError, KeyError, TypeError):  # not a row of ours, as we know them
+            return [_decode(int(seq), str(topic), bytes(state)) for seq, topic, state in rows]
+        except (ValueError, KeyError, TypeError):  # not an event of ours as we know them
             raise _NotPlain from None
 
     def history(self, run_id: str, after: int = 0) -> list[Recorded]:
@@ -172,11 +181,14 @@ class SqliteReader:
         """Events of all runs after position ``after``, in append order."""
         try:
             rows = self._rows(
-                "SELECT rowid, originator_version, state FROM stored_events "
+                "SELECT rowid, originator_version, topic, state FROM stored_events "
                 "WHERE rowid > ? ORDER BY rowid LIMIT ?",
                 (after, limit),
             )
-            return [(int(rowid), _decode(int(seq), bytes(state))) for rowid, seq, state in rows]
+            return [
+                (int(rowid), _decode(int(seq), str(topic), bytes(state)))
+                for rowid, seq, topic, state in rows
+            ]
         except (_NotPlain, ValueError, KeyError, TypeError):
             return self.full().notifications(after, limit)
 

@@ -4,7 +4,9 @@ type, every run, the notification log), and leaves to the store whatever it cann
 import json
 import shutil
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,25 +73,49 @@ def test_every_run_and_the_log_read_plainly_are_what_the_store_gives(tmp_path: P
         store.close()
 
 
-def test_a_row_it_does_not_know_is_read_by_the_store(tmp_path: Path) -> None:
+def _wrapped(topic: str, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    # A value eventsourcing wraps (as a newer event might hold).
+    body["data"]["extra"] = {"_type_": "decimal_str", "_data_": "1.5"}
+    return topic, body
+
+
+def _renamed(topic: str, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    body["name"] = "run.Paused"  # an event a newer version might record
+    return topic, body
+
+
+def _reclassed(topic: str, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    return "overbrainer.events.stream:RunStream.Paused", body
+
+
+def _outcome(read: Callable[[], object]) -> object:
+    try:
+        return read()
+    except Exception as error:  # the store's refusal, compared as it is
+        return (type(error).__name__, str(error))
+
+
+@pytest.mark.parametrize("change", [_wrapped, _renamed, _reclassed])
+def test_a_row_it_does_not_know_gets_the_stores_answer(
+    tmp_path: Path, change: Callable[[str, dict[str, Any]], tuple[str, dict[str, Any]]]
+) -> None:
     project = _project(tmp_path)
     path = project / ".overbrainer" / "events.sqlite"
     with sqlite3.connect(path) as db:
-        rowid, state = db.execute(
-            "SELECT rowid, state FROM stored_events ORDER BY rowid DESC LIMIT 1"
+        rowid, topic, state = db.execute(
+            "SELECT rowid, topic, state FROM stored_events ORDER BY rowid DESC LIMIT 1"
         ).fetchone()
-        body = json.loads(state)
-        # A value eventsourcing wraps (as a newer event might hold): the plain reader leaves it.
-        body["data"]["extra"] = {"_type_": "decimal_str", "_data_": "1.5"}
+        topic, body = change(topic, json.loads(state))
         db.execute(
-            "UPDATE stored_events SET state = ? WHERE rowid = ?",
-            (json.dumps(body).encode(), rowid),
+            "UPDATE stored_events SET topic = ?, state = ? WHERE rowid = ?",
+            (topic, json.dumps(body).encode(), rowid),
         )
     run_id = body["run_id"]
     reader, opened = _reader(project)
     store = _store(project)
     try:
-        assert reader.history(run_id) == store.history(run_id)
+        assert _outcome(lambda: reader.history(run_id)) == _outcome(lambda: store.history(run_id))
+        assert _outcome(lambda: reader.notifications(0)) == _outcome(lambda: store.notifications(0))
         assert opened.count == 1
     finally:
         reader.close()
