@@ -190,4 +190,51 @@ HELP: dict[str, str] = {
         "│    --json     [default: False]                                               │\n"
         "╰──────────────────────────────────────────────────────────────────────────────╯\n"
     ),
+    "completion": (
+        "Usage: overbrainer completion COMMAND\n"
+        "\n"
+        "Shell completion (bash, zsh, fish): commands, options, target names and run IDs.\n"
+        "Install it with overbrainer completion install.\n"
+        "\n"
+        "╭─ Commands ───────────────────────────────────────────────────────────────────╮\n"
+        "│ bash     Print the bash completion script (overbrainer completion install    │\n"
+        "│          installs it).                                                       │\n"
+        "│ fish     Print the fish completion script (overbrainer completion install    │\n"
+        "│          installs it).                                                       │\n"
+        "│ install  Install completion for your shell: its script, and for bash and zsh │\n"
+        "│          one line in ~/.bashrc or ~/.zshrc that loads it. Running it again   │\n"
+        "│          only refreshes the script.                                          │\n"
+        "│ zsh      Print the zsh completion script (overbrainer completion install     │\n"
+        "│          installs it).                                                       │\n"
+        "╰──────────────────────────────────────────────────────────────────────────────╯\n"
+    ),
+    "completion install": (
+        "Usage: overbrainer completion install [OPTIONS]\n"
+        "\n"
+        "Install completion for your shell: its script, and for bash and zsh one line in \n"
+        "~/.bashrc or ~/.zshrc that loads it. Running it again only refreshes the script.\n"
+        "\n"
+        "╭─ Parameters ─────────────────────────────────────────────────────────────────╮\n"
+        "│ --shell CHOICE  bash, zsh or fish (default: your $SHELL). [choices: bash,    │\n"
+        "│                 zsh, fish]                                                   │\n"
+        "╰──────────────────────────────────────────────────────────────────────────────╯\n"
+    ),
+    "completion bash": (
+        "Usage: overbrainer completion bash\n"
+        "\n"
+        "Print the bash completion script (overbrainer completion install installs it).\n"
+        "\n"
+    ),
+    "completion zsh": (
+        "Usage: overbrainer completion zsh\n"
+        "\n"
+        "Print the zsh completion script (overbrainer completion install installs it).\n"
+        "\n"
+    ),
+    "completion fish": (
+        "Usage: overbrainer completion fish\n"
+        "\n"
+        "Print the fish completion script (overbrainer completion install installs it).\n"
+        "\n"
+    ),
 }
