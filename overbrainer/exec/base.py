@@ -18,13 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
 from overbrainer.errors import OverbrainerError
 from overbrainer.exec.shell import check_safe_word, check_value
-
-if TYPE_CHECKING:
-    from overbrainer.exec.manifest import Arrived
 
 
 class JobStatus(StrEnum):
@@ -48,6 +45,14 @@ class JobState:
     def ended(self) -> bool:
         """Whether the job will never run again (everything but running/cancelling)."""
         return self.status in (JobStatus.exited, JobStatus.cancelled, JobStatus.lost)
+
+
+@dataclass(frozen=True)
+class Arrived:
+    """One downloaded file as its bytes arrived: their SHA-256 (hex) and their count."""
+
+    sha256: str
+    size: int
 
 
 @dataclass(frozen=True)
@@ -202,7 +207,7 @@ class Executor(Protocol):
 
     async def download(
         self, remote_dir: str, paths: Sequence[str], local_dir: Path
-    ) -> "Mapping[str, Arrived] | None":
+    ) -> Mapping[str, Arrived] | None:
         """Bring ``paths`` of ``remote_dir`` into ``local_dir``, replacing what was there.
 
         Returns what arrived of each file written (its SHA-256, hashed as it was written,

@@ -12,24 +12,15 @@ import os
 import re
 import stat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from overbrainer.exec.base import ExecError
+from overbrainer.exec.base import Arrived, ExecError
 from overbrainer.exec.shell import check_rel_path
 
 RESULT_PATHS = ("output", "metrics.jsonl", "job.log")
 CHECKPOINT_PREFIX = "checkpoint-"
 _MAX_HASHERS = 8
 _SUM_LINE = re.compile(r"^([0-9a-f]{64}) [ *](.+)$")
-
-
-@dataclass(frozen=True)
-class Arrived:
-    """One downloaded file as its bytes arrived: their SHA-256 (hex) and their count."""
-
-    sha256: str
-    size: int
 
 
 def is_checkpoint_dir(name: str) -> bool:

@@ -33,6 +33,7 @@ import asyncssh
 import trio
 
 from overbrainer.exec.base import (
+    Arrived,
     ExecError,
     Executor,
     HostKeyRefused,
@@ -58,7 +59,7 @@ from overbrainer.exec.job import (
     script,
     secrets_input,
 )
-from overbrainer.exec.manifest import Arrived, parse_sha256sum
+from overbrainer.exec.manifest import parse_sha256sum
 from overbrainer.exec.shell import build_command, check_rel_path, check_safe_word, quote
 from overbrainer.exec.transfer import (
     Entry,

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from overbrainer.exec.manifest import Arrived, list_files
+from overbrainer.exec.base import Arrived
+from overbrainer.exec.manifest import list_files
 from overbrainer.exec.shell import check_rel_path
 from overbrainer.exec.untar import Unpacker
 

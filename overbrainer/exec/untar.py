@@ -23,8 +23,8 @@ import tarfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from overbrainer.exec.base import ExecError
-from overbrainer.exec.manifest import Arrived, is_checkpoint_dir
+from overbrainer.exec.base import Arrived, ExecError
+from overbrainer.exec.manifest import is_checkpoint_dir
 
 _BLOCK = tarfile.BLOCKSIZE
 _ZERO_BLOCK = bytes(_BLOCK)

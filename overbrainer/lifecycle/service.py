@@ -22,8 +22,15 @@ from overbrainer.events import decisions
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.types import RunState
-from overbrainer.exec.base import ExecError, Executor, JobState, JobStatus, TargetUnreachable
-from overbrainer.exec.manifest import Arrived, local_manifest, verify
+from overbrainer.exec.base import (
+    Arrived,
+    ExecError,
+    Executor,
+    JobState,
+    JobStatus,
+    TargetUnreachable,
+)
+from overbrainer.exec.manifest import local_manifest, verify
 from overbrainer.exec.transfer import STAGING_DIR
 from overbrainer.front.interrupts import AFTER_STOP, Offer
 from overbrainer.lifecycle.outcome import Verdict, judge
@@ -389,9 +396,7 @@ async def collect(session: Session, job: Job) -> Retrieval:
         expected, arrived, error = await _fetch(job, local)
         if error is not None or expected is None:
             return expected, error, []
-        problems = await trio.to_thread.run_sync(
-            verify, expected, local, RETRIEVED_PATHS, arrived
-        )
+        problems = await trio.to_thread.run_sync(verify, expected, local, RETRIEVED_PATHS, arrived)
         return expected, None, problems
 
     interrupts = session.interrupts

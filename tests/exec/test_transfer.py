@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from overbrainer.exec.base import ExecError
+from overbrainer.exec.base import Arrived, ExecError
 from overbrainer.exec.manifest import (
-    Arrived,
     local_manifest,
     manifest_digest,
     parse_sha256sum,

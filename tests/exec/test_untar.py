@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from overbrainer.exec.base import ExecError
-from overbrainer.exec.manifest import Arrived, local_manifest
+from overbrainer.exec.base import Arrived, ExecError
+from overbrainer.exec.manifest import local_manifest
 from overbrainer.exec.untar import Unpacker, parse_pax
 
 PATHS = ["output", "metrics.jsonl", "job.log"]
