@@ -102,6 +102,9 @@ def _stopped(run_id: str, stage: str) -> StoppedBeforeJob:
     )
 
 
+LOCAL_POLL_SECONDS = 0.25
+
+
 @dataclass
 class MachineTarget:
     """A machine target of one command (see :class:`~overbrainer.lifecycle.target.Target`)."""
@@ -109,7 +112,15 @@ class MachineTarget:
     session: Session
     settings: Settings
     plan: Plan
-    poll: float = service.POLL_SECONDS
+
+    @property
+    def poll(self) -> float:
+        """How often following looks at the job: four times a second on this machine, where
+        a look costs a few file reads and one ``sh`` and the run then ends within a quarter
+        second of its job; once a second over SSH, where each look is a round trip."""
+        return (
+            service.POLL_SECONDS if isinstance(self.plan.target, SshTarget) else LOCAL_POLL_SECONDS
+        )
 
     @property
     def device(self) -> str:
