@@ -199,7 +199,7 @@ def show(
     then its training and evaluation loss against the step: drawn on a terminal, as a table
     elsewhere."""
     from overbrainer.events.home import has_local_files, run_home
-    from overbrainer.projections.files import run_dir, write_projections
+    from overbrainer.projections.files import refresh_projections, run_dir
 
     invocation = current()
     run = resolve_run(invocation, run)
@@ -211,10 +211,11 @@ def show(
         store.close()
     directory = run_dir(invocation.project_dir, run)
     local = has_local_files(directory)
-    # The cache files may be missing (deleted, or a run started from another checkout).
-    # On a read-only or full disk they stay as they are: only caches, the log has it all.
+    # The cache files may be missing (deleted, or a run started from another checkout) or
+    # behind: they are rewritten then, and only then. On a read-only or full disk they stay
+    # as they are: only caches, the log has it all.
     with contextlib.suppress(OSError):
-        write_projections(invocation.project_dir, state)
+        refresh_projections(invocation.project_dir, state)
     from overbrainer.projections.live import standing as standing_of
 
     standing = standing_of(state, directory) if state.run.state == RunState.running else None
