@@ -16,7 +16,19 @@ WIDTH = 80
 
 
 def kept_help(command: Sequence[str]) -> str | None:
-    """The kept help of ``command`` (its words, as ``["runs", "ls"]``), if there is one."""
+    """The kept help of ``command`` (its words, as ``["runs", "ls"]``), if there is one and
+    it fits: not when ``COLUMNS`` asks for another width, nor on a terminal narrower than
+    the kept text (cyclopts renders those). A wider terminal gets the kept 80 columns."""
+    import os
+
+    columns = os.environ.get("COLUMNS", "")
+    if columns not in ("", str(WIDTH)):
+        return None
+    try:
+        if os.isatty(1) and os.get_terminal_size(1).columns < WIDTH:
+            return None
+    except OSError:
+        pass
     from overbrainer.cli.help_texts import HELP
 
     return HELP.get(" ".join(command))

@@ -1,6 +1,7 @@
 """Every command's ``--help`` answers from the kept texts, which are exactly what cyclopts
 renders for the command tree as it is now."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -56,11 +57,31 @@ def test_a_command_help_prints_the_kept_text_and_imports_no_cli_library(
         "heavy = ('cyclopts', 'rich', 'trio', 'eventsourcing')\n"
         "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
     )
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # the width cyclopts kept
     done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, check=True
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        check=True,
     )
     assert done.stdout == HELP[" ".join(words)]
     assert done.stderr == "[]\n"
+
+
+def test_a_help_of_another_width_is_cyclopts_own(tmp_path: Path) -> None:
+    wide = subprocess.run(
+        [sys.executable, "-m", "overbrainer", "runs", "ls", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "300"},
+        check=True,
+    )
+    assert wide.stdout != HELP["runs ls"]
+    assert max(len(line) for line in wide.stdout.splitlines()) > 80
+    assert wide.stdout.startswith("Usage: overbrainer runs ls")
 
 
 def test_a_help_among_other_options_is_still_cyclopts_own(tmp_path: Path) -> None:
@@ -69,4 +90,4 @@ def test_a_help_among_other_options_is_still_cyclopts_own(tmp_path: Path) -> Non
     assert done.stdout == HELP["train"]
     unknown = _overbrainer("no-such-command", "--help", cwd=tmp_path)
     assert unknown.returncode == 2
-    assert 'Unknown command "no-such-command"' in unknown.stderr
+    assert 'unknown command "no-such-command"' in unknown.stderr
