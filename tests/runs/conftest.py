@@ -51,9 +51,20 @@ class Project:
         )
 
     def runs(self) -> list[str]:
-        """The run IDs of the project, oldest first."""
+        """The run IDs of the project, oldest first: by the creation time in run.json (runs
+        created within one second have IDs in random order), a run still without one
+        last."""
         directory = self.path / "runs"
-        return sorted(p.name for p in directory.iterdir()) if directory.exists() else []
+        if not directory.exists():
+            return []
+
+        def created(run_id: str) -> tuple[str, str]:
+            try:
+                return (str(self.run_json(run_id).get("created_at") or "~"), run_id)
+            except (OSError, ValueError):
+                return ("~", run_id)  # being created: the newest
+
+        return sorted((p.name for p in directory.iterdir()), key=created)
 
     def run_json(self, run_id: str) -> dict[str, object]:
         """``runs/<id>/run.json``."""
