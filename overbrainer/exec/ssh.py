@@ -89,8 +89,9 @@ _CHUNK = 4 << 20
 # in fewer, larger packets (asyncssh's work is mostly per packet).
 _WINDOW = 8 << 20
 _PACKET = 256 << 10
-# Chunks in flight between the transfer and the extracting worker.
-_QUEUED_CHUNKS = 4
+# Chunks queued between the transfer and the extracting worker: enough to ride out a
+# worker's pause, few enough that a download holds a small, fixed amount of memory.
+_QUEUED_CHUNKS = 2
 _FAST_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 _CLOSE_TIMEOUT = 5.0
 _GLOBAL_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
