@@ -20,8 +20,8 @@ import trio
 from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
 from overbrainer.events.store import RunStore
-from overbrainer.exec.base import Arrived, Executor
 from overbrainer.exec import ssh
+from overbrainer.exec.base import Arrived, Executor
 from overbrainer.exec.ssh import SshExecutor, UserHost, open_ssh
 from overbrainer.front.console import Front
 from overbrainer.front.interrupts import Interrupts
