@@ -25,7 +25,7 @@ import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, SecretStr, ValidationError
 from pydantic_core import ErrorDetails
@@ -401,6 +401,8 @@ def _coerce(annotation: Any, text: str) -> object:
     """``text`` read as ``annotation``; ``ValueError`` (without the text) if it is not one."""
     kind = _base_type(annotation)
     stripped = text.strip()
+    if _is_list_or_auto(annotation):
+        return "auto" if stripped == "auto" else _coerce(list[str], text)
     if kind is bool:
         if stripped.lower() in _TRUE:
             return True
@@ -430,8 +432,21 @@ def _coerce(annotation: Any, text: str) -> object:
     return text  # strings, literals and secrets are validated by the model
 
 
+def _is_list_or_auto(annotation: Any) -> bool:
+    """``gpu_types``' type: a list, or the word ``auto``."""
+    if get_origin(annotation) not in (Union, types.UnionType):
+        return False
+    options = [
+        get_args(arg)[0] if get_origin(arg) is Annotated else arg for arg in get_args(annotation)
+    ]
+    origins = {get_origin(option) for option in options}
+    return origins == {list, Literal}
+
+
 def _base_type(annotation: Any) -> Any:
     origin = get_origin(annotation)
+    if origin is Annotated:
+        return _base_type(get_args(annotation)[0])
     if origin in (Union, types.UnionType):
         options = [arg for arg in get_args(annotation) if arg is not type(None)]
         return _base_type(options[0]) if len(options) == 1 else str

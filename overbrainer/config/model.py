@@ -19,6 +19,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PlainValidator,
     SecretStr,
     ValidationInfo,
     field_validator,
@@ -472,15 +473,48 @@ class SshTarget(_MachineTarget):
         return value
 
 
+def _gpu_choice(value: object) -> list[str] | Literal["auto"]:
+    """``gpu_types``: ``"auto"``, or a non-empty list of GPU type ids (one error, not one
+    per member of the union)."""
+    if value == "auto":
+        return "auto"
+    if not isinstance(value, list):
+        raise _problem(
+            "",
+            'must be a list of GPU type ids (["NVIDIA GeForce RTX 4090"]) or "auto"',
+        )
+    if not value:
+        raise _problem(
+            "", 'must not be empty: name the GPU types to try, or set gpu_types = "auto"'
+        )
+    for index, gpu in enumerate(value):
+        if not isinstance(gpu, str) or not is_safe_label(gpu):
+            raise _problem(
+                f"[{index}]",
+                "is not a GPU type id: words of letters, digits and . _ - + separated "
+                'by single spaces (e.g. "NVIDIA GeForce RTX 4090")',
+            )
+    return list(value)
+
+
+# A list tried in order, or "auto": the catalog's types with at least ``min_vram_gb`` of
+# memory (and at most ``max_price_per_hour``), cheapest first.
+GpuChoice = Annotated[list[str] | Literal["auto"], PlainValidator(_gpu_choice)]
+
+
 class RunpodTarget(BaseModel):
     """``[targets.NAME]`` with ``kind = "runpod"``: a pod created for the run, then deleted."""
 
     model_config = _STRICT
 
     kind: Literal["runpod"]
-    gpu_types: Annotated[list[str], Field(min_length=1)]
+    gpu_types: GpuChoice
     max_hours: Annotated[float, Field(gt=0, le=720, allow_inf_nan=False)]
     gpu_count: Count = 1
+    min_vram_gb: Annotated[int, Field(ge=1, le=10_000)] | None = None
+    max_price_per_hour: Annotated[float, Field(gt=0, le=10_000, allow_inf_nan=False)] | None = None
+    # The most a run's pod may cost, in US dollars, at the rate it was created at.
+    max_cost_usd: Annotated[float, Field(gt=0, le=1_000_000, allow_inf_nan=False)] | None = None
     # Declared before ``image`` so that the image's validator sees it.
     allow_unpinned_image: bool = False
     image: str = RUNPOD_DEFAULT_IMAGE
@@ -491,17 +525,25 @@ class RunpodTarget(BaseModel):
     data_center_ids: list[str] = Field(default_factory=list)
     network_volume_id: str | None = None
 
-    @field_validator("gpu_types")
-    @classmethod
-    def _gpu_types(cls, value: list[str]) -> list[str]:
-        for index, gpu in enumerate(value):
-            if not is_safe_label(gpu):
-                raise _problem(
-                    f"[{index}]",
-                    "is not a GPU type id: words of letters, digits and . _ - + separated "
-                    'by single spaces (e.g. "NVIDIA GeForce RTX 4090")',
-                )
-        return value
+    @model_validator(mode="after")
+    def _auto_choice(self) -> "RunpodTarget":
+        auto = self.gpu_types == "auto"
+        if auto and self.min_vram_gb is None:
+            raise _problem(
+                ".min_vram_gb",
+                'is required with gpu_types = "auto": the least GPU memory (GB) the run '
+                "needs; add min_vram_gb = 24 (or what your model needs); `overbrainer pod "
+                "gpus` lists the types and their memory",
+            )
+        if not auto:
+            for key in ("min_vram_gb", "max_price_per_hour"):
+                if getattr(self, key) is not None:
+                    raise _problem(
+                        f".{key}",
+                        'applies only with gpu_types = "auto" (a list is tried as '
+                        f'written): set gpu_types = "auto" or remove {key}',
+                    )
+        return self
 
     @field_validator("data_center_ids")
     @classmethod

@@ -103,7 +103,7 @@ kind = "local"                        # this machine
 # [targets.gpu_cloud]
 # kind = "runpod"
 # gpu_types = ["NVIDIA GeForce RTX 4090", "NVIDIA RTX A6000"]
-#                                     # required; tried in this order
+#                                     # required; tried in this order (or "auto", below)
 # max_hours = 4                       # required; > 0, at most 720: the pod's watchdog
 #                                     # deletes it by then, even with this machine gone;
 #                                     # not with --keep-pod (then only `overbrainer pod rm
@@ -120,6 +120,18 @@ kind = "local"                        # this machine
 # retrieve_grace_minutes = 60         # >= 1: time kept for bringing results home
 # data_center_ids = ["EU-RO-1"]       # default: any
 # network_volume_id = "<volume id>"   # needs exactly one data_center_ids entry
+# max_cost_usd = 10                   # default: none; the most the pod may cost, at the
+#                                     # rate it was created at: it is deleted when it
+#                                     # reaches it (not with --keep-pod)
+
+# A pod on the cheapest GPU type in Runpod's catalog that has the memory it needs
+# (`overbrainer pod gpus` lists them, cheapest first).
+# [targets.gpu_auto]
+# kind = "runpod"
+# gpu_types = "auto"                  # the catalog's types, filtered, cheapest first
+# min_vram_gb = 40                    # required with "auto": memory per GPU, in GB
+# max_price_per_hour = 1.5            # default: any; the most per GPU-hour, in USD
+# max_hours = 4
 
 # Where the event log lives. Default: SQLite at .overbrainer/events.sqlite.
 # [store]

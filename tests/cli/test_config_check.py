@@ -359,6 +359,44 @@ CASES = [
         ("targets.gpu.boot_grace_minutes: must be at least 5",),
     ),
     Case(
+        "auto-without-min-vram",
+        cfg(targets=runpod().replace('["NVIDIA GeForce RTX 4090"]', '"auto"')),
+        ('targets.gpu.min_vram_gb: is required with gpu_types = "auto"', "min_vram_gb = 24"),
+    ),
+    Case(
+        "min-vram-with-a-list",
+        cfg(targets=runpod("min_vram_gb = 40\n")),
+        ('targets.gpu.min_vram_gb: applies only with gpu_types = "auto"',),
+    ),
+    Case(
+        "max-price-with-a-list-from-env",
+        cfg(targets=runpod()),
+        (
+            "targets.gpu.max_price_per_hour (from OVERBRAINER_TARGETS__GPU__MAX_PRICE_PER_HOUR): "
+            'applies only with gpu_types = "auto"',
+        ),
+        env={"OVERBRAINER_TARGETS__GPU__MAX_PRICE_PER_HOUR": "1.5"},
+    ),
+    Case(
+        "gpu-types-neither-list-nor-auto",
+        cfg(targets=runpod().replace('["NVIDIA GeForce RTX 4090"]', '"cheapest"')),
+        ("targets.gpu.gpu_types: must be a list of GPU type ids", '"auto"'),
+    ),
+    Case(
+        "max-cost-not-positive",
+        cfg(targets=runpod("max_cost_usd = 0\n")),
+        ("targets.gpu.max_cost_usd: must be greater than 0",),
+    ),
+    Case(
+        "max-cost-not-a-number-from-env",
+        cfg(targets=runpod()),
+        (
+            "targets.gpu.max_cost_usd (from OVERBRAINER_TARGETS__GPU__MAX_COST_USD): "
+            "must be a number",
+        ),
+        env={"OVERBRAINER_TARGETS__GPU__MAX_COST_USD": "ten"},
+    ),
+    Case(
         "empty-gpu-types",
         cfg(targets=runpod().replace('["NVIDIA GeForce RTX 4090"]', "[]")),
         ("targets.gpu.gpu_types: must not be empty",),
@@ -717,6 +755,21 @@ def test_comma_separated_lists_and_json_tables_from_env(
     assert gpu["data_center_ids"] == ["EU-RO-1"]
     assert gpu["network_volume_id"] == "vol1"
     assert settings["training"]["axolotl_extra"] == {"chat_template": "chatml"}
+
+
+def test_auto_gpu_choice_and_a_cost_cap_from_env(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "project"
+    _write(project, Case("x", cfg(targets=runpod()), ()))
+    clean_env.setenv("OVERBRAINER_TARGETS__GPU__GPU_TYPES", " auto ")
+    clean_env.setenv("OVERBRAINER_TARGETS__GPU__MIN_VRAM_GB", "40")
+    clean_env.setenv("OVERBRAINER_TARGETS__GPU__MAX_PRICE_PER_HOUR", "1.5")
+    clean_env.setenv("OVERBRAINER_TARGETS__GPU__MAX_COST_USD", "12.5")
+    assert check(project, "--json") == 0
+    gpu = json.loads(capsys.readouterr().out)["settings"]["targets"]["gpu"]
+    assert (gpu["gpu_types"], gpu["min_vram_gb"], gpu["max_price_per_hour"]) == ("auto", 40, 1.5)
+    assert gpu["max_cost_usd"] == 12.5
 
 
 def test_secrets_are_masked(

@@ -230,6 +230,7 @@ def test_template_examples_are_valid_when_uncommented(tmp_path: Path) -> None:
             "# [training.env]",
             "# [targets.box]",
             "# [targets.gpu_cloud]",
+            "# [targets.gpu_auto]",
             "# [store]",
             "# [runpod]",
         )
@@ -248,6 +249,10 @@ def test_template_examples_are_valid_when_uncommented(tmp_path: Path) -> None:
     assert isinstance(gpu, RunpodTarget)
     assert gpu.gpu_types == ["NVIDIA GeForce RTX 4090", "NVIDIA RTX A6000"]
     assert gpu.image == RUNPOD_DEFAULT_IMAGE  # the example shown is the default
+    assert gpu.max_cost_usd == 10
+    auto = settings.targets["gpu_auto"]
+    assert isinstance(auto, RunpodTarget) and auto.gpu_types == "auto"
+    assert (auto.min_vram_gb, auto.max_price_per_hour) == (40, 1.5)
     box = settings.targets["box"]
     assert isinstance(box, SshTarget) and box.workdir == "overbrainer"
     assert settings.store.is_postgres
