@@ -76,7 +76,7 @@ def source() -> str:
     """The text of ``help_texts.py`` for the tree as it is now."""
     lines = [
         '"""Every command\'s ``--help``, as cyclopts renders it: written by',
-        "``python -m overbrainer.cli.helps``; do not edit by hand.\"\"\"",
+        '``python -m overbrainer.cli.helps``; do not edit by hand."""',
         "",
         "HELP: dict[str, str] = {",
     ]

@@ -204,6 +204,7 @@ async def train(
                     keep=keep_pod,
                     pods=found.pods,
                     runpod_clock=found.runpod_clock,
+                    catalog=found.catalog,
                 ) as pod:
                     code = await run.train(session, pod)
             else:

@@ -351,6 +351,11 @@ def _stray_dropped(s: RunLog, e: ev.StrayDropped, at: str) -> None:
     s.pod.pods[e.pod_id] = PodState.deleted
 
 
+def _candidates(s: RunLog, e: ev.CandidatesChosen, at: str) -> None:
+    if s.run.state != RunState.preparing:
+        raise InvalidTransition("GPU candidates are chosen only before the job starts")
+
+
 _HANDLERS: dict[type[ev.Event], Any] = {
     ev.RunCreated: _created,
     ev.JobStarted: _job_started,
@@ -375,4 +380,5 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.PodDeleted: _deleted,
     ev.StrayRecorded: _stray,
     ev.StrayDropped: _stray_dropped,
+    ev.CandidatesChosen: _candidates,
 }

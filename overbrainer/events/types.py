@@ -217,6 +217,9 @@ class AttemptSent(Event):
     gpu_type: str
     deadline: str = ""
     max_hours: float | None = None
+    # The pod's expected USD/h (the catalog's list price × its GPU count) when known; older
+    # logs have none.
+    price_per_hour: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -326,6 +329,32 @@ class StrayDropped(Event):
     pod_id: str
 
 
+# ---- pod: GPU candidates ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class CandidatesChosen(Event):
+    """The GPU types the pod will be tried on, in order, and why each other one was left out
+    (appended before the first create).
+
+    ``source`` is ``auto`` (chosen from Runpod's catalog) or ``list`` (the target's
+    ``gpu_types``, priced from the catalog for ``max_cost_usd``). Each candidate is
+    ``{gpu_type, price_per_hour, max_hours, shortened, stock}``: the pod's expected USD/h
+    (all its GPUs), the bound it is created with (shorter than the target's ``max_hours``
+    when ``max_cost_usd`` pays for less), and the catalog's stock where it was said. Each
+    left-out type is ``{gpu_type, reason}``. The settings that chose them follow.
+    """
+
+    name: ClassVar[str] = "pod.CandidatesChosen"
+    source: str
+    candidates: list[dict[str, Any]]
+    left: list[dict[str, Any]] = field(default_factory=list)
+    max_hours: float | None = None
+    min_vram_gb: int | None = None
+    max_price_per_hour: float | None = None
+    max_cost_usd: float | None = None
+
+
 CATALOGUE: dict[str, type[Event]] = {
     cls.name: cls
     for cls in (
@@ -352,6 +381,7 @@ CATALOGUE: dict[str, type[Event]] = {
         PodDeleted,
         StrayRecorded,
         StrayDropped,
+        CandidatesChosen,
     )
 }
 

@@ -17,7 +17,7 @@ and the benchmark drive it on trio's MockClock with the fake API in-process;
 
 import contextlib
 import ipaddress
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from urllib.parse import urlsplit
@@ -45,7 +45,7 @@ from overbrainer.lifecycle.target import (
 from overbrainer.runpod import messages
 from overbrainer.runpod.clocks import ServerClock
 from overbrainer.runpod.decide import interrupted_before_job
-from overbrainer.runpod.models import Pod
+from overbrainer.runpod.models import GpuType, Pod
 from overbrainer.runpod.timing import Timing
 from overbrainer.session.session import Session, ended_by
 from overbrainer.targets.runpod import following
@@ -190,11 +190,13 @@ async def for_train(
     keep: bool,
     pods: list[Pod] | None = None,
     runpod_clock: ServerClock | None = None,
+    catalog: Sequence[GpuType] | None = None,
 ) -> AsyncIterator["PodTarget"]:
     """The Runpod target ``name`` for ``overbrainer train [--keep-pod]``.
 
-    ``pods`` is the account's listing the preflight made, if any (no second listing), and
-    ``runpod_clock`` Runpod's clock as its answers told it."""
+    ``pods`` is the account's listing the preflight made, if any (no second listing),
+    ``runpod_clock`` Runpod's clock as its answers told it, and ``catalog`` the GPU
+    catalog it read (the GPU candidates are chosen from it, with no second read)."""
     async with open_pod_context(session, settings, spec) as ctx:
         if runpod_clock is not None and runpod_clock.date is not None:
             # Same process, same monotonic clock: carried on, it is Runpod's time now.
@@ -208,6 +210,7 @@ async def for_train(
             api_base=api_base_of(settings),
             pods=pods,
             poll=follow_poll(settings),
+            catalog=catalog,
         )
 
 
@@ -231,7 +234,8 @@ class PodTarget:
     ``name`` is the target's name in ``overbrainer.toml``; ``keep`` is ``--keep-pod``;
     ``api_base`` is told to the pod's watchdog when the API is not Runpod's own; ``pods``
     is a fresh listing of the account's pods, when the command has one; ``poll`` is how
-    often following reads the job's status and metrics.
+    often following reads the job's status and metrics; ``catalog`` Runpod's GPU catalog,
+    when the command read it already.
     """
 
     ctx: PodContext
@@ -243,6 +247,7 @@ class PodTarget:
     pods: list[Pod] | None = None
     poll: float = service.POLL_SECONDS
     device: str = "auto"
+    catalog: Sequence[GpuType] | None = None
 
     @property
     def session(self) -> Session:
@@ -280,7 +285,12 @@ class PodTarget:
             # Runpod's clock is known from the listing above: say so if this one is far off.
             await note_clock(self.ctx, run_id)
             async with open_provisioned(
-                self.ctx, run_id, self.spec, keep=self.keep, api_base=self.api_base
+                self.ctx,
+                run_id,
+                self.spec,
+                keep=self.keep,
+                api_base=self.api_base,
+                catalog=self.catalog,
             ) as ready:
                 yield ready.executor
         except ProvisionInterrupted as stop:

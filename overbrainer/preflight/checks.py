@@ -15,6 +15,7 @@ from typing import Literal
 
 from overbrainer.config.model import is_pinned_image
 from overbrainer.preflight.probes import EngineProbe, TrainerProbe
+from overbrainer.runpod.candidates import NoCandidate, Wanted, choose, hours_text, price_text
 from overbrainer.runpod.models import GpuType
 from overbrainer.train.data import DataReport
 
@@ -24,6 +25,7 @@ __all__ = [
     "DirFact",
     "Report",
     "Verdict",
+    "candidates_check",
     "config_check",
     "data_check",
     "engine_check",
@@ -346,6 +348,36 @@ def _unknown_gpu(wanted: str, catalog: Sequence[GpuType]) -> str:
         names = ", ".join(f'"{gpu}"' for gpu in close)
         return f"{text}; close ones: {names}"
     return f"{text}; use a GPU type id exactly as Runpod's catalog spells it"
+
+
+def candidates_check(wanted: Wanted, catalog: Sequence[GpuType] | ApiFailure) -> Check:
+    """The GPU types a run would try, in order, with the price and the bound of each, when
+    ``gpu_types = "auto"`` or ``max_cost_usd`` makes the catalog choose them; a problem when
+    none may be tried (the message names the setting to change)."""
+    name = "gpu candidates"
+    try:
+        chosen = choose(wanted, None if isinstance(catalog, ApiFailure) else catalog)
+    except NoCandidate as error:
+        problem = str(error)
+        if isinstance(catalog, ApiFailure):
+            problem = f"{problem} ({catalog.message})"
+        return _check(name, "none may be tried", [problem])
+    tried = []
+    for candidate in chosen.candidates:
+        facts = []
+        if candidate.rate is not None:
+            facts.append(f"{price_text(candidate.rate)}/h")
+        if candidate.stock is not None:
+            facts.append(f"stock {candidate.stock.value.lower()}")
+        if candidate.shortened:
+            facts.append(f"deadline shortened to {hours_text(candidate.max_hours)} by max_cost_usd")
+        tried.append(f"{candidate.gpu_type} ({', '.join(facts)})" if facts else candidate.gpu_type)
+    summary = f"would try, in order: {'; '.join(tried)}"
+    if chosen.left:
+        summary += f"; {len(chosen.left)} left out: " + "; ".join(
+            f"{x.gpu_type} ({x.reason})" for x in chosen.left
+        )
+    return _check(name, summary)
 
 
 def _gpu_summary(gpu: GpuType) -> str:

@@ -56,14 +56,16 @@ _Runner = Callable[[Sequence[str]], Awaitable[str]]
 class Preflight:
     """A preflight's report, the settings it read (None when they are unusable), the
     target it checked, and for a Runpod target the account's pods it listed (so the run's
-    warning about leftover pods needs no second listing) and Runpod's clock as its answers
-    told it (so the run knows it, and how far this machine's is, before its first call)."""
+    warning about leftover pods needs no second listing), Runpod's clock as its answers
+    told it (so the run knows it, and how far this machine's is, before its first call)
+    and the GPU catalog it read (the run's GPU candidates come from it, no second read)."""
 
     report: Report
     settings: Settings | None
     target: str | None
     pods: list[Pod] | None = field(default=None, repr=False)
     runpod_clock: ServerClock | None = field(default=None, repr=False)
+    catalog: list[GpuType] | None = field(default=None, repr=False)
 
 
 async def preflight(
@@ -97,16 +99,17 @@ async def preflight(
     found.append(checks.data_check(data))
     pods: list[Pod] | None = None
     clock: ServerClock | None = None
+    catalog: list[GpuType] | None = None
     if settings is None or spec is None or name is None:
         found.append(checks.skipped("target", "not checked: the configuration has problems"))
     elif isinstance(spec, RunpodTarget):
-        pods, clock = await _runpod(found, settings, name, spec)
+        pods, clock, catalog = await _runpod(found, settings, name, spec)
     else:
         await _machine(found, settings, name, spec, project_dir)
     local_store = settings is None or settings.store.url is None
     found.append(await trio.to_thread.run_sync(_project_dirs, project_dir, local_store))
     report = Report(subject or "the project", tuple(found))
-    return Preflight(report, settings if not problems else None, name, pods, clock)
+    return Preflight(report, settings if not problems else None, name, pods, clock, catalog)
 
 
 # --- the project's own directories -------------------------------------------------------
@@ -304,19 +307,25 @@ async def _ask(run: _Runner, args: Sequence[str]) -> str | _NoAnswer:
 
 async def _runpod(
     found: list[Check], settings: Settings, name: str, spec: RunpodTarget
-) -> tuple[list[Pod] | None, ServerClock | None]:
-    """The key (by listing the account's pods), the GPU types (by the catalog), the image;
-    the pods listed and Runpod's clock as the answers told it."""
+) -> tuple[list[Pod] | None, ServerClock | None, list[GpuType] | None]:
+    """The key (by listing the account's pods), the GPU types (by the catalog, with its
+    stock for the pod's GPU count), the candidates they give, the image; the pods listed,
+    Runpod's clock as the answers told it and the catalog read."""
+    from overbrainer.runpod.candidates import wanted_of
     from overbrainer.runpod.client import RunpodClient, RunpodError
 
     base = settings.runpod.base_url
     pods: list[Pod] | None = None
     clock: ServerClock | None = None
+    read: list[GpuType] | None = None
+    wanted = wanted_of(name, spec)
     try:
         key = settings.require_runpod_api_key()
     except ConfigError as error:
         found.append(checks.runpod_key_check(base, "; ".join(error.problems)))
         found.append(checks.skipped("gpu types", "not checked: no API key"))
+        if wanted.needs_catalog:
+            found.append(checks.skipped("gpu candidates", "not chosen: no API key"))
     else:
         async with RunpodClient(key, base) as client:
             answer: int | ApiFailure
@@ -328,13 +337,23 @@ async def _runpod(
             found.append(checks.runpod_key_check(base, answer))
             if isinstance(answer, ApiFailure):
                 found.append(checks.skipped("gpu types", "not checked: see runpod key"))
+                if wanted.needs_catalog:
+                    found.append(checks.skipped("gpu candidates", "not chosen: see runpod key"))
             else:
                 catalog: list[GpuType] | ApiFailure
                 try:
-                    catalog = await client.list_gpu_types()
+                    catalog = await client.list_gpu_types(
+                        availability=True, gpu_count=spec.gpu_count
+                    )
+                    read = catalog
                 except RunpodError as error:
                     catalog = ApiFailure(error.status, str(error))
-                found.append(checks.gpu_types_check(name, spec.gpu_types, spec.gpu_count, catalog))
+                if spec.gpu_types != "auto":
+                    found.append(
+                        checks.gpu_types_check(name, spec.gpu_types, spec.gpu_count, catalog)
+                    )
+                if wanted.needs_catalog:
+                    found.append(checks.candidates_check(wanted, catalog))
             clock = client.server_clock if client.server_clock.known else None
     found.append(
         checks.image_check(
@@ -345,4 +364,4 @@ async def _runpod(
             default=spec.image == RUNPOD_DEFAULT_IMAGE and "image" not in spec.model_fields_set,
         )
     )
-    return pods, clock
+    return pods, clock, read

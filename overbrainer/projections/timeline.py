@@ -82,7 +82,43 @@ def _attempt_sent(e: ev.AttemptSent, s: RunLog | None) -> str:
         bound = f"max_hours {e.max_hours:g} from its creation"
     else:
         bound = f"deadline {e.deadline or 'unknown'}"
-    return f"attempt {e.n}: asking Runpod for pod {e.pod_name} on {e.gpu_type} ({bound})"
+    price = f" at {_rate(e.price_per_hour)}" if e.price_per_hour is not None else ""
+    return f"attempt {e.n}: asking Runpod for pod {e.pod_name} on {e.gpu_type}{price} ({bound})"
+
+
+def _candidate(c: dict[str, Any], e: ev.CandidatesChosen) -> str:
+    facts = []
+    rate = c.get("price_per_hour")
+    if isinstance(rate, int | float):
+        facts.append(_rate(float(rate)))
+    if c.get("stock"):
+        facts.append(f"stock {str(c['stock']).lower()}")
+    hours = c.get("max_hours")
+    if c.get("shortened") and isinstance(hours, int | float):
+        facts.append(
+            f"deadline shortened to {round(float(hours), 2):g} h to stay within max_cost_usd "
+            + _money(e.max_cost_usd)
+        )
+    return f"{c.get('gpu_type')}" + (f" ({', '.join(facts)})" if facts else "")
+
+
+def _candidates(e: ev.CandidatesChosen, s: RunLog | None) -> str:
+    rules = []
+    if e.min_vram_gb is not None:
+        rules.append(f"min_vram_gb {e.min_vram_gb}")
+    if e.max_price_per_hour is not None:
+        rules.append(f"max_price_per_hour {_money(e.max_price_per_hour)}")
+    if e.max_cost_usd is not None:
+        rules.append(f"max_cost_usd {_money(e.max_cost_usd)}")
+    how = "cheapest first from Runpod's catalog" if e.source == "auto" else "as listed"
+    why = f"{how}: " + ", ".join(rules) if rules else how
+    tried = "; ".join(_candidate(c, e) for c in e.candidates)
+    text = f"GPU types to try ({why}): {tried}"
+    if e.left:
+        text += "; left out: " + "; ".join(
+            f"{c.get('gpu_type')} ({c.get('reason')})" for c in e.left
+        )
+    return text
 
 
 def _attempt_resolved(e: ev.AttemptResolved, s: RunLog | None) -> str:
@@ -147,6 +183,7 @@ _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
     ev.PodDeleted: _deleted,
     ev.StrayRecorded: lambda e, s: f"stray pod {e.pod_id} recorded ({e.reason})",
     ev.StrayDropped: lambda e, s: f"stray pod {e.pod_id} is gone",
+    ev.CandidatesChosen: _candidates,
 }
 
 

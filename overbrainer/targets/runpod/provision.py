@@ -1,7 +1,11 @@
 """Provisioning a run's pod: from nothing to a pod whose SSH answers with the pinned host
 key and whose watchdog said ``ready``, before the run's job exists.
 
-The walk: generate the run's keys; for each GPU type in order, append ``AttemptSent``
+The walk: choose the GPU types to try and the bound of each
+(:mod:`~overbrainer.runpod.candidates`, from Runpod's catalog, read once before the walk
+when ``gpu_types = "auto"`` or ``max_cost_usd`` needs it; none qualifying refuses the run
+before any create) and record them (``CandidatesChosen``); generate the run's keys; for
+each candidate in order, append ``AttemptSent``
 (durably, before the create leaves), create, and settle the pod — wait until SSH answers
 with the pinned host key and the pod's watchdog wrote ``ready``. A pod that does not get
 there in time, vanishes or dies is deleted and the next type is tried; a watchdog that
@@ -21,7 +25,7 @@ use an in-memory executor, production :func:`pinned_ssh`.
 """
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -43,6 +47,15 @@ from overbrainer.exec.base import (
 )
 from overbrainer.front.interrupts import ShieldTimeout, StopRequested
 from overbrainer.runpod import decide
+from overbrainer.runpod.candidates import (
+    Candidate,
+    Chosen,
+    NoCandidate,
+    Wanted,
+    choose,
+    shortened_text,
+    wanted_of,
+)
 from overbrainer.runpod.client import CreateFailed, CreatePod, RunpodError
 from overbrainer.runpod.decide import (
     BootKind,
@@ -52,7 +65,7 @@ from overbrainer.runpod.decide import (
     rate_text,
 )
 from overbrainer.runpod.keys import RunKeys, write_run_keys, write_ssh_config
-from overbrainer.runpod.models import Pod, SshEndpoint, UnsafeSshEndpoint
+from overbrainer.runpod.models import GpuType, Pod, SshEndpoint, UnsafeSshEndpoint
 from overbrainer.runpod.pod_scripts import BOOTSTRAP_FAILED, VERDICT, pod_args, pod_env
 from overbrainer.targets.runpod.delete import DeleteUnconfirmed, delete_pod, forget_key_if_done
 from overbrainer.targets.runpod.pods import Connect, PodAccess, PodContext, pod_ls_hint
@@ -60,6 +73,7 @@ from overbrainer.targets.runpod.pull import show_pull, while_showing
 
 __all__ = [
     "CreateStopped",
+    "NoGpuCandidate",
     "NothingPlaced",
     "PodRefused",
     "ProvisionCancelled",
@@ -89,6 +103,12 @@ class ProvisionError(OverbrainerError):
 
 class NothingPlaced(ProvisionError):
     """Every GPU type was tried; the message names each attempt's outcome."""
+
+
+class NoGpuCandidate(ProvisionError):
+    """No GPU type may be tried (none of the catalog qualifies for ``"auto"``, the cost cap
+    pays for no hour of any, or the catalog they need could not be read): nothing was
+    created; the message names the setting to change."""
 
 
 class CreateStopped(ProvisionError):
@@ -198,14 +218,18 @@ async def provision(
     *,
     keep: bool,
     api_base: str | None = None,
+    catalog: Sequence[GpuType] | None = None,
 ) -> Provisioned:
     """Create run ``run_id``'s pod on the first GPU type of ``spec`` that gives a ready one.
 
     ``keep`` is ``--keep-pod`` (told to the watchdog); ``api_base`` is given to the pod's
-    watchdog only when it is not Runpod's own API (the fake one). The whole walk is
-    shielded; see the module docstring for Ctrl-C. The run must exist and be preparing.
+    watchdog only when it is not Runpod's own API (the fake one); ``catalog`` is Runpod's
+    GPU catalog when the command already read it (the preflight), else it is read here
+    when the choice needs it. The whole walk is shielded; see the module docstring for
+    Ctrl-C. The run must exist and be preparing.
 
     Raises:
+        NoGpuCandidate: no GPU type may be tried; nothing was created.
         NothingPlaced: every GPU type was tried (the message names each outcome).
         CreateStopped: Runpod refused in a way no other type fixes (402, 422, …).
         PodRefused: the watchdog refused the pod, or its bootstrap failed.
@@ -214,8 +238,11 @@ async def provision(
     """
     if ctx.connect is None:
         raise ValueError("provisioning needs PodContext.connect")
-    walk = _Walk(ctx, run_id, spec, keep=keep, api_base=api_base)
-    limit = ctx.timing.walk_limit(len(spec.gpu_types))
+    state = await ctx.session.journal.state(run_id)
+    wanted = wanted_of(state.run.target, spec)
+    chosen = await _choose(ctx, wanted, catalog)
+    walk = _Walk(ctx, run_id, spec, keep=keep, api_base=api_base, wanted=wanted, chosen=chosen)
+    limit = ctx.timing.walk_limit(len(chosen.candidates))
     try:
         return await ctx.session.interrupts.shield(
             f"provisioning a pod for run {run_id}", limit, walk.run
@@ -227,6 +254,21 @@ async def provision(
         ) from error
 
 
+async def _choose(ctx: PodContext, wanted: Wanted, catalog: Sequence[GpuType] | None) -> Chosen:
+    """The candidates, from ``catalog`` or (when the choice needs one) a single read of it,
+    availability included for the pod's GPU count."""
+    if catalog is None and wanted.needs_catalog:
+        try:
+            catalog = await ctx.client.list_gpu_types(availability=True, gpu_count=wanted.gpu_count)
+        except RunpodError as error:
+            ctx.session.front.warn(f"cannot read Runpod's GPU catalog: {error}")
+            catalog = None
+    try:
+        return choose(wanted, catalog)
+    except NoCandidate as error:
+        raise NoGpuCandidate(str(error)) from None
+
+
 @contextlib.asynccontextmanager
 async def open_provisioned(
     ctx: PodContext,
@@ -235,6 +277,7 @@ async def open_provisioned(
     *,
     keep: bool,
     api_base: str | None = None,
+    catalog: Sequence[GpuType] | None = None,
 ) -> AsyncIterator[ReadyPod]:
     """:func:`provision`, then hold the SSH connection the job starts through.
 
@@ -244,7 +287,7 @@ async def open_provisioned(
     ``timing.poll`` apart) is deleted and the run fails. Leaving the block closes the
     connection only: what becomes of the pod is the caller's decision.
     """
-    ready = await provision(ctx, run_id, spec, keep=keep, api_base=api_base)
+    ready = await provision(ctx, run_id, spec, keep=keep, api_base=api_base, catalog=catalog)
     assert ctx.connect is not None  # provision checked it
     async with contextlib.AsyncExitStack() as stack:
         executor: Executor | None = None
@@ -338,8 +381,14 @@ class _Walk:
         *,
         keep: bool,
         api_base: str | None,
+        wanted: Wanted,
+        chosen: Chosen,
     ) -> None:
         self.ctx = ctx
+        self.wanted = wanted
+        self.chosen = chosen
+        # The candidate being tried (its bound and price go into the create and the log).
+        self.current: Candidate = chosen.candidates[0]
         self.run_id = run_id
         self.spec = spec
         self.keep = keep
@@ -359,9 +408,11 @@ class _Walk:
     async def run(self) -> Provisioned:
         """The whole walk (inside provisioning's shield)."""
         try:
+            await self._record_candidates()
             keys = await self._keys()
-            for gpu_type in self.spec.gpu_types:
-                placed = await self._try_type(gpu_type, keys)
+            for candidate in self.chosen.candidates:
+                self.current = candidate
+                placed = await self._try_type(candidate.gpu_type, keys)
                 if placed is not None:
                     self.live = None
                     return placed
@@ -382,6 +433,32 @@ class _Walk:
         raise NothingPlaced(decide.nothing_placed(self.run_id, state.pod.attempts))
 
     # -- steps --
+
+    async def _record_candidates(self) -> None:
+        """What will be tried, in order, and why the rest is left out: recorded when the
+        choice was the catalog's or the cost cap's (a plain list is its own record)."""
+        wanted = self.wanted
+        if not wanted.needs_catalog:
+            return
+        chosen = ev.CandidatesChosen(
+            source=self.chosen.source,
+            candidates=[
+                {
+                    "gpu_type": c.gpu_type,
+                    "price_per_hour": _cents4(c.rate),
+                    "max_hours": c.max_hours,
+                    "shortened": c.shortened,
+                    "stock": c.stock.value if c.stock is not None else None,
+                }
+                for c in self.chosen.candidates
+            ],
+            left=[{"gpu_type": x.gpu_type, "reason": x.reason} for x in self.chosen.left],
+            max_hours=wanted.max_hours,
+            min_vram_gb=wanted.min_vram_gb,
+            max_price_per_hour=wanted.max_price_per_hour,
+            max_cost_usd=wanted.max_cost_usd,
+        )
+        self._taken(await self.journal.append(self.run_id, self._unless_overtaken([chosen])))
 
     async def _keys(self) -> RunKeys:
         # Before any create: a run directory that cannot hold the keys stops the run here,
@@ -462,9 +539,18 @@ class _Walk:
             # bound is max_hours, counted on the pod from its creation: nothing of this
             # machine's clock goes into it.
             request = self._request(name, gpu_type, keys)
+            candidate = self.current
             sent = ev.AttemptSent(
-                n=n, pod_name=name, gpu_type=gpu_type, max_hours=self.spec.max_hours
+                n=n,
+                pod_name=name,
+                gpu_type=gpu_type,
+                max_hours=candidate.max_hours,
+                price_per_hour=_cents4(candidate.rate),
             )
+            if candidate.shortened and self.wanted.max_cost_usd is not None:
+                self.front.info(
+                    shortened_text(candidate, self.wanted.max_hours, self.wanted.max_cost_usd)
+                )
             # Decided on the fresh log: no create leaves for a run another command ended.
             self._taken(await self.journal.append(self.run_id, self._unless_overtaken([sent])))
             if self.interrupts.interrupted:
@@ -526,7 +612,7 @@ class _Walk:
             self.run_id,
             keys,
             run_dir=f"{self.ctx.root.rstrip('/')}/{self.remote_dir}",
-            max_hours=spec.max_hours,
+            max_hours=self.current.max_hours,
             boot_grace_seconds=spec.boot_grace_minutes * 60,
             retrieve_grace_seconds=spec.retrieve_grace_minutes * 60,
             keep=self.keep,
@@ -559,7 +645,7 @@ class _Walk:
         # Runpod's own createdAt; without one, Runpod's time of its answer (no earlier than
         # the creation, so the deadline is never put before the pod's own).
         created = pod.created_at or self.ctx.server_now()
-        self.deadlines[pod.id] = decide.deadline(created, self.spec.max_hours)
+        self.deadlines[pod.id] = decide.deadline(created, self.current.max_hours)
         events: list[ev.Event] = [
             ev.AttemptResolved(n=n, result="created", detail=detail, pod_id=pod.id),
             ev.PodCreated(
@@ -909,6 +995,11 @@ async def _what_others_did(ctx: PodContext, run_id: str, state: RunLog) -> str:
     # The other command may not have recorded the run's end yet: who deleted the pod.
     who = await recorded_by(ctx.session, run_id, ev.PodDeleting)
     return f"had its pod deleted{who or ' by another command'}"
+
+
+def _cents4(rate: float | None) -> float | None:
+    """A rate as recorded: to 1/100 of a cent (a float product carries noise)."""
+    return None if rate is None else round(rate, 4)
 
 
 def _span(seconds: float) -> str:
