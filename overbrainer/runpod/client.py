@@ -31,10 +31,12 @@ from overbrainer.runpod.clocks import ServerClock, parse_http_date
 from overbrainer.runpod.models import (
     BadGpuData,
     BadPodData,
+    DataCenter,
     GpuType,
     Pod,
     Problem,
     check_pod_id,
+    parse_data_center,
     parse_gpu_type,
     parse_pod,
     parse_problem,
@@ -644,6 +646,27 @@ class RunpodClient:
         if gpu.id != gpu_id:
             raise RunpodApiError(f"cannot {op}: Runpod answered with another GPU type", status=200)
         return gpu
+
+    async def list_data_centers(self) -> list[DataCenter]:
+        """Runpod's data centers (``GET /catalog/datacenters``): id, name, region and what
+        each supports. An entry without a usable id is left out."""
+        op = "read Runpod's data centers"
+        answer, attempts = await self._call("GET", "/catalog/datacenters", op, "always")
+        if answer.status != 200:
+            raise self._api_error(op, answer, attempts)
+        try:
+            data = answer.json()
+        except ValueError:
+            data = None
+        items = data.get("dataCenters") if isinstance(data, dict) else None
+        if not isinstance(items, list):
+            raise self._api_error(op, answer, attempts)
+        found: dict[str, DataCenter] = {}
+        for item in items:
+            center = parse_data_center(item)
+            if center is not None:
+                found.setdefault(center.id, center)
+        return list(found.values())
 
     def _gpu_type(self, data: object, op: str) -> GpuType:
         try:

@@ -25,6 +25,7 @@ __all__ = [
     "Availability",
     "BadGpuData",
     "BadPodData",
+    "DataCenter",
     "DataCenterAvailability",
     "GpuType",
     "Pod",
@@ -33,6 +34,7 @@ __all__ = [
     "SshEndpoint",
     "UnsafeSshEndpoint",
     "check_pod_id",
+    "parse_data_center",
     "parse_gpu_type",
     "parse_pod",
     "parse_problem",
@@ -421,3 +423,49 @@ def _cuda_versions(value: object) -> dict[str, bool]:
         if isinstance(version, str) and _CUDA_VERSION.fullmatch(version):
             found[version] = item.get("available") is True
     return found
+
+
+# --- the data centers --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DataCenter:
+    """One data center of Runpod's catalog (``GET /catalog/datacenters``), its text made safe
+    to print. ``id`` is what a target's ``data_center_ids`` takes."""
+
+    id: str
+    name: str
+    region: str
+    global_network: bool
+    volume_types: tuple[str, ...]
+    compliance: tuple[str, ...]
+
+
+def parse_data_center(data: object) -> DataCenter | None:
+    """Parse one ``DataCenter`` object, tolerating missing or unknown fields; None when it
+    has no usable ``id`` (a printable string without spaces, of at most 100 characters)."""
+    if not isinstance(data, dict):
+        return None
+    center = data.get("id")
+    if (
+        not isinstance(center, str)
+        or not center
+        or len(center) > 100
+        or not center.isprintable()
+        or any(ch.isspace() for ch in center)
+    ):
+        return None
+    return DataCenter(
+        id=center,
+        name=_text(data.get("name"), 100) or center,
+        region=_text(data.get("region"), 40) or "UNKNOWN",
+        global_network=data.get("globalNetwork") is True,
+        volume_types=_words(data.get("networkVolumeTypes")),
+        compliance=_words(data.get("compliance")),
+    )
+
+
+def _words(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        return ()
+    return tuple(one_line(item, 40) for item in value if isinstance(item, str) and item)

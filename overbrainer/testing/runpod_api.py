@@ -63,6 +63,13 @@ DATA_CENTER_NAMES: dict[str, tuple[str, str]] = {
 }
 """Name and country of the fake's known data centers (another one is named by its id and
 is in no country)."""
+DATA_CENTER_REGIONS: dict[str, str] = {
+    "EU-RO-1": "EUROPE",
+    "US-TX-3": "NORTH_AMERICA",
+    "US-KS-2": "NORTH_AMERICA",
+}
+"""The region ``GET /catalog/datacenters`` shows for each known data center (another one:
+``UNKNOWN``)."""
 CUDA_VERSION = "12.8"
 """The CUDA version of every fake machine (the pods report it as ``cudaVersion``)."""
 NO_CAPACITY = (
@@ -513,10 +520,15 @@ class FakeRunpod:
         if parts is None:
             parts = path.strip("/").split("/")
         catalog = parts[:2] == ["catalog", "gpus"] and len(parts) <= 3
-        if not catalog and (
-            parts[0] != "pods"
-            or len(parts) > 3
-            or (len(parts) == 3 and parts[2] not in ("action", "logs"))
+        centers = parts == ["catalog", "datacenters"]
+        if (
+            not catalog
+            and not centers
+            and (
+                parts[0] != "pods"
+                or len(parts) > 3
+                or (len(parts) == 3 and parts[2] not in ("action", "logs"))
+            )
         ):
             return _problem(404, "resource not found")
         auth = self._authenticate(request.headers.get("authorization"))
@@ -525,11 +537,13 @@ class FakeRunpod:
             detail = "missing bearer token" if auth == "none" else "invalid api key"
             return _problem(401, detail)
         method = request.method
-        if catalog:
+        if catalog or centers:
             if auth.startswith("pod:"):
                 return _problem(403, "access denied")
             if method != "GET":
                 return _problem(405, "The requested method is not allowed for this path.")
+            if centers:
+                return self._data_centers(request.query)
             return self._catalog(parts[2] if len(parts) == 3 else None, request.query)
         pod_id = parts[1] if len(parts) > 1 else None
         if auth.startswith("pod:"):
@@ -658,6 +672,39 @@ class FakeRunpod:
         else:
             entry["cudaVersions"] = []
         return entry
+
+    # --- the data centers' catalog ---
+
+    def _data_centers(self, query: dict[str, str]) -> FakeResponse:
+        """``GET /catalog/datacenters``: the fake's data centers, filtered by ``regions``,
+        with each GPU type's stock there when ``include=GPU_AVAILABILITY`` (the query is
+        checked against the published parameters first: 422 when it breaks them)."""
+        errors = runpod_schema.query_errors("/catalog/datacenters", query)
+        if errors:
+            return _problem(422, "Request validation failed.", errors=errors)
+        include = set(query["include"].split(",")) if query.get("include") else set()
+        regions = set(query["regions"].split(",")) if query.get("regions") else None
+        found = []
+        for dc in self.data_centers:
+            region = DATA_CENTER_REGIONS.get(dc, "UNKNOWN")
+            if regions is not None and region not in regions:
+                continue
+            entry: dict[str, Any] = {
+                "id": dc,
+                "name": DATA_CENTER_NAMES.get(dc, (dc, ""))[0],
+                "region": region,
+                "globalNetwork": region != "UNKNOWN",
+                "networkVolumeTypes": ["STANDARD"],
+                "compliance": ["GDPR"] if region == "EUROPE" else ["SOC_2_TYPE_2"],
+            }
+            if "GPU_AVAILABILITY" in include and self.gpu_types:
+                entry["gpuAvailability"] = [
+                    {"id": gpu.id, "name": gpu.name, "availability": _level(self._free(gpu.id, dc))}
+                    for gpu in self.gpu_types.values()
+                    if gpu.secure
+                ]
+            found.append(entry)
+        return _json(200, {"dataCenters": found})
 
     async def _create(self, owner: str, body: Any, record: RecordedRequest) -> FakeResponse:
         if body is _NOT_JSON:

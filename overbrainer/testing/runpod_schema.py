@@ -4,8 +4,9 @@
 description (``openapi-v2.json``): its ``openapi``/``info`` header, the component schemas
 the pod and GPU catalog endpoints use (``CreatePodRequest``, ``Pod``, ``ListPodsResponse``,
 ``PodActionRequest``, ``ErrorResponse``, ``ListGpuTypesResponse``, ``GpuType`` and
-everything they reference) and the parameters of ``GET /catalog/gpus`` and
-``GET /pods/{id}/logs``.
+everything they reference), the parameters of ``GET /catalog/gpus`` and
+``GET /pods/{id}/logs``, and the data centers' listing (``ListDataCentersResponse`` and the
+inline parameters of ``GET /catalog/datacenters``, under ``paths`` as published).
 Regenerate it with
 
     python -m overbrainer.testing.runpod_schema /path/to/openapi-v2.json
@@ -35,6 +36,7 @@ ROOTS = (
     "ErrorResponse",
     "ListGpuTypesResponse",
     "GpuType",
+    "ListDataCentersResponse",
 )
 CATALOG_GPU_PARAMETERS = (
     "CatalogIncludeParam",
@@ -48,6 +50,8 @@ CATALOG_GPU_PARAMETERS = (
 """The query parameters of ``GET /catalog/gpus`` and ``GET /catalog/gpus/{id}``."""
 POD_LOG_PARAMETERS = ("LogSourceParam", "LogTail", "LogSince", "LogLastEventID")
 """The parameters of ``GET /pods/{id}/logs`` (``Last-Event-ID`` is a header)."""
+OPERATIONS = ("/v2/catalog/datacenters",)
+"""The paths whose ``GET`` parameters are copied as published (they are written inline)."""
 _PREFIX = "#/components/schemas/"
 _PARAMETERS = "#/components/parameters/"
 
@@ -71,8 +75,13 @@ def extract(published: dict[str, Any]) -> dict[str, Any]:
         name: published["components"]["parameters"][name]
         for name in CATALOG_GPU_PARAMETERS + POD_LOG_PARAMETERS
     }
+    paths = {
+        path: {"get": {"parameters": published["paths"][path]["get"]["parameters"]}}
+        for path in OPERATIONS
+    }
     wanted: dict[str, Any] = {}
     todo = list(ROOTS) + [ref for p in parameters.values() for ref in _refs(p)]
+    todo += list(_refs(paths))
     while todo:
         name = todo.pop()
         if name in wanted:
@@ -83,6 +92,7 @@ def extract(published: dict[str, Any]) -> dict[str, Any]:
         "openapi": published["openapi"],
         "info": published["info"],
         "x-extracted-from": "Runpod REST API v2 published OpenAPI description (openapi-v2.json)",
+        "paths": paths,
         "components": {
             "parameters": dict(sorted(parameters.items())),
             "schemas": dict(sorted(wanted.items())),
@@ -141,6 +151,35 @@ def parameter_errors(name: str, value: object) -> list[str]:
         f"query {key}{error.json_path[1:]}: {error.message}"
         for error in parameter_validator(name).iter_errors(value)
     ]
+    return sorted(found)
+
+
+def query_errors(path: str, query: dict[str, str]) -> list[str]:
+    """Every violation of ``GET path``'s published query parameters by ``query`` (an
+    unknown parameter included), as ``query NAME: message``; an array parameter's value is
+    its comma-separated text split."""
+    from jsonschema import Draft202012Validator
+
+    params = {p["name"]: p for p in document()["paths"]["/v2" + path]["get"]["parameters"]}
+    found: list[str] = []
+    for key, raw in query.items():
+        param = params.get(key)
+        if param is None:
+            found.append(f"query {key}: not a parameter of GET {path}")
+            continue
+        schema = param["schema"]
+        value: object = raw
+        if schema.get("type") == "array":  # style form, explode false
+            value = raw.split(",") if raw else []
+        elif schema.get("type") == "boolean":
+            value = {"true": True, "false": False}.get(raw, raw)
+        root = {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            **schema,
+            "components": document()["components"],
+        }
+        for error in Draft202012Validator(root).iter_errors(value):
+            found.append(f"query {key}{error.json_path[1:]}: {error.message}")
     return sorted(found)
 
 

@@ -794,6 +794,31 @@ async def test_catalog_availability_is_asked_for_pods_on_the_secure_cloud(
         await client.list_gpu_types(availability=True, gpu_count=0)
 
 
+async def test_the_data_centers_are_read_with_a_request_the_published_schema_allows(
+    fake: FakeRunpod, client: RunpodClient, autojump_clock: trio.testing.MockClock
+) -> None:
+    centers = await client.list_data_centers()
+    assert [(c.id, c.name, c.region) for c in centers] == [
+        ("EU-RO-1", "Europe Romania 1", "EUROPE"),
+        ("US-TX-3", "US Texas 3", "NORTH_AMERICA"),
+        ("US-KS-2", "US Kansas 2", "NORTH_AMERICA"),
+    ]
+    assert centers[0].volume_types == ("STANDARD",) and centers[0].compliance == ("GDPR",)
+    (request,) = [r for r in fake.requests if r.path == "/catalog/datacenters"]
+    assert runpod_schema.query_errors("/catalog/datacenters", request.query) == []
+    assert request.status == 200 and request.auth == "account"
+    # Retried like every read; an answer of another shape is an error, and an entry
+    # without a usable id is left out.
+    fake.fail_next("GET /catalog/datacenters", 503)
+    assert len(await client.list_data_centers()) == 3
+    odd = {"dataCenters": [{"id": "EU RO 1"}, {"name": "no id"}, {"id": "EU-RO-1"}]}
+    fake.fail_next("GET /catalog/datacenters", 200, raw_body=json.dumps(odd).encode())
+    assert [c.id for c in await client.list_data_centers()] == ["EU-RO-1"]
+    fake.fail_next("GET /catalog/datacenters", 200, raw_body=b'{"dataCenters": 3}')
+    with pytest.raises(RunpodApiError, match="data centers"):
+        await client.list_data_centers()
+
+
 async def test_an_unknown_gpu_type_reads_as_none_and_odd_ids_stay_in_the_path(
     fake: FakeRunpod, client: RunpodClient, autojump_clock: trio.testing.MockClock
 ) -> None:

@@ -528,3 +528,52 @@ async def test_the_catalog_needs_an_account_key(
     fake.fail_next("GET /catalog/gpus", 503)
     assert (await http.get("/catalog/gpus")).status_code == 503
     assert (await http.get("/catalog/gpus")).status_code == 200
+
+
+# --- the data centers -------------------------------------------------------------------
+
+
+async def test_the_data_centers_are_listed_shaped_as_published(
+    fake: FakeRunpod, http: httpx.AsyncClient, autojump_clock: trio.testing.MockClock
+) -> None:
+    listing = await http.get("/catalog/datacenters")
+    assert listing.status_code == 200
+    data = listing.json()
+    assert runpod_schema.errors("ListDataCentersResponse", data) == []
+    assert [dc["id"] for dc in data["dataCenters"]] == list(fake.data_centers)
+    romania = data["dataCenters"][0]
+    assert (romania["name"], romania["region"]) == ("Europe Romania 1", "EUROPE")
+    assert "gpuAvailability" not in romania
+    # Stock per data center, as the tests set it, only when asked for.
+    fake.set_capacity(GPU, 0, "EU-RO-1")
+    stocked = await http.get("/catalog/datacenters", params={"include": "GPU_AVAILABILITY"})
+    data = stocked.json()
+    assert runpod_schema.errors("ListDataCentersResponse", data) == []
+    levels = {g["id"]: g["availability"] for g in data["dataCenters"][0]["gpuAvailability"]}
+    assert levels[GPU] == "NONE" and levels["NVIDIA A40"] == "HIGH"
+    america = await http.get("/catalog/datacenters", params={"regions": "NORTH_AMERICA"})
+    assert [dc["id"] for dc in america.json()["dataCenters"]] == ["US-TX-3", "US-KS-2"]
+
+
+@pytest.mark.parametrize(
+    ("query", "words"),
+    [
+        ({"include": "GPU_STOCK"}, "query include[0]"),
+        ({"regions": "MARS"}, "query regions[0]"),
+        ({"globalNetwork": "maybe"}, "query globalNetwork"),
+        ({"count": "1"}, "not a parameter of GET /catalog/datacenters"),
+    ],
+)
+async def test_data_center_queries_are_checked_against_the_published_parameters(
+    fake: FakeRunpod,
+    http: httpx.AsyncClient,
+    query: dict[str, str],
+    words: str,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    answer = await http.get("/catalog/datacenters", params=query)
+    assert answer.status_code == 422
+    assert words in " ".join(problem_of(answer)["errors"])
+    async with httpx.AsyncClient(transport=fake.transport(), base_url=FAKE_URL) as anonymous:
+        assert (await anonymous.get("/catalog/datacenters")).status_code == 401
+    assert (await http.post("/catalog/datacenters", json={})).status_code == 405
