@@ -86,38 +86,28 @@ def _attempt_sent(e: ev.AttemptSent, s: RunLog | None) -> str:
     return f"attempt {e.n}: asking Runpod for pod {e.pod_name} on {e.gpu_type}{price} ({bound})"
 
 
+_SHOWN_CANDIDATES = 3  # the rest is counted; ``events -v`` has every one
+
+
 def _candidate(c: dict[str, Any], e: ev.CandidatesChosen) -> str:
-    facts = []
+    text = str(c.get("gpu_type"))
     rate = c.get("price_per_hour")
     if isinstance(rate, int | float):
-        facts.append(_rate(float(rate)))
-    if c.get("stock"):
-        facts.append(f"stock {str(c['stock']).lower()}")
+        text += f" {_rate(float(rate))}"
     hours = c.get("max_hours")
     if c.get("shortened") and isinstance(hours, int | float):
-        facts.append(
-            f"deadline shortened to {round(float(hours), 2):g} h to stay within max_cost_usd "
-            + _money(e.max_cost_usd)
-        )
-    return f"{c.get('gpu_type')}" + (f" ({', '.join(facts)})" if facts else "")
+        text += f" (deadline {round(float(hours), 2):g} h by max_cost_usd {_money(e.max_cost_usd)})"
+    return text
 
 
 def _candidates(e: ev.CandidatesChosen, s: RunLog | None) -> str:
-    rules = []
-    if e.min_vram_gb is not None:
-        rules.append(f"min_vram_gb {e.min_vram_gb}")
-    if e.max_price_per_hour is not None:
-        rules.append(f"max_price_per_hour {_money(e.max_price_per_hour)}")
-    if e.max_cost_usd is not None:
-        rules.append(f"max_cost_usd {_money(e.max_cost_usd)}")
-    how = "cheapest first from Runpod's catalog" if e.source == "auto" else "as listed"
-    why = f"{how}: " + ", ".join(rules) if rules else how
-    tried = "; ".join(_candidate(c, e) for c in e.candidates)
-    text = f"GPU types to try ({why}): {tried}"
+    how = "cheapest first" if e.source == "auto" else "as listed"
+    tried = [_candidate(c, e) for c in e.candidates[:_SHOWN_CANDIDATES]]
+    if len(e.candidates) > _SHOWN_CANDIDATES:
+        tried.append(f"+{len(e.candidates) - _SHOWN_CANDIDATES} more")
+    text = f"GPU types to try, {how}: {', '.join(tried)}"
     if e.left:
-        text += "; left out: " + "; ".join(
-            f"{c.get('gpu_type')} ({c.get('reason')})" for c in e.left
-        )
+        text += f"; {len(e.left)} left out (events -v says why)"
     return text
 
 

@@ -8,6 +8,10 @@ RUN_B = "20260101-110000-bbbb"  # a cancelled local run whose artifacts came lat
 RUN_C = "20260101-120000-cccc"  # a Runpod run interrupted while provisioning, started
 # from a machine whose clock was 3 h behind (an older version's log otherwise)
 
+# Event types added since 0.3.0, whose log (``logs/v0.3.0.sqlite``) holds the rest of the
+# script as it is.
+ADDED_SINCE_0_3_0: frozenset[type[ev.Event]] = frozenset({ev.CandidatesChosen})
+
 SCRIPT: list[tuple[str, ev.Event]] = [
     (
         RUN_A,
@@ -22,6 +26,36 @@ SCRIPT: list[tuple[str, ev.Event]] = [
             keep_pod=True,
         ),
     ),
+    (
+        RUN_A,
+        ev.CandidatesChosen(
+            source="list",
+            candidates=[
+                {
+                    "gpu_type": "NVIDIA A100",
+                    "price_per_hour": 1.19,
+                    "max_hours": 5.04,
+                    "shortened": True,
+                    "stock": "LOW",
+                },
+                {
+                    "gpu_type": "NVIDIA A40",
+                    "price_per_hour": 0.53,
+                    "max_hours": 6.0,
+                    "shortened": False,
+                    "stock": None,
+                },
+            ],
+            left=[
+                {
+                    "gpu_type": "NVIDIA H100",
+                    "reason": "one hour at $2.99/h exceeds max_cost_usd $6.00",
+                }
+            ],
+            max_hours=6.0,
+            max_cost_usd=6.0,
+        ),
+    ),  # fmt: skip
     (RUN_A, ev.KeysGenerated(host_public_key="ssh-ed25519 AAAAhost")),
     (
         RUN_A,

@@ -71,7 +71,7 @@ EXPECTED_RUN_A = {
     "artifacts": {"files": 4, "bytes": 1234, "manifest_digest": "m1", "at": T},
     "note": None,
     "clock_offset": None,
-    "version": 21,
+    "version": 22,
 }
 EXPECTED_POD_A = {
     "keep": True,
@@ -177,6 +177,8 @@ EXPECTED_POD_C = {
 EXPECTED_SENTENCES_A = [
     f"created run {RUN_A}: lora of Qwen/Qwen3-0.6B on target gpu (runpod), keeping its pod "
     "(--keep-pod)",
+    "GPU types to try, as listed: NVIDIA A100 $1.19/h (deadline 5.04 h by max_cost_usd "
+    "$6.00), NVIDIA A40 $0.53/h; 1 left out (events -v says why)",
     "generated the run's SSH client key and pod host key",
     f"attempt 1: asking Runpod for pod overbrainer-{RUN_A}-1 on NVIDIA A100 "
     "(deadline 2026-01-01T16:00:00Z)",
@@ -340,7 +342,7 @@ def _check_everything(
     assert "  — test script by " in out.splitlines()[0]
     code, out, _ = _cli(capsys, project, "events", RUN_A, "--json")
     lines = [json.loads(row) for row in out.splitlines()]
-    assert [row["seq"] for row in lines] == list(range(1, 22))
+    assert [row["seq"] for row in lines] == list(range(1, 23))
     assert [row["event"] for row in lines] == [e.name for r, e in SCRIPT if r == RUN_A]
     assert all(row["actor"]["command"] == "test script" for row in lines)
 
@@ -371,17 +373,17 @@ async def test_events_at_n_shows_the_state_after_event_n(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     await _record_script(tmp_path)
-    code, out, _ = _cli(capsys, tmp_path, "events", RUN_A, "--at", "7", "--json")
+    code, out, _ = _cli(capsys, tmp_path, "events", RUN_A, "--at", "8", "--json")
     assert code == 0
     state = json.loads(out)
-    assert state["at"] == 7
+    assert state["at"] == 8
     assert state["run"]["state"] == "preparing"
-    assert state["run"]["version"] == 7
+    assert state["run"]["version"] == 8
     assert state["pod"]["pod_id"] == "k3x9"
     assert state["pod"]["status"] == "created"
     assert [a["result"] for a in state["pod"]["attempts"]] == ["no_capacity", "created"]
 
-    code, out, _ = _cli(capsys, tmp_path, "events", RUN_A, "--at", "14", "--json")
+    code, out, _ = _cli(capsys, tmp_path, "events", RUN_A, "--at", "15", "--json")
     state = json.loads(out)
     assert (state["run"]["state"], state["pod"]["status"]) == ("running", "job_running")
 
@@ -390,8 +392,8 @@ async def test_events_at_n_shows_the_state_after_event_n(
 
     code, out, err = _cli(capsys, tmp_path, "events", RUN_A, "--at", "99")
     assert code == 2
-    assert "has 21 events" in err
+    assert "has 22 events" in err
 
-    code, out, _ = _cli(capsys, tmp_path, "events", RUN_A, "--at", "21")
+    code, out, _ = _cli(capsys, tmp_path, "events", RUN_A, "--at", "22")
     assert code == 0
     assert "succeeded" in out and "k3x9" in out
