@@ -45,6 +45,8 @@ COMMAND_WORDS = frozenset(
         "events",
         "pod",
         "rm",
+        "gpus",
+        "datacenters",
         "store",
         "migrate",
         "completion",

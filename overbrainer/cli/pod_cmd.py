@@ -16,8 +16,11 @@ if TYPE_CHECKING:
 
 app = App(
     name="pod",
-    help="The account's overbrainer pods on Runpod, and deleting every pod of a run.",
+    help="The account's overbrainer pods on Runpod, deleting every pod of a run, and "
+    "Runpod's catalog of GPU types and data centers.",
 )
+app.command("overbrainer.cli.catalog_cmd:gpus", name="gpus")
+app.command("overbrainer.cli.catalog_cmd:datacenters", name="datacenters")
 
 
 @asynccontextmanager

@@ -59,6 +59,7 @@ __all__ = [
     "RunpodClient",
     "RunpodError",
     "create_body",
+    "data_centers_of",
 ]
 
 DEFAULT_BASE_URL = "https://api.runpod.io/v2"
@@ -358,6 +359,17 @@ def _catalog_query(availability: bool, gpu_count: int) -> dict[str, str] | None:
     return {"include": "AVAILABILITY", "product": "POD", "cloud": "SECURE", "count": str(gpu_count)}
 
 
+def data_centers_of(entries: list[object]) -> list[DataCenter]:
+    """The data centers of catalog entries (the first of each id; one without a usable id
+    is left out)."""
+    found: dict[str, DataCenter] = {}
+    for item in entries:
+        center = parse_data_center(item)
+        if center is not None:
+            found.setdefault(center.id, center)
+    return list(found.values())
+
+
 # --- a pod's log stream ------------------------------------------------------------------
 
 
@@ -603,24 +615,39 @@ class RunpodClient:
         overall and per data center. The catalog tells which ``gpu.id`` values exist; the
         rate a pod really bills is the pod's own ``cost``.
         """
+        entries = await self.gpu_entries(availability=availability, gpu_count=gpu_count)
+        return self.gpu_types_of(entries)
+
+    async def gpu_entries(self, *, availability: bool = False, gpu_count: int = 1) -> list[object]:
+        """The GPU catalog's entries as Runpod sent them (see :meth:`list_gpu_types`), to
+        be parsed with :meth:`gpu_types_of` -- now or from a cached copy."""
         op = "read Runpod's GPU catalog"
         answer, attempts = await self._call(
             "GET", "/catalog/gpus", op, "always", params=_catalog_query(availability, gpu_count)
         )
+        return self._entries(answer, attempts, op, "gpus")
+
+    def gpu_types_of(self, entries: list[object]) -> list[GpuType]:
+        """The GPU types of catalog entries (the first of each id); raises
+        :class:`RunpodApiError` for an entry without a usable id."""
+        op = "read Runpod's GPU catalog"
+        found: dict[str, GpuType] = {}
+        for item in entries:
+            gpu = self._gpu_type(item, op)
+            found.setdefault(gpu.id, gpu)
+        return list(found.values())
+
+    def _entries(self, answer: _Answer, attempts: int, op: str, key: str) -> list[object]:
         if answer.status != 200:
             raise self._api_error(op, answer, attempts)
         try:
             data = answer.json()
         except ValueError:
             data = None
-        items = data.get("gpus") if isinstance(data, dict) else None
+        items = data.get(key) if isinstance(data, dict) else None
         if not isinstance(items, list):
             raise self._api_error(op, answer, attempts)
-        found: dict[str, GpuType] = {}
-        for item in items:
-            gpu = self._gpu_type(item, op)
-            found.setdefault(gpu.id, gpu)
-        return list(found.values())
+        return items
 
     async def get_gpu_type(
         self, gpu_id: str, *, availability: bool = False, gpu_count: int = 1
@@ -650,23 +677,14 @@ class RunpodClient:
     async def list_data_centers(self) -> list[DataCenter]:
         """Runpod's data centers (``GET /catalog/datacenters``): id, name, region and what
         each supports. An entry without a usable id is left out."""
+        return data_centers_of(await self.data_center_entries())
+
+    async def data_center_entries(self) -> list[object]:
+        """The data centers' entries as Runpod sent them, to be parsed with
+        :func:`data_centers_of` -- now or from a cached copy."""
         op = "read Runpod's data centers"
         answer, attempts = await self._call("GET", "/catalog/datacenters", op, "always")
-        if answer.status != 200:
-            raise self._api_error(op, answer, attempts)
-        try:
-            data = answer.json()
-        except ValueError:
-            data = None
-        items = data.get("dataCenters") if isinstance(data, dict) else None
-        if not isinstance(items, list):
-            raise self._api_error(op, answer, attempts)
-        found: dict[str, DataCenter] = {}
-        for item in items:
-            center = parse_data_center(item)
-            if center is not None:
-                found.setdefault(center.id, center)
-        return list(found.values())
+        return self._entries(answer, attempts, op, "dataCenters")
 
     def _gpu_type(self, data: object, op: str) -> GpuType:
         try:

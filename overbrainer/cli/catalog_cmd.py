@@ -1,0 +1,171 @@
+"""``pod gpus`` and ``pod datacenters``: Runpod's catalog of GPU types (memory, prices, stock)
+and of data centers, read once per command (or from a copy under a minute old)."""
+
+from typing import TYPE_CHECKING, Annotated
+
+from cyclopts import Parameter
+
+from overbrainer.cli.common import JSON_HELP
+from overbrainer.cli.context import current
+
+if TYPE_CHECKING:
+    from overbrainer.runpod.client import RunpodClient
+    from overbrainer.runpod.models import GpuType
+
+
+async def _read(kind: str, query: dict[str, str], fetch: "_Fetch") -> list[object]:
+    """The catalog's entries of ``kind``: the project's cached copy when it is fresh and
+    answers the same API and query, else one read of Runpod (kept for the next command)."""
+    from overbrainer.cli.common import require_project
+    from overbrainer.config.load import load_settings
+    from overbrainer.errors import Interrupted, OverbrainerError
+    from overbrainer.front.interrupts import open_interrupts
+    from overbrainer.runpod.catalog_cache import cache_path, read_cached, write_cached
+    from overbrainer.runpod.client import RunpodApiError, RunpodClient
+
+    invocation = current()
+    require_project(invocation)
+    settings = load_settings(invocation.project_dir, invocation.environ())
+    key = settings.require_runpod_api_key()
+    base = settings.runpod.base_url
+    path = cache_path(invocation.project_dir, kind)
+    cached = read_cached(path, base, query)
+    if cached is not None:
+        return cached
+    async with (
+        open_interrupts() as interrupts,
+        RunpodClient(key, base, timeout=10.0, max_retry_seconds=10.0) as client,
+    ):
+        try:
+            got = await interrupts.race(lambda: fetch(client))
+        except RunpodApiError as error:
+            if error.status is not None:
+                raise
+            raise OverbrainerError(
+                f"{error}; check this machine's network connection and the Runpod API's "
+                f"address ({base}: [runpod] base_url, or OVERBRAINER_RUNPOD__BASE_URL)"
+            ) from None
+        if got is None:
+            raise Interrupted("interrupted: nothing was read")
+        entries = got.value
+    write_cached(path, base, query, entries)
+    return entries
+
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    _Fetch = Callable[[RunpodClient], Awaitable[list[object]]]
+
+
+async def gpus(
+    *,
+    min_vram: Annotated[
+        int | None,
+        Parameter(
+            name="--min-vram", help="Only types with at least this much memory per GPU, in GB."
+        ),
+    ] = None,
+    max_price: Annotated[
+        float | None,
+        Parameter(
+            name="--max-price",
+            help="Only types costing at most this much per GPU-hour on the secure cloud "
+            "(where overbrainer creates pods), in USD.",
+        ),
+    ] = None,
+    in_stock: Annotated[
+        bool, Parameter(name="--in-stock", negative=(), help="Only types Runpod has in stock now.")
+    ] = False,
+    data_center: Annotated[
+        str | None,
+        Parameter(
+            name="--data-center",
+            help="Show (and with --in-stock, filter by) the stock in this data center "
+            "(`overbrainer pod datacenters` lists them).",
+        ),
+    ] = None,
+    json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False,
+) -> int:
+    """Runpod's GPU types, cheapest first: memory, price per GPU-hour on the secure and the
+    community cloud, the most per pod and the stock, as the catalog says now (read once; a
+    copy under a minute old is reused)."""
+    import sys
+
+    from overbrainer.cli.common import print_json
+    from overbrainer.errors import UsageError
+    from overbrainer.front.console import Front
+    from overbrainer.runpod.catalog_view import GpuFilter, gpu_json, gpu_rows, gpus_table
+
+    if min_vram is not None and min_vram < 1:
+        raise UsageError(f"--min-vram must be a whole number of GB of at least 1, not {min_vram}")
+    if max_price is not None and not (max_price > 0 and max_price < float("inf")):
+        raise UsageError(f"--max-price must be a positive amount of USD per hour, not {max_price}")
+    if data_center is not None and (
+        not data_center or not data_center.isprintable() or any(c.isspace() for c in data_center)
+    ):
+        raise UsageError(
+            f"--data-center {data_center!r} is not a data center id (like EU-RO-1); "
+            "`overbrainer pod datacenters` lists them"
+        )
+    query = {"include": "AVAILABILITY", "product": "POD", "cloud": "SECURE", "count": "1"}
+
+    async def fetch(client: "RunpodClient") -> list[object]:
+        return await client.gpu_entries(availability=True, gpu_count=1)
+
+    catalog = _gpu_types(await _read("gpus", query, fetch))
+    wanted = GpuFilter(min_vram, max_price, in_stock, data_center)
+    rows = gpu_rows(catalog, wanted)
+    if data_center is not None and not any(
+        c.id == data_center for gpu in catalog for c in gpu.data_centers
+    ):
+        print(
+            f"warning: no GPU type of Runpod's catalog lists data center {data_center} now; "
+            "`overbrainer pod datacenters` lists the data centers",
+            file=sys.stderr,
+        )
+    if json:
+        for gpu in rows:
+            print_json(gpu_json(gpu, data_center))
+        return 0
+    if not rows:
+        print("no GPU type of Runpod's catalog matches these options", file=sys.stderr)
+        return 0
+    Front().result(gpus_table(rows, data_center))
+    return 0
+
+
+def _gpu_types(entries: list[object]) -> list["GpuType"]:
+    """The GPU types of the catalog's entries (one without a usable id is left out)."""
+    from overbrainer.runpod.models import BadGpuData, parse_gpu_type
+
+    found: dict[str, GpuType] = {}
+    for entry in entries:
+        try:
+            gpu = parse_gpu_type(entry)
+        except BadGpuData:
+            continue
+        found.setdefault(gpu.id, gpu)
+    return list(found.values())
+
+
+async def datacenters(
+    *, json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False
+) -> int:
+    """Runpod's data centers: id (what a target's data_center_ids takes), name, region,
+    network volume types and compliance (read once; a copy under a minute old is reused)."""
+    from overbrainer.cli.common import print_json
+    from overbrainer.front.console import Front
+    from overbrainer.runpod.catalog_view import center_json, centers_table
+    from overbrainer.runpod.client import data_centers_of
+
+    async def fetch(client: "RunpodClient") -> list[object]:
+        return await client.data_center_entries()
+
+    centers = data_centers_of(await _read("datacenters", {}, fetch))
+    if json:
+        for center in centers:
+            print_json(center_json(center))
+        return 0
+    Front().result(centers_table(centers))
+    return 0
