@@ -148,7 +148,7 @@ TREE = Command(
             positional="run",
         ),
         "pod": Command(
-            "the account's overbrainer pods",
+            "the account's overbrainer pods and Runpod's catalog",
             (_HELP,),
             subcommands={
                 "ls": Command("the pods, each classified", (_JSON, _HELP)),
@@ -157,6 +157,18 @@ TREE = Command(
                     (Option("--force", "whatever the run's state"), _HELP),
                     positional="run",
                 ),
+                "gpus": Command(
+                    "Runpod's GPU types, cheapest first",
+                    (
+                        Option("--min-vram", "at least this many GB per GPU", "text"),
+                        Option("--max-price", "at most this many USD per GPU-hour", "text"),
+                        Option("--in-stock", "only types in stock now"),
+                        Option("--data-center", "the stock in this data center", "text"),
+                        _JSON,
+                        _HELP,
+                    ),
+                ),
+                "datacenters": Command("Runpod's data centers", (_JSON, _HELP)),
             },
         ),
         "store": Command(
