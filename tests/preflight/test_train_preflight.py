@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import pytest
 import trio
 
 from overbrainer.config.template import project_files
@@ -307,3 +308,60 @@ async def test_ctrl_c_during_the_preflight_creates_no_run(tmp_path: Path) -> Non
         "`overbrainer train`"
     ]
     assert project.runs() == [] and fake.create_requests() == []
+
+
+AUTO_TOML = RUNPOD_TOML.replace("gpu_types = {gpu_types}", 'gpu_types = "auto"') + (
+    "min_vram_gb = 40\nmax_price_per_hour = {price}\n{extra}"
+)
+
+
+async def test_check_on_auto_shows_the_candidates_it_would_try(tmp_path: Path) -> None:
+    async with runpod_project(tmp_path, []) as (fake, project):
+        (project.path / "overbrainer.toml").write_text(
+            AUTO_TOML.format(price=1.5, extra="max_cost_usd = 0.6\n")
+        )
+        done = await run(project, "train", "--check")
+    assert done.returncode == 0, done.stderr
+    (line,) = [x for x in done.stdout.splitlines() if "gpu candidates" in x]
+    # The A40's max_hours (1 h at $0.40/h) fits max_cost_usd $0.60 whole; the RTX 4090 has
+    # 24 GB, the H100 costs $2.99/h.
+    assert line == (
+        "  ok       gpu candidates  would try, in order: NVIDIA A40 ($0.40/h, stock high); "
+        "2 left out: NVIDIA GeForce RTX 4090 (24 GB < min_vram_gb 40); NVIDIA H100 80GB HBM3 "
+        "($2.99/h > max_price_per_hour $1.50)"
+    )
+    assert not [x for x in done.stdout.splitlines() if "gpu types " in x]
+    queries = [r.query for r in fake.requests if r.path == "/catalog/gpus"]
+    assert queries == [
+        {"include": "AVAILABILITY", "product": "POD", "cloud": "SECURE", "count": "1"}
+    ]
+    assert fake.create_requests() == [] and project.runs() == []
+
+
+@pytest.mark.parametrize(
+    ("price", "extra", "words"),
+    [
+        (
+            0.3,
+            "",
+            "the cheapest that would qualify without that limit is NVIDIA A40 (48 GB, "
+            "$0.40/h per GPU): set targets.gpu.max_price_per_hour = 0.4",
+        ),
+        (
+            1.5,
+            "max_cost_usd = 0.25\n",
+            "the cheapest is 1 × NVIDIA A40 at $0.40/h; set targets.gpu.max_cost_usd = 0.4 or "
+            "more for one hour",
+        ),
+    ],
+)
+async def test_auto_with_no_candidate_creates_no_run_and_no_pod(
+    tmp_path: Path, price: float, extra: str, words: str
+) -> None:
+    async with runpod_project(tmp_path, []) as (fake, project):
+        (project.path / "overbrainer.toml").write_text(AUTO_TOML.format(price=price, extra=extra))
+        done = await run(project, "train")
+    assert done.returncode == 1
+    assert "error: preflight found 1 problem; no run was created:" in done.stderr
+    assert words in " ".join(done.stderr.split())
+    assert fake.create_requests() == [] and project.runs() == []
