@@ -4,8 +4,8 @@
 no GPU and no Runpod account: the fake Runpod API on loopback with a fake pod behind it (a
 real SSH server on 127.0.0.1, a real shell, the real bootstrap and watchdog), the stand-in
 trainer as the pod's ``axolotl`` — and the real ``overbrainer train`` against them, through
-``OVERBRAINER_RUNPOD__BASE_URL``. Then ``runs ls``, ``events`` and ``pod ls``, and the fake
-server stops. ``… demo local`` does the same on the ``local`` target, with no pod.
+``OVERBRAINER_RUNPOD__BASE_URL``, its GPU type chosen from the catalog that ``pod gpus``
+shows first. Then ``runs ls``, ``events`` and ``pod ls``, and the fake server stops. ``… demo local`` does the same on the ``local`` target, with no pod.
 
 Everything lives in a temporary directory (under ``$TMPDIR``) that is removed at the end,
 and the fake server is stopped however the demo ends (Ctrl-C, SIGTERM, SIGHUP). It needs
@@ -37,12 +37,17 @@ TRAINER_ENV = {"FAKE_AXOLOTL_STEPS": "20", "FAKE_AXOLOTL_STEP_SECONDS": "0.15"}
 RUNPOD_TARGET = f"""
 [targets.gpu]
 kind = "runpod"
-gpu_types = ["NVIDIA GeForce RTX 4090", "NVIDIA A40"]
-max_hours = 1
+gpu_types = "auto"
+min_vram_gb = 40
+max_price_per_hour = 1.5
+max_hours = 2
+max_cost_usd = 0.5
 image = "ghcr.io/example/axolotl@sha256:{"0" * 64}"
 retrieve_grace_minutes = 5
 """
-"""The demo's Runpod target. The fake pod runs no image, so this one is never pulled."""
+"""The demo's Runpod target: the GPU type chosen from the (fake) catalog, the cheapest with
+40 GB at most $1.50/h, its pod's bound shortened to what $0.50 pays for. The fake pod runs
+no image, so this one is never pulled."""
 
 
 class DemoFailed(Exception):
@@ -197,6 +202,7 @@ class Demo:
             OVERBRAINER_RUNPOD__API_KEY=key,
             OVERBRAINER_TARGETS__GPU__VENV=str(self.work / "venv"),
         )
+        self.run("pod", "gpus", "--min-vram", "40")
         self.run(
             "train", show=f"train        # on target gpu: a Runpod pod (the fake one at {url})"
         )

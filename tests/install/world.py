@@ -67,7 +67,14 @@ def check_demo_output(out: str) -> None:
     run_id = match.group(1)
     assert re.search(rf"^{run_id}\s+succeeded\s+gpu\s", out, re.MULTILINE), out
     assert f"$ overbrainer events {run_id}" in out
+    assert re.search(r"^NVIDIA A40\s+A40\s+48 GB\s+\$0\.40/h", out, re.MULTILINE), out
     for said in (
+        "$ overbrainer pod gpus --min-vram 40",
+        "GPU types to try, cheapest first: NVIDIA A40 $0.40/h (deadline 1.25 h by max_cost_usd "
+        "$0.50); 2 left out",
+        "pod deadline shortened to 1.25 h (from max_hours 2): 1 × NVIDIA A40 at $0.40/h stays "
+        "within max_cost_usd $0.50",
+        "on NVIDIA A40 at $0.40/h (max_hours 1.25 from its creation)",
         "pod.Created",
         "pod.Ready",
         "run.JobStarted",
