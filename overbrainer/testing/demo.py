@@ -5,7 +5,8 @@ no GPU and no Runpod account: the fake Runpod API on loopback with a fake pod be
 real SSH server on 127.0.0.1, a real shell, the real bootstrap and watchdog), the stand-in
 trainer as the pod's ``axolotl`` — and the real ``overbrainer train`` against them, through
 ``OVERBRAINER_RUNPOD__BASE_URL``, its GPU type chosen from the catalog that ``pod gpus``
-shows first. Then ``runs ls``, ``events`` and ``pod ls``, and the fake server stops. ``… demo local`` does the same on the ``local`` target, with no pod.
+shows first. Then ``runs ls``, ``events`` and ``pod ls``, and the fake server stops.
+``… demo local`` does the same on the ``local`` target, with no pod.
 
 Everything lives in a temporary directory (under ``$TMPDIR``) that is removed at the end,
 and the fake server is stopped however the demo ends (Ctrl-C, SIGTERM, SIGHUP). It needs

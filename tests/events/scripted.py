@@ -55,7 +55,7 @@ SCRIPT: list[tuple[str, ev.Event]] = [
             max_hours=6.0,
             max_cost_usd=6.0,
         ),
-    ),  # fmt: skip
+    ),
     (RUN_A, ev.KeysGenerated(host_public_key="ssh-ed25519 AAAAhost")),
     (
         RUN_A,
