@@ -11,6 +11,7 @@ parameters are all named and none of which takes them.
 import base64
 import gzip
 import math
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 import re
 import shlex
 from importlib import resources
@@ -34,6 +35,8 @@ ENV_AUTHORIZED_KEY = "OVERBRAINER_AUTHORIZED_KEY"
 ENV_BOOTSTRAP = "OVERBRAINER_BOOTSTRAP_SH"
 ENV_WATCHDOG = "OVERBRAINER_WATCHDOG_SH"
 ENV_MAX_SECONDS = "OVERBRAINER_MAX_SECONDS"
+ENV_MAX_COST = "OVERBRAINER_MAX_COST_USD"
+ENV_COST_PER_HOUR = "OVERBRAINER_COST_PER_HOUR"
 ENV_BOOT_GRACE = "OVERBRAINER_BOOT_GRACE"
 ENV_RETRIEVE_GRACE = "OVERBRAINER_RETRIEVE_GRACE"
 ENV_KEEP = "OVERBRAINER_KEEP"
@@ -47,6 +50,7 @@ VERDICT = ".pod/watchdog"
 WATCHDOG_LOG = ".pod/watchdog.log"
 BOOTSTRAP_FAILED = ".pod/bootstrap_failed"
 RETRIEVED = ".pod/retrieved"
+COST_CAP_NEAR = ".pod/cost_cap_near"
 JOB_ENV = ".pod/job.env"
 
 # Only characters that need no quoting in a shell or a config file, no leading '-'.
@@ -77,6 +81,8 @@ def pod_env(
     hf_home: str | None = None,
     api_base: str | None = None,
     interval_seconds: float | None = None,
+    max_cost_usd: float | None = None,
+    expected_cost_per_hour: float | None = None,
 ) -> dict[str, str]:
     """The ``env`` of the create call for run ``run_id``'s pod.
 
@@ -84,8 +90,11 @@ def pod_env(
     (``/root``), as the SSH executor's workdir is. ``max_hours`` is the pod's bound: the
     watchdog deletes the pod that long after its creation whatever happens, counting on the
     pod (its monotonic clock, and the pod's age by Runpod's own ``createdAt`` and ``Date``),
-    never on the clock of the machine that created it. ``api_base`` is given only when it
-    is not Runpod's own API (the fake one, in tests and the demo).
+    never on the clock of the machine that created it. ``max_cost_usd`` is the pod's cost
+    cap: the watchdog deletes the pod once its rate (Runpod's ``cost`` for it, else
+    ``expected_cost_per_hour``) times its age reaches it, counted as the deadline is.
+    ``api_base`` is given only when it is not Runpod's own API (the fake one, in tests and
+    the demo).
     """
     check_run_id(run_id)
     _check_path("run_dir", run_dir, absolute=False)
@@ -115,6 +124,14 @@ def pod_env(
         env[ENV_API_BASE] = api_base.rstrip("/")
     if interval_seconds is not None:
         env[ENV_INTERVAL] = _seconds("interval_seconds", interval_seconds)
+    if max_cost_usd is not None:
+        # Rounded down: the pod never gets more than the cap.
+        env[ENV_MAX_COST] = _dollars("max_cost_usd", max_cost_usd, ROUND_FLOOR)
+    if expected_cost_per_hour is not None:
+        # Rounded up: a rate counted higher ends the pod sooner, never later.
+        env[ENV_COST_PER_HOUR] = _dollars(
+            "expected_cost_per_hour", expected_cost_per_hour, ROUND_CEILING
+        )
     for name, value in env.items():
         if "\0" in value or "\n" in value or "\r" in value:
             raise UnsafePodValue(f"pod environment variable {name} holds a NUL or a line break")
@@ -146,6 +163,17 @@ def _seconds(name: str, value: float) -> str:
         raise UnsafePodValue(f"{name} must be a positive number of seconds")
     whole, rest = divmod(round(value * 1000), 1000)
     return str(whole) if rest == 0 else f"{whole}.{rest:03d}".rstrip("0")
+
+
+def _dollars(name: str, value: float, rounding: str) -> str:
+    """``value`` as the watchdog reads an amount: USD with up to 6 decimals, more than
+    zero and at most a million."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise UnsafePodValue(f"{name} must be an amount in USD")
+    amount = Decimal(repr(float(value))).quantize(Decimal("0.000001"), rounding=rounding)
+    if not Decimal(0) < amount <= Decimal(1_000_000):
+        raise UnsafePodValue(f"{name} must be more than $0.000001 and at most $1000000")
+    return format(amount.normalize(), "f")
 
 
 def _packed(text: str) -> str:

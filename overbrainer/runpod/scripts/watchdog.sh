@@ -7,6 +7,9 @@
 #   1. the bootstrap failed (.pod/bootstrap_failed) - at once;
 #   2. kept (--keep-pod) and the job started (job.pid) - never, for any reason;
 #   3. past the deadline: max_hours since the pod's creation;
+#   3b. past the cost cap (reason `cost_cap`): the pod's rate, read from Runpod with its
+#      creation, times its age reached OVERBRAINER_MAX_COST_USD; at 95 % of it the cap is
+#      near, which is written once to .pod/cost_cap_near (and logged) without deleting;
 #   4. the results were retrieved (.pod/retrieved);
 #   5. the job ended (exit_code or cancelled) and was not retrieved within the retrieve grace;
 #   6. no job started (no job.pid) within the boot grace since the watchdog started.
@@ -27,6 +30,10 @@
 #   OVERBRAINER_API_BASE            Runpod's REST API (https://api.runpod.io/v2)
 #   OVERBRAINER_RUN_DIR             the run's directory on the pod
 #   OVERBRAINER_MAX_SECONDS         delete the pod this long after its creation (required)
+#   OVERBRAINER_MAX_COST_USD        delete the pod once it cost this much (USD; optional)
+#   OVERBRAINER_COST_PER_HOUR       the rate to count with when Runpod's answer gives none
+#                                   (USD/h; optional): with a cap and no rate from either,
+#                                   the cost cannot be bounded and the pod is deleted at once
 #   OVERBRAINER_BOOT_GRACE          seconds for the job to start (1800)
 #   OVERBRAINER_RETRIEVE_GRACE      seconds to retrieve the results of an ended job (3600)
 #   OVERBRAINER_INTERVAL            seconds between checks (60)
@@ -35,12 +42,16 @@
 #   OVERBRAINER_READ_ATTEMPTS       reads of the pod before giving up on the API (5)
 #   OVERBRAINER_RETRY_DELAY         seconds between those reads (5)
 #   OVERBRAINER_HTTP_TIMEOUT        seconds a request may take (30)
-# Times may have a fraction (0.5): tests run the watchdog in seconds.
+# Times may have a fraction (0.5): tests run the watchdog in seconds. Amounts and rates are
+# counted in millionths of a dollar: the cap rounded down and the rate up, so that the time
+# the cap allows is never longer than its exact value.
 
 # The job wrapper's markers, in the run directory.
 JOB_PID=job.pid
 EXIT_CODE=exit_code
 CANCELLED=cancelled
+# Written once the pod has cost 95 % of its cap (in .pod/).
+CAP_NEAR=cost_cap_near
 
 base=${OVERBRAINER_API_BASE:-https://api.runpod.io/v2}
 base=${base%/}
@@ -77,6 +88,33 @@ to_ms() {
     while [ "${#whole}" -gt 1 ] && [ "${whole#0}" != "$whole" ]; do whole=${whole#0}; done
     while [ "${#frac}" -gt 1 ] && [ "${frac#0}" != "$frac" ]; do frac=${frac#0}; done
     ms=$((whole * 1000 + frac))
+}
+
+# to_micro VALUE UP: sets $micro to VALUE (dollars, a fraction allowed) in millionths of a
+# dollar, rounded down, or up when UP is 1; returns 1 when VALUE is not such a number or is
+# beyond a million dollars (the products below must fit in 63 bits).
+to_micro() {
+    case $1 in
+    '' | .* | *. | *.*.* | *[!0-9.]*) return 1 ;;
+    esac
+    whole=${1%%.*}
+    case $1 in
+    *.*) frac=${1#*.} ;;
+    *) frac= ;;
+    esac
+    digits "$whole"
+    whole=$n
+    [ "${#whole}" -le 7 ] || return 1
+    [ "$whole" -le 1000000 ] || return 1
+    six=${frac}000000
+    six=${six%"${six#??????}"}
+    rest=${frac#??????}
+    [ "${#frac}" -gt 6 ] || rest=
+    digits "$six"
+    micro=$((whole * 1000000 + n))
+    if [ "${2:-0}" = 1 ]; then
+        case $rest in *[1-9]*) micro=$((micro + 1)) ;; esac
+    fi
 }
 
 # bound NAME VALUE: sets $ms; a value that is not a number is a bad setting, which leaves
@@ -211,6 +249,24 @@ bound OVERBRAINER_RETRIEVE_GRACE "${OVERBRAINER_RETRIEVE_GRACE:-3600}"
 retrieve_grace_ms=$ms
 bound OVERBRAINER_MAX_SECONDS "${OVERBRAINER_MAX_SECONDS:-}"
 max_ms=$ms
+# The cost cap, if any; a cap that is not a positive amount is a bad setting too. Its time
+# (cap_ms after the pod's creation) is known once the pod's rate is (cap_time).
+cap_micro=
+cap_ms=
+near_ms=
+if [ -n "${OVERBRAINER_MAX_COST_USD+set}" ]; then
+    if to_micro "$OVERBRAINER_MAX_COST_USD" 0 && [ "$micro" -gt 0 ]; then
+        cap_micro=$micro
+    else
+        bad_settings="${bad_settings}${bad_settings:+, }OVERBRAINER_MAX_COST_USD"
+    fi
+fi
+# The rate overbrainer expects, for an answer without one (a bad one counts as none).
+rate_hint=
+if [ -n "${OVERBRAINER_COST_PER_HOUR:-}" ] && to_micro "$OVERBRAINER_COST_PER_HOUR" 1 &&
+    [ "$micro" -gt 0 ]; then
+    rate_hint=$micro
+fi
 # How it talks to the API and how often it checks: a bad value falls back to the default.
 attempts=${OVERBRAINER_READ_ATTEMPTS:-5}
 case $attempts in '' | *[!0-9]* | 0) attempts=5 ;; esac
@@ -342,6 +398,7 @@ prove_key() {
         200)
             if grep -q "\"$pod_id\"" "$body" 2>/dev/null; then
                 pod_age
+                cap_time
                 if [ -n "$bad_settings" ]; then
                     verdict "failed bad settings: $bad_settings"
                 else
@@ -374,6 +431,49 @@ prove_key() {
         pause "$delay"
         attempt=$((attempt + 1))
     done
+}
+
+# dollars MICRO: an amount in millionths of a dollar, for people ($1.50, $0.000125).
+dollars() {
+    cents=$(($1 / 10000))
+    left=$(($1 % 10000))
+    if [ "$left" -eq 0 ]; then
+        printf '$%s.%02d' $((cents / 100)) $((cents % 100))
+    else
+        printf '$%s.%06d' $(($1 / 1000000)) $(($1 % 1000000))
+    fi
+}
+
+# cap_time: with a cost cap, reads the pod's rate (USD/h) from the answer in $body - its
+# `cost`, the highest where several are given, never a cheaper one - or else takes
+# OVERBRAINER_COST_PER_HOUR, and sets $cap_ms (when the pod has cost its cap, after its
+# creation: the cap over the rate, rounded down) and $near_ms (95 % of it). Without a rate
+# the cost cannot be bounded: a bad setting, which deletes the pod at once.
+cap_time() {
+    [ -n "$cap_micro" ] || return 0
+    rate=
+    rate_from="the pod's rate by Runpod"
+    # A cost in another form (an exponent) counts as none: never a misread, cheaper rate.
+    for value in $(grep -o '"cost"[[:space:]]*:[[:space:]]*[0-9][0-9.eE+-]*' "$body" 2>/dev/null |
+        sed 's/^"cost"[[:space:]]*:[[:space:]]*//'); do
+        if to_micro "$value" 1 && [ "$micro" -gt 0 ] &&
+            { [ -z "$rate" ] || [ "$micro" -gt "$rate" ]; }; then
+            rate=$micro
+        fi
+    done
+    if [ -z "$rate" ] && [ -n "$rate_hint" ]; then
+        rate=$rate_hint
+        rate_from="the rate overbrainer expected (Runpod's answer gives none)"
+    fi
+    if [ -z "$rate" ]; then
+        bad_settings="${bad_settings}${bad_settings:+, }OVERBRAINER_MAX_COST_USD (no rate to count it at)"
+        log "the pod's rate is unknown (Runpod's answer gives no cost, and no OVERBRAINER_COST_PER_HOUR): its cost cap cannot be kept"
+        return 0
+    fi
+    # cap / rate hours, in ms: split so that no product exceeds 63 bits.
+    cap_ms=$((cap_micro / rate * 3600000 + cap_micro % rate * 3600000 / rate))
+    near_ms=$((cap_ms / 100 * 95 + cap_ms % 100 * 95 / 100))
+    log "cost cap $(dollars "$cap_micro") at $(dollars "$rate")/h ($rate_from): near at $(shown "$near_ms"), deleted by $(shown "$cap_ms") after $born_from, counted on the pod"
 }
 
 # pod_age: the pod's age when Runpod answered the read in $body and $headers - the Date of
@@ -434,12 +534,25 @@ decide() {
         return
     fi
     if [ "$keep" = 1 ] && [ -f "$run_dir/$JOB_PID" ]; then
-        note "kept (--keep-pod) and its job started: this pod is never deleted by the watchdog"
+        if [ -n "$cap_micro" ]; then
+            note "kept (--keep-pod) and its job started: this pod is never deleted by the watchdog, not even at its cost cap ($(dollars "$cap_micro"))"
+        else
+            note "kept (--keep-pod) and its job started: this pod is never deleted by the watchdog"
+        fi
         return
     fi
     if [ $((now - born)) -ge "$max_ms" ]; then
         reason="past the deadline, $(shown "$max_ms") after $born_from"
         return
+    fi
+    if [ -n "$cap_ms" ]; then
+        if [ $((now - born)) -ge "$cap_ms" ]; then
+            reason="cost_cap: the pod has cost its cap of $(dollars "$cap_micro") at $(dollars "$rate")/h, $(shown "$cap_ms") after $born_from"
+            return
+        fi
+        if [ $((now - born)) -ge "$near_ms" ]; then
+            cap_near
+        fi
     fi
     if [ -f "$pod_dir/retrieved" ]; then
         reason="the results were retrieved"
@@ -465,6 +578,20 @@ decide() {
         return
     fi
     note "waiting up to $(shown "$boot_grace_ms") for the job to start"
+}
+
+# The pod has cost 95 % of its cap: the one place that says so, once - a line in the log
+# and .pod/cost_cap_near (the amount, the rate, the pod's age in ms), for whatever saves
+# the job's work before the cap deletes the pod.
+cap_near() {
+    [ -f "$pod_dir/$CAP_NEAR" ] && return
+    log "cost_cap_near: the pod has cost 95 % of its cap of $(dollars "$cap_micro") at $(dollars "$rate")/h; it is deleted $(shown $((cap_ms - (now - born)))) from now"
+    if printf '%s %s %s\n' "$cap_micro" "$rate" $((now - born)) >"$pod_dir/.$CAP_NEAR.tmp" 2>/dev/null &&
+        mv -f "$pod_dir/.$CAP_NEAR.tmp" "$pod_dir/$CAP_NEAR"; then
+        :
+    else
+        log "cannot write $pod_dir/$CAP_NEAR"
+    fi
 }
 
 # One attempt at ending the pod: delete, else terminate, else stop.
