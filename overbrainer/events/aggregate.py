@@ -32,6 +32,8 @@ class PodView:
     cost_per_hour: float | None = None
     created_at: str | None = None
     deadline: str | None = None
+    # The current pod has cost 95 % of its cap (pod.CostCapNear).
+    cost_cap_near: bool = False
     endpoint: dict[str, Any] | None = None
     verdict: str | None = None
     delete_reason: str | None = None
@@ -249,6 +251,7 @@ def _attempt_sent(s: RunLog, e: ev.AttemptSent, at: str) -> None:
             "gpu_type": e.gpu_type,
             "deadline": e.deadline or None,
             "max_hours": e.max_hours,
+            "max_cost_usd": e.max_cost_usd,
             "sent_at": at,
             "result": None,
             "detail": "",
@@ -286,6 +289,7 @@ def _pod_created(s: RunLog, e: ev.PodCreated, at: str) -> None:
         s.pod.deadline = e.deadline
     s.pod.endpoint = None
     s.pod.verdict = None
+    s.pod.cost_cap_near = False
     s.pod.delete_reason = s.pod.deleted_by = None
     s.pod.uptime_seconds = s.pod.spend = None
     s.pod.pods[e.pod_id] = PodState.created
@@ -320,6 +324,11 @@ def _awaiting(s: RunLog, e: ev.AwaitingRetrieval, at: str) -> None:
 def _kept(s: RunLog, e: ev.PodKept, at: str) -> None:
     _current(s, e.pod_id, "kept")
     s.pod.status = s.pod.pods[e.pod_id] = PodState.kept
+
+
+def _cost_cap_near(s: RunLog, e: ev.CostCapNear, at: str) -> None:
+    _current(s, e.pod_id, "cost cap near")
+    s.pod.cost_cap_near = True
 
 
 def _deleting(s: RunLog, e: ev.PodDeleting, at: str) -> None:
@@ -376,6 +385,7 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.PodJobRunning: _job_running,
     ev.AwaitingRetrieval: _awaiting,
     ev.PodKept: _kept,
+    ev.CostCapNear: _cost_cap_near,
     ev.PodDeleting: _deleting,
     ev.PodDeleted: _deleted,
     ev.StrayRecorded: _stray,

@@ -187,7 +187,27 @@ def fail_past_deadline(state: RunLog, message: str) -> Events:
     return _fail_without_results(state, message, "the pod passed its deadline")
 
 
+def fail_at_cost_cap(state: RunLog, message: str, why: str) -> Events:
+    """The pod reached its cost cap while its job could not be stopped and collected
+    (``why``): the run fails (``message`` says how), its results not home."""
+    if state.final:
+        return []
+    return _fail_without_results(state, message, why)
+
+
 # ---- the run's pod -------------------------------------------------------------------
+
+
+def cost_cap_near(state: RunLog, pod_id: str, max_cost_usd: float, rate: float) -> Events:
+    """The run's pod ``pod_id`` has cost 95 % of its cap: recorded once, while it lives."""
+    pod = state.pod
+    if (
+        pod.pod_id != pod_id
+        or pod.cost_cap_near
+        or pod.state_of(pod_id) in (PodState.deleting, PodState.deleted)
+    ):
+        return []
+    return [ev.CostCapNear(pod_id=pod_id, max_cost_usd=max_cost_usd, cost_per_hour=rate)]
 
 
 def pod_job_running(state: RunLog, pod_id: str) -> Events:

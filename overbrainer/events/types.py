@@ -65,6 +65,7 @@ DeleteReason = Literal[
     "not_ready",
     "duplicate",
     "deadline",
+    "cost_cap",
     "refused",
     "requested",
     "cancelled",
@@ -207,8 +208,9 @@ class AttemptSent(Event):
     """A create request is about to leave (appended durably before it does).
 
     ``max_hours`` is the bound the pod is created with, counted on the pod from its
-    creation. ``deadline`` is what older versions recorded instead: an absolute time
-    computed on the client's clock (empty now; kept so that old logs read as they did).
+    creation; ``max_cost_usd`` its cost cap, if any (USD, at the pod's rate). ``deadline``
+    is what older versions recorded instead: an absolute time computed on the client's
+    clock (empty now; kept so that old logs read as they did).
     """
 
     name: ClassVar[str] = "pod.AttemptSent"
@@ -220,6 +222,7 @@ class AttemptSent(Event):
     # The pod's expected USD/h (the catalog's list price × its GPU count) when known; older
     # logs have none.
     price_per_hour: float | None = None
+    max_cost_usd: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -290,6 +293,17 @@ class PodKept(Event):
 
     name: ClassVar[str] = "pod.Kept"
     pod_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class CostCapNear(Event):
+    """The pod has cost 95 % of its cap (``max_cost_usd`` at ``cost_per_hour``, counted on
+    Runpod's clock from its creation): at its cap it is deleted."""
+
+    name: ClassVar[str] = "pod.CostCapNear"
+    pod_id: str
+    max_cost_usd: float
+    cost_per_hour: float
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -377,6 +391,7 @@ CATALOGUE: dict[str, type[Event]] = {
         PodJobRunning,
         AwaitingRetrieval,
         PodKept,
+        CostCapNear,
         PodDeleting,
         PodDeleted,
         StrayRecorded,

@@ -7,7 +7,7 @@ the run's directory there).
 """
 
 import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
@@ -233,7 +233,11 @@ class MachineTarget:
         """A machine costs nothing here."""
         return None
 
-    async def past_deadline(self, run_id: str) -> int:
+    def at_each_poll(self, state: RunLog) -> Callable[[], Awaitable[None]] | None:
+        """Nothing: a machine has no cost cap."""
+        return None
+
+    async def past_deadline(self, job: Job) -> int:
         """Never: a machine has no deadline."""
         raise AssertionError("a machine target has no deadline")
 

@@ -163,7 +163,7 @@ async def _follow(session: Session, target: Target, job: Job, state: RunLog) -> 
     if watched is Stop.detached:
         raise await _detach(session, target, job)
     if watched is Stop.past_deadline:
-        return await target.past_deadline(run_id)
+        return await target.past_deadline(job)
     assert isinstance(watched, Followed)
     try:
         state, retrieval = await service.settle(session, job, watched)
@@ -191,10 +191,13 @@ async def _watch(
         # (this takes moments), then the target is ended as usual.
         left = math.inf
     spend = target.spend(state)
+    check = target.at_each_poll(state)
 
     async def work() -> Followed | Stop:
         with trio.move_on_after(left):
-            return await service.watch(session, job, poll=target.poll, spend=spend)
+            return await service.watch(
+                session, job, poll=target.poll, spend=spend, at_each_poll=check
+            )
         return Stop.past_deadline
 
     try:

@@ -17,7 +17,7 @@ and the benchmark drive it on trio's MockClock with the fake API in-process;
 
 import contextlib
 import ipaddress
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from urllib.parse import urlsplit
@@ -42,7 +42,7 @@ from overbrainer.lifecycle.target import (
     StoppedBeforeJob,
     TargetGone,
 )
-from overbrainer.runpod import messages
+from overbrainer.runpod import cost_cap, messages
 from overbrainer.runpod.clocks import ServerClock
 from overbrainer.runpod.decide import interrupted_before_job
 from overbrainer.runpod.models import GpuType, Pod
@@ -427,9 +427,59 @@ class PodTarget:
         """The pod's rate times its uptime, on Runpod's clock."""
         return partial(following.spend_so_far, state.pod, self.ctx)
 
-    async def past_deadline(self, run_id: str) -> int:
-        """Delete the pod its watchdog should have deleted, and fail the run."""
-        await following.past_deadline(self.ctx, run_id, default_hours=self.spec.max_hours)
+    def at_each_poll(self, state: RunLog) -> Callable[[], Awaitable[None]] | None:
+        """Record once when the pod nears its cost cap (``following.CostCapWatch``)."""
+        return following.CostCapWatch(self.ctx, state.run.run_id, state.pod)
+
+    async def past_deadline(self, job: Job) -> int:
+        """The pod's first bound: past its deadline, delete the pod its watchdog should
+        have deleted and fail the run; at its cost cap (less a margin), stop the job,
+        collect its results so far, delete the pod and fail the run (``cost_cap``)."""
+        run_id = job.run_id
+        state = await self.session.journal.state(run_id)
+        if cost_cap.first_bound(state.pod, following.DEADLINE_SLACK) is cost_cap.Bound.deadline:
+            await following.past_deadline(self.ctx, run_id, default_hours=self.spec.max_hours)
+        return await self._at_cost_cap(job, state)
+
+    async def _at_cost_cap(self, job: Job, state: RunLog) -> int:
+        session = self.session
+        run_id = job.run_id
+        pod = state.pod
+        message = following.cost_cap_message(pod)
+        # Near first, in the log as on the pod: following stops the job no sooner.
+        await following.CostCapWatch(self.ctx, run_id, pod, at_bound=True)()
+        session.front.warn(
+            f"run {run_id}: pod {pod.pod_id} is about to reach its cost cap "
+            f"({cost_cap.cap_text(pod)}): stopping its job, retrieving its results so far, "
+            "then deleting the pod"
+        )
+        retrieval: Retrieval | None = None
+        problems: list[str] = []
+        try:
+            state, retrieval = await service.stop_and_collect(session, job, message)
+        except OverbrainerError as error:
+            problems.append(f"its job could not be stopped and collected ({error})")
+        try:
+            state = await following.at_cost_cap(
+                self.ctx, run_id, message, collected=retrieval is not None
+            )
+        except OverbrainerError as error:
+            problems.append(str(error))
+            state = await session.journal.state(run_id)
+        if retrieval is not None and not retrieval.ok:
+            problems.append(f"its results could not be retrieved ({retrieval.problem})")
+        raise_more = (
+            f"raise max_cost_usd of target {state.run.target} in overbrainer.toml if the job "
+            "needs more"
+        )
+        try:
+            code = report(session, state, None, retrieval is not None and retrieval.ok)
+        except OverbrainerError as error:
+            but = f", but: {'; '.join(problems)}" if problems else ""
+            raise OverbrainerError(f"{error}{but}; {raise_more}") from None
+        if problems:
+            raise OverbrainerError(f"run {run_id}: {'; '.join(problems)}")
+        return code
 
     async def lost(self, job: Job, state: RunLog, lost: FollowLost) -> Stop:
         """The run fails only if the pod is confirmed gone."""

@@ -10,7 +10,7 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -177,9 +177,11 @@ async def watch(
     *,
     poll: float = POLL_SECONDS,
     spend: Callable[[], float | None] | None = None,
+    at_each_poll: Callable[[], Awaitable[None]] | None = None,
 ) -> Followed:
     """Follow the job until it ends: poll its status, show new metrics lines, then drain
-    the metrics file. Up to ``MAX_FAILED_POLLS`` consecutive failures to reach the target
+    the metrics file; ``at_each_poll`` is what the target checks besides (a pod nearing
+    its cost cap). Up to ``MAX_FAILED_POLLS`` consecutive failures to reach the target
     are warned about and retried; one more gives up (the job keeps running)."""
     summary = MetricsSummary()
     offset = 0
@@ -221,6 +223,8 @@ async def watch(
         if state.ended:
             session.front.progress_done(summary, spend() if spend else None)
             return Followed(state=state, summary=summary)
+        if at_each_poll is not None:
+            await at_each_poll()
         if state.status is JobStatus.running and await take_relayed_cancel(session, job):
             continue  # the job is stopping: the next look sees it cancelled
         await trio.sleep_until(tick + poll)
@@ -623,6 +627,38 @@ async def cancel(session: Session, job: Job) -> tuple[RunLog, JobState, Retrieva
 
     return await session.interrupts.shield(
         f"cancelling the job of run {job.run_id}", CANCEL_LIMIT + COLLECT_LIMIT + AFTER_STOP, work
+    )
+
+
+async def stop_and_collect(session: Session, job: Job, message: str) -> tuple[RunLog, Retrieval]:
+    """Stop the job before its target's bound ends it (a pod's cost cap), collect what it
+    left and record the run failed with ``message`` — never interrupted. A job that ended
+    on its own meanwhile is recorded as it ended; a run another command settled keeps its
+    result."""
+
+    async def work() -> tuple[RunLog, Retrieval]:
+        before = await job.executor.status(job.remote_dir)
+        after = before if before.ended else await job.executor.cancel(job.remote_dir)
+        async with _settling(session, job.run_id) as state:
+            done = _settled(state)
+            if done is not None:
+                return state, done
+            retrieval = await collect(session, job)
+            summary = await _summary_from_local(session, job)
+            if before.ended or after.status is not JobStatus.cancelled:
+                has_output = retrieval.has_output
+                verdict = judge(
+                    after,
+                    summary,
+                    has_output=True if has_output is None else has_output,
+                    run_id=job.run_id,
+                )
+            else:
+                verdict = Verdict(state=RunState.failed, message=message, exit_code=None)
+            return await _record(session, job.run_id, verdict, summary, retrieval), retrieval
+
+    return await session.interrupts.shield(
+        f"stopping the job of run {job.run_id}", CANCEL_LIMIT + COLLECT_LIMIT + AFTER_STOP, work
     )
 
 

@@ -10,7 +10,7 @@ target means, and how to end it once the job ended (a pod deleted, kept, or left
 watchdog).
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from enum import Enum
@@ -141,8 +141,13 @@ class Target(Protocol):
     def spend(self, state: RunLog) -> Callable[[], float | None] | None:
         """What the target has cost so far, shown while following (None: nothing)."""
 
-    async def past_deadline(self, run_id: str) -> int:
-        """Following reached :meth:`seconds_left`: end the target, fail the run."""
+    def at_each_poll(self, state: RunLog) -> Callable[[], Awaitable[None]] | None:
+        """What the target checks at each poll while its job is followed (a pod nearing
+        its cost cap); None: nothing."""
+
+    async def past_deadline(self, job: Job) -> int:
+        """Following reached :meth:`seconds_left`: end the target (its job's results so far
+        collected where the bound allows), fail the run."""
 
     async def lost(self, job: Job, state: RunLog, lost: FollowLost) -> Stop:
         """Following gave up reaching the target: :attr:`Stop.detached` when a signal came

@@ -82,6 +82,8 @@ def _attempt_sent(e: ev.AttemptSent, s: RunLog | None) -> str:
         bound = f"max_hours {e.max_hours:g} from its creation"
     else:
         bound = f"deadline {e.deadline or 'unknown'}"
+    if e.max_cost_usd is not None:
+        bound += f", max_cost_usd {_money(e.max_cost_usd)}"
     price = f" at {_rate(e.price_per_hour)}" if e.price_per_hour is not None else ""
     return f"attempt {e.n}: asking Runpod for pod {e.pod_name} on {e.gpu_type}{price} ({bound})"
 
@@ -169,6 +171,10 @@ _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
         f"pod {e.pod_id} awaits retrieval of the results" + (f" ({e.detail})" if e.detail else "")
     ),
     ev.PodKept: lambda e, s: f"pod {e.pod_id} kept (--keep-pod); only `pod rm` removes it",
+    ev.CostCapNear: lambda e, s: (
+        f"pod {e.pod_id} has cost 95 % of its cap of {_money(e.max_cost_usd)} at "
+        f"{_money(e.cost_per_hour)}/h (cost_cap_near)"
+    ),
     ev.PodDeleting: lambda e, s: f"deleting pod {e.pod_id} ({e.reason.replace('_', ' ')})",
     ev.PodDeleted: _deleted,
     ev.StrayRecorded: lambda e, s: f"stray pod {e.pod_id} recorded ({e.reason})",

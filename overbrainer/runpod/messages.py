@@ -8,6 +8,7 @@ its job started is :func:`overbrainer.runpod.decide.interrupted_before_job`.)
 from enum import StrEnum
 
 from overbrainer.events.aggregate import PodView
+from overbrainer.runpod.cost_cap import max_cost
 from overbrainer.runpod.decide import rate_text
 
 
@@ -51,9 +52,13 @@ def keep_warning(pod: PodView, run_id: str) -> str:
         if pod.cost_per_hour is not None
         else "at an hourly rate Runpod did not give"
     )
+    capped = ""
+    cap = max_cost(pod)
+    if cap is not None:
+        capped = f" and no cost limit (max_cost_usd = ${cap:.2f} is not enforced on a kept pod)"
     return (
-        f"--keep-pod: pod {pod_name(pod)} is kept with no time limit, {hourly}, even once the "
-        f"run ends; nothing deletes it but {pod_rm(run_id)}"
+        f"--keep-pod: pod {pod_name(pod)} is kept with no time limit{capped}, {hourly}, even "
+        f"once the run ends; nothing deletes it but {pod_rm(run_id)}"
     )
 
 

@@ -11,9 +11,9 @@ parameters are all named and none of which takes them.
 import base64
 import gzip
 import math
-from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 import re
 import shlex
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from importlib import resources
 
 from overbrainer.errors import OverbrainerError

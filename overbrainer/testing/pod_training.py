@@ -77,12 +77,14 @@ retrieve_grace_minutes = 30
 @dataclass
 class JobScript:
     """What the next job does once spawned: ``steps`` metrics lines ``step_seconds`` apart,
-    then (if it ``ends``) its outputs and exit code."""
+    then (if it ``ends``) its outputs and exit code; every ``saves_every`` steps (never
+    for 0) it saves its adapter so far in ``output/``."""
 
     steps: int = 5
     step_seconds: float = 60.0
     exit_code: int = 0
     ends: bool = True
+    saves_every: int = 0
 
 
 @dataclass
@@ -166,6 +168,9 @@ class JobExecutor(FakeExecutor):
             metrics += _metrics_line(script.steps, step)
             at = now + step * script.step_seconds
             self.machine.write_at(at, f"{remote_dir}/metrics.jsonl", metrics)
+            if script.saves_every and step % script.saves_every == 0:
+                saved = f"step {step}\n".encode()
+                self.machine.write_at(at, f"{remote_dir}/output/adapter_model.safetensors", saved)
         if script.ends:
             end = now + script.steps * script.step_seconds
             self.machine.write_at(end, f"{remote_dir}/output/adapter_model.safetensors", b"w" * 64)

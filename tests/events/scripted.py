@@ -152,3 +152,19 @@ SCRIPT: list[tuple[str, ev.Event]] = [
     (RUN_C, ev.PodDeleted(pod_id="zz9", by="client", uptime_seconds=30.0, spend=0.0042)),
     (RUN_C, ev.RunEnded(state="failed", message="interrupted before the job started")),
 ]
+
+
+def _since_0_3_0(script: list[tuple[str, ev.Event]]) -> list[tuple[str, ev.Event]]:
+    """``script`` with the event types added since 0.3.0 (whose log ``SCRIPT`` is), each
+    where it happens in its run."""
+    out: list[tuple[str, ev.Event]] = []
+    for run_id, event in script:
+        out.append((run_id, event))
+        if run_id == RUN_A and isinstance(event, ev.PodJobRunning):
+            near = ev.CostCapNear(pod_id="k3x9", max_cost_usd=3.0, cost_per_hour=0.53)
+            out.append((RUN_A, near))
+    return out
+
+
+EVERY_TYPE: list[tuple[str, ev.Event]] = _since_0_3_0(SCRIPT)
+"""``SCRIPT`` and the event types added since, in order: every type of the catalogue."""

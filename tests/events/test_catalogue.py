@@ -15,7 +15,7 @@ from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
 from overbrainer.events.store import RunStore
 from overbrainer.session.journal import Journal
-from tests.events.scripted import RUN_A, RUN_B, RUN_C, SCRIPT
+from tests.events.scripted import EVERY_TYPE, RUN_A, RUN_B, RUN_C
 
 T = "<time>"
 
@@ -83,6 +83,7 @@ EXPECTED_POD_A = {
             "gpu_type": "NVIDIA A100",
             "deadline": "2026-01-01T16:00:00Z",
             "max_hours": None,
+            "max_cost_usd": None,
             "sent_at": T,
             "result": "no_capacity",
             "detail": "no A100 in EU-RO-1",
@@ -94,6 +95,7 @@ EXPECTED_POD_A = {
             "gpu_type": "NVIDIA A40",
             "deadline": None,
             "max_hours": 6.0,
+            "max_cost_usd": None,
             "sent_at": T,
             "result": "created",
             "detail": "",
@@ -107,6 +109,7 @@ EXPECTED_POD_A = {
     "cost_per_hour": 0.53,
     "created_at": "2026-01-01T10:00:05Z",
     "deadline": "2026-01-01T16:00:05Z",
+    "cost_cap_near": True,
     "endpoint": {"host": "203.0.113.7", "port": 22022, "user": "root"},
     "verdict": "ready",
     "delete_reason": "requested",
@@ -151,6 +154,7 @@ EXPECTED_POD_C = {
             "gpu_type": "NVIDIA A40",
             "deadline": "2026-01-01T18:00:00Z",
             "max_hours": None,
+            "max_cost_usd": None,
             "sent_at": T,
             "result": "created",
             "detail": "",
@@ -164,6 +168,7 @@ EXPECTED_POD_C = {
     "cost_per_hour": 0.5,
     "created_at": T,
     "deadline": "2026-01-01T18:00:00Z",
+    "cost_cap_near": False,
     "endpoint": None,
     "verdict": None,
     "delete_reason": "interrupted",
@@ -195,6 +200,7 @@ EXPECTED_SENTENCES_A = [
     "pod k3x9 ready (watchdog: ready)",
     "started the job (pid 4242) in overbrainer/a",
     "the job runs on pod k3x9",
+    "pod k3x9 has cost 95 % of its cap of $3.00 at $0.53/h (cost_cap_near)",
     "stopped following (interrupted); the job keeps running at step 3/10: "
     f"`overbrainer train attach {RUN_A}` follows it again",
     "pod k3x9 awaits retrieval of the results (output/adapter.bin did not verify)",
@@ -298,7 +304,7 @@ async def _record_script(project: Path) -> None:
     store = RunStore(None, project, Actor.here("test script"))
     journal = Journal(store, project)
     try:
-        for run_id, event in SCRIPT:
+        for run_id, event in EVERY_TYPE:
             if isinstance(event, ev.RunCreated):
                 await journal.create(event)
             else:
@@ -343,14 +349,14 @@ def _check_everything(
     code, out, _ = _cli(capsys, project, "events", RUN_A, "--json")
     lines = [json.loads(row) for row in out.splitlines()]
     assert [row["seq"] for row in lines] == list(range(1, 23))
-    assert [row["event"] for row in lines] == [e.name for r, e in SCRIPT if r == RUN_A]
+    assert [row["event"] for row in lines] == [e.name for r, e in EVERY_TYPE if r == RUN_A]
     assert all(row["actor"]["command"] == "test script" for row in lines)
 
 
 async def test_every_event_type_is_folded_into_every_projection(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    used = {type(event) for _, event in SCRIPT}
+    used = {type(event) for _, event in EVERY_TYPE}
     assert used == set(ev.CATALOGUE.values()), "the script must use every event type"
     # A second either side absorbs the clock's resolution; the script's own times are
     # far from any day the test may run on, so none of them falls inside.

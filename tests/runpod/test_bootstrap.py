@@ -388,6 +388,8 @@ def test_pod_env_carries_the_marker_settings_and_keys_only(keys: RunKeys):
     assert fractional["OVERBRAINER_MAX_SECONDS"] == "1800"
     assert fractional["OVERBRAINER_KEEP"] == "0"
     assert "OVERBRAINER_INTERVAL" not in fractional
+    assert "OVERBRAINER_MAX_COST_USD" not in fractional
+    assert "OVERBRAINER_COST_PER_HOUR" not in fractional
     assert "OVERBRAINER_API_BASE" not in fractional
     assert env["OVERBRAINER_API_BASE"] == "http://127.0.0.1:8123/v2"
     assert env["OVERBRAINER_AUTHORIZED_KEY"] == keys.client_public_key
@@ -399,6 +401,34 @@ def test_pod_env_carries_the_marker_settings_and_keys_only(keys: RunKeys):
     joined = "".join(env.values())
     assert keys.host_private_key.splitlines()[4] not in joined  # only base64-wrapped
     assert len(joined) < 24_000
+
+
+@pytest.mark.parametrize(
+    ("cap", "rate", "said_cap", "said_rate"),
+    [
+        (1.0, 2.0, "1", "2"),
+        (12.5, 0.44, "12.5", "0.44"),
+        # The cap rounded down and the rate up: the pod never gets longer than exact.
+        (0.4999999, 0.1234561, "0.499999", "0.123457"),
+        (1_000_000, 1e-6, "1000000", "0.000001"),
+    ],
+)
+def test_pod_env_carries_the_cost_cap_as_the_watchdog_reads_amounts(
+    keys: RunKeys, cap: float, rate: float, said_cap: str, said_rate: str
+):
+    env = pod_env(
+        RUN,
+        keys,
+        run_dir="overbrainer/" + RUN,
+        max_hours=1.0,
+        boot_grace_seconds=60,
+        retrieve_grace_seconds=60,
+        keep=False,
+        max_cost_usd=cap,
+        expected_cost_per_hour=rate,
+    )
+    assert env["OVERBRAINER_MAX_COST_USD"] == said_cap
+    assert env["OVERBRAINER_COST_PER_HOUR"] == said_rate
 
 
 def test_pod_env_cannot_take_an_api_key_or_token():
@@ -424,6 +454,12 @@ def test_pod_env_cannot_take_an_api_key_or_token():
         {"boot_grace_seconds": "60"},
         {"interval_seconds": float("nan")},
         {"max_hours": 0.0},
+        {"max_cost_usd": 0.0},
+        {"max_cost_usd": 1e-7},
+        {"max_cost_usd": 2e6},
+        {"max_cost_usd": float("inf")},
+        {"max_cost_usd": True},
+        {"expected_cost_per_hour": -1.0},
     ],
 )
 def test_pod_env_refuses_unsafe_values(keys: RunKeys, change):

@@ -149,6 +149,16 @@ async def deadline(tmp_path: Path) -> list[str]:
         return await _trained(t)
 
 
+async def cost_cap(tmp_path: Path) -> list[str]:
+    """A job still followed as its pod nears its cost cap."""
+    async with training(tmp_path) as t:
+        t.spec = t.spec.model_copy(update={"max_cost_usd": 0.1})  # 15 min at $0.40/h
+        t.network.script = JobScript(steps=100, step_seconds=120.0, ends=False)
+        with pytest.raises(OverbrainerError):
+            await t.train()
+        return await _trained(t)
+
+
 async def requested(tmp_path: Path) -> list[str]:
     """``pod rm`` of a run whose pod was kept."""
     async with training(tmp_path) as t:
@@ -164,6 +174,7 @@ PATHS: dict[str, Callable[[Path], Awaitable[list[str]]]] = {
     "not_ready": not_ready,
     "duplicate": duplicate,
     "deadline": deadline,
+    "cost_cap": cost_cap,
     "refused": refused,
     "requested": requested,
     "cancelled": cancelled,

@@ -18,6 +18,8 @@ Every path that ends a pod comes here with its reason (``DeleteReason``, recorde
   failed in any other way;
 - ``deadline``: a job still followed past its pod's deadline (the pod's watchdog should
   have deleted it);
+- ``cost_cap``: a job still followed as its pod was about to reach its cost cap (its results
+  so far collected first; ``following.at_cost_cap``);
 - ``requested``: ``pod rm``.
 
 :func:`delete_pod` appends ``pod.Deleting`` *before* the delete leaves, sends it, waits

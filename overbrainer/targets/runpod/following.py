@@ -1,4 +1,4 @@
-"""What bounds following a job on its pod: the pod's deadline, and the pod lost.
+"""What bounds following a job on its pod: the pod's deadline, its cost cap, and the pod lost.
 
 Following never calls the API. It is bounded by the pod's deadline plus
 :data:`DEADLINE_SLACK`: a job still followed then runs on a pod its watchdog should have
@@ -7,15 +7,21 @@ deleted, so the client deletes it and fails the run. The deadline is Runpod's
 answer carried forward on the monotonic clock): this machine's wall clock being hours off,
 or jumping, neither deletes a healthy pod nor lets one run unbounded. When following loses
 the pod, the run fails only once the pod is confirmed gone (``pods.confirm_gone``).
+
+A pod created with a cost cap is also bounded by it (``runpod/cost_cap.py``): following
+records when the cap is near and, a margin before the pod reaches it, the job is stopped,
+its results so far retrieved and the pod deleted (``cost_cap``); its watchdog deletes it at
+the cap whatever happens.
 """
 
+from dataclasses import dataclass
 from functools import partial
 from typing import NoReturn
 
 from overbrainer.errors import OverbrainerError
 from overbrainer.events import decisions
 from overbrainer.events.aggregate import PodView, RunLog
-from overbrainer.runpod import messages
+from overbrainer.runpod import cost_cap, messages
 from overbrainer.runpod.decide import parse_utc, uptime_and_spend
 from overbrainer.targets.runpod.delete import delete_pod, forget_key_if_done
 from overbrainer.targets.runpod.pods import PodContext, confirm_gone
@@ -24,6 +30,9 @@ from overbrainer.train.metrics import MetricsSummary, summary_line
 
 __all__ = [
     "DEADLINE_SLACK",
+    "CostCapWatch",
+    "at_cost_cap",
+    "cost_cap_message",
     "lost",
     "max_hours",
     "past_deadline",
@@ -38,13 +47,95 @@ the pod itself (the watchdog should have done it at the deadline)."""
 
 def seconds_left(ctx: PodContext, state: RunLog) -> float:
     """How long the run's job may still be followed: until its pod's deadline plus
-    :data:`DEADLINE_SLACK`, on Runpod's clock (infinite for a kept pod, which has none)."""
+    :data:`DEADLINE_SLACK`, or its cost cap less ``cost_cap.FOLLOW_MARGIN``, whichever
+    comes first, on Runpod's clock (infinite for a kept pod, which has neither)."""
     deadline = parse_utc(state.pod.deadline)
     if state.pod.keep or deadline is None:
         return float("inf")
     # Both on Runpod's clock, and from here on trio's monotonic one: no change of this
     # machine's wall clock moves it.
-    return max(0.0, (deadline - ctx.server_now()).total_seconds() + DEADLINE_SLACK)
+    now = ctx.server_now()
+    by_deadline = max(0.0, (deadline - now).total_seconds() + DEADLINE_SLACK)
+    return min(by_deadline, cost_cap.seconds_until(cost_cap.follow_until(state.pod), now))
+
+
+def cost_cap_message(pod: PodView) -> str:
+    """Why a run ends at its pod's cost cap (``run.Ended``'s message)."""
+    return (
+        f"cost_cap: pod {pod.pod_id} was about to reach its cost cap "
+        f"({cost_cap.cap_text(pod)}); overbrainer stopped its job and deleted the pod"
+    )
+
+
+@dataclass
+class CostCapWatch:
+    """Called at each poll while the job is followed: once the pod has cost
+    ``cost_cap.NEAR`` of its cap (on Runpod's clock), record it (``pod.CostCapNear``) and
+    say so, once; nothing for a pod without a cap or whose log says it already.
+    ``at_bound``: called as following stops at the cap, which is near by then (recorded
+    without a word, whatever a clock rounding says)."""
+
+    ctx: PodContext
+    run_id: str
+    pod: PodView
+    at_bound: bool = False
+    done: bool = False
+
+    async def __call__(self) -> None:
+        pod = self.pod
+        at = cost_cap.cap_at(pod, cost_cap.NEAR)
+        cap = cost_cap.max_cost(pod)
+        if self.done or pod.cost_cap_near or at is None or cap is None:
+            return
+        if pod.pod_id is None or pod.cost_per_hour is None:
+            return
+        if not self.at_bound and self.ctx.server_now() < at:
+            return
+        self.done = True
+        pod_id, rate = pod.pod_id, pod.cost_per_hour
+        session = self.ctx.session
+        try:
+            await session.journal.append(
+                self.run_id, lambda s: decisions.cost_cap_near(s, pod_id, cap, rate)
+            )
+        except OverbrainerError as error:
+            # Following goes on: the bound itself does not depend on this record.
+            session.front.warn(f"{error} (while recording that pod {pod_id} nears its cost cap)")
+        if self.at_bound:
+            return
+        margin = cost_cap.FOLLOW_MARGIN / 60
+        session.front.warn(
+            f"run {self.run_id}: pod {pod_id} has cost 95 % of its cap "
+            f"({cost_cap.cap_text(pod)}); up to {margin:g} min before the cap its job is "
+            "stopped, its results so far retrieved and the pod deleted"
+        )
+
+
+async def at_cost_cap(ctx: PodContext, run_id: str, message: str, *, collected: bool) -> RunLog:
+    """The pod is at its cost cap (less the margin), its job stopped and its results
+    collected (``collected``) or not: delete the pod (``cost_cap``) and, when the run's end
+    is not recorded yet, fail it with ``message``, its results not home. The delete's
+    failure is raised once the run's end is recorded."""
+    session = ctx.session
+    state = await session.journal.state(run_id)
+    pod_id = state.pod.pod_id
+    assert pod_id is not None
+    problem: OverbrainerError | None = None
+    try:
+        await delete_pod(ctx, run_id, pod_id, "cost_cap")
+    except OverbrainerError as error:
+        problem = error
+    if not collected:
+        why = "its job could not be stopped and collected before the pod's cost cap"
+        state = await session.journal.append(
+            run_id, lambda s: decisions.fail_at_cost_cap(s, message, why)
+        )
+    else:
+        state = await session.journal.state(run_id)
+    forget_key_if_done(ctx, run_id, state)
+    if problem is not None:
+        raise problem
+    return state
 
 
 def spend_so_far(pod: PodView, ctx: PodContext) -> float | None:

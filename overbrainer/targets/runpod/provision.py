@@ -546,6 +546,7 @@ class _Walk:
                 gpu_type=gpu_type,
                 max_hours=candidate.max_hours,
                 price_per_hour=_cents4(candidate.rate),
+                max_cost_usd=self.wanted.max_cost_usd,
             )
             if candidate.shortened and self.wanted.max_cost_usd is not None:
                 self.front.info(
@@ -618,6 +619,8 @@ class _Walk:
             keep=self.keep,
             api_base=self.api_base,
             interval_seconds=self.timing.watchdog_interval,
+            max_cost_usd=spec.max_cost_usd,
+            expected_cost_per_hour=self.current.rate,
         )
         return CreatePod(
             name=name,
