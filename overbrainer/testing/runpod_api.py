@@ -113,7 +113,8 @@ class FakeGpuType:
     and what a pod of it bills.
 
     ``price`` is the secure cloud's USD/h for one GPU, which is also what the fake bills per
-    GPU; ``community_price`` None means not offered on the community cloud, ``secure`` False
+    GPU unless ``billed_price`` says otherwise (a pod's real rate, its ``cost``, may differ
+    from the catalog's list price); ``community_price`` None means not offered on the community cloud, ``secure`` False
     not on the secure one. ``max_count`` is the most GPUs of this type one pod can have.
     """
 
@@ -126,6 +127,7 @@ class FakeGpuType:
     max_count: int = 8
     manufacturer: str = "NVIDIA"
     pool: str | None = None
+    billed_price: float | None = None
 
     def catalog_entry(self) -> dict[str, Any]:
         """The type as ``GET /catalog/gpus`` lists it (availability not included)."""
@@ -378,7 +380,10 @@ class FakeRunpod:
     @property
     def gpu_prices(self) -> dict[str, float]:
         """USD/h for one GPU of each type the fake offers (what a pod of it bills per GPU)."""
-        return {gpu.id: gpu.price for gpu in self.gpu_types.values()}
+        return {
+            gpu.id: gpu.price if gpu.billed_price is None else gpu.billed_price
+            for gpu in self.gpu_types.values()
+        }
 
     def add_gpu_type(self, gpu_type: FakeGpuType) -> None:
         """Offer a GPU type (replacing one of the same id), with the default capacity in

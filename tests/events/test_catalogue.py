@@ -71,7 +71,7 @@ EXPECTED_RUN_A = {
     "artifacts": {"files": 4, "bytes": 1234, "manifest_digest": "m1", "at": T},
     "note": None,
     "clock_offset": None,
-    "version": 22,
+    "version": 23,
 }
 EXPECTED_POD_A = {
     "keep": True,
@@ -348,7 +348,7 @@ def _check_everything(
     assert "  — test script by " in out.splitlines()[0]
     code, out, _ = _cli(capsys, project, "events", RUN_A, "--json")
     lines = [json.loads(row) for row in out.splitlines()]
-    assert [row["seq"] for row in lines] == list(range(1, 23))
+    assert [row["seq"] for row in lines] == list(range(1, 24))
     assert [row["event"] for row in lines] == [e.name for r, e in EVERY_TYPE if r == RUN_A]
     assert all(row["actor"]["command"] == "test script" for row in lines)
 
@@ -398,8 +398,8 @@ async def test_events_at_n_shows_the_state_after_event_n(
 
     code, out, err = _cli(capsys, tmp_path, "events", RUN_A, "--at", "99")
     assert code == 2
-    assert "has 22 events" in err
+    assert "has 23 events" in err
 
-    code, out, _ = _cli(capsys, tmp_path, "events", RUN_A, "--at", "22")
+    code, out, _ = _cli(capsys, tmp_path, "events", RUN_A, "--at", "23")
     assert code == 0
     assert "succeeded" in out and "k3x9" in out

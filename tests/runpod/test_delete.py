@@ -2,6 +2,7 @@
 records is produced by some path: one scenario per reason, on trio's MockClock."""
 
 import ast
+import dataclasses
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import get_args
@@ -152,6 +153,13 @@ async def deadline(tmp_path: Path) -> list[str]:
 async def cost_cap(tmp_path: Path) -> list[str]:
     """A job still followed as its pod nears its cost cap."""
     async with training(tmp_path) as t:
+        # Its pods bill $0.40/h, more than the catalog's list price, which lets the cap pay
+        # for the whole max_hours: created with its full bound, the cap comes at 15 min.
+        fake = t.rig.fake
+        (gpu,) = t.spec.gpu_types
+        billed = fake.gpu_prices[gpu]
+        listed = 0.1 / t.spec.max_hours
+        fake.add_gpu_type(dataclasses.replace(fake.gpu_types[gpu], price=listed, billed_price=billed))
         t.spec = t.spec.model_copy(update={"max_cost_usd": 0.1})  # 15 min at $0.40/h
         t.network.script = JobScript(steps=100, step_seconds=120.0, ends=False)
         with pytest.raises(OverbrainerError):

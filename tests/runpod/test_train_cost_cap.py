@@ -25,7 +25,11 @@ CAP_SECONDS = 30 * 60.0  # $1 at $2/h
 
 def _capped(t: Train, cap: float = 1.0, price: float = 2.0) -> None:
     fake = t.rig.fake
-    fake.add_gpu_type(dataclasses.replace(fake.gpu_types[A40], price=price))
+    # The catalog lists the type cheaper than its pods bill (a pod's real rate may differ
+    # from the list price): the cap pays for the whole max_hours at the list price, so the
+    # pod is created with its full bound, and the cap is reached at the rate it bills.
+    listed = min(price, cap / t.spec.max_hours)
+    fake.add_gpu_type(dataclasses.replace(fake.gpu_types[A40], price=listed, billed_price=price))
     t.spec = t.spec.model_copy(update={"max_cost_usd": cap})
 
 
