@@ -159,7 +159,8 @@ async def cost_cap(tmp_path: Path) -> list[str]:
         (gpu,) = t.spec.gpu_types
         billed = fake.gpu_prices[gpu]
         listed = 0.1 / t.spec.max_hours
-        fake.add_gpu_type(dataclasses.replace(fake.gpu_types[gpu], price=listed, billed_price=billed))
+        cheaper = dataclasses.replace(fake.gpu_types[gpu], price=listed, billed_price=billed)
+        fake.add_gpu_type(cheaper)
         t.spec = t.spec.model_copy(update={"max_cost_usd": 0.1})  # 15 min at $0.40/h
         t.network.script = JobScript(steps=100, step_seconds=120.0, ends=False)
         with pytest.raises(OverbrainerError):
