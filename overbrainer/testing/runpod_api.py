@@ -115,7 +115,8 @@ class FakeGpuType:
     ``price`` is the secure cloud's USD/h for one GPU, which is also what the fake bills per
     GPU unless ``billed_price`` says otherwise (a pod's real rate, its ``cost``, may differ
     from the catalog's list price); ``community_price`` None means not offered on the
-    community cloud, ``secure`` False not on the secure one. ``max_count`` is the most GPUs of this type one pod can have.
+    community cloud, ``secure`` False not on the secure one. ``max_count`` is the most GPUs
+    of this type one pod can have.
     """
 
     id: str
