@@ -367,8 +367,8 @@ async def _print_logs(
     from overbrainer.projections.files import run_dir
 
     invocation = current()
-    home = (run_dir(invocation.project_dir, state.run.run_id) / job_logs.LOG_FILE).is_file()
-    where = None if pod else job_logs.where_to_read(state, home)
+    home_log = run_dir(invocation.project_dir, state.run.run_id) / job_logs.LOG_FILE
+    where = None if pod else job_logs.where_to_read(state, home_log.is_file())
     if where == "here":
         async with job_logs.job_log_executor(invocation.project_dir, None, state, "here") as (
             executor,
@@ -381,12 +381,43 @@ async def _print_logs(
     from overbrainer.config.load import load_settings
 
     settings = load_settings(invocation.project_dir, invocation.environ())
+    reading = job_logs.Reading(job_logs.Printer(sys.stdout))
+
+    async def remote() -> None:
+        await _print_remote_log(
+            invocation, settings, state, reading, follow=follow, tail=tail, pod=pod, source=source
+        )
+
+    if pod:
+        await remote()
+    else:
+        await job_logs.follow_onto_home(
+            remote, invocation.project_dir, state, reading, follow=follow, home_log=home_log
+        )
+
+
+async def _print_remote_log(
+    invocation: Any,
+    settings: Any,
+    state: Any,
+    reading: Any,
+    *,
+    follow: bool,
+    tail: int | None,
+    pod: bool,
+    source: Any,
+) -> None:
+    """The job's log on the run's target, or (``pod``) the pod's own log."""
+    from overbrainer.lifecycle import logs as job_logs
+
     if state.run.kind != "runpod":
         async with job_logs.job_log_executor(invocation.project_dir, settings, state, "target") as (
             executor,
             job_dir,
         ):
-            await job_logs.print_job_log(executor, job_dir, sys.stdout, tail=tail, follow=follow)
+            await job_logs.print_job_log(
+                executor, job_dir, sys.stdout, tail=tail, follow=follow, reading=reading
+            )
         return
     from overbrainer.runpod.client import RunpodClient
 
@@ -412,7 +443,13 @@ async def _print_logs(
             from overbrainer.lifecycle.runpod import follow_poll
 
             await job_logs.print_job_log(
-                executor, job_dir, sys.stdout, tail=tail, follow=follow, poll=follow_poll(settings)
+                executor,
+                job_dir,
+                sys.stdout,
+                tail=tail,
+                follow=follow,
+                poll=follow_poll(settings),
+                reading=reading,
             )
 
 

@@ -111,6 +111,15 @@ async def _tail_offset(executor: Executor, path: str, size: int, lines: int) -> 
         window *= 4
 
 
+@dataclass
+class Reading:
+    """How far a job's log has been printed: a follow that loses its target (the pod was
+    deleted once the results came home) goes on from here in the copy at home."""
+
+    printer: Printer
+    offset: int | None = None
+
+
 async def print_job_log(
     executor: Executor,
     job_dir: str,
@@ -119,28 +128,59 @@ async def print_job_log(
     tail: int | None,
     follow: bool,
     poll: float = POLL,
+    reading: Reading | None = None,
 ) -> None:
     """Print the job's log in ``job_dir`` (its last ``tail`` lines, or all of it); with
-    ``follow``, go on printing as it grows until the job has ended and it is drained."""
+    ``follow``, go on printing as it grows until the job has ended and it is drained.
+    With ``reading``, start where it stands (if it has started) and keep it up to date."""
     path = f"{job_dir}/{LOG_FILE}"
-    printer = Printer(out)
+    if reading is None:
+        reading = Reading(Printer(out))
+    printer = reading.printer
     size = await executor.file_size(path)
-    offset = 0 if tail is None else await _tail_offset(executor, path, size, tail)
+    if reading.offset is None:
+        reading.offset = 0 if tail is None else await _tail_offset(executor, path, size, tail)
     # Without --follow, the log as it was when asked (it may grow meanwhile).
     end: float = float("inf") if follow else size
     while True:
         ended = (await executor.status(job_dir)).ended if follow else True
-        while offset < end:
-            data = await executor.read_file(path, offset, int(min(CHUNK, end - offset)))
+        while reading.offset < end:
+            data = await executor.read_file(
+                path, reading.offset, int(min(CHUNK, end - reading.offset))
+            )
             if data:
                 printer.write(data)
-                offset += len(data)
+                reading.offset += len(data)
             if len(data) < CHUNK or stdout_gone():
                 break
         if ended or stdout_gone():
             printer.write(b"", final=True)
             return
         await trio.sleep(poll)
+
+
+async def follow_onto_home(
+    remote: Callable[[], Awaitable[None]],
+    project_dir: Path,
+    state: RunLog,
+    reading: Reading,
+    *,
+    follow: bool,
+    home_log: Path,
+) -> None:
+    """``remote()`` prints the job's log on its target into ``reading``; if a follow loses
+    the target once the log is home (the run ended and its results were retrieved, then
+    its pod deleted, before the follow saw the end), the rest is printed from the copy at
+    home: the same file, verified when it came."""
+    try:
+        await remote()
+    except OverbrainerError:
+        if not (follow and reading.offset is not None and await trio.Path(home_log).is_file()):
+            raise
+        async with job_log_executor(project_dir, None, state, "here") as (executor, job_dir):
+            await print_job_log(
+                executor, job_dir, reading.printer.out, tail=None, follow=False, reading=reading
+            )
 
 
 # --- reaching the job's log ------------------------------------------------------------

@@ -1,13 +1,24 @@
 """``runs logs RUN``: the job's log on this machine and over SSH, followed as it grows,
 its last lines, read from home once the run ended; and the end of a failed run's output."""
 
+import io
 import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import pytest
 
 from overbrainer.errors import OverbrainerError
 from overbrainer.events.aggregate import RunLog, RunView
-from overbrainer.lifecycle.logs import last_lines_start, shown_lines, where_to_read
+from overbrainer.exec.base import TargetUnreachable
+from overbrainer.lifecycle.logs import (
+    Printer,
+    Reading,
+    follow_onto_home,
+    last_lines_start,
+    shown_lines,
+    where_to_read,
+)
 from tests.runs.conftest import Project
 from tests.runs.ssh_project import SshProject, ssh_project
 
@@ -146,3 +157,74 @@ def test_runs_logs_reads_the_log_on_the_ssh_host_then_at_home(ssh_project: SshPr
     assert home.returncode == 0, home.stderr
     assert home.stdout == "[stand-in axolotl] training done; model saved to output\n"
     assert len(ssh_project.sshd.commands()) == before
+
+
+# --- a follow that loses its target once the log is home ---------------------------------
+
+_LOG = "step 1\nstep 2 ünïcode\nstep 3\ntraining done\n".encode()
+
+
+def _home(tmp_path: Path, data: bytes | None) -> Path:
+    directory = tmp_path / "runs" / "r1"
+    directory.mkdir(parents=True)
+    if data is not None:
+        (directory / "job.log").write_bytes(data)
+    return directory / "job.log"
+
+
+def _lost_after(printed: int, reading: Reading) -> Callable[[], Awaitable[None]]:
+    """A follow on the target that printed ``printed`` bytes (cutting a character in two),
+    then lost the target (its pod deleted as the run ended)."""
+
+    async def remote() -> None:
+        reading.printer.write(_LOG[:printed])
+        reading.offset = printed
+        raise TargetUnreachable(
+            "lost the connection to pod p1 while reading the job's status", host="p1"
+        )
+
+    return remote
+
+
+@pytest.mark.parametrize("printed", [0, 9, len("step 1\nstep 2 ü"), len(_LOG)])
+async def test_a_follow_that_loses_the_pod_goes_on_from_the_log_at_home(
+    tmp_path: Path, printed: int
+) -> None:
+    home = _home(tmp_path, _LOG)
+    out = io.StringIO()
+    reading = Reading(Printer(out))
+    state = _state("runpod", "succeeded", True)
+    await follow_onto_home(
+        _lost_after(printed, reading), tmp_path, state, reading, follow=True, home_log=home
+    )
+    assert out.getvalue() == _LOG.decode()  # every byte once, none lost or repeated
+
+
+@pytest.mark.parametrize(
+    ("follow", "home", "started"),
+    [
+        (True, False, True),  # the log is not home: the target is really lost
+        (False, True, True),  # not following: the error is the answer
+        (True, True, False),  # lost before anything was read: said as it is
+    ],
+)
+async def test_a_lost_target_is_an_error_unless_the_follow_can_go_on_at_home(
+    tmp_path: Path, follow: bool, home: bool, started: bool
+) -> None:
+    log = _home(tmp_path, _LOG if home else None)
+    reading = Reading(Printer(io.StringIO()))
+
+    async def remote() -> None:
+        if started:
+            reading.offset = 3
+        raise TargetUnreachable("lost the connection to pod p1", host="p1")
+
+    with pytest.raises(TargetUnreachable):
+        await follow_onto_home(
+            remote,
+            tmp_path,
+            _state("runpod", "running", True),
+            reading,
+            follow=follow,
+            home_log=log,
+        )
