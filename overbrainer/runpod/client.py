@@ -2,9 +2,9 @@
 
 Creates are sent once and never retried: a failed create raises :class:`CreateFailed`
 with a fixed text per status, or :class:`AmbiguousCreate` when a pod may exist anyway.
-Reads (pods and the GPU catalog), deletes and ``terminate`` are retried on transport errors,
-408, 429 (honouring ``Retry-After``) and 5xx with jittered exponential backoff, bounded in
-attempts and time.
+Reads (pods, the GPU catalog, pod billing), deletes and ``terminate`` are retried on
+transport errors, 408, 429 (honouring ``Retry-After``) and 5xx with jittered exponential
+backoff, bounded in attempts and time.
 Redirects are never followed. No message or exception this module raises holds the API
 key, nor any piece of it of :data:`~overbrainer.runpod.redact.MIN_FRAGMENT` characters.
 """
@@ -29,16 +29,20 @@ import trio
 from overbrainer.errors import OverbrainerError
 from overbrainer.runpod.clocks import ServerClock, parse_http_date
 from overbrainer.runpod.models import (
+    BadBillingData,
     BadGpuData,
     BadPodData,
+    BucketSize,
     DataCenter,
     GpuType,
     Pod,
+    PodBilling,
     Problem,
     check_pod_id,
     parse_data_center,
     parse_gpu_type,
     parse_pod,
+    parse_pod_billing,
     parse_problem,
 )
 from overbrainer.runpod.pod_logs import TAIL_MAX, LogLine, LogSource, SseReader, log_lines
@@ -370,6 +374,11 @@ def data_centers_of(entries: list[object]) -> list[DataCenter]:
     return list(found.values())
 
 
+def _rfc3339(moment: datetime) -> str:
+    """A time as the billing endpoint takes it: UTC, whole seconds, ``Z``."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 # --- a pod's log stream ------------------------------------------------------------------
 
 
@@ -692,6 +701,34 @@ class RunpodClient:
         except BadGpuData as error:
             raise RunpodApiError(
                 self._redact(f"cannot {op}: Runpod listed {error}"), status=200
+            ) from None
+
+    async def pod_billing(
+        self, pod_id: str, start: datetime, end: datetime, *, bucket: BucketSize = "hour"
+    ) -> PodBilling:
+        """What Runpod billed for pod ``pod_id`` from ``start`` to ``end``
+        (``GET /billing/pods``), in records of ``bucket``; Runpod snaps the window out to
+        whole buckets and says so in the answer. Times must carry their zone."""
+        pid = self._pod_id(pod_id)
+        if start.tzinfo is None or end.tzinfo is None or end <= start:
+            raise RunpodError("a billing window needs zoned times, its end after its start")
+        op = f"read what Runpod billed for pod {pid}"
+        params = {
+            "podId": pid,
+            "startTime": _rfc3339(start),
+            "endTime": _rfc3339(end),
+            "bucketSize": bucket,
+        }
+        answer, attempts = await self._call("GET", "/billing/pods", op, "always", params=params)
+        if answer.status != 200:
+            raise self._api_error(op, answer, attempts)
+        try:
+            return parse_pod_billing(answer.json())
+        except (ValueError, BadBillingData) as error:
+            reason = str(error) if isinstance(error, BadBillingData) else "not JSON"
+            raise RunpodApiError(
+                self._redact(f"cannot {op}: Runpod's answer could not be read ({reason})"),
+                status=200,
             ) from None
 
     @asynccontextmanager

@@ -16,19 +16,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import NoReturn
+from typing import Literal, NoReturn
 
 from overbrainer.errors import OverbrainerError
 from overbrainer.runpod.redact import one_line
 
 __all__ = [
     "Availability",
+    "BadBillingData",
     "BadGpuData",
     "BadPodData",
+    "BillingRecord",
+    "BucketSize",
     "DataCenter",
     "DataCenterAvailability",
     "GpuType",
     "Pod",
+    "PodBilling",
     "PodStatus",
     "Problem",
     "SshEndpoint",
@@ -37,6 +41,7 @@ __all__ = [
     "parse_data_center",
     "parse_gpu_type",
     "parse_pod",
+    "parse_pod_billing",
     "parse_problem",
 ]
 
@@ -263,6 +268,85 @@ def _ssh_direct(ssh: object) -> tuple[SshEndpoint | None, str | None]:
     except UnsafeSshEndpoint as error:
         return None, str(error)
     return endpoint, None
+
+
+# --- what Runpod billed (GET /billing/pods) ----------------------------------------------
+
+BucketSize = Literal["hour", "day", "week", "month", "year"]
+"""The length of one billing record's time bucket."""
+
+
+class BadBillingData(ValueError):
+    """Runpod's billing answer cannot be read (the message is already one line)."""
+
+
+@dataclass(frozen=True)
+class BillingRecord:
+    """What one pod cost over one time bucket ``[start, end)``, in USD."""
+
+    start: datetime
+    end: datetime
+    pod_id: str
+    total: float
+
+
+@dataclass(frozen=True)
+class PodBilling:
+    """Runpod's pod billing over the window it resolved (``start``/``end``, snapped to
+    whole buckets of ``bucket``), one record per pod per bucket."""
+
+    start: datetime
+    end: datetime
+    bucket: str
+    records: tuple[BillingRecord, ...]
+
+    def amount(self, pod_id: str) -> float:
+        """What pod ``pod_id`` cost over the window: the sum of its records (USD)."""
+        return sum(r.total for r in self.records if r.pod_id == pod_id)
+
+
+def parse_pod_billing(data: object) -> PodBilling:
+    """Read a ``ListPodBillingResponse``; anything unusable raises BadBillingData."""
+    if not isinstance(data, dict):
+        raise BadBillingData("a billing answer that is not an object")
+    items, meta = data.get("records"), data.get("metadata")
+    query = meta.get("query") if isinstance(meta, dict) else None
+    if not isinstance(items, list) or not isinstance(query, dict):
+        raise BadBillingData("a billing answer without its records or its query")
+    start, end = _billing_time(query.get("startTime")), _billing_time(query.get("endTime"))
+    bucket = _text(query.get("bucketSize"), 20) or ""
+    records = []
+    for item in items:
+        if not isinstance(item, dict):
+            raise BadBillingData("a billing record that is not an object")
+        pod_id = item.get("podId")
+        if not isinstance(pod_id, str) or not _POD_ID.fullmatch(pod_id):
+            raise BadBillingData("a billing record without a usable pod id")
+        records.append(
+            BillingRecord(
+                start=_billing_time(item.get("startTime")),
+                end=_billing_time(item.get("endTime")),
+                pod_id=pod_id,
+                total=_amount(item.get("totalAmount")),
+            )
+        )
+    return PodBilling(start=start, end=end, bucket=bucket, records=tuple(records))
+
+
+def _billing_time(value: object) -> datetime:
+    moment = _time(value)
+    if moment is None:
+        raise BadBillingData(f"a billing time that is not one: {_show(value)}")
+    return moment
+
+
+def _amount(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BadBillingData(f"a billed amount that is not a number: {_show(value)}")
+    amount = float(value)
+    if not math.isfinite(amount) or amount < 0:
+        raise BadBillingData(f"a billed amount that is not one: {amount!r}")
+    return amount
 
 
 # --- the GPU catalog ---------------------------------------------------------------------

@@ -28,6 +28,10 @@ once per boot when a pod is first observed RUNNING -- until it returns, the pod 
 ``fake.on_deleted`` are awaited when a pod stops (stop, restart, ERROR) or goes (delete,
 terminate, vanishing). Hooks must not wait for requests to this fake: start background
 work in a nursery instead.
+
+Billing (``GET /billing/pods``): a pod bills its ``cost`` per second while it exists and is
+not stopped (from its create to its delete, stop or vanishing), in buckets of Runpod's
+clock; usage shows in the billing only ``fake.billing_lag`` seconds after it happened.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import argparse
 import email.utils
 import json
 import random
+import re
 import signal
 import string
 import sys
@@ -210,6 +215,28 @@ class FakePod:
     index: int = 0
     # The container's output lines as the log stream first saw them: (trio time, line).
     container_seen: list[tuple[float, str]] = field(default_factory=list, repr=False)
+    # Billing: the trio-time spans the pod billed ``price`` per hour over, and the start of
+    # the one still open (None: not billing now).
+    billed_spans: list[tuple[float, float]] = field(default_factory=list, repr=False)
+    billing_since: float | None = None
+
+    def bill_from(self, at: float) -> None:
+        """The pod bills from ``at`` on (created, or started again after a stop)."""
+        if self.billing_since is None:
+            self.billing_since = at
+
+    def bill_until(self, at: float) -> None:
+        """The pod stops billing at ``at`` (stopped, deleted or vanished)."""
+        if self.billing_since is not None:
+            self.billed_spans.append((self.billing_since, max(at, self.billing_since)))
+            self.billing_since = None
+
+    def billed_seconds(self, start: float, end: float) -> float:
+        """How many seconds of ``[start, end)`` (trio time) the pod billed."""
+        spans = list(self.billed_spans)
+        if self.billing_since is not None:
+            spans.append((self.billing_since, end))
+        return sum(max(0.0, min(b, end) - max(a, start)) for a, b in spans)
 
     @property
     def name(self) -> str:
@@ -360,6 +387,8 @@ class FakeRunpod:
         self._epoch: tuple[float, datetime] | None = None
         self._wall_start = wall_start
         self.send_date = True  # False: answers without a Date header
+        # Usage shows in ``GET /billing/pods`` only this many seconds after it happened.
+        self.billing_lag = 0.0
 
     # --- set-up and inspection (for tests and the fake pod) ---
 
@@ -527,9 +556,11 @@ class FakeRunpod:
             parts = path.strip("/").split("/")
         catalog = parts[:2] == ["catalog", "gpus"] and len(parts) <= 3
         centers = parts == ["catalog", "datacenters"]
+        billing = parts == ["billing", "pods"]
         if (
             not catalog
             and not centers
+            and not billing
             and (
                 parts[0] != "pods"
                 or len(parts) > 3
@@ -551,6 +582,13 @@ class FakeRunpod:
             if centers:
                 return self._data_centers(request.query)
             return self._catalog(parts[2] if len(parts) == 3 else None, request.query)
+        if billing:
+            if auth.startswith("pod:"):
+                return _problem(403, "access denied")
+            if method != "GET":
+                return _problem(405, "The requested method is not allowed for this path.")
+            owner = request.headers["authorization"].split(None, 1)[1]
+            return self._billing(owner, request.query, record)
         pod_id = parts[1] if len(parts) > 1 else None
         if auth.startswith("pod:"):
             allowed = pod_id == auth[4:] and (
@@ -770,6 +808,7 @@ class FakeRunpod:
             error_at=None if error_after is None else now + error_after,
             index=len(self.pods),
         )
+        pod.bill_from(now)
         self.pods[pod.id] = pod
         return _json(201, self._render(pod, now))
 
@@ -791,11 +830,13 @@ class FakeRunpod:
             return FakeResponse(204, _rate_headers())
         if action == "stop":
             pod.halted = "EXITED"
+            pod.bill_until(now)
             await self._stopped(pod)
         else:  # start or restart: boot again, skipping provisioning (same machine)
             if action == "restart":
                 await self._stopped(pod)
             pod.halted = None
+            pod.bill_from(now)
             pod.boot_at = now
             pod.boot_provisioning = 0.0
             pod.boot_starting = self.starting_seconds
@@ -880,6 +921,93 @@ class FakeRunpod:
         found.sort(key=lambda item: item[0])
         return [(self.wall(t), origin, text) for t, origin, text in found]
 
+    # --- billing ---
+
+    def _billing(self, owner: str, query: dict[str, str], record: RecordedRequest) -> FakeResponse:
+        """``GET /billing/pods``: the query checked against the published parameters, the
+        window snapped out to whole buckets, one record per pod per bucket it billed in."""
+        values, errors = _billing_query(query)
+        record.schema_errors = errors
+        if errors:
+            return _problem(422, "Request validation failed.", errors=errors)
+        if "lastN" in values and ("startTime" in values or "endTime" in values):
+            return _problem(400, "lastN is mutually exclusive with startTime and endTime")
+        size: str = values.get("bucketSize", "day")
+        now = trio.current_time()
+        wall_now = self.wall(now)
+        if "lastN" in values:
+            end = _bucket_after(_bucket_start(wall_now, size), size)
+            start = _bucket_start(wall_now, size)
+            for _ in range(values["lastN"] - 1):
+                start = _bucket_start(start - timedelta(seconds=1), size)
+        else:
+            start = _bucket_start(values.get("startTime", wall_now - timedelta(days=30)), size)
+            end = _bucket_end(values.get("endTime", wall_now), size)
+        if end <= start:
+            return _problem(400, "endTime must be after startTime")
+        buckets: list[tuple[datetime, datetime]] = []
+        cursor = start
+        while cursor < end:
+            if len(buckets) >= _MAX_BUCKETS:
+                return _problem(400, f"more than {_MAX_BUCKETS} buckets of {size}")
+            after = _bucket_after(cursor, size)
+            buckets.append((cursor, after))
+            cursor = after
+        wanted = values.get("podId")
+        billed_until = now - self.billing_lag  # what has reached the billing yet
+        records: list[dict[str, Any]] = []
+        for pod in self.pods.values():
+            if pod.owner != owner or (wanted is not None and pod.id != wanted):
+                continue
+            for low, high in buckets:
+                a, b = self._trio_at(low), min(self._trio_at(high), billed_until)
+                seconds = pod.billed_seconds(a, b) if b > a else 0.0
+                if seconds <= 0:
+                    continue
+                amount = round(pod.price * seconds / 3600, 6)
+                records.append(
+                    {
+                        "startTime": _stamp(low),
+                        "endTime": _stamp(high),
+                        "podId": pod.id,
+                        "totalAmount": amount,
+                        "gpuAmount": amount,
+                        "cpuAmount": 0.0,
+                        "diskAmount": 0.0,
+                    }
+                )
+        records.sort(key=lambda r: (r["startTime"], r["podId"]))
+        total = round(sum(r["totalAmount"] for r in records), 6)
+        return _json(
+            200,
+            {
+                "records": records,
+                "metadata": {
+                    "query": {
+                        "startTime": _stamp(start),
+                        "endTime": _stamp(end),
+                        "bucketSize": size,
+                        "podId": wanted,
+                    },
+                    "recordCount": len(records),
+                    "uniquePodCount": len({r["podId"] for r in records}),
+                    "totals": {
+                        "totalAmount": total,
+                        "gpuAmount": total,
+                        "cpuAmount": 0.0,
+                        "diskAmount": 0.0,
+                    },
+                },
+            },
+        )
+
+    def _trio_at(self, moment: datetime) -> float:
+        """The trio time of a wall time of the fake's clock."""
+        self.wall(trio.current_time())
+        assert self._epoch is not None
+        clock0, wall0 = self._epoch
+        return clock0 + (moment - wall0).total_seconds()
+
     # --- lifecycle ---
 
     async def _advance(self, now: float) -> None:
@@ -890,6 +1018,8 @@ class FakeRunpod:
             if _vanished(pod, now):
                 pod.deleted = True
                 pod.linger_reads = 0
+                assert pod.vanish_at is not None
+                pod.bill_until(pod.vanish_at)
                 if self.on_deleted is not None:
                     await self.on_deleted(pod)
                 continue
@@ -912,6 +1042,7 @@ class FakeRunpod:
             await self.on_stopped(pod)
 
     async def _delete(self, pod: FakePod) -> None:
+        pod.bill_until(trio.current_time())
         pod.deleted = True
         pod.ssh_ready = False
         if self.on_deleted is not None:
@@ -1069,6 +1200,71 @@ def _vanished(pod: FakePod, now: float) -> bool:
     return pod.vanish_at is not None and now >= pod.vanish_at
 
 
+_MAX_BUCKETS = 10_000
+_BUCKET_STEP = {"hour": timedelta(hours=1), "day": timedelta(days=1), "week": timedelta(days=7)}
+
+
+def _billing_query(query: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """The billing query read as the published parameters of ``GET /billing/pods`` describe
+    it (numbers and times parsed), and every violation; a parameter it does not list is one
+    too."""
+    errors = runpod_schema.query_errors("/billing/pods", query)
+    params = runpod_schema.operation_parameters("/billing/pods")
+    values: dict[str, Any] = {}
+    for key, raw in query.items():
+        schema = params[key]["schema"] if key in params else {}
+        value: Any = raw
+        if schema.get("type") == "integer":
+            with suppress(ValueError):
+                value = int(raw)
+        elif schema.get("format") == "date-time":
+            # The format is only an annotation to the validator: checked here.
+            value = _parse_wall(raw)
+            if value is None or not _RFC3339.fullmatch(raw):
+                errors.append(f"query {key}: {raw!r} is not a 'date-time'")
+        values[key] = value
+    return values, sorted(errors)
+
+
+_RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
+
+
+def _bucket_start(moment: datetime, size: str) -> datetime:
+    """The start of the bucket of ``size`` that ``moment`` falls in (UTC)."""
+    moment = moment.astimezone(UTC)
+    if size == "hour":
+        return moment.replace(minute=0, second=0, microsecond=0)
+    day = moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    if size == "day":
+        return day
+    if size == "week":  # weeks start on Monday
+        return day - timedelta(days=day.weekday())
+    if size == "month":
+        return day.replace(day=1)
+    return day.replace(month=1, day=1)
+
+
+def _bucket_after(start: datetime, size: str) -> datetime:
+    """The start of the bucket after the one starting at ``start``."""
+    if size in _BUCKET_STEP:
+        return start + _BUCKET_STEP[size]
+    if size == "month":
+        return start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
+    return start.replace(year=start.year + 1)
+
+
+def _bucket_end(moment: datetime, size: str) -> datetime:
+    """``moment`` snapped up to the end of its bucket (itself when on a boundary)."""
+    start = _bucket_start(moment, size)
+    return start if start == moment else _bucket_after(start, size)
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
 def _layers(pod: FakePod) -> list[tuple[str, float]]:
     """The image's layers as the fake pulls them: an id and a size in MB each."""
     seed = sum(ord(c) for c in pod.id)
@@ -1134,7 +1330,9 @@ def _resume_index(cursor: str, lines: list[tuple[datetime, str, str]]) -> int:
 
 def _route(method: str, path: str) -> str:
     parts = path.strip("/").split("/")
-    if parts[0] == "catalog":
+    if parts[0] == "billing":
+        pass  # no id in a billing path
+    elif parts[0] == "catalog":
         if len(parts) >= 3:
             parts[2] = "{id}"
     elif len(parts) >= 2:

@@ -6,7 +6,9 @@ the pod and GPU catalog endpoints use (``CreatePodRequest``, ``Pod``, ``ListPods
 ``PodActionRequest``, ``ErrorResponse``, ``ListGpuTypesResponse``, ``GpuType`` and
 everything they reference), the parameters of ``GET /catalog/gpus`` and
 ``GET /pods/{id}/logs``, and the data centers' listing (``ListDataCentersResponse`` and the
-inline parameters of ``GET /catalog/datacenters``, under ``paths`` as published).
+inline parameters of ``GET /catalog/datacenters``, under ``paths`` as published); for pod
+billing, ``ListPodBillingResponse`` and the parameters of ``GET /billing/pods`` (under
+``paths`` too, the ones it shares with the other billing endpoints as components).
 Regenerate it with
 
     python -m overbrainer.testing.runpod_schema /path/to/openapi-v2.json
@@ -37,6 +39,7 @@ ROOTS = (
     "ListGpuTypesResponse",
     "GpuType",
     "ListDataCentersResponse",
+    "ListPodBillingResponse",
 )
 CATALOG_GPU_PARAMETERS = (
     "CatalogIncludeParam",
@@ -50,7 +53,7 @@ CATALOG_GPU_PARAMETERS = (
 """The query parameters of ``GET /catalog/gpus`` and ``GET /catalog/gpus/{id}``."""
 POD_LOG_PARAMETERS = ("LogSourceParam", "LogTail", "LogSince", "LogLastEventID")
 """The parameters of ``GET /pods/{id}/logs`` (``Last-Event-ID`` is a header)."""
-OPERATIONS = ("/v2/catalog/datacenters",)
+OPERATIONS = ("/v2/catalog/datacenters", "/v2/billing/pods")
 """The paths whose ``GET`` parameters are copied as published (they are written inline)."""
 _PREFIX = "#/components/schemas/"
 _PARAMETERS = "#/components/parameters/"
@@ -71,13 +74,19 @@ def _refs(node: object) -> Iterator[str]:
 def extract(published: dict[str, Any]) -> dict[str, Any]:
     """The part of the published description the pod and catalog endpoints need."""
     schemas = published["components"]["schemas"]
-    parameters = {
-        name: published["components"]["parameters"][name]
-        for name in CATALOG_GPU_PARAMETERS + POD_LOG_PARAMETERS
-    }
     paths = {
         path: {"get": {"parameters": published["paths"][path]["get"]["parameters"]}}
         for path in OPERATIONS
+    }
+    shared = [
+        p["$ref"][len(_PARAMETERS) :]
+        for path in paths.values()
+        for p in path["get"]["parameters"]
+        if "$ref" in p
+    ]
+    parameters = {
+        name: published["components"]["parameters"][name]
+        for name in (*CATALOG_GPU_PARAMETERS, *POD_LOG_PARAMETERS, *shared)
     }
     wanted: dict[str, Any] = {}
     todo = list(ROOTS) + [ref for p in parameters.values() for ref in _refs(p)]
@@ -154,13 +163,25 @@ def parameter_errors(name: str, value: object) -> list[str]:
     return sorted(found)
 
 
+def operation_parameters(path: str) -> dict[str, dict[str, Any]]:
+    """The published parameters of ``GET path`` (one of :data:`OPERATIONS`, without its
+    ``/v2``) by name, a shared one (``$ref``) resolved."""
+    found: dict[str, dict[str, Any]] = {}
+    for param in document()["paths"]["/v2" + path]["get"]["parameters"]:
+        ref = param.get("$ref")
+        if isinstance(ref, str):
+            param = parameter(ref[len(_PARAMETERS) :])
+        found[param["name"]] = param
+    return found
+
+
 def query_errors(path: str, query: dict[str, str]) -> list[str]:
     """Every violation of ``GET path``'s published query parameters by ``query`` (an
     unknown parameter included), as ``query NAME: message``; an array parameter's value is
-    its comma-separated text split."""
+    its comma-separated text split, an integer's its number."""
     from jsonschema import Draft202012Validator
 
-    params = {p["name"]: p for p in document()["paths"]["/v2" + path]["get"]["parameters"]}
+    params = operation_parameters(path)
     found: list[str] = []
     for key, raw in query.items():
         param = params.get(key)
@@ -173,6 +194,8 @@ def query_errors(path: str, query: dict[str, str]) -> list[str]:
             value = raw.split(",") if raw else []
         elif schema.get("type") == "boolean":
             value = {"true": True, "false": False}.get(raw, raw)
+        elif schema.get("type") == "integer" and raw.lstrip("-").isdigit():
+            value = int(raw)
         root = {
             "$schema": "https://json-schema.org/draft/2020-12/schema",
             **schema,
