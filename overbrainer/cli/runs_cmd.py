@@ -1,7 +1,6 @@
 """``runs ls`` and ``runs show``: the runs view, read without any network."""
 
 import contextlib
-import math
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,31 +17,75 @@ if TYPE_CHECKING:
     from overbrainer.projections.chart import Series
     from overbrainer.projections.compare import RunFacts
     from overbrainer.projections.live import Standing
+    from overbrainer.projections.spend import Spend
 
 app = App(name="runs", help="List and show this project's runs (no network).")
 
 
-def spend_text(state: Any, now: datetime, here: bool = False) -> str:
-    """What the run's pod cost: as recorded, or estimated for a pod that may still bill.
+def clock() -> datetime:
+    """This machine's time now (tests replace it)."""
+    return datetime.now(UTC)
 
-    The estimate compares this machine's clock with Runpod's ``createdAt``: when a command
-    on this machine (``here``: the run was started from it) recorded its clock being off
-    Runpod's, the offset is taken out (no network here to ask Runpod's time).
+
+def spend_text(state: Any, now: datetime, here: bool = False) -> str:
+    """What the run's pods cost: ``$0.42`` as Runpod billed it, ``~$0.42`` where it is
+    overbrainer's estimate (see ``projections/spend.py``).
+
+    The estimate of a pod that may still bill compares this machine's clock with Runpod's
+    ``createdAt``: when a command on this machine (``here``: the run was started from it)
+    recorded its clock being off Runpod's, the offset is taken out (no network here to ask
+    Runpod's time).
     """
-    pod = state.pod
-    if pod.spend is not None:
-        return f"${pod.spend:.2f}"
-    if pod.cost_per_hour is not None and pod.created_at and pod.may_bill():
-        try:
-            started = datetime.fromisoformat(pod.created_at.replace("Z", "+00:00"))
-        except ValueError:
-            return ""
-        offset = state.run.clock_offset if here else None
-        if offset is not None and math.isfinite(offset):
-            now -= timedelta(seconds=offset)
-        hours = max(0.0, (now - started).total_seconds() / 3600)
-        return f"~${pod.cost_per_hour * hours:.2f}"
-    return ""
+    from overbrainer.projections.spend import run_spend
+
+    return run_spend(state, now, here=here).text()
+
+
+_SINCE = {"h": 1, "d": 24, "w": 24 * 7}
+
+
+def parse_since(text: str) -> timedelta:
+    """``12h``, ``7d``, ``30d``, ``2w``: a whole number of hours, days or weeks."""
+    from overbrainer.errors import UsageError
+
+    number, unit = text.strip()[:-1], text.strip()[-1:].lower()
+    if unit not in _SINCE or not number.isdigit() or not 0 < int(number) <= 100_000:
+        raise UsageError(
+            f"--since takes a whole number of hours, days or weeks, like 12h, 7d or 30d "
+            f"(not {text!r})"
+        )
+    return timedelta(hours=int(number) * _SINCE[unit])
+
+
+def _created_since(state: Any, cutoff: datetime) -> bool:
+    created = state.run.created_at
+    try:
+        moment = datetime.fromisoformat(str(created).replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment >= cutoff
+
+
+def total_line(spends: "list[Spend]", since: str) -> str:
+    """The last line of ``runs ls --since``: what the runs listed cost, and how much of it
+    is an estimate."""
+    from overbrainer.projections.spend import money
+
+    total = sum(s.total for s in spends)
+    estimated = sum(s.estimated for s in spends)
+    runs = f"{len(spends)} run{'s' if len(spends) != 1 else ''}"
+    line = f"total {money(total)} for {runs} created in the last {since}"
+    unknown = sum(s.unknown for s in spends)
+    if estimated > 0 or unknown:
+        line += f", {money(estimated)} of it estimated (`overbrainer pod billing` reads what "
+        line += "Runpod billed)"
+    else:
+        line += ", all as Runpod billed it"
+    if unknown:
+        line += f"; the cost of {unknown} pod{'s' if unknown != 1 else ''} is unknown"
+    return line
 
 
 def _progress(standing: "Standing | None") -> str:
@@ -73,9 +116,11 @@ def _row(state: Any, now: datetime, host: str, project: Path) -> dict[str, Any]:
 
     from overbrainer.projections.files import run_dir
     from overbrainer.projections.live import standing as standing_of
+    from overbrainer.projections.spend import run_spend
 
     run, pod = state.run, state.pod
     standing = standing_of(state, run_dir(project, run.run_id))
+    spend = run_spend(state, now, here=host == socket.gethostname())
     row = {
         "id": run.run_id,
         "host": host,
@@ -86,7 +131,8 @@ def _row(state: Any, now: datetime, host: str, project: Path) -> dict[str, Any]:
         "progress": _progress(standing),
         "pod": pod.pod_id or "",
         "pod_status": pod.status if pod.pod_id else "",
-        "spend": spend_text(state, now, here=host == socket.gethostname()),
+        "spend": spend.text(),
+        **spend.to_json(),
         "note": run.note or "",
     }
     row.update(standing.to_json(now) if standing is not None else dict.fromkeys(_STANDING_KEYS))
@@ -120,6 +166,13 @@ def ls(
         ),
     ] = None,
     last: Annotated[int | None, Parameter(help="Only the N newest runs (after --state).")] = None,
+    since: Annotated[
+        str | None,
+        Parameter(
+            help="Only runs created in this last span of time (12h, 7d, 30d, 2w), then the "
+            "total they cost and how much of it is estimated."
+        ),
+    ] = None,
 ) -> int:
     """One line per run: id, state, target, created, progress (step, percent), loss, ETA of
     a run in progress, pod and spend (and the host it runs from, when some run of a team
@@ -131,20 +184,23 @@ def ls(
 
     if last is not None and last < 1:
         raise UsageError("--last takes a number of runs, 1 or more")
+    span = parse_since(since) if since is not None else None
     invocation = current()
     states, hosts = listing(invocation)
+    now = clock()
+    if span is not None:
+        states = [s for s in states if _created_since(s, now - span)]
     if state:
         states = [s for s in states if s.run.state in state]
     if last is not None:
         states = states[-last:]
-    now = datetime.now(UTC)
     rows = [_row(s, now, hosts.get(s.run.run_id, ""), invocation.project_dir) for s in states]
     if json:
         for row in rows:
             print_json(row)
         return 0
     if not rows:
-        if state or last is not None:
+        if state or last is not None or since is not None:
             print("no run matches: `overbrainer runs ls` lists them all", file=sys.stderr)
         else:
             print("no runs yet: start one with `overbrainer train`", file=sys.stderr)
@@ -173,6 +229,11 @@ def ls(
     widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(heads)]
     out = ["  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip()]
     out += ["  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip() for t in table]
+    if since is not None:
+        from overbrainer.projections.spend import run_spend
+
+        spends = [run_spend(s, now, here=hosts.get(s.run.run_id, "") == here) for s in states]
+        out.append(total_line(spends, since.strip()))
     sys.stdout.write("\n".join(out) + "\n")
     return 0
 

@@ -43,6 +43,11 @@ class PodView:
     # Every pod id this run ever had, with its last known status here.
     pods: dict[str, PodState] = field(default_factory=dict)
     strays: dict[str, str] = field(default_factory=dict)
+    # What each pod of the run cost, by pod id: ``created_at`` (Runpod's clock), ``rate``
+    # (USD/h), ``gone_at`` (when recorded gone), ``ended_at`` (Runpod's clock, from its
+    # uptime, when known), ``estimate`` (rate × uptime), and what Runpod ``billed`` with
+    # ``billed_final`` and ``billed_period``.
+    costs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def may_bill(self) -> bool:
         """Whether some pod of this run may still exist (and bill)."""
@@ -293,6 +298,7 @@ def _pod_created(s: RunLog, e: ev.PodCreated, at: str) -> None:
     s.pod.delete_reason = s.pod.deleted_by = None
     s.pod.uptime_seconds = s.pod.spend = None
     s.pod.pods[e.pod_id] = PodState.created
+    _cost(s, e.pod_id).update(created_at=s.pod.created_at, rate=e.cost_per_hour)
 
 
 def _current(s: RunLog, pod_id: str, what: str) -> None:
@@ -340,9 +346,30 @@ def _deleting(s: RunLog, e: ev.PodDeleting, at: str) -> None:
         s.pod.delete_reason = e.reason
 
 
+def _cost(s: RunLog, pod_id: str) -> dict[str, Any]:
+    """The cost record of pod ``pod_id`` of the run (made empty on first sight)."""
+    return s.pod.costs.setdefault(
+        pod_id,
+        {
+            "created_at": None,
+            "rate": None,
+            "gone_at": None,
+            "ended_at": None,
+            "estimate": None,
+            "billed": None,
+            "billed_final": False,
+            "billed_period": None,
+        },
+    )
+
+
 def _deleted(s: RunLog, e: ev.PodDeleted, at: str) -> None:
     s.pod.pods[e.pod_id] = PodState.deleted
     s.pod.strays.pop(e.pod_id, None)
+    cost = _cost(s, e.pod_id)
+    cost.update(gone_at=at, estimate=e.spend)
+    if e.uptime_seconds is not None and cost["created_at"]:
+        cost["ended_at"] = _plus(cost["created_at"], e.uptime_seconds)
     if s.pod.pod_id == e.pod_id:
         s.pod.status = PodState.deleted
         s.pod.deleted_by = e.by
@@ -350,14 +377,34 @@ def _deleted(s: RunLog, e: ev.PodDeleted, at: str) -> None:
         s.pod.spend = e.spend
 
 
+def _plus(iso: str, seconds: float) -> str | None:
+    from datetime import datetime, timedelta
+
+    try:
+        moment = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (moment + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+
+
 def _stray(s: RunLog, e: ev.StrayRecorded, at: str) -> None:
     s.pod.strays[e.pod_id] = e.reason
     s.pod.pods.setdefault(e.pod_id, PodState.stray)
+    _cost(s, e.pod_id)
 
 
 def _stray_dropped(s: RunLog, e: ev.StrayDropped, at: str) -> None:
     s.pod.strays.pop(e.pod_id, None)
     s.pod.pods[e.pod_id] = PodState.deleted
+    _cost(s, e.pod_id)["gone_at"] = at
+
+
+def _billed(s: RunLog, e: ev.PodBilled, at: str) -> None:
+    if e.pod_id not in s.pod.pods:
+        raise InvalidTransition(f"billing of pod {e.pod_id}, which the run never had")
+    _cost(s, e.pod_id).update(
+        billed=e.amount, billed_final=e.final, billed_period=[e.period_start, e.period_end]
+    )
 
 
 def _candidates(s: RunLog, e: ev.CandidatesChosen, at: str) -> None:
@@ -391,4 +438,5 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.StrayRecorded: _stray,
     ev.StrayDropped: _stray_dropped,
     ev.CandidatesChosen: _candidates,
+    ev.PodBilled: _billed,
 }

@@ -276,6 +276,17 @@ def pod_deleted(state: RunLog, deleted: ev.PodDeleted) -> Events:
     return [] if state.pod.deleted(deleted.pod_id) else [deleted]
 
 
+def pod_billed(state: RunLog, billed: ev.PodBilled) -> Events:
+    """What Runpod billed for a pod of the run, unless a final amount is recorded already
+    (another command read it) or this read says nothing new."""
+    cost = state.pod.costs.get(billed.pod_id)
+    if cost is not None and cost.get("billed_final"):
+        return []
+    if cost is not None and cost.get("billed") == billed.amount and not billed.final:
+        return []
+    return [billed]
+
+
 # ---- the provisioning walk -----------------------------------------------------------
 
 

@@ -369,6 +369,26 @@ class CandidatesChosen(Event):
     max_cost_usd: float | None = None
 
 
+# ---- what Runpod billed ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodBilled(Event):
+    """What Runpod's billing says a pod of the run cost (USD), beside overbrainer's own
+    estimate on ``pod.Deleted``: the sum of the pod's billing records over the window
+    asked, ``period_start`` to ``period_end`` (Runpod's clock, whole buckets), read at
+    ``read_at`` (Runpod's clock). ``final``: read once the pod's usage had time to reach the
+    billing (see ``overbrainer.runpod.billing``); otherwise a later read may find more."""
+
+    name: ClassVar[str] = "pod.Billed"
+    pod_id: str
+    amount: float
+    period_start: str
+    period_end: str
+    final: bool
+    read_at: str = ""
+
+
 CATALOGUE: dict[str, type[Event]] = {
     cls.name: cls
     for cls in (
@@ -397,6 +417,7 @@ CATALOGUE: dict[str, type[Event]] = {
         StrayRecorded,
         StrayDropped,
         CandidatesChosen,
+        PodBilled,
     )
 }
 

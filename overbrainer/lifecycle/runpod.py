@@ -49,6 +49,7 @@ from overbrainer.runpod.models import GpuType, Pod
 from overbrainer.runpod.timing import Timing
 from overbrainer.session.session import Session, ended_by
 from overbrainer.targets.runpod import following
+from overbrainer.targets.runpod.billing import after_end
 from overbrainer.targets.runpod.delete import release
 from overbrainer.targets.runpod.ending import end_pod
 from overbrainer.targets.runpod.podrm import end_abandoned, still_starting, warn_orphans
@@ -505,6 +506,8 @@ class PodTarget:
             )
         except OverbrainerError as pod_error:
             raise NotEnded(f"run {run_id} ended, but not its pod: {pod_error}") from pod_error
+        if ending is messages.Ending.deleted:
+            await after_end(self.ctx, run_id)
         state = await self.session.journal.state(run_id)
         line = messages.report_line(state.pod, ending, run_id)
         if line is not None:

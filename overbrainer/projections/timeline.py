@@ -149,6 +149,11 @@ def _deleted(e: ev.PodDeleted, s: RunLog | None) -> str:
     )
 
 
+def _billed(e: ev.PodBilled, s: RunLog | None) -> str:
+    final = "" if e.final else " so far (Runpod's billing may still be catching up)"
+    return f"Runpod billed {_money(e.amount)} for pod {e.pod_id}{final}"
+
+
 _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
     ev.RunCreated: _created,
     ev.JobStarted: _job_started,
@@ -180,6 +185,7 @@ _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
     ev.StrayRecorded: lambda e, s: f"stray pod {e.pod_id} recorded ({e.reason})",
     ev.StrayDropped: lambda e, s: f"stray pod {e.pod_id} is gone",
     ev.CandidatesChosen: _candidates,
+    ev.PodBilled: _billed,
 }
 
 
