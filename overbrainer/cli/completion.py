@@ -105,6 +105,7 @@ TREE = Command(
                         _JSON,
                         Option("--state", "only runs in this state", "text"),
                         Option("--last", "only the N newest runs", "text"),
+                        Option("--since", "only runs created in 12h, 7d, 30d…; the total", "text"),
                         _HELP,
                     ),
                 ),
@@ -169,6 +170,11 @@ TREE = Command(
                     ),
                 ),
                 "datacenters": Command("Runpod's data centers", (_JSON, _HELP)),
+                "billing": Command(
+                    "what Runpod billed for gone pods",
+                    (_JSON, _HELP),
+                    positional="runs",
+                ),
             },
         ),
         "store": Command(

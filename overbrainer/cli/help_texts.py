@@ -116,6 +116,9 @@ HELP: dict[str, str] = {
         "│                    failed, cancelled); repeat it for several. [choices:      │\n"
         "│                    preparing, running, succeeded, failed, cancelled]         │\n"
         "│ --last INT         Only the N newest runs (after --state).                   │\n"
+        "│ --since STR        Only runs created in this last span of time (12h, 7d,     │\n"
+        "│                    30d, 2w), then the total they cost and how much of it is  │\n"
+        "│                    estimated.                                                │\n"
         "╰──────────────────────────────────────────────────────────────────────────────╯\n"
     ),
     "runs show": (
@@ -217,10 +220,16 @@ HELP: dict[str, str] = {
     "pod": (
         "Usage: overbrainer pod COMMAND\n"
         "\n"
-        "The account's overbrainer pods on Runpod, deleting every pod of a run, and      \n"
-        "Runpod's catalog of GPU types and data centers.\n"
+        "The account's overbrainer pods on Runpod, deleting every pod of a run, what     \n"
+        "Runpod billed for them, and Runpod's catalog of GPU types and data centers.\n"
         "\n"
         "╭─ Commands ───────────────────────────────────────────────────────────────────╮\n"
+        "│ billing      Read what Runpod billed for the pods of these runs that are     │\n"
+        "│              gone and whose billed amount is not final yet, and record it    │\n"
+        "│              beside overbrainer's estimate; one line per pod. An amount is   │\n"
+        "│              final once Runpod's clock is past the end of the hour the pod   │\n"
+        "│              ended in and 10 minutes past its end; until then it is what     │\n"
+        "│              Runpod billed so far.                                           │\n"
         "│ datacenters  Runpod's data centers: id (what a target's data_center_ids      │\n"
         "│              takes), name, region, network volume types and compliance (read │\n"
         "│              once; a copy under a minute old is reused).                     │\n"
@@ -290,6 +299,23 @@ HELP: dict[str, str] = {
         "│ --force  Delete every pod of the run whatever its state (a run not in this   │\n"
         "│          store, still starting, or in progress too); a run in progress is    │\n"
         "│          failed. [default: False]                                            │\n"
+        "╰──────────────────────────────────────────────────────────────────────────────╯\n"
+    ),
+    "pod billing": (
+        "Usage: overbrainer pod billing [OPTIONS] [ARGS...]\n"
+        "\n"
+        "Read what Runpod billed for the pods of these runs that are gone and whose      \n"
+        "billed amount is not final yet, and record it beside overbrainer's estimate; one\n"
+        "line per pod. An amount is final once Runpod's clock is past the end of the hour\n"
+        "the pod ended in and 10 minutes past its end; until then it is what Runpod      \n"
+        "billed so far.\n"
+        "\n"
+        "╭─ Arguments ──────────────────────────────────────────────────────────────────╮\n"
+        "│ RUNS  Runs to read (default: every run of this project): its ID, a unique    │\n"
+        "│       prefix or suffix of it (ab12), or runs//.                              │\n"
+        "╰──────────────────────────────────────────────────────────────────────────────╯\n"
+        "╭─ Parameters ─────────────────────────────────────────────────────────────────╮\n"
+        "│ --json  Print one JSON object per line instead of text. [default: False]     │\n"
         "╰──────────────────────────────────────────────────────────────────────────────╯\n"
     ),
     "store": (

@@ -1,5 +1,6 @@
 """``pod ls`` and ``pod rm RUN [--force]``: the account's overbrainer pods, and deleting every
-pod of a run (the logic is ``overbrainer.targets.runpod.podrm``)."""
+pod of a run (the logic is ``overbrainer.targets.runpod.podrm``); ``pod billing [RUN…]``:
+what Runpod billed for runs' pods that are gone (``overbrainer.targets.runpod.billing``)."""
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -7,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from cyclopts import App, Parameter
 
-from overbrainer.cli.common import JSON_HELP
+from overbrainer.cli.common import JSON_HELP, RUN_HELP
 from overbrainer.cli.context import current
 
 if TYPE_CHECKING:
@@ -16,8 +17,8 @@ if TYPE_CHECKING:
 
 app = App(
     name="pod",
-    help="The account's overbrainer pods on Runpod, deleting every pod of a run, and "
-    "Runpod's catalog of GPU types and data centers.",
+    help="The account's overbrainer pods on Runpod, deleting every pod of a run, what "
+    "Runpod billed for them, and Runpod's catalog of GPU types and data centers.",
 )
 app.command("overbrainer.cli.catalog_cmd:gpus", name="gpus")
 app.command("overbrainer.cli.catalog_cmd:datacenters", name="datacenters")
@@ -148,9 +149,97 @@ async def rm(
         removal = await remove_run_pods(ctx, run, force=force)
         for deleted in removal.deleted:
             front.result(deleted_line(run, deleted))
+        if removal.deleted:
+            from overbrainer.targets.runpod.billing import after_end
+
+            await after_end(ctx, run)
         problems = removal.problems()
         if problems:
             raise OverbrainerError("; ".join(problems))
         if not removal.deleted:
             front.result(f"pod rm: run {run} has no pod left")
+        return ctx.session.interrupts.finish(0)
+
+
+# --- pod billing ---------------------------------------------------------------------------
+
+_BILLING_LIMIT = 60.0  # seconds for one run's reads, when asked for by name
+
+
+@app.command(name="billing")
+async def billing(
+    *runs: Annotated[
+        str, Parameter(help="Runs to read (default: every run of this project): " + RUN_HELP[9:])
+    ],
+    json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False,
+) -> int:
+    """Read what Runpod billed for the pods of these runs that are gone and whose billed
+    amount is not final yet, and record it beside overbrainer's estimate; one line per pod.
+    An amount is final once Runpod's clock is past the end of the hour the pod ended in and
+    10 minutes past its end; until then it is what Runpod billed so far."""
+    from functools import partial
+
+    from overbrainer.cli.common import print_json
+    from overbrainer.cli.listing import listing, resolve_run
+    from overbrainer.errors import Interrupted, OverbrainerError
+    from overbrainer.projections.spend import money
+    from overbrainer.targets.runpod.billing import Reading, read_billing
+
+    invocation = current()
+    if runs:
+        run_ids = list(dict.fromkeys(resolve_run(invocation, ref) for ref in runs))
+    else:
+        states, _ = listing(invocation)
+        run_ids = [
+            s.run.run_id
+            for s in states
+            if any(
+                s.pod.deleted(pod_id) and not cost.get("billed_final")
+                for pod_id, cost in s.pod.costs.items()
+            )
+        ]
+    readings: list[Reading] = []
+    estimates: dict[tuple[str, str], float | None] = {}
+    async with _pod_context() as (ctx, front):
+        for run_id in run_ids:
+            done = await ctx.session.interrupts.race(
+                partial(read_billing, ctx, run_id, limit=_BILLING_LIMIT)
+            )
+            if done is None:
+                raise Interrupted("interrupted: the billing read so far is recorded")
+            readings += done.value
+            costs = (await ctx.session.journal.state(run_id)).pod.costs
+            for reading in done.value:
+                estimates[run_id, reading.pod_id] = costs.get(reading.pod_id, {}).get("estimate")
+        for r in readings:
+            estimate = estimates.get((r.run_id, r.pod_id))
+            if json:
+                print_json(
+                    {
+                        "run": r.run_id,
+                        "pod": r.pod_id,
+                        "billed_usd": r.amount,
+                        "final": r.final,
+                        "estimate_usd": estimate,
+                        "problem": r.problem or None,
+                    }
+                )
+                continue
+            guess = f"; overbrainer estimated ~{money(estimate)}" if estimate is not None else ""
+            if r.amount is None:
+                said = f"not known yet ({r.problem})"
+            elif r.final:
+                said = f"Runpod billed {money(r.amount)}"
+            else:
+                said = f"Runpod billed {money(r.amount)} so far (not final yet)"
+            front.result(f"pod billing: pod {r.pod_id} of run {r.run_id}: {said}{guess}")
+        if not readings and not json:
+            which = "these runs" if runs else "this project's runs"
+            front.result(f"pod billing: no pod of {which} is gone with its billing still to read")
+        failed = [r for r in readings if r.failed]
+        if failed:
+            raise OverbrainerError(
+                f"{failed[0].problem}; what Runpod billed stays unknown: run `overbrainer pod "
+                "billing` again later"
+            )
         return ctx.session.interrupts.finish(0)

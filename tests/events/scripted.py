@@ -163,6 +163,33 @@ def _since_0_3_0(script: list[tuple[str, ev.Event]]) -> list[tuple[str, ev.Event
         if run_id == RUN_A and isinstance(event, ev.PodJobRunning):
             near = ev.CostCapNear(pod_id="k3x9", max_cost_usd=3.0, cost_per_hour=0.53)
             out.append((RUN_A, near))
+        if run_id == RUN_A and isinstance(event, ev.PodDeleted):
+            # What Runpod billed: final for the run's pod, not yet for its stray.
+            out.append(
+                (
+                    RUN_A,
+                    ev.PodBilled(
+                        pod_id="k3x9",
+                        amount=0.5301,
+                        period_start="2026-01-01T10:00:00Z",
+                        period_end="2026-01-01T12:00:00Z",
+                        final=True,
+                        read_at="2026-01-01T12:30:00Z",
+                    ),
+                )
+            )
+            out.append(
+                (
+                    RUN_A,
+                    ev.PodBilled(
+                        pod_id="dup1",
+                        amount=0.0012,
+                        period_start="2026-01-01T10:00:00Z",
+                        period_end="2026-01-01T11:00:00Z",
+                        final=False,
+                    ),
+                )
+            )
     return out
 
 

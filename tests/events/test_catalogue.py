@@ -36,7 +36,8 @@ def _times(data: Any, window: tuple[datetime, datetime]) -> Any:
         return {
             k: (
                 T
-                if k in {"created_at", "updated_at", "at", "started_at", "sent_at", "created"}
+                if k
+                in {"created_at", "updated_at", "at", "started_at", "sent_at", "created", "gone_at"}
                 and isinstance(v, str)
                 and _appended_in(window, v)
                 else _times(v, window)
@@ -71,7 +72,7 @@ EXPECTED_RUN_A = {
     "artifacts": {"files": 4, "bytes": 1234, "manifest_digest": "m1", "at": T},
     "note": None,
     "clock_offset": None,
-    "version": 23,
+    "version": 25,
 }
 EXPECTED_POD_A = {
     "keep": True,
@@ -118,6 +119,28 @@ EXPECTED_POD_A = {
     "spend": 0.53,
     "pods": {"k3x9": "deleted", "dup1": "deleted"},
     "strays": {},
+    "costs": {
+        "k3x9": {
+            "created_at": "2026-01-01T10:00:05Z",
+            "rate": 0.53,
+            "gone_at": T,
+            "ended_at": "2026-01-01T11:00:05Z",
+            "estimate": 0.53,
+            "billed": 0.5301,
+            "billed_final": True,
+            "billed_period": ["2026-01-01T10:00:00Z", "2026-01-01T12:00:00Z"],
+        },
+        "dup1": {
+            "created_at": None,
+            "rate": None,
+            "gone_at": T,
+            "ended_at": None,
+            "estimate": None,
+            "billed": 0.0012,
+            "billed_final": False,
+            "billed_period": ["2026-01-01T10:00:00Z", "2026-01-01T11:00:00Z"],
+        },
+    },
 }
 EXPECTED_RUN_B = {
     "run_id": RUN_B,
@@ -177,6 +200,18 @@ EXPECTED_POD_C = {
     "spend": 0.0042,
     "pods": {"zz9": "deleted"},
     "strays": {},
+    "costs": {
+        "zz9": {
+            "created_at": T,
+            "rate": 0.5,
+            "gone_at": T,
+            "ended_at": "<created_at + 30 s>",
+            "estimate": 0.0042,
+            "billed": None,
+            "billed_final": False,
+            "billed_period": None,
+        },
+    },
 }
 
 EXPECTED_SENTENCES_A = [
@@ -209,6 +244,8 @@ EXPECTED_SENTENCES_A = [
     "pod k3x9 kept (--keep-pod); only `pod rm` removes it",
     "deleting pod k3x9 (requested)",
     "pod k3x9 deleted (by pod rm) after 1h00m, spend $0.53",
+    "Runpod billed $0.53 for pod k3x9",
+    "Runpod billed $0.00 for pod dup1 so far (Runpod's billing may still be catching up)",
 ]
 
 HERE = Actor.here("test script").host
@@ -224,7 +261,12 @@ EXPECTED_ROWS = [
         "progress": "10/10 (100%)",
         "pod": "k3x9",
         "pod_status": "deleted",
-        "spend": "$0.53",
+        "spend": "~$0.53",  # the stray's billing is not final yet
+        "spend_usd": 0.5313,
+        "spend_estimated_usd": 0.0012,
+        "billed_usd": 0.5301,
+        "billed_final": False,
+        "estimate_usd": 0.53,
         "note": "",
         "step": 10,
         "max_steps": 10,
@@ -247,6 +289,11 @@ EXPECTED_ROWS = [
         "pod": "",
         "pod_status": "",
         "spend": "",
+        "spend_usd": None,
+        "spend_estimated_usd": None,
+        "billed_usd": None,
+        "billed_final": False,
+        "estimate_usd": None,
         "note": "",
         "step": None,
         "max_steps": None,
@@ -268,7 +315,12 @@ EXPECTED_ROWS = [
         "progress": "",
         "pod": "zz9",
         "pod_status": "deleted",
-        "spend": "$0.00",
+        "spend": "~$0.00",
+        "spend_usd": 0.0042,
+        "spend_estimated_usd": 0.0042,
+        "billed_usd": None,
+        "billed_final": False,
+        "estimate_usd": 0.0042,
         "note": "",
         "step": None,
         "max_steps": None,
@@ -321,7 +373,15 @@ def _check_everything(
     assert _times(json.loads((runs / RUN_A / "pod.json").read_text()), window) == EXPECTED_POD_A
     assert _times(json.loads((runs / RUN_B / "run.json").read_text()), window) == EXPECTED_RUN_B
     assert not (runs / RUN_B / "pod.json").exists()  # a local run has no pod
-    assert _times(json.loads((runs / RUN_C / "pod.json").read_text()), window) == EXPECTED_POD_C
+    pod_c = json.loads((runs / RUN_C / "pod.json").read_text())
+    # The pod's end on Runpod's clock: its creation (here, its append time) plus its uptime.
+    cost = pod_c["costs"]["zz9"]
+    ended = datetime.fromisoformat(cost["ended_at"].replace("Z", "+00:00"))
+    assert ended - datetime.fromisoformat(cost["created_at"].replace("Z", "+00:00")) == (
+        timedelta(seconds=30)
+    )
+    cost["ended_at"] = "<created_at + 30 s>"
+    assert _times(pod_c, window) == EXPECTED_POD_C
     run_c = json.loads((runs / RUN_C / "run.json").read_text())
     assert (run_c["state"], run_c["interrupted_stage"]) == ("failed", "waiting for SSH")
     assert run_c["clock_offset"] == -10800.0
@@ -348,7 +408,7 @@ def _check_everything(
     assert "  — test script by " in out.splitlines()[0]
     code, out, _ = _cli(capsys, project, "events", RUN_A, "--json")
     lines = [json.loads(row) for row in out.splitlines()]
-    assert [row["seq"] for row in lines] == list(range(1, 24))
+    assert [row["seq"] for row in lines] == list(range(1, 26))
     assert [row["event"] for row in lines] == [e.name for r, e in EVERY_TYPE if r == RUN_A]
     assert all(row["actor"]["command"] == "test script" for row in lines)
 
@@ -398,8 +458,8 @@ async def test_events_at_n_shows_the_state_after_event_n(
 
     code, out, err = _cli(capsys, tmp_path, "events", RUN_A, "--at", "99")
     assert code == 2
-    assert "has 23 events" in err
+    assert "has 25 events" in err
 
-    code, out, _ = _cli(capsys, tmp_path, "events", RUN_A, "--at", "23")
+    code, out, _ = _cli(capsys, tmp_path, "events", RUN_A, "--at", "25")
     assert code == 0
     assert "succeeded" in out and "k3x9" in out

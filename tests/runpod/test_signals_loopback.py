@@ -451,4 +451,10 @@ async def test_a_second_ctrl_c_during_retrieval_stops_it_leaving_the_pod_for_att
         assert deletes == [(pod_id, True)]
         names = await w.events(run_id)
         assert names.count("run.ArtifactsRetrieved") == 1
-        assert names[-4:] == ["run.NoteCleared", "run.Ended", "pod.Deleting", "pod.Deleted"]
+        assert names[-5:] == [
+            "run.NoteCleared",
+            "run.Ended",
+            "pod.Deleting",
+            "pod.Deleted",
+            "pod.Billed",
+        ]

@@ -190,7 +190,13 @@ async def test_a_clock_jump_mid_run_deletes_no_healthy_pod(
         # The jump is recorded once the command sees it (by the pod's delete), and warned.
         (recorded,) = _offsets(t, run_id)
         assert abs(recorded - JUMPS[jump].total_seconds()) <= 2
-        assert t.rig.names(run_id)[-3:] == ["pod.Deleting", "pod.Deleted", "run.ClockOffset"]
+        # Runpod's billing of the pod is read once it is gone.
+        assert t.rig.names(run_id)[-4:] == [
+            "pod.Deleting",
+            "pod.Deleted",
+            "run.ClockOffset",
+            "pod.Billed",
+        ]
         assert "warning: this machine's clock is 2 h 0 min" in t.err()
 
 

@@ -218,7 +218,7 @@ async def test_a_clock_jumping_2h_mid_run_deletes_no_healthy_pod(tmp_path: Path)
         # Seen (and said) once the command next heard from Runpod: at the pod's delete.
         _check_recorded(events, 2 * 3600, said, "2 h 0 min ahead of")
         names = [e["event"] for e in events]
-        assert names[-3:] == ["pod.Deleting", "pod.Deleted", "run.ClockOffset"]
+        assert names[-4:] == ["pod.Deleting", "pod.Deleted", "run.ClockOffset", "pod.Billed"]
         # The jump really reached the command: its later events are stamped 2 h on.
         times = [_at(e["time"]) for e in events]
         assert (times[-1] - times[0]).total_seconds() > 2 * 3600 - 60

@@ -81,13 +81,14 @@ async def test_the_command_following_the_run_takes_a_cancel_asked_from_another_c
         assert codes["b"] == 0
         assert _cancels(t, run_id) == [("asked", "workstation-b"), ("taken", here)]
         names = t.rig.names(run_id)
-        assert names[-6:] == [
+        assert names[-7:] == [
             "run.CancelRequested",
             "run.CancelRequested",
             "run.ArtifactsRetrieved",
             "run.Ended",
             "pod.Deleting",
             "pod.Deleted",
+            "pod.Billed",
         ]
         seqs = [r.seq for r in t.rig.store.history(run_id)]
         assert seqs == list(range(1, len(seqs) + 1))  # one stream, nothing lost or doubled

@@ -222,6 +222,7 @@ async def test_a_whole_run_on_a_pod_through_the_real_command(tmp_path: Path) -> 
             "run.Ended",
             "pod.Deleting",
             "pod.Deleted",
+            "pod.Billed",
         ]
 
         # Canaries: the API key and the HF token reached nothing but the job's environment.
@@ -283,13 +284,14 @@ async def test_ctrl_c_once_the_job_runs_leaves_job_and_pod_and_attach_finishes(
         assert final_line(attach.stdout).startswith(f"train: run {run_id} succeeded; step 20/20")
         assert w.fake.status(pod_id) == "TERMINATED"
         names = await w.events(run_id)
-        assert names[-6:] == [
+        assert names[-7:] == [
             "pod.JobRunning",
             "run.Detached",
             "run.ArtifactsRetrieved",
             "run.Ended",
             "pod.Deleting",
             "pod.Deleted",
+            "pod.Billed",
         ]
 
 
@@ -345,7 +347,13 @@ async def test_keep_pod_outlives_its_deadline_answers_its_ssh_command_and_only_p
         assert removed.returncode == 0, removed.stderr
         assert removed.stdout.startswith(f"pod rm: deleted pod {pod_id} of run {run_id} after ")
         assert w.fake.status(pod_id) == "TERMINATED"
-        assert (await w.events(run_id))[-3:] == ["pod.Kept", "pod.Deleting", "pod.Deleted"]
+        # `pod rm` reads what Runpod billed for the pod once it is gone.
+        assert (await w.events(run_id))[-4:] == [
+            "pod.Kept",
+            "pod.Deleting",
+            "pod.Deleted",
+            "pod.Billed",
+        ]
 
 
 async def test_attach_reaches_a_restarted_pod_through_its_new_endpoint(tmp_path: Path) -> None:

@@ -82,6 +82,7 @@ async def test_a_whole_run_trains_retrieves_and_deletes_its_pod(
             "run.Ended",
             "pod.Deleting",
             "pod.Deleted",
+            "pod.Billed",
         ]
         state = t.rig.state(run_id)
         pod_id = t.pod_id(run_id)
@@ -173,12 +174,13 @@ async def test_ctrl_c_after_the_job_started_detaches_and_attach_finishes_the_run
         assert code == 0
         assert state.run.state == "succeeded" and state.pod.status == "deleted"
         assert t.rig.fake.status(pod_id) == "TERMINATED"
-        assert _names(t, run_id)[-5:] == [
+        assert _names(t, run_id)[-6:] == [
             "run.Detached",
             "run.ArtifactsRetrieved",
             "run.Ended",
             "pod.Deleting",
             "pod.Deleted",
+            "pod.Billed",
         ]
         assert t.out().strip().splitlines()[-1].startswith(f"train: run {run_id} succeeded")
         story = t.story(run_id)
@@ -379,13 +381,14 @@ async def test_results_not_retrieved_leave_the_pod_awaiting_then_attach_collects
         state = t.rig.state(run_id)
         assert state.run.state == "succeeded" and state.run.artifacts is not None
         assert state.pod.status == "deleted" and t.rig.fake.status(pod_id) == "TERMINATED"
-        assert _names(t, run_id)[-6:] == [
+        assert _names(t, run_id)[-7:] == [
             "pod.AwaitingRetrieval",
             "run.ArtifactsRetrieved",
             "run.NoteCleared",
             "run.Ended",
             "pod.Deleting",
             "pod.Deleted",
+            "pod.Billed",
         ]
         assert "awaits retrieval of the results" in t.story(run_id)
 
@@ -682,13 +685,14 @@ async def test_cancel_stops_the_job_collects_and_deletes_the_pod(
         state = t.rig.state(run_id)
         assert state.run.state == "cancelled" and state.pod.status == "deleted"
         assert t.rig.fake.status(pod_id) == "TERMINATED"
-        assert _names(t, run_id)[-6:] == [
+        assert _names(t, run_id)[-7:] == [
             "run.Detached",
             "run.CancelRequested",
             "run.ArtifactsRetrieved",
             "run.Ended",
             "pod.Deleting",
             "pod.Deleted",
+            "pod.Billed",
         ]
         assert "cancel requested" in t.story(run_id)
 

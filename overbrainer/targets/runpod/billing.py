@@ -32,13 +32,15 @@ READ_LIMIT = 20.0
 @dataclass(frozen=True)
 class Reading:
     """What one read of a pod's billing came to: ``amount`` recorded (final or not), or
-    nothing (``amount`` None) with the reason in ``problem``."""
+    nothing (``amount`` None) with the reason in ``problem``; ``failed``: Runpod could not
+    be read (rather than having nothing to say yet)."""
 
     run_id: str
     pod_id: str
     amount: float | None
     final: bool
     problem: str = ""
+    failed: bool = False
 
 
 async def read_billing(
@@ -64,7 +66,7 @@ async def read_billing(
                     ask.pod_id, ask.start, ask.end, bucket=ask.bucket
                 )
             except RunpodError as error:
-                found.append(Reading(run_id, ask.pod_id, None, False, str(error)))
+                found.append(Reading(run_id, ask.pod_id, None, False, str(error), failed=True))
                 continue
             mine = [r for r in answer.records if r.pod_id == ask.pod_id]
             if not mine:
@@ -87,7 +89,7 @@ async def read_billing(
     if scope.cancelled_caught:
         done = {r.pod_id for r in found}
         found += [
-            Reading(run_id, a.pod_id, None, False, f"no answer within {limit:g} s")
+            Reading(run_id, a.pod_id, None, False, f"no answer within {limit:g} s", failed=True)
             for a in asks
             if a.pod_id not in done
         ]
