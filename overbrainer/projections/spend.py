@@ -22,8 +22,8 @@ __all__ = ["Spend", "money", "run_spend"]
 class Spend:
     """A run's spend in USD: ``billed`` (Runpod's final amounts), ``estimated`` (the part
     that is an estimate), ``estimate`` (overbrainer's estimate of every pod, None when
-    none is known) and how many pods have a ``billed_pods`` final amount or an ``unknown``
-    cost."""
+    none is known), how many pods have a ``billed_pods`` final amount or an ``unknown``
+    cost, and ``billed_so_far``: what Runpod billed, final or not (None: nothing read)."""
 
     billed: float = 0.0
     estimated: float = 0.0
@@ -31,6 +31,7 @@ class Spend:
     pods: int = 0
     billed_pods: int = 0
     unknown: int = 0
+    billed_so_far: float | None = None  # every amount Runpod billed, final or not
 
     @property
     def total(self) -> float:
@@ -58,7 +59,7 @@ class Spend:
         return {
             "spend_usd": _round(self.total) if self.known else None,
             "spend_estimated_usd": _round(self.estimated) if self.known else None,
-            "billed_usd": _round(self.billed) if self.billed_pods else None,
+            "billed_usd": _round(self.billed_so_far),
             "billed_final": self.exact,
             "estimate_usd": _round(self.estimate) if self.estimate is not None else None,
         }
@@ -104,7 +105,10 @@ def run_spend(state: RunLog, now: datetime, *, here: bool = False) -> Spend:
     billed = estimated = 0.0
     estimate: float | None = None
     billed_pods = unknown = 0
+    so_far: float | None = None
     for pod_id, cost in costs.items():
+        if cost.get("billed") is not None:
+            so_far = (so_far or 0.0) + cost["billed"]
         guess = cost.get("estimate")
         status = pod.pods.get(pod_id, pod.status if pod_id == pod.pod_id else PodState.none)
         if guess is None and status in ALIVE:
@@ -120,4 +124,4 @@ def run_spend(state: RunLog, now: datetime, *, here: bool = False) -> Spend:
             estimated += cost["billed"]
         else:
             unknown += 1
-    return Spend(billed, estimated, estimate, len(costs), billed_pods, unknown)
+    return Spend(billed, estimated, estimate, len(costs), billed_pods, unknown, so_far)

@@ -69,7 +69,8 @@ def _ceil(moment: datetime, step: timedelta) -> datetime:
 def window(created: datetime, now: datetime) -> tuple[datetime, datetime, BucketSize]:
     """The window and bucket size to ask for a pod created at ``created`` (Runpod's clock)
     when Runpod's clock says ``now``: whole hours, or whole days for more than a month."""
-    start, end = _floor(created, _HOUR), _ceil(max(now, created + _HOUR), _HOUR)
+    start = _floor(created, _HOUR)
+    end = _ceil(max(now, created + timedelta(seconds=1)), _HOUR)
     if end - start <= _HOURLY_SPAN:
         return start, end, "hour"
     day = timedelta(days=1)

@@ -427,7 +427,8 @@ async def pod_rig(
     balance: float = 100.0,
 ) -> AsyncIterator[PodRig]:
     """A rig on ``project`` (a temporary directory). Every create body the fake received
-    is checked against the published schema when the block ends."""
+    is checked against the published schema when the block ends, and so is every billing
+    read."""
     fake = fake or FakeRunpod()
     fake.add_account(CANARY_KEY, balance=balance)
     err = io.StringIO()
@@ -462,7 +463,7 @@ async def pod_rig(
                 alive=lambda actor: actor.get("pid") not in rig.gone,
             )
             yield rig
-        for request in fake.create_requests():
+        for request in fake.create_requests() + fake.billing_requests():
             assert request.schema_errors == [], request.schema_errors
     finally:
         store.close()

@@ -489,6 +489,11 @@ class FakeRunpod:
         """Every ``POST /pods`` received, with its schema verdict."""
         return [r for r in self.requests if r.method == "POST" and r.path == "/pods"]
 
+    def billing_requests(self) -> list[RecordedRequest]:
+        """Every ``GET /billing/pods`` received, with its verdict against the published
+        parameters."""
+        return [r for r in self.requests if r.path == "/billing/pods"]
+
     def transport(self) -> FakeTransport:
         """An httpx transport answering from this fake in-process."""
         return FakeTransport(self)
@@ -524,6 +529,8 @@ class FakeRunpod:
                 if parsed is _NOT_JSON
                 else runpod_schema.errors(schema[route], parsed)
             )
+        elif route == "GET /billing/pods":
+            record.schema_errors = _billing_query(request.query)[1]
         await self._advance(now)
         fault = self._take_fault(route, path)
         if fault is not None and fault.connect_error:
@@ -927,11 +934,16 @@ class FakeRunpod:
         """``GET /billing/pods``: the query checked against the published parameters, the
         window snapped out to whole buckets, one record per pod per bucket it billed in."""
         values, errors = _billing_query(query)
-        record.schema_errors = errors
         if errors:
             return _problem(422, "Request validation failed.", errors=errors)
         if "lastN" in values and ("startTime" in values or "endTime" in values):
             return _problem(400, "lastN is mutually exclusive with startTime and endTime")
+        if (
+            "startTime" in values
+            and "endTime" in values
+            and values["endTime"] <= values["startTime"]
+        ):
+            return _problem(400, "endTime must be after startTime")
         size: str = values.get("bucketSize", "day")
         now = trio.current_time()
         wall_now = self.wall(now)

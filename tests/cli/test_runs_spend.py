@@ -41,6 +41,8 @@ def test_a_billing_pods_spend_is_estimated_on_runpods_clock(
     assert spend_text(_state(offset), local_now, here=here) == expected
 
 
-def test_a_recorded_spend_wins_and_a_clock_behind_never_goes_negative() -> None:
-    assert spend_text(_state(None, spend=1.234), RUNPOD_NOW) == "$1.23"
+def test_a_recorded_estimate_wins_marked_and_a_clock_behind_never_goes_negative() -> None:
+    # A run recorded before pods' costs were kept apart: its pod's recorded estimate,
+    # marked as such (only what Runpod billed is shown unmarked).
+    assert spend_text(_state(None, spend=1.234), RUNPOD_NOW) == "~$1.23"
     assert spend_text(_state(None), CREATED - timedelta(hours=3)) == "~$0.00"

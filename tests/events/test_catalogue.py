@@ -264,7 +264,7 @@ EXPECTED_ROWS = [
         "spend": "~$0.53",  # the stray's billing is not final yet
         "spend_usd": 0.5313,
         "spend_estimated_usd": 0.0012,
-        "billed_usd": 0.5301,
+        "billed_usd": 0.5313,
         "billed_final": False,
         "estimate_usd": 0.53,
         "note": "",
