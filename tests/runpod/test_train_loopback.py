@@ -354,6 +354,20 @@ async def test_keep_pod_outlives_its_deadline_answers_its_ssh_command_and_only_p
             "pod.Deleted",
             "pod.Billed",
         ]
+        # `pod billing` reads it again: not final while the pod's hour is not over, the
+        # same amount as recorded (nothing new is recorded).
+        billed = await w.run("pod", "billing", "--json")
+        assert billed.returncode == 0, billed.stderr
+        (reading,) = [json.loads(line) for line in billed.stdout.splitlines()]
+        assert (reading["run"], reading["pod"], reading["final"]) == (run_id, pod_id, False)
+        assert reading["billed_usd"] > 0 and reading["estimate_usd"] > 0
+        billed = await w.run("pod", "billing", run_id)
+        assert billed.returncode == 0, billed.stderr
+        assert (
+            billed.stdout.startswith(f"pod billing: pod {pod_id} of run {run_id}: Runpod billed $")
+            and "so far (not final yet); overbrainer estimated ~$" in billed.stdout
+        )
+        assert (await w.events(run_id)).count("pod.Billed") == 1
 
 
 async def test_attach_reaches_a_restarted_pod_through_its_new_endpoint(tmp_path: Path) -> None:

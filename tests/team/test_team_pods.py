@@ -209,7 +209,7 @@ async def test_a_colleagues_pod_is_in_progress_kept_by_pod_rm_and_its_cancel_is_
             if e["event"] == "run.CancelRequested"
         ]
         assert cancels == [({"relay": "asked"}, me), ({"relay": "taken"}, LAPTOP)]
-        assert names[-3:] == ["run.Ended", "pod.Deleting", "pod.Deleted"]
+        assert names[-4:] == ["run.Ended", "pod.Deleting", "pod.Deleted", "pod.Billed"]
         assert c.w.run_json(run_id)["state"] == "cancelled"
 
 
@@ -297,4 +297,10 @@ async def test_the_database_stopped_mid_train_fails_plainly_and_attach_finishes_
         assert (c.w.project / "runs" / run_id / "output" / "adapter_model.safetensors").is_file()
         assert c.w.fake.status(pod_id) == "TERMINATED"
         names = _one_stream(await c.events(run_id))
-        assert names[-4:] == ["run.ArtifactsRetrieved", "run.Ended", "pod.Deleting", "pod.Deleted"]
+        assert names[-5:] == [
+            "run.ArtifactsRetrieved",
+            "run.Ended",
+            "pod.Deleting",
+            "pod.Deleted",
+            "pod.Billed",
+        ]
