@@ -74,7 +74,7 @@ def check_demo_output(out: str) -> None:
         "$0.50); 2 left out",
         "pod deadline shortened to 1.25 h (from max_hours 2): 1 × NVIDIA A40 at $0.40/h stays "
         "within max_cost_usd $0.50",
-        "on NVIDIA A40 at $0.40/h (max_hours 1.25 from its creation)",
+        "on NVIDIA A40 at $0.40/h (max_hours 1.25 from its creation, max_cost_usd $0.50)",
         "pod.Created",
         "pod.Ready",
         "run.JobStarted",
