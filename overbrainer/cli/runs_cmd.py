@@ -88,6 +88,11 @@ def _row(state: Any, now: datetime, host: str, project: Path) -> dict[str, Any]:
         "pod_status": pod.status if pod.pod_id else "",
         "spend": spend_text(state, now, here=host == socket.gethostname()),
         "note": run.note or "",
+        # The checkpoint `train --resume-from RUN` starts from, and where this run started.
+        "checkpoint_step": run.checkpoint["step"] if run.checkpoint else None,
+        "resumed_from": (
+            f"{run.resumed_from['run']}:{run.resumed_from['step']}" if run.resumed_from else ""
+        ),
     }
     row.update(standing.to_json(now) if standing is not None else dict.fromkeys(_STANDING_KEYS))
     row["eta"] = _eta_text(state, standing, now)
@@ -104,7 +109,7 @@ _STANDING_KEYS = (
     "eta_seconds",
     "seen_at",
 )
-_STATES = Literal["preparing", "running", "succeeded", "failed", "cancelled"]
+_STATES = Literal["preparing", "running", "succeeded", "failed", "cancelled", "stopped"]
 
 
 @app.command(name="ls")
@@ -116,14 +121,14 @@ def ls(
         Parameter(
             negative=(),
             help="Only runs in this state (preparing, running, succeeded, failed, "
-            "cancelled); repeat it for several.",
+            "cancelled, stopped); repeat it for several.",
         ),
     ] = None,
     last: Annotated[int | None, Parameter(help="Only the N newest runs (after --state).")] = None,
 ) -> int:
-    """One line per run: id, state, target, created, progress (step, percent), loss, ETA of
-    a run in progress, pod and spend (and the host it runs from, when some run of a team
-    store is not this machine's)."""
+    """One line per run: id, state (with the checkpoint step a run can be resumed from),
+    target, created, progress (step, percent), loss, ETA of a run in progress, pod and spend
+    (and the host it runs from, when some run of a team store is not this machine's)."""
     import socket
 
     from overbrainer.errors import UsageError
@@ -157,7 +162,7 @@ def ls(
         [
             r["id"],
             *([r["host"] or "?"] if with_host else []),
-            r["state"],
+            _state_text(r),
             r["target"],
             (r["created"] or "")[:16].replace("T", " "),
             r["progress"],
@@ -175,6 +180,12 @@ def ls(
     out += ["  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip() for t in table]
     sys.stdout.write("\n".join(out) + "\n")
     return 0
+
+
+def _state_text(row: dict[str, Any]) -> str:
+    """The run's state, with the step of the checkpoint it can be resumed from."""
+    step = row["checkpoint_step"]
+    return f"{row['state']} (checkpoint {step})" if step is not None else str(row["state"])
 
 
 def _loss_text(loss: object) -> str:
