@@ -15,14 +15,24 @@ from overbrainer.events.actor import Actor
 from overbrainer.events.errors import StoreError
 from overbrainer.events.sqlite_reader import SqliteReader
 from overbrainer.events.store import RunStore, UnknownRun
-from tests.events.scripted import SCRIPT
+from tests.events.scripted import SCRIPT, SCRIPT_0_3
 
 FIXTURE = Path(__file__).with_name("logs") / "v0.3.0.sqlite"
 
 
 def _project(tmp_path: Path) -> Path:
+    """The 0.3.0 log, with the history of the event types added since appended to it."""
     (tmp_path / ".overbrainer").mkdir()
     shutil.copyfile(FIXTURE, tmp_path / ".overbrainer" / "events.sqlite")
+    store = RunStore(None, tmp_path, Actor.here("test"))
+    try:
+        for run_id, event in SCRIPT[len(SCRIPT_0_3) :]:
+            if isinstance(event, ev.RunCreated):
+                store.create(event)
+            else:
+                store.append(run_id, lambda _, event=event: [event])
+    finally:
+        store.close()
     return tmp_path
 
 
