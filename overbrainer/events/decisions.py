@@ -150,12 +150,6 @@ def take_stop(state: RunLog) -> Events:
     return [ev.StopRequested(relay="taken")]
 
 
-def stop_overdue(requested_at: float | None, now: float, timeout: float) -> bool:
-    """Whether a job asked to save and stop at ``requested_at`` (seconds, any clock that
-    ``now`` shares) has had its ``timeout`` seconds: it is then cancelled instead."""
-    return requested_at is not None and now - requested_at >= timeout
-
-
 # ---- results and the run's end -------------------------------------------------------
 
 

@@ -90,8 +90,7 @@ def mismatches(trained: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
     problems: list[str] = []
     named: set[str] = set()
     for key in MUST_MATCH:
-        before, after = trained.get(key), now.get(key)
-        if before == after:
+        if _value(trained, key) == _value(now, key):
             continue
         name = _setting_name(key)
         if name in named:  # adapter and load_in_4bit are one setting
@@ -99,10 +98,16 @@ def mismatches(trained: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
         named.add(name)
         shown = "adapter" if key == "load_in_4bit" else key
         problems.append(
-            f"{name} is {_shown(now.get(shown))} here but the checkpoint was trained with "
-            f"{_shown(trained.get(shown))}"
+            f"{name} is {_shown(_value(now, shown))} here but the checkpoint was trained with "
+            f"{_shown(_value(trained, shown))}"
         )
     return problems
+
+
+def _value(cfg: Mapping[str, Any], key: str) -> Any:
+    """``cfg``'s ``key`` (a config without an adapter is a full fine-tune's)."""
+    value = cfg.get(key)
+    return "full" if key == "adapter" and value is None else value
 
 
 def _shown(value: object) -> str:
