@@ -498,7 +498,9 @@ def rows() -> list[Any]:
             STOP_ASKED,
             [
                 ev.CheckpointRetrieved(step=5, path="output/checkpoint-5"),
-                ev.RunEnded(state=RunState.stopped, message="saved", exit_code=0, metrics={"step": 5}),
+                ev.RunEnded(
+                    state=RunState.stopped, message="saved", exit_code=0, metrics={"step": 5}
+                ),
             ],
         ),
         (

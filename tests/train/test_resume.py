@@ -58,7 +58,11 @@ def test_pick_checkpoint(available: list[int], requested: int | None, want: int)
     ("available", "requested", "message"),
     [
         ([], None, rf"run {RUN} has no checkpoint at home to resume from .*train stop RUN"),
-        ([10, 20], 15, rf"no checkpoint of step 15 at home \(it has 10, 20\).*--resume-from {RUN}`"),
+        (
+            [10, 20],
+            15,
+            rf"no checkpoint of step 15 at home \(it has 10, 20\).*--resume-from {RUN}`",
+        ),
         ([], 15, r"no checkpoint of step 15 at home \(it has none at home\)"),
     ],
 )
@@ -84,8 +88,12 @@ def _now(**changes: Any) -> dict[str, Any]:
         (_now(), []),
         (_now(epochs=7, learning_rate=1e-5, lr_scheduler="linear", micro_batch_size=8), []),
         (_now(gradient_accumulation_steps=2, saves_per_epoch=3, lora_dropout=0.2), []),
-        (render_config(settings(lora_r=8, lora_alpha=16, sequence_len=512), has_eval=True,
-                       device="cpu"), []),
+        (
+            render_config(
+                settings(lora_r=8, lora_alpha=16, sequence_len=512), has_eval=True, device="cpu"
+            ),
+            [],
+        ),
         # what may not: each named, with both values
         (
             _now(lora_r=16),
