@@ -537,7 +537,7 @@ def _settled(state: RunLog) -> Retrieval | None:
 
 
 async def _home_as_recorded(
-    session: Session, run_id: str, state: RunLog, paths: tuple[str, ...]
+    session: Session, run_id: str, state: RunLog, paths: tuple[str, ...] = RETRIEVED_PATHS
 ) -> Retrieval | None:
     """The retrieval the log records for a run whose end it does not (the command that
     brought the results home was stopped, or could not record the end, just after): when
