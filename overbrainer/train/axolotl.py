@@ -12,6 +12,8 @@ there, on whatever target)::
 """
 
 import copy
+import errno
+import os
 import shutil
 from importlib import resources
 from pathlib import Path
@@ -49,6 +51,9 @@ STOP_ENV = "OVERBRAINER_STOP"
 
 RESUME_DIR = "resume"
 """Where a resumed run's directory holds the checkpoint it starts from (uploaded with it)."""
+
+CHECKPOINT_PREFIX = "checkpoint-"
+"""How the trainer names a checkpoint's folder in ``output_dir``: ``checkpoint-STEP``."""
 
 TELEMETRY_ENV = "AXOLOTL_DO_NOT_TRACK"
 """Set to ``1`` for every job: Axolotl then sends no telemetry (see :func:`job_environment`)."""
@@ -342,7 +347,34 @@ def prepare_run_dir(
     (run_dir / PLUGIN_FILE).write_bytes(plugin_source())
     resume_from = None
     if resume is not None:
-        from overbrainer.train.resume_files import place_checkpoint
-
         resume_from = place_checkpoint(resume[0], resume[1], run_dir)
     write_config(run_dir, training, data.has_eval, device, resume_from)
+
+
+def resume_path(step: int) -> str:
+    """Where a resumed run's directory holds its checkpoint (run-relative)."""
+    return f"{RESUME_DIR}/{CHECKPOINT_PREFIX}{step}"
+
+
+def place_checkpoint(source_run_dir: Path, step: int, run_dir: Path) -> str:
+    """Put checkpoint ``step`` of the run in ``source_run_dir`` into ``run_dir`` (hard
+    links where the filesystem allows: the trainer only reads it); its run-relative path."""
+    source = source_run_dir / OUTPUT_DIR / f"{CHECKPOINT_PREFIX}{step}"
+    rel = resume_path(step)
+    target = run_dir / rel
+    for directory, _, names in os.walk(source):
+        here = Path(directory)
+        into = target / here.relative_to(source)
+        into.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            _link_or_copy(here / name, into / name)
+    return rel
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target, follow_symlinks=False)
+    except OSError as error:
+        if error.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+            raise
+        shutil.copyfile(source, target, follow_symlinks=False)

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from overbrainer.errors import UsageError
-from overbrainer.train.axolotl import prepare_run_dir, render_config
+from overbrainer.train.axolotl import place_checkpoint, prepare_run_dir, render_config
 from overbrainer.train.resume import (
     ResumeError,
     ResumeFrom,
@@ -17,7 +17,7 @@ from overbrainer.train.resume import (
     pick_checkpoint,
     refusal,
 )
-from overbrainer.train.resume_files import checkpoint_steps, place_checkpoint, trained_config
+from overbrainer.train.resume_files import checkpoint_steps, trained_config
 from tests.train.conftest import settings
 
 RUN = "20260101-000000-ab12"
