@@ -52,6 +52,8 @@ class Case:
     adapter: str
     merge: bool = False
     interrupt: bool = False  # Ctrl-C while following, the job left running, then attach
+    epochs: int = 1
+    micro_batch_size: int = 2
 
     @property
     def saved(self) -> str:
@@ -165,16 +167,17 @@ def base_env() -> dict[str, str]:
 
 
 def training_toml(built: Built, case: Case, target: str, case_dir: Path) -> str:
-    """``[training]`` of a case: the tiny model, one epoch of 32 steps, two evaluations."""
+    """``[training]`` of a case: the tiny model, one epoch of 32 steps (unless the case
+    says otherwise), two evaluations per epoch."""
     lines = [
         "[training]",
         f'target = "{target}"',
         f'base_model = "{built.model}"',
         f'adapter = "{case.adapter}"',
-        "epochs = 1",
+        f"epochs = {case.epochs}",
         "learning_rate = 1e-3",
         "sequence_len = 256",
-        "micro_batch_size = 2",
+        f"micro_batch_size = {case.micro_batch_size}",
         "gradient_accumulation_steps = 1",
         "sample_packing = false",
         "evals_per_epoch = 2",

@@ -86,12 +86,18 @@ TREE = Command(
                 Option("--target", "the target to train on", "target"),
                 Option("--keep-pod", "Runpod: keep the pod once the job started"),
                 Option("--check", "only the preflight checks; create nothing"),
+                Option("--resume-from", "go on from a run's checkpoint (RUN[:STEP])", "run"),
                 _HELP,
             ),
             subcommands={
                 "attach": Command("follow a started run again", (_HELP,), positional="run"),
                 "cancel": Command(
                     "stop a run's job, collect it, end its pod", (_HELP,), positional="run"
+                ),
+                "stop": Command(
+                    "have a run's job save a checkpoint and stop; collect it",
+                    (_HELP,),
+                    positional="run",
                 ),
             },
         ),

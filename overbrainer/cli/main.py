@@ -70,6 +70,9 @@ Commands:
                              only those checks: print each with its verdict, create nothing
   train attach RUN           follow a started run again, then collect it and end its pod
   train cancel RUN           stop the run's job, collect what it left, end its pod
+  train stop RUN             have the job save a checkpoint and stop; collect it, end its pod
+  train --resume-from RUN[:STEP]
+                             a new run that goes on from RUN's checkpoint
   runs ls [--state S] [--last N] [--json]
                              one line per run: state, progress, loss, ETA, pod, spend
   runs show RUN [--no-plot] [--json]

@@ -134,6 +134,11 @@ def _row(state: Any, now: datetime, host: str, project: Path) -> dict[str, Any]:
         "spend": spend.text(),
         **spend.to_json(),
         "note": run.note or "",
+        # The checkpoint `train --resume-from RUN` starts from, and where this run started.
+        "checkpoint_step": run.checkpoint["step"] if run.checkpoint else None,
+        "resumed_from": (
+            f"{run.resumed_from['run']}:{run.resumed_from['step']}" if run.resumed_from else ""
+        ),
     }
     row.update(standing.to_json(now) if standing is not None else dict.fromkeys(_STANDING_KEYS))
     row["eta"] = _eta_text(state, standing, now)
@@ -150,7 +155,7 @@ _STANDING_KEYS = (
     "eta_seconds",
     "seen_at",
 )
-_STATES = Literal["preparing", "running", "succeeded", "failed", "cancelled"]
+_STATES = Literal["preparing", "running", "succeeded", "failed", "cancelled", "stopped"]
 
 
 @app.command(name="ls")
@@ -162,7 +167,7 @@ def ls(
         Parameter(
             negative=(),
             help="Only runs in this state (preparing, running, succeeded, failed, "
-            "cancelled); repeat it for several.",
+            "cancelled, stopped); repeat it for several.",
         ),
     ] = None,
     last: Annotated[int | None, Parameter(help="Only the N newest runs (after --state).")] = None,
@@ -174,9 +179,9 @@ def ls(
         ),
     ] = None,
 ) -> int:
-    """One line per run: id, state, target, created, progress (step, percent), loss, ETA of
-    a run in progress, pod and spend (and the host it runs from, when some run of a team
-    store is not this machine's)."""
+    """One line per run: id, state (with the checkpoint step a run can be resumed from),
+    target, created, progress (step, percent), loss, ETA of a run in progress, pod and spend
+    (and the host it runs from, when some run of a team store is not this machine's)."""
     import socket
 
     from overbrainer.errors import UsageError
@@ -213,7 +218,7 @@ def ls(
         [
             r["id"],
             *([r["host"] or "?"] if with_host else []),
-            r["state"],
+            _state_text(r),
             r["target"],
             (r["created"] or "")[:16].replace("T", " "),
             r["progress"],
@@ -236,6 +241,12 @@ def ls(
         out.append(total_line(spends, since.strip()))
     sys.stdout.write("\n".join(out) + "\n")
     return 0
+
+
+def _state_text(row: dict[str, Any]) -> str:
+    """The run's state, with the step of the checkpoint it can be resumed from."""
+    step = row["checkpoint_step"]
+    return f"{row['state']} (checkpoint {step})" if step is not None else str(row["state"])
 
 
 def _loss_text(loss: object) -> str:

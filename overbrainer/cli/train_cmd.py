@@ -1,6 +1,6 @@
-"""``train``, ``train attach RUN`` and ``train cancel RUN``."""
+"""``train``, ``train attach RUN``, ``train cancel RUN`` and ``train stop RUN``."""
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Annotated
@@ -16,8 +16,10 @@ if TYPE_CHECKING:
     from overbrainer.events.aggregate import RunLog
     from overbrainer.front.console import Front
     from overbrainer.front.interrupts import Interrupts
+    from overbrainer.lifecycle.target import Target
     from overbrainer.preflight.gather import Preflight
     from overbrainer.session.session import Session
+    from overbrainer.train.resume import ResumeFrom
 
 app = App(
     name="train",
@@ -82,6 +84,11 @@ async def _with_run(run: str, name: str) -> int:
     run = resolve_run(current(), run)
     async with _session() as (settings, session):
         state = await session.journal.state(run)
+        if state.final and name == "stop":
+            session.front.result(
+                f"train: run {run} has already ended ({came_to(state)}); nothing to stop"
+            )
+            return session.interrupts.finish(0)
         if state.final and (name == "cancel" or nothing_left(state)):
             # Nothing to stop; attach of a run with nothing left to do only tells its end.
             if name == "cancel":
@@ -99,7 +106,7 @@ async def _with_run(run: str, name: str) -> int:
                     f"cancel{collect}"
                 )
                 return session.interrupts.finish(0)
-            if state.run.state in (RunState.succeeded, RunState.cancelled):
+            if state.run.state in (RunState.succeeded, RunState.cancelled, RunState.stopped):
                 session.front.result(f"train: run {run} {came_to(state)}")
                 return session.interrupts.finish(0)
         from overbrainer.lifecycle import elsewhere
@@ -108,6 +115,13 @@ async def _with_run(run: str, name: str) -> int:
             # A team store: the run's job is reached from the checkout that started it.
             if name == "attach":
                 code = await elsewhere.attach_elsewhere(session, state)
+            elif name == "stop":
+                code = await elsewhere.stop_elsewhere(
+                    session,
+                    state,
+                    follower_poll=_follower_poll(settings, state),
+                    within=_stop_within(settings),
+                )
             else:
                 code = await elsewhere.cancel_elsewhere(
                     session, state, follower_poll=_follower_poll(settings, state)
@@ -115,6 +129,11 @@ async def _with_run(run: str, name: str) -> int:
         else:
             code = await _act(name, session, settings, state)
         return session.interrupts.finish(code)
+
+
+def _stop_within(settings: "Settings") -> float:
+    """How long a job asked to save and stop has before it is cancelled (seconds)."""
+    return settings.training.stop_timeout_minutes * 60
 
 
 def _follower_poll(settings: "Settings", state: "RunLog") -> float:
@@ -149,11 +168,20 @@ async def train(
             "Runpod account) and print them; create no run.",
         ),
     ] = False,
+    resume_from: Annotated[
+        str | None,
+        Parameter(
+            help="Go on from run RUN's last checkpoint at home (RUN:STEP: the one of that "
+            "step): the base model, adapter, LoRA shape and sequence length must be the "
+            "ones it trained with.",
+        ),
+    ] = None,
 ) -> int:
     """Create a run, start its job, follow it to the end, retrieve and verify the results.
 
     Every check a run would fail on runs first (`--check` runs only them): a problem
-    creates no run.
+    creates no run. With `--resume-from RUN`, the new run starts from RUN's checkpoint
+    (from `overbrainer train stop RUN`): a setting that would not fit it is refused first.
     """
     from overbrainer.config.model import RunpodTarget
     from overbrainer.errors import Interrupted, OverbrainerError
@@ -161,6 +189,11 @@ async def train(
 
     if keep_pod:
         _refuse_keep_pod(target)
+    wanted = None
+    if resume_from is not None:
+        from overbrainer.train.resume import parse_spec
+
+        wanted = parse_spec(resume_from)
     async with _front() as (front, interrupts):
         checked = await interrupts.race(partial(_preflight, target))
         if checked is None:
@@ -193,6 +226,7 @@ async def train(
                     "interrupted before the run was created: no run was created; start one "
                     "with `overbrainer train`"
                 )
+            resume = None if wanted is None else await _resume_checked(session, settings, wanted)
             if isinstance(spec, RunpodTarget):
                 from overbrainer.lifecycle import runpod
 
@@ -206,11 +240,43 @@ async def train(
                     runpod_clock=found.runpod_clock,
                     catalog=found.catalog,
                 ) as pod:
-                    code = await run.train(session, pod)
+                    code = await run.train(session, pod, resume)
             else:
                 plan = machine.plan_for(settings, name)
-                code = await run.train(session, machine.MachineTarget(session, settings, plan))
+                target_ = machine.MachineTarget(session, settings, plan)
+                code = await run.train(session, target_, resume)
             return interrupts.finish(code)
+
+
+async def _resume_checked(
+    session: "Session", settings: "Settings", wanted: tuple[str, int | None]
+) -> "ResumeFrom":
+    """The checkpoint ``--resume-from`` names, checked against the settings the new run
+    would train with — before any run (or pod) exists."""
+    from overbrainer.cli.listing import resolve_run
+    from overbrainer.train.axolotl import render_config
+    from overbrainer.train.resume import ResumeError, mismatches, pick_checkpoint, refusal
+    from overbrainer.train.resume_files import checkpoint_steps, trained_config
+
+    given, step = wanted
+    run_id = resolve_run(current(), given)
+    state = await session.journal.state(run_id)
+    if not state.final:
+        raise ResumeError(
+            f"run {run_id} is {state.run.state}: a run is resumed once it has ended; "
+            f"`overbrainer train stop {run_id}` saves a checkpoint and stops it"
+        )
+    run_dir = session.run_dir(run_id)
+    source = pick_checkpoint(run_id, checkpoint_steps(run_dir), step)
+    trained = trained_config(run_dir, run_id)
+    problems = mismatches(trained, render_config(settings.training, has_eval=False))
+    if problems:
+        raise refusal(source, problems)
+    session.front.info(
+        f"train: resuming from checkpoint-{source.step} of run {run_id} "
+        f"(runs/{run_id}/output/checkpoint-{source.step})"
+    )
+    return source
 
 
 def _refuse_keep_pod(target: str | None) -> None:
@@ -252,10 +318,14 @@ async def _preflight(target: str | None) -> "Preflight":
 
 
 async def _act(name: str, session: "Session", settings: "Settings", state: "RunLog") -> int:
-    """``train attach`` or ``train cancel`` of a run, on its target."""
+    """``train attach``, ``train cancel`` or ``train stop`` of a run, on its target."""
     from overbrainer.lifecycle import run
 
-    act = run.attach if name == "attach" else run.cancel
+    act: Callable[[Session, Target, RunLog], Awaitable[int]]
+    if name == "stop":
+        act = partial(run.stop, within=_stop_within(settings))
+    else:
+        act = run.attach if name == "attach" else run.cancel
     if state.run.kind == "runpod":
         from overbrainer.lifecycle import runpod
 
@@ -278,3 +348,15 @@ async def attach(run: Annotated[str, Parameter(help=RUN_HELP)], /) -> int:
 async def cancel(run: Annotated[str, Parameter(help=RUN_HELP)], /) -> int:
     """Stop the run's job, retrieve what it left, end its pod."""
     return await _with_run(run, "cancel")
+
+
+@app.command(name="stop")
+async def stop(run: Annotated[str, Parameter(help=RUN_HELP)], /) -> int:
+    """Ask the run's job to save a checkpoint and stop, then retrieve its results with that
+    checkpoint and end its pod: the run ends `stopped`, and `overbrainer train --resume-from
+    RUN` goes on from it.
+
+    A job that has not stopped within `[training] stop_timeout_minutes` (default 5) is
+    cancelled. A run followed from another checkout is asked through the log.
+    """
+    return await _with_run(run, "stop")

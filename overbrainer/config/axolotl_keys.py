@@ -32,9 +32,18 @@ SETTING_KEYS = MappingProxyType(
 """``axolotl.yaml`` key -> the ``[training]`` setting it is written from."""
 
 MANAGED_AXOLOTL_KEYS = frozenset(
-    {"datasets", "test_datasets", "val_set_size", "output_dir", "dataset_prepared_path", "plugins"}
+    {
+        "datasets",
+        "test_datasets",
+        "val_set_size",
+        "output_dir",
+        "dataset_prepared_path",
+        "plugins",
+        "resume_from_checkpoint",
+    }
 )
-"""Keys overbrainer writes from the run itself (its data, its directories, its plugin)."""
+"""Keys overbrainer writes from the run itself (its data, its directories, its plugin, the
+checkpoint of ``train --resume-from``)."""
 
 DEFAULT_KEYS = frozenset({"lora_target_linear"})
 """Keys overbrainer writes as a default that ``axolotl_extra`` may change (to name the

@@ -324,6 +324,9 @@ class TrainingSettings(BaseModel):
     saves_per_epoch: Count = 1
     merge: bool = False
     hub_model_id: str | None = None
+    # `train stop`: how long a job asked to save a checkpoint and stop has before it is
+    # cancelled instead (a save of a big model takes minutes).
+    stop_timeout_minutes: Annotated[float, Field(gt=0, le=24 * 60, allow_inf_nan=False)] = 5
     axolotl_extra: dict[str, Any] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
 

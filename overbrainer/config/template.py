@@ -45,13 +45,15 @@ adapter = "lora"
 # evals_per_epoch = 4                 # >= 1; used when data/eval.jsonl is not empty
 # saves_per_epoch = 1                 # >= 1
 # merge = false                       # lora/qlora only: also write the merged model
+# stop_timeout_minutes = 5            # `train stop`: a job not stopped by then is cancelled
 # hub_model_id = "you/your-model"     # push the result to the Hugging Face Hub (needs
 #                                     # OVERBRAINER_HF_TOKEN); default: no push
 #
 # More Axolotl settings, merged last into axolotl.yaml. Not allowed here: the keys written
 # from a setting above (num_epochs, lora_r, learning_rate, micro_batch_size, … — the error
 # names the setting to use), and the keys overbrainer manages (datasets, test_datasets,
-# val_set_size, output_dir, dataset_prepared_path, plugins).
+# val_set_size, output_dir, dataset_prepared_path, plugins, resume_from_checkpoint: use
+# `overbrainer train --resume-from RUN`).
 # [training.axolotl_extra]
 # chat_template = "tokenizer_default"
 # bf16 = "auto"

@@ -79,6 +79,8 @@ class RunView:
     base_model: str = ""
     adapter: str = ""
     keep_pod: bool = False
+    # The checkpoint this run started from: {"run": ID, "step": N}.
+    resumed_from: dict[str, Any] | None = None
     created_at: str | None = None
     updated_at: str | None = None
     job: dict[str, Any] | None = None
@@ -89,9 +91,16 @@ class RunView:
     # A cancel asked of the run's follower (from a checkout that cannot reach the job) and
     # not taken yet: the next command following the run stops the job.
     cancel_pending: bool = False
+    # A save-and-stop asked of the job (``train stop``); ``stop_pending``: asked of the
+    # run's follower and not written on the target yet.
+    stop_requested: bool = False
+    stop_pending: bool = False
     interrupted_stage: str | None = None
     detached: bool = False
     artifacts: dict[str, Any] | None = None
+    # The last checkpoint home and verified ({"step", "path", "at"}): what a resume starts
+    # from.
+    checkpoint: dict[str, Any] | None = None
     note: str | None = None
     # This machine's clock minus Runpod's, as the last command that found it far off
     # recorded it (seconds); the times it recorded are off by as much.
@@ -172,6 +181,7 @@ def _created(s: RunLog, e: ev.RunCreated, at: str) -> None:
         base_model=e.base_model,
         adapter=e.adapter,
         keep_pod=e.keep_pod,
+        resumed_from=dict(e.resumed_from) if e.resumed_from else None,
         created_at=at,
     )
     s.pod = PodView(keep=e.keep_pod)
@@ -190,6 +200,7 @@ def _ended(s: RunLog, e: ev.RunEnded, at: str) -> None:
     if e.state not in ev.FINAL_STATES:
         raise InvalidTransition(f"{e.state} is not a final state")
     s.run.cancel_pending = False  # nothing is left to stop
+    s.run.stop_pending = False
     s.run.state = RunState(e.state)
     s.run.message = e.message
     s.run.exit_code = e.exit_code
@@ -203,6 +214,20 @@ def _cancel_requested(s: RunLog, e: ev.CancelRequested, at: str) -> None:
         s.run.cancel_pending = True
     elif e.relay == "taken":
         s.run.cancel_pending = False
+
+
+def _stop_requested(s: RunLog, e: ev.StopRequested, at: str) -> None:
+    if s.final:
+        raise InvalidTransition(f"stop requested of a run that is {s.run.state}")
+    s.run.stop_requested = True
+    if e.relay == "asked":
+        s.run.stop_pending = True
+    elif e.relay == "taken":
+        s.run.stop_pending = False
+
+
+def _checkpoint(s: RunLog, e: ev.CheckpointRetrieved, at: str) -> None:
+    s.run.checkpoint = {"step": e.step, "path": e.path, "at": at}
 
 
 def _interrupted(s: RunLog, e: ev.Interrupted, at: str) -> None:
@@ -417,6 +442,8 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.JobStarted: _job_started,
     ev.RunEnded: _ended,
     ev.CancelRequested: _cancel_requested,
+    ev.StopRequested: _stop_requested,
+    ev.CheckpointRetrieved: _checkpoint,
     ev.Interrupted: _interrupted,
     ev.Detached: _detached,
     ev.ArtifactsRetrieved: _artifacts,

@@ -119,6 +119,37 @@ def take_cancel(state: RunLog) -> Events:
     return [ev.CancelRequested(relay="taken")]
 
 
+# ---- save and stop ----------------------------------------------------------------------
+
+
+def can_stop(state: RunLog) -> bool:
+    """Whether the run has a job that a save-and-stop request can reach (it runs)."""
+    return state.run.state == RunState.running
+
+
+def request_stop(state: RunLog) -> Events:
+    """A save-and-stop this command writes on the target itself (once per run; joined
+    when one was asked already)."""
+    if not can_stop(state) or state.run.stop_requested:
+        return []
+    return [ev.StopRequested()]
+
+
+def ask_stop(state: RunLog) -> Events:
+    """A save-and-stop asked of whichever command follows the run (it cannot be reached
+    from here); one already asked or under way is joined."""
+    if not can_stop(state) or state.run.stop_requested:
+        return []
+    return [ev.StopRequested(relay="asked")]
+
+
+def take_stop(state: RunLog) -> Events:
+    """Say a save-and-stop asked through the log was written on the target."""
+    if state.final or not state.run.stop_pending:
+        return []
+    return [ev.StopRequested(relay="taken")]
+
+
 # ---- results and the run's end -------------------------------------------------------
 
 
@@ -139,22 +170,29 @@ def record_end(
     metrics: Mapping[str, Any],
     home: bool,
     problem: str = "",
+    checkpoint: tuple[int, str] | None = None,
 ) -> Events:
     """The run's end as its job's end decided it (``outcome``), its results home or not
-    (``home``; ``problem`` says why not).
+    (``home``; ``problem`` says why not); ``checkpoint``: the step and path of the
+    checkpoint a stopped job saved, home and verified with the results.
 
-    A would-be success whose results are not home stays running with a note saying why,
-    so ``train attach`` collects again; any other end is recorded, noting results not
-    home. Nothing once another command recorded the end: its result stands.
+    A would-be success (or a stop) whose results are not home stays running with a note
+    saying why, so ``train attach`` collects again — a stop's checkpoint is what it is
+    for; any other end is recorded, noting results not home. Nothing once another command
+    recorded the end: its result stands.
     """
     if state.final:
         return []
-    if outcome == RunState.succeeded and not home:
+    if outcome in (RunState.succeeded, RunState.stopped) and not home:
         note = f"{NOT_RETRIEVED}: {problem}"
         return [] if state.run.note == note else [ev.NoteAdded(note=note)]
-    events: Events = [
+    events: Events = []
+    if checkpoint is not None and home:
+        step, path = checkpoint
+        events.append(ev.CheckpointRetrieved(step=step, path=path))
+    events.append(
         ev.RunEnded(state=outcome, message=message, exit_code=exit_code, metrics=dict(metrics))
-    ]
+    )
     if not home and state.run.note is None:
         events.append(ev.NoteAdded(note=f"{NOT_RETRIEVED}: {problem}"))
     return events

@@ -22,10 +22,11 @@ class RunState(StrEnum):
     succeeded = "succeeded"
     failed = "failed"
     cancelled = "cancelled"
+    stopped = "stopped"  # asked to save and stop (`train stop`): it can be resumed
 
 
 FINAL_STATES: frozenset[RunState] = frozenset(
-    {RunState.succeeded, RunState.failed, RunState.cancelled}
+    {RunState.succeeded, RunState.failed, RunState.cancelled, RunState.stopped}
 )
 
 
@@ -103,6 +104,8 @@ class RunCreated(Event):
     base_model: str = ""
     adapter: str = ""
     keep_pod: bool = False
+    resumed_from: dict[str, Any] | None = None
+    """The checkpoint the run starts from, ``{"run": ID, "step": N}`` (None: from scratch)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,6 +141,29 @@ class CancelRequested(Event):
 
     name: ClassVar[str] = "run.CancelRequested"
     relay: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StopRequested(Event):
+    """Somebody asked the run's job to save a checkpoint and stop (``train stop``).
+
+    ``relay`` as for :class:`CancelRequested`: empty when the asking command wrote the
+    request on the target itself; ``asked`` when it left that to the command following
+    the run; ``taken`` when that follower wrote it.
+    """
+
+    name: ClassVar[str] = "run.StopRequested"
+    relay: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointRetrieved(Event):
+    """A checkpoint of the job (``path``, run-relative, saved at ``step``) came home and
+    matched the target's manifest: the run can be resumed from it."""
+
+    name: ClassVar[str] = "run.CheckpointRetrieved"
+    step: int
+    path: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -396,6 +422,8 @@ CATALOGUE: dict[str, type[Event]] = {
         JobStarted,
         RunEnded,
         CancelRequested,
+        StopRequested,
+        CheckpointRetrieved,
         Interrupted,
         Detached,
         ArtifactsRetrieved,

@@ -4,7 +4,8 @@ A manifest maps each regular file's path (relative to the run directory, ``/``-s
 to its SHA-256 in hex. It covers the given paths — by default ``output/`` (every directory
 named ``checkpoint-*`` left out), ``metrics.jsonl`` and ``job.log`` — and skips symbolic
 links and special files, exactly like ``find PATH… -type f`` with ``checkpoint-*``
-directories pruned, which is what ``ctl.sh manifest`` runs on a remote target.
+directories pruned, which is what ``ctl.sh manifest`` runs on a remote target. A checkpoint
+directory given itself as a path (the one a stopped job saved) is covered.
 """
 
 import hashlib
@@ -24,8 +25,14 @@ _SUM_LINE = re.compile(r"^([0-9a-f]{64}) [ *](.+)$")
 
 
 def is_checkpoint_dir(name: str) -> bool:
-    """Whether a directory called ``name`` is a training checkpoint (never retrieved)."""
+    """Whether a directory called ``name`` is a training checkpoint (retrieved only when
+    asked for by its own path)."""
     return name.startswith(CHECKPOINT_PREFIX)
+
+
+def checkpoint_path(step: int) -> str:
+    """The run-relative directory of the checkpoint the trainer saved at ``step``."""
+    return f"output/{CHECKPOINT_PREFIX}{step}"
 
 
 def list_files(root: Path, paths: Sequence[str]) -> list[str]:
@@ -40,7 +47,8 @@ def list_files(root: Path, paths: Sequence[str]) -> list[str]:
             continue
         if stat.S_ISREG(mode):
             found.append(rel)
-        elif stat.S_ISDIR(mode) and not is_checkpoint_dir(start.name):
+        elif stat.S_ISDIR(mode):
+            # A checkpoint directory named in ``paths`` is walked; those below it are not.
             found.extend(_walk(start, rel))
     return sorted(set(found))
 

@@ -2,9 +2,10 @@
 
 Upload: everything in the run directory except ``ssh/`` (the run's keys), the projections
 ``run.json`` / ``pod.json`` and overbrainer's own staging directory. Download: only regular
-files under the requested result paths, never below a ``checkpoint-*`` directory; anything
-else in the stream is refused. A download replaces each requested path as a whole, so a
-file left from an earlier attempt never survives as an "extra".
+files under the requested result paths, never below a ``checkpoint-*`` directory (unless a
+path names that checkpoint itself); anything else in the stream is refused. A download
+replaces each requested path as a whole, so a file left from an earlier attempt never
+survives as an "extra".
 """
 
 import os
@@ -165,10 +166,14 @@ def copy_results(source: Path, staging: Path, paths: Sequence[str]) -> None:
 def replace_paths(staging: Path, local_dir: Path, paths: Sequence[str]) -> None:
     """Move each of ``paths`` from ``staging`` into ``local_dir``, replacing what was there.
 
-    A path the target did not have is removed here too, so the local copy mirrors it.
+    A path the target did not have is removed here too, so the local copy mirrors it. A
+    path inside another of ``paths`` (a checkpoint asked for inside ``output``) came with
+    that one.
     """
     for rel in paths:
         check_rel_path(rel, name="a result path")
+        if any(rel.startswith(f"{other}/") for other in paths):
+            continue
         target = local_dir / rel
         remove(target)
         new = staging / rel

@@ -39,21 +39,31 @@ _ERRORS = "surrogateescape"  # names that are not UTF-8 keep their bytes, as on 
 
 
 def check_member_name(name: str, paths: Sequence[str]) -> str:
-    """``name`` (a tar member) if it lies under one of ``paths`` and outside checkpoints."""
+    """``name`` (a tar member) if it lies under one of ``paths`` and outside the checkpoints
+    below them."""
     clean = name.removeprefix("./").rstrip("/")
     parts = clean.split("/")
-    inside = any(clean == rel or clean.startswith(rel + "/") for rel in paths)
     if (
         not clean
         or clean.startswith("/")
         or any(part in ("", ".", "..") for part in parts)
-        or any(is_checkpoint_dir(part) for part in parts[:-1])
         or any(char in clean for char in "\n\r\0\\")
-        or not inside
+        or not any(_within(clean, rel) for rel in paths)
     ):
         shown = clean[:200].encode("unicode_escape").decode("ascii")
         raise ExecError(f"the download held an unexpected entry {shown!r}; nothing was replaced")
     return clean
+
+
+def _within(clean: str, rel: str) -> bool:
+    """Whether ``clean`` is ``rel`` or lies under it, outside any checkpoint directory
+    below it (``rel`` itself may be one: a checkpoint asked for by name)."""
+    if clean == rel:
+        return True
+    if not clean.startswith(rel + "/"):
+        return False
+    below = clean[len(rel) + 1 :].split("/")
+    return not any(is_checkpoint_dir(part) for part in below[:-1])
 
 
 def _unreadable(why: str) -> ExecError:

@@ -7,6 +7,9 @@ to). ``train cancel`` elsewhere asks through the log: it records ``run.CancelReq
 with ``relay="asked"``, and whichever command follows the run there takes it
 (``service.take_relayed_cancel``), records that, stops the job and ends the run as any
 cancel does. The asker waits for that, and says so plainly when nobody follows the run.
+``train stop`` elsewhere asks the same way (``run.StopRequested``, relay ``asked``): the
+follower writes the request on the target and follows the job to its end; a job that has
+not stopped within the bound is then asked to cancel, through the log too.
 """
 
 import trio
@@ -19,7 +22,13 @@ from overbrainer.events.types import RunState
 from overbrainer.session.limits import CANCEL_LIMIT, COLLECT_LIMIT
 from overbrainer.session.session import Session
 
-__all__ = ["attach_elsewhere", "cancel_elsewhere", "lives_elsewhere", "where_text"]
+__all__ = [
+    "attach_elsewhere",
+    "cancel_elsewhere",
+    "lives_elsewhere",
+    "stop_elsewhere",
+    "where_text",
+]
 
 # How often the asker reads the log while it waits.
 _WAIT_POLL = 0.25
@@ -134,3 +143,62 @@ def _nobody_following(run_id: str, where: str, state: RunLog) -> str:
         f"take it: it lives on {where}. There, `overbrainer train attach {run_id}` stops its "
         f"job (or `overbrainer train cancel {run_id}`){bound}"
     )
+
+
+async def stop_elsewhere(
+    session: Session, state: RunLog, *, follower_poll: float, within: float
+) -> int:
+    """``train stop`` of a run that lives elsewhere: ask the run's follower through the
+    log, then wait until the run ends. Without a follower taking the request within a few
+    of its polls, fail naming what will honour it and where; a job still running
+    ``within`` seconds after the request is asked to cancel, through the log too."""
+    run_id = state.run.run_id
+    front = session.front
+    if not decisions.can_stop(state):
+        front.result(f"train: run {run_id} is {state.run.state}: nothing to stop")
+        return 0
+    home = await home_of(session, state)
+    where = where_text(home)
+    await session.journal.append(run_id, decisions.ask_stop)
+    front.info(
+        f"train: run {run_id} lives on {where}: asked the command following it there to "
+        "have its job save a checkpoint and stop; waiting"
+    )
+    ack_wait = 5.0 + 10 * follower_poll
+
+    async def wait() -> RunLog | None:
+        taken_by = trio.current_time() + ack_wait
+        overdue = trio.current_time() + within
+        cancelled = False
+        limit = overdue + ack_wait + CANCEL_LIMIT + COLLECT_LIMIT
+        while trio.current_time() < limit:
+            latest = await session.journal.state(run_id)
+            if latest.final:
+                return latest
+            if latest.run.stop_pending and trio.current_time() >= taken_by:
+                return None
+            if not cancelled and trio.current_time() >= overdue:
+                front.warn(
+                    f"the job of run {run_id} did not stop within {within / 60:g} minutes "
+                    "of the request to save and stop; asking to cancel it"
+                )
+                await session.journal.append(run_id, decisions.ask_cancel)
+                cancelled = True
+            await trio.sleep(_WAIT_POLL)
+        return None
+
+    finished = await session.interrupts.race(wait)
+    if finished is None:
+        raise Interrupted(
+            f"stopped waiting; the stop of run {run_id} stays requested: "
+            f"`overbrainer events {run_id} --follow` shows when it is done"
+        )
+    final = finished.value
+    if final is None:
+        latest = await session.journal.state(run_id)
+        raise OverbrainerError(
+            _nobody_following(run_id, where, latest).replace("the cancel of", "the stop of")
+        )
+    message = f" ({final.run.message})" if final.run.message else ""
+    front.result(f"train: run {run_id} {final.run.state}{message}")
+    return 0 if final.run.state in (RunState.stopped, RunState.succeeded) else 1

@@ -18,8 +18,9 @@ class Verdict:
 
 def judge(job: JobState, summary: MetricsSummary, *, has_output: bool, run_id: str) -> Verdict:
     """A run succeeds only when its job exited 0, wrote at least one metrics line and left
-    something under ``output/``; every other end is a failure naming its reason (or a
-    cancellation)."""
+    something under ``output/``; it is ``stopped`` when it did so after saving the
+    checkpoint a save-and-stop request asked for; every other end is a failure naming its
+    reason (or a cancellation)."""
     log = f"runs/{run_id}/job.log"
     if job.status is JobStatus.cancelled:
         return Verdict(RunState.cancelled, "cancelled", None)
@@ -48,4 +49,11 @@ def judge(job: JobState, summary: MetricsSummary, *, has_output: bool, run_id: s
         return Verdict(
             RunState.failed, f"the job exited 0 but left nothing under output/; see {log}", 0
         )
+    if summary.stopped_step is not None:
+        return Verdict(RunState.stopped, stopped_message(summary.stopped_step), 0)
     return Verdict(RunState.succeeded, None, 0)
+
+
+def stopped_message(step: int) -> str:
+    """The message of a run that saved its checkpoint at ``step`` and stopped."""
+    return f"saved checkpoint-{step} and stopped, as asked"

@@ -11,7 +11,8 @@ from overbrainer.train.metrics import MetricsSummary, summary_line
 
 
 def report(session: Session, state: RunLog, summary: MetricsSummary | None, retrieved: bool) -> int:
-    """Print the final line; a run that did not succeed is an error (exit 1)."""
+    """Print the final line; a run that did not succeed (or stop, as asked) is an error
+    (exit 1)."""
     run = state.run
     if summary is None and run.metrics:
         summary = MetricsSummary.from_dict(run.metrics)
@@ -21,9 +22,14 @@ def report(session: Session, state: RunLog, summary: MetricsSummary | None, retr
             f"the job of run {run.run_id} ended but its results could not be retrieved and "
             f"verified{why}; {attach_hint(run.run_id)} to collect them"
         )
-    output = f"runs/{run.run_id}/output" if run.state == RunState.succeeded and retrieved else None
+    done = run.state in (RunState.succeeded, RunState.stopped)
+    output = f"runs/{run.run_id}/output" if done and retrieved else None
     session.front.result(summary_line(run.run_id, run.state, summary, output))
     if run.state == RunState.succeeded:
+        return 0
+    if run.state == RunState.stopped:
+        # What was asked: a checkpoint home to resume from (or, rarely, none was saved).
+        session.front.result(resume_hint(state))
         return 0
     if run.state == RunState.failed and run.job is not None:
         # The output ends with what the job said last, and where the rest of it is.
@@ -32,6 +38,17 @@ def report(session: Session, state: RunLog, summary: MetricsSummary | None, retr
     note = f" ({run.note})" if run.note else ""
     why = f": {run.message}" if run.message and run.message != run.state else ""
     raise OverbrainerError(f"run {run.run_id} {run.state}{why}{note}")
+
+
+def resume_hint(state: RunLog) -> str:
+    """How a stopped run goes on: from its checkpoint, or why it cannot."""
+    run = state.run
+    if run.checkpoint is None:
+        return f"train: run {run.run_id} stopped without a checkpoint home: nothing to resume"
+    return (
+        f"train: checkpoint-{run.checkpoint['step']} of run {run.run_id} is home; resume "
+        f"with `overbrainer train --resume-from {run.run_id}`"
+    )
 
 
 def report_retrieval(

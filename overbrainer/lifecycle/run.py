@@ -9,7 +9,10 @@ attach`` follows it again; the message says what bounds it meanwhile.
 
 ``train attach``: settle a run left starting, reach its job again, follow it (or collect
 the results of one that ended without them), end the target, report. ``train cancel``:
-stop the job (shielded), collect what it left, end the target.
+stop the job (shielded), collect what it left, end the target. ``train stop``: ask the job
+to save a checkpoint and stop, then follow it as ``train attach`` does (its results and
+that checkpoint home, the run ``stopped``); a job that has not stopped within the bound
+is cancelled.
 
 What differs between kinds of target is the :class:`~overbrainer.lifecycle.target.Target`'s
 to say; every transition is appended to the run's log through the decisions of
@@ -17,6 +20,7 @@ to say; every transition is appended to the run's log through the decisions of
 """
 
 import contextlib
+import dataclasses
 import math
 
 import trio
@@ -49,8 +53,9 @@ from overbrainer.session.session import Session
 from overbrainer.train.axolotl import prepare_run_dir
 from overbrainer.train.data import DataError, check_data
 from overbrainer.train.metrics import MetricsSummary, summary_line
+from overbrainer.train.resume import ResumeFrom
 
-__all__ = ["attach", "cancel", "secrets_of", "train"]
+__all__ = ["attach", "cancel", "secrets_of", "stop", "train"]
 
 
 # ---- train ----------------------------------------------------------------------------
@@ -64,12 +69,16 @@ def secrets_of(settings: Settings) -> dict[str, str]:
     return {"HF_TOKEN": token, "HUGGING_FACE_HUB_TOKEN": token}
 
 
-async def train(session: Session, target: Target) -> int:
+async def train(session: Session, target: Target, resume: ResumeFrom | None = None) -> int:
     """Create a run, start its job on ``target``, follow it to its end, bring the results
-    home and end the target."""
+    home and end the target. ``resume``: the checkpoint it goes on from (checked to fit
+    the settings before this is called)."""
     await target.before_create()
     run_id = new_run_id()
-    created = await session.journal.create(target.created(run_id))
+    first = target.created(run_id)
+    if resume is not None:
+        first = dataclasses.replace(first, resumed_from=resume.recorded())
+    created = await session.journal.create(first)
     settings = target.settings
     try:
         data = check_data(session.project_dir)
@@ -79,6 +88,7 @@ async def train(session: Session, target: Target) -> int:
             settings.training,
             data,
             device=target.device,
+            resume=None if resume is None else (session.run_dir(resume.run_id), resume.step),
         )
     except DataError as error:
         await _fail_before_job(session, run_id, str(error))
@@ -149,14 +159,17 @@ async def _fail_before_job(
 # ---- follow, settle, end --------------------------------------------------------------
 
 
-async def _follow(session: Session, target: Target, job: Job, state: RunLog) -> int:
+async def _follow(
+    session: Session, target: Target, job: Job, state: RunLog, *, stop_within: float = math.inf
+) -> int:
     """Follow a started run (a signal detaches: the job keeps running), settle it, end its
-    target and report its outcome."""
+    target and report its outcome. ``stop_within``: the seconds a job asked to save and
+    stop has to end before it is cancelled."""
     run_id = job.run_id
     if session.interrupts.interrupted:
         raise await _detach(session, target, job)
     job = target.job(run_id, job.executor, state)
-    watched = await _watch(session, target, job, state)
+    watched = await _watch(session, target, job, state, stop_within=stop_within)
     if isinstance(watched, EndedMeanwhile):
         # Another command won the race to the end (it may have ended the target).
         return await report_ended_meanwhile(session, watched.state)
@@ -164,6 +177,8 @@ async def _follow(session: Session, target: Target, job: Job, state: RunLog) -> 
         raise await _detach(session, target, job)
     if watched is Stop.past_deadline:
         return await target.past_deadline(job)
+    if watched is Stop.stop_overdue:
+        return await _cancel_overdue(session, target, job, stop_within)
     assert isinstance(watched, Followed)
     try:
         state, retrieval = await service.settle(session, job, watched)
@@ -182,9 +197,10 @@ async def _detach(session: Session, target: Target, job: Job) -> Interrupted:
 
 
 async def _watch(
-    session: Session, target: Target, job: Job, state: RunLog
+    session: Session, target: Target, job: Job, state: RunLog, *, stop_within: float = math.inf
 ) -> Followed | Stop | EndedMeanwhile:
-    """``service.watch`` raced against signals and against the target's deadline."""
+    """``service.watch`` raced against signals, against the target's deadline and against
+    ``stop_within`` (a job asked to save and stop)."""
     left = target.seconds_left(state)
     if left <= 0 and await _ended(job):
         # Attached past the deadline to a job that ended: its results come home first
@@ -194,11 +210,12 @@ async def _watch(
     check = target.at_each_poll(state)
 
     async def work() -> Followed | Stop:
-        with trio.move_on_after(left):
+        with trio.move_on_after(min(left, stop_within)) as bounded:
             return await service.watch(
                 session, job, poll=target.poll, spend=spend, at_each_poll=check
             )
-        return Stop.past_deadline
+        assert bounded.cancelled_caught
+        return Stop.stop_overdue if stop_within < left else Stop.past_deadline
 
     try:
         finished = await session.interrupts.race(work)
@@ -359,6 +376,79 @@ async def cancel(session: Session, target: Target, state: RunLog) -> int:
         if retrieval.stopped:
             raise service.stopped_collection(job)
         return 0
+
+
+# ---- stop -----------------------------------------------------------------------------
+
+
+async def stop(session: Session, target: Target, state: RunLog, *, within: float) -> int:
+    """Ask the run's job to save a checkpoint and stop, then follow it to its end as
+    ``train attach`` does: its results and that checkpoint come home verified, the run
+    ends ``stopped`` and its target is ended as after a success. A job still running
+    ``within`` seconds after the request is cancelled as ``train cancel`` does."""
+    run_id = state.run.run_id
+    if not decisions.can_stop(state):
+        raise _nothing_to_stop(state)
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            executor = await stack.enter_async_context(target.reach(state))
+        except TargetGone:
+            return await target.gone(state, "attach")
+        job = target.job(run_id, executor, state)
+        # Written first, recorded next: a request that never reached the job is not one.
+        await session.interrupts.shield(
+            f"asking the job of run {run_id} to stop", STOP_REQUEST_LIMIT,
+            lambda: service.write_stop_request(job),
+        )
+        state = await session.journal.append(run_id, decisions.request_stop)
+        if state.final:
+            return await report_ended_meanwhile(session, state)
+        session.front.info(
+            f"train: asked the job of run {run_id} on {executor.location} to save a "
+            f"checkpoint and stop; following it until it has (at most {_minutes(within)})"
+        )
+        return await _follow(session, target, job, state, stop_within=within)
+
+
+STOP_REQUEST_LIMIT = 60.0
+"""How long writing a save-and-stop request on the target may take (one small command)."""
+
+
+def _minutes(seconds: float) -> str:
+    minutes = seconds / 60
+    return f"{minutes:g} minute" + ("" if minutes == 1 else "s")
+
+
+def _nothing_to_stop(state: RunLog) -> OverbrainerError:
+    run_id = state.run.run_id
+    if state.run.state == RunState.preparing:
+        return OverbrainerError(
+            f"run {run_id} has not started its job yet: there is no training to save; "
+            f"`overbrainer train cancel {run_id}` stops it"
+        )
+    return OverbrainerError(f"run {run_id} has no job to stop ({state.run.state})")
+
+
+async def _cancel_overdue(session: Session, target: Target, job: Job, within: float) -> int:
+    """A job asked to save and stop that is still running after ``within`` seconds: cancel
+    it as ``train cancel`` does, end the target, and say so."""
+    run_id = job.run_id
+    session.front.warn(
+        f"the job of run {run_id} did not stop within {_minutes(within)} of the request "
+        f"to save and stop; cancelling it"
+    )
+    state, _, retrieval = await service.cancel(session, job)
+    if retrieval is None:
+        # It ended on its own meanwhile (or another command ended the run): settled as
+        # any end is.
+        return await _follow(session, target, job, await session.journal.state(run_id))
+    await target.end(job, state, retrieval)
+    if retrieval.stopped:
+        raise service.stopped_collection(job)
+    raise OverbrainerError(
+        f"run {run_id} {state.run.state}: its job did not stop within {_minutes(within)} of "
+        "the request to save and stop (see [training] stop_timeout_minutes)"
+    )
 
 
 def _no_job_to_cancel(state: RunLog) -> OverbrainerError:

@@ -30,13 +30,14 @@ from overbrainer.exec.base import (
     JobStatus,
     TargetUnreachable,
 )
-from overbrainer.exec.manifest import local_manifest, verify
+from overbrainer.exec.manifest import checkpoint_path, local_manifest, verify
 from overbrainer.exec.transfer import STAGING_DIR
 from overbrainer.front.interrupts import AFTER_STOP, Offer
 from overbrainer.lifecycle.outcome import Verdict, judge
 from overbrainer.projections.live import LiveFiles
 from overbrainer.session.limits import CANCEL_LIMIT, COLLECT_LIMIT, START_LIMIT
 from overbrainer.session.session import Session, ended_by
+from overbrainer.train.axolotl import STOP_FILE
 from overbrainer.train.metrics import MetricsEvent, MetricsSummary, milestones, parse_metrics_lines
 
 RETRIEVED_PATHS = ("output", "metrics.jsonl", "job.log")
@@ -47,6 +48,14 @@ MAX_FAILED_POLLS = 5
 NOT_RETRIEVED = decisions.NOT_RETRIEVED
 # In runs/<id>/: held by the one process collecting and recording the run's end.
 SETTLE_LOCK = ".settle.lock"
+
+
+def result_paths(summary: MetricsSummary | None) -> tuple[str, ...]:
+    """What a job's collection brings home: its results, and the checkpoint it saved when
+    a save-and-stop request stopped it (the summary's ``stopped_step``)."""
+    if summary is None or summary.stopped_step is None:
+        return RETRIEVED_PATHS
+    return (*RETRIEVED_PATHS, checkpoint_path(summary.stopped_step))
 
 
 def attach_hint(run_id: str) -> str:
@@ -261,6 +270,9 @@ async def take_relayed_cancel(session: Session, job: Job) -> bool:
             _store_down_told.add(job.run_id)
         return False
     _store_down_told.discard(job.run_id)
+    if log.run.stop_pending and not log.run.cancel_pending and not log.final:
+        await take_relayed_stop(session, job)
+        return False
     if not log.run.cancel_pending or log.final:
         return False
     asker = await session.journal.asker_of_cancel(job.run_id)
@@ -284,6 +296,28 @@ async def take_relayed_cancel(session: Session, job: Job) -> bool:
     return await session.interrupts.shield(
         f"cancelling the job of run {job.run_id}", CANCEL_LIMIT, work
     )
+
+
+async def take_relayed_stop(session: Session, job: Job) -> None:
+    """Take a save-and-stop asked of this run's follower through the log: write the
+    request on the target (the job saves and stops at its next step) and record that it
+    is taken. A target that cannot be reached now is tried again at the next look."""
+    asker = await session.journal.asker_of_stop(job.run_id)
+    session.front.info(
+        f"train: stop of run {job.run_id} requested{asker}: asking its job on "
+        f"{job.executor.location} to save a checkpoint and stop"
+    )
+    try:
+        await write_stop_request(job)
+    except ExecError as error:
+        session.front.warn(f"{error}; trying again at the next look")
+        return
+    await session.journal.append(job.run_id, decisions.take_stop)
+
+
+async def write_stop_request(job: Job) -> None:
+    """Write the save-and-stop request in the job's directory on its target."""
+    await job.executor.touch(f"{job.remote_dir}/{STOP_FILE}")
 
 
 async def _read_metrics(
@@ -382,9 +416,11 @@ def stopped_collection(job: Job) -> Interrupted:
     )
 
 
-async def collect(session: Session, job: Job) -> Retrieval:
-    """Bring the job's results home and check every file against the target's manifest
-    (none missing, none different, none extra); record the retrieval.
+async def collect(
+    session: Session, job: Job, paths: tuple[str, ...] = RETRIEVED_PATHS
+) -> Retrieval:
+    """Bring the job's results (``paths``) home and check every file against the target's
+    manifest (none missing, none different, none extra); record the retrieval.
 
     A second signal stops it (:meth:`Interrupts.stoppable`): nothing is recorded then, and
     the retrieval says ``stopped``."""
@@ -397,10 +433,10 @@ async def collect(session: Session, job: Job) -> Retrieval:
     local = session.run_dir(job.run_id)
 
     async def bring_home() -> tuple[dict[str, str] | None, OverbrainerError | None, list[str]]:
-        expected, arrived, error = await _fetch(job, local)
+        expected, arrived, error = await _fetch(job, local, paths)
         if error is not None or expected is None:
             return expected, error, []
-        problems = await trio.to_thread.run_sync(verify, expected, local, RETRIEVED_PATHS, arrived)
+        problems = await trio.to_thread.run_sync(verify, expected, local, paths, arrived)
         return expected, None, problems
 
     interrupts = session.interrupts
@@ -432,7 +468,7 @@ async def collect(session: Session, job: Job) -> Retrieval:
 
 
 async def _fetch(
-    job: Job, local: Path
+    job: Job, local: Path, paths: tuple[str, ...]
 ) -> tuple[dict[str, str] | None, Mapping[str, Arrived] | None, OverbrainerError | None]:
     """The target's manifest and the download, side by side (the target hashes while the
     files travel, and this side as they arrive); the manifest, if it came, what arrived
@@ -445,14 +481,14 @@ async def _fetch(
     async def manifest() -> None:
         nonlocal expected
         try:
-            expected = await job.executor.manifest(job.remote_dir, RETRIEVED_PATHS)
+            expected = await job.executor.manifest(job.remote_dir, paths)
         except OverbrainerError as error:
             errors.append(error)
 
     async def download() -> None:
         nonlocal arrived
         try:
-            arrived = await job.executor.download(job.remote_dir, RETRIEVED_PATHS, local)
+            arrived = await job.executor.download(job.remote_dir, paths, local)
         except OverbrainerError as error:
             errors.append(error)
         except OSError as error:
@@ -504,7 +540,9 @@ def _settled(state: RunLog) -> Retrieval | None:
     )
 
 
-async def _home_as_recorded(session: Session, run_id: str, state: RunLog) -> Retrieval | None:
+async def _home_as_recorded(
+    session: Session, run_id: str, state: RunLog, paths: tuple[str, ...] = RETRIEVED_PATHS
+) -> Retrieval | None:
     """The retrieval the log records for a run whose end it does not (the command that
     brought the results home was stopped, or could not record the end, just after): when
     the files at home still match it, they need not come again (no second download, no
@@ -515,7 +553,7 @@ async def _home_as_recorded(session: Session, run_id: str, state: RunLog) -> Ret
         return None
     local = session.run_dir(run_id)
     try:
-        home = await trio.to_thread.run_sync(local_manifest, local, RETRIEVED_PATHS)
+        home = await trio.to_thread.run_sync(local_manifest, local, paths)
     except OSError:
         return None
     digest = hashlib.sha256(json.dumps(home, sort_keys=True).encode()).hexdigest()
@@ -562,7 +600,10 @@ async def settle(session: Session, job: Job, followed: Followed) -> tuple[RunLog
 async def _settle_now(
     session: Session, job: Job, followed: Followed, state: RunLog
 ) -> tuple[RunLog, Retrieval]:
-    retrieval = await _home_as_recorded(session, job.run_id, state) or await collect(session, job)
+    paths = result_paths(followed.summary)
+    retrieval = await _home_as_recorded(session, job.run_id, state, paths) or await collect(
+        session, job, paths
+    )
     # The manifest tells whether output/ has files: no second pass over the output.
     # When it could not be computed (the target was unreachable), the output is given
     # the benefit of the doubt: a would-be success then stays running for attach,
@@ -577,10 +618,21 @@ async def _settle_now(
     return await _record(session, job.run_id, verdict, followed.summary, retrieval), retrieval
 
 
+def saved_checkpoint(summary: MetricsSummary, retrieval: Retrieval) -> tuple[int, str] | None:
+    """The step and path of the checkpoint a stopped job saved, when the retrieval brought
+    files of it home (a save that left nothing is no checkpoint to resume from)."""
+    step = summary.stopped_step
+    if step is None or not retrieval.ok or retrieval.expected is None:
+        return None
+    path = checkpoint_path(step)
+    return (step, path) if any(n.startswith(f"{path}/") for n in retrieval.expected) else None
+
+
 async def _record(
     session: Session, run_id: str, verdict: Verdict, summary: MetricsSummary, retrieval: Retrieval
 ) -> RunLog:
     metrics = compact(summary)
+    checkpoint = saved_checkpoint(summary, retrieval)
     return await session.journal.append(
         run_id,
         lambda s: decisions.record_end(
@@ -591,6 +643,7 @@ async def _record(
             metrics=metrics,
             home=retrieval.ok,
             problem=retrieval.problem,
+            checkpoint=checkpoint,
         ),
     )
 

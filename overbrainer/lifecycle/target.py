@@ -42,6 +42,7 @@ class Stop(Enum):
 
     detached = "a signal"
     past_deadline = "past the target's deadline"
+    stop_overdue = "a job asked to save and stop did not stop in time"
 
 
 class StoppedBeforeJob(Interrupted):

@@ -43,6 +43,7 @@ td.num { text-align: right; } code, .mono { font-family: ui-monospace, Menlo, Co
   monospace; font-size: 13px; }
 .state-succeeded { color: #1a7f37; } .state-failed { color: #cf222e; }
 .state-cancelled { color: #9a6700; } .state-running { color: #0969da; }
+.state-stopped { color: #8250df; }
 svg { display: block; max-width: 100%; height: auto; margin: 8px 0; }
 svg text { font: 12px system-ui, sans-serif; fill: #57606a; }
 svg .title { font-size: 14px; font-weight: 600; fill: #1b1f24; }

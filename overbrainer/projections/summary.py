@@ -35,6 +35,10 @@ def summary_lines(state: RunLog) -> list[str]:
         lines.append("  cancel     requested, waiting for the command following the run")
     elif r.cancel_requested:
         lines.append("  cancel     requested")
+    if r.stop_pending:
+        lines.append("  stop       requested, waiting for the command following the run")
+    elif r.stop_requested:
+        lines.append("  stop       requested (save a checkpoint and stop)")
     if r.detached:
         lines.append("  following  detached (the job kept running)")
     metrics = metrics_text(r.metrics) if r.metrics else ""
@@ -44,6 +48,15 @@ def summary_lines(state: RunLog) -> list[str]:
         lines.append(
             f"  artifacts  {plural(int(r.artifacts['files']), 'file')}, "
             f"{size_text(int(r.artifacts['bytes']))}, verified"
+        )
+    if r.checkpoint:
+        lines.append(
+            f"  checkpoint step {r.checkpoint['step']} in runs/{r.run_id}/{r.checkpoint['path']}"
+            f", verified: `overbrainer train --resume-from {r.run_id}` goes on from it"
+        )
+    if r.resumed_from:
+        lines.append(
+            f"  resumed    from run {r.resumed_from['run']}, checkpoint-{r.resumed_from['step']}"
         )
     if r.note:
         lines.append(f"  note       {r.note}")
@@ -109,6 +122,8 @@ def came_to(state: RunLog) -> str:
         text += f"; {r.note}"
     elif r.state == RunState.succeeded and r.artifacts is not None:
         text += f"; output in runs/{r.run_id}/output"
+    if r.checkpoint is not None:
+        text += f"; resumable from checkpoint-{r.checkpoint['step']}"
     return text
 
 

@@ -40,10 +40,22 @@ _CANCEL_TEXT = {
 }
 
 
+_STOP_TEXT = {
+    "asked": "stop requested of the command following the run (save a checkpoint and stop)",
+    "taken": "stop taken by the command following the run: the job saves a checkpoint and stops",
+}
+
+
 def _created(e: ev.RunCreated, s: RunLog | None) -> str:
     keep = ", keeping its pod (--keep-pod)" if e.keep_pod else ""
     model = f" {e.adapter} of {e.base_model}" if e.base_model else ""
-    return f"created run {e.run_id}:{model} on target {e.target} ({e.kind}){keep}"
+    resumed = ""
+    if e.resumed_from:
+        resumed = (
+            f", resuming run {e.resumed_from.get('run')} from checkpoint-"
+            f"{e.resumed_from.get('step')}"
+        )
+    return f"created run {e.run_id}:{model} on target {e.target} ({e.kind}){keep}{resumed}"
 
 
 def _job_started(e: ev.JobStarted, s: RunLog | None) -> str:
@@ -159,6 +171,12 @@ _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
     ev.JobStarted: _job_started,
     ev.RunEnded: _ended,
     ev.CancelRequested: lambda e, s: _CANCEL_TEXT.get(e.relay, "cancel requested"),
+    ev.StopRequested: lambda e, s: _STOP_TEXT.get(
+        e.relay, "stop requested: the job saves a checkpoint and stops"
+    ),
+    ev.CheckpointRetrieved: lambda e, s: (
+        f"checkpoint of step {e.step} retrieved ({e.path}), every checksum verified"
+    ),
     ev.Interrupted: lambda e, s: f"interrupted before the job started ({e.stage})",
     ev.Detached: _detached,
     ev.ArtifactsRetrieved: _artifacts,

@@ -161,6 +161,12 @@ class Journal:
         through the log (empty when none is found)."""
         return asker_text(await self.history(run_id))
 
+    async def asker_of_stop(self, run_id: str) -> str:
+        """The same for the run's latest save-and-stop asked through the log."""
+        from overbrainer.events.types import StopRequested
+
+        return asker_text(await self.history(run_id), StopRequested)
+
     async def may_bill(self) -> dict[str, RunLog]:
         """Every run of the store some pod of which may still exist, by its fresh state.
 
@@ -192,12 +198,14 @@ class Journal:
                 self.listener(record, state)
 
 
-def asker_text(records: Sequence[Recorded]) -> str:
-    """Who asked the latest relayed cancel among ``records``, as a phrase (or empty)."""
+def asker_text(records: Sequence[Recorded], kind: type[Event] | None = None) -> str:
+    """Who asked the latest relayed request (a cancel unless ``kind`` says otherwise)
+    among ``records``, as a phrase (or empty)."""
     from overbrainer.events.types import CancelRequested
 
+    wanted = kind or CancelRequested
     for record in reversed(records):
-        if isinstance(record.event, CancelRequested) and record.event.relay == "asked":
+        if isinstance(record.event, wanted) and getattr(record.event, "relay", "") == "asked":
             actor = record.actor
             return (
                 f" by `{actor.get('command', '?')}` as {actor.get('user', '?')} "

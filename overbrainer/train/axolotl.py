@@ -8,9 +8,12 @@ there, on whatever target)::
     overbrainer_metrics.py  the metrics plugin, found through PYTHONPATH=.
     data/train.jsonl        copied from the project
     data/eval.jsonl         copied when the project's is not empty
+    resume/checkpoint-N     the checkpoint a resumed run goes on from (``--resume-from``)
 """
 
 import copy
+import errno
+import os
 import shutil
 from importlib import resources
 from pathlib import Path
@@ -37,6 +40,20 @@ METRICS_FILE = "metrics.jsonl"
 
 METRICS_ENV = "OVERBRAINER_METRICS"
 """The variable telling the plugin where to write (set for the job by overbrainer)."""
+
+STOP_FILE = "stop_request"
+"""The save-and-stop request, relative to the run directory: overbrainer writes it there
+(``train stop``) and the plugin, which looks for it after every step, then makes the
+trainer save a checkpoint and stop."""
+
+STOP_ENV = "OVERBRAINER_STOP"
+"""The variable telling the plugin where the request appears."""
+
+RESUME_DIR = "resume"
+"""Where a resumed run's directory holds the checkpoint it starts from (uploaded with it)."""
+
+CHECKPOINT_PREFIX = "checkpoint-"
+"""How the trainer names a checkpoint's folder in ``output_dir``: ``checkpoint-STEP``."""
 
 TELEMETRY_ENV = "AXOLOTL_DO_NOT_TRACK"
 """Set to ``1`` for every job: Axolotl then sends no telemetry (see :func:`job_environment`)."""
@@ -88,7 +105,11 @@ def _dataset(path: Path) -> dict[str, Any]:
 
 
 def render_config(
-    training: TrainingSettings, *, has_eval: bool, device: str = "auto"
+    training: TrainingSettings,
+    *,
+    has_eval: bool,
+    device: str = "auto",
+    resume_from: str | None = None,
 ) -> dict[str, Any]:
     """The content of ``axolotl.yaml`` for ``training``.
 
@@ -96,7 +117,8 @@ def render_config(
     ``axolotl_extra`` may therefore not set). The eval set (``test_datasets``, with
     ``evals_per_epoch``) is there only with ``has_eval``: without an eval set Axolotl has
     nothing to evaluate. ``axolotl_extra`` is merged last, key by key; then, with
-    ``device="cpu"``, the CPU-safe keys (:data:`CPU_KEYS`) over it.
+    ``device="cpu"``, the CPU-safe keys (:data:`CPU_KEYS`) over it. ``resume_from``: the
+    run-relative checkpoint the training goes on from (``train --resume-from``).
     """
     refused = sorted((MANAGED_AXOLOTL_KEYS | SETTING_KEYS.keys()) & training.axolotl_extra.keys())
     if refused:
@@ -141,6 +163,8 @@ def render_config(
     cfg["output_dir"] = f"./{OUTPUT_DIR}"
     cfg["dataset_prepared_path"] = f"./{PREPARED_DIR}"
     cfg["plugins"] = [PLUGIN]
+    if resume_from is not None:
+        cfg["resume_from_checkpoint"] = f"./{resume_from}"
     for key, value in training.axolotl_extra.items():
         cfg[key] = copy.deepcopy(value)
     if device == "cpu":
@@ -159,11 +183,15 @@ def dump_config(cfg: dict[str, Any]) -> str:
 
 
 def write_config(
-    run_dir: Path, training: TrainingSettings, has_eval: bool, device: str = "auto"
+    run_dir: Path,
+    training: TrainingSettings,
+    has_eval: bool,
+    device: str = "auto",
+    resume_from: str | None = None,
 ) -> Path:
     """Write ``run_dir/axolotl.yaml`` and return its path."""
     path = run_dir / CONFIG_FILE
-    cfg = render_config(training, has_eval=has_eval, device=device)
+    cfg = render_config(training, has_eval=has_eval, device=device, resume_from=resume_from)
     path.write_text(dump_config(cfg), encoding="utf-8")
     return path
 
@@ -211,7 +239,8 @@ def job_environment(
       the CPU even where a GPU is present;
     - then ``[training.env]`` (the settings refuse secrets and overbrainer's own names);
     - ``PYTHONPATH`` starting with ``.``, the run directory, where the plugin module is
-      (``pythonpath``, an inherited value, follows it), and where the plugin writes;
+      (``pythonpath``, an inherited value, follows it), where the plugin writes and where
+      it looks for a save-and-stop request;
     - ``AXOLOTL_DO_NOT_TRACK=1`` always: Axolotl's telemetry flush can wait for ever on a
       machine that cannot reach the internet, after training has saved its results, and
       the run would never end.
@@ -225,6 +254,7 @@ def job_environment(
         env.update(training.env)
     env["PYTHONPATH"] = "." if not pythonpath else f".:{pythonpath}"
     env[METRICS_ENV] = METRICS_FILE
+    env[STOP_ENV] = STOP_FILE
     env[TELEMETRY_ENV] = "1"
     return env
 
@@ -298,11 +328,14 @@ def prepare_run_dir(
     data: DataFiles | None = None,
     *,
     device: str = "auto",
+    resume: tuple[Path, int] | None = None,
 ) -> None:
     """Fill ``run_dir`` with what the job reads: the data, the plugin and ``axolotl.yaml``.
 
     ``data`` is the result of :func:`check_data` on ``project_dir`` (checked here when not
-    given). The eval set is copied, and configured, only when it has examples.
+    given). The eval set is copied, and configured, only when it has examples. ``resume``:
+    the directory of the run whose checkpoint (of the step given) the training goes on
+    from; it is placed in ``resume/`` here.
     """
     if data is None:
         data = check_data(project_dir)
@@ -312,4 +345,36 @@ def prepare_run_dir(
     if data.eval_path is not None:
         shutil.copyfile(data.eval_path, run_dir / EVAL_FILE)
     (run_dir / PLUGIN_FILE).write_bytes(plugin_source())
-    write_config(run_dir, training, data.has_eval, device)
+    resume_from = None
+    if resume is not None:
+        resume_from = place_checkpoint(resume[0], resume[1], run_dir)
+    write_config(run_dir, training, data.has_eval, device, resume_from)
+
+
+def resume_path(step: int) -> str:
+    """Where a resumed run's directory holds its checkpoint (run-relative)."""
+    return f"{RESUME_DIR}/{CHECKPOINT_PREFIX}{step}"
+
+
+def place_checkpoint(source_run_dir: Path, step: int, run_dir: Path) -> str:
+    """Put checkpoint ``step`` of the run in ``source_run_dir`` into ``run_dir`` (hard
+    links where the filesystem allows: the trainer only reads it); its run-relative path."""
+    source = source_run_dir / OUTPUT_DIR / f"{CHECKPOINT_PREFIX}{step}"
+    rel = resume_path(step)
+    target = run_dir / rel
+    for directory, _, names in os.walk(source):
+        here = Path(directory)
+        into = target / here.relative_to(source)
+        into.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            _link_or_copy(here / name, into / name)
+    return rel
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target, follow_symlinks=False)
+    except OSError as error:
+        if error.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+            raise
+        shutil.copyfile(source, target, follow_symlinks=False)

@@ -30,7 +30,8 @@ _SPELLED = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 class MetricsEvent:
     """One line of ``metrics.jsonl``: ``begin`` at train start, ``log`` on each trainer log
     (an evaluation is a ``log`` with ``eval_loss`` and the step it was computed at),
-    ``phase`` when the job moves on to saving or merging.
+    ``phase`` when the job moves on to saving or merging, ``stopped`` once a save-and-stop
+    request saved its checkpoint at ``step``.
 
     Unknown event names are kept (and ignored by the summary) so newer plugins stay readable.
     """
@@ -152,6 +153,8 @@ class MetricsSummary:
     grad_norm: float | None = None
     started_at: float | None = None
     last_time: float | None = None
+    # The step whose checkpoint a save-and-stop request saved (the job then stops).
+    stopped_step: int | None = None
 
     def with_event(self, event: MetricsEvent) -> Self:
         """This summary after ``event`` (a missing value keeps the one before)."""
@@ -160,6 +163,8 @@ class MetricsSummary:
             changes["last_time"] = event.time
         if event.event == "begin" and event.time is not None and self.started_at is None:
             changes["started_at"] = event.time
+        if event.event == "stopped" and event.step is not None:
+            changes["stopped_step"] = event.step
         if event.event in ("begin", "log"):
             for name in (
                 "step",
@@ -208,7 +213,7 @@ class MetricsSummary:
             try:
                 if field.name in ("lines", "malformed"):
                     values[field.name] = _int(raw) or 0
-                elif field.name in _INT_FIELDS:
+                elif field.name in (*_INT_FIELDS, "stopped_step"):
                     values[field.name] = _int(raw)
                 else:
                     values[field.name] = _float(raw)
@@ -234,6 +239,11 @@ def format_loss(loss: float) -> str:
 def format_rate(rate: float) -> str:
     """A learning rate with three significant digits: ``0.0002``, ``1.5e-05``."""
     return f"{rate:.3g}"
+
+
+def stopped_text(step: int) -> str:
+    """What the follower says when the job saved its checkpoint for a stop."""
+    return f"saved checkpoint-{step} as asked; the job stops"
 
 
 PHASES = {
@@ -263,6 +273,8 @@ def milestones(events: Iterable[MetricsEvent]) -> Iterator[str]:
             yield eval_text(event)
         elif event.event == "phase" and event.phase in PHASES:
             yield PHASES[event.phase]
+        elif event.event == "stopped" and event.step is not None:
+            yield stopped_text(event.step)
 
 
 def summary_line(

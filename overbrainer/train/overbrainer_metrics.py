@@ -19,6 +19,17 @@ does next: ``saving_adapter`` (or ``saving_model`` for a full fine-tune) when tr
 ended and Axolotl saves its result; the job itself writes ``merging`` before
 ``axolotl merge-lora``.
 
+**Save and stop.** After every step the callback looks (one ``stat``) for the file named by
+``$OVERBRAINER_STOP`` (``stop_request`` in the working directory when unset), which
+overbrainer writes to ask the job to stop. Once it is there, the trainer saves a checkpoint
+at that step and stops training; the save is announced by a ``stopped`` line naming the
+step, whose checkpoint is ``checkpoint-STEP`` in the trainer's output directory::
+
+    {"event":"stopped","time":…,"step":57}
+
+With several processes (distributed training), every rank must stop at the same step: the
+ranks agree on the request (a one-number all-reduce) before any acts on it.
+
 Each line is written whole by one ``write`` on a file opened for appending, so a reader never
 sees half a line unless the process dies in the middle of that very call.
 """
@@ -30,6 +41,7 @@ import json
 import logging
 import math
 import os
+import sys
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
@@ -39,6 +51,12 @@ METRICS_ENV = "OVERBRAINER_METRICS"
 
 DEFAULT_METRICS_FILE = "metrics.jsonl"
 """The metrics file when ``$OVERBRAINER_METRICS`` is unset (relative to the working directory)."""
+
+STOP_ENV = "OVERBRAINER_STOP"
+"""The environment variable naming the save-and-stop request file."""
+
+DEFAULT_STOP_FILE = "stop_request"
+"""The request file when ``$OVERBRAINER_STOP`` is unset (relative to the working directory)."""
 
 LOG_KEYS = ("loss", "eval_loss", "learning_rate", "grad_norm")
 """The values of a trainer log that become fields of a ``log`` line."""
@@ -120,6 +138,22 @@ def _is_main_process(state: object) -> bool:
     return True
 
 
+def _agreed(asked: bool) -> bool:
+    """Whether any rank of the job saw the stop request (just ``asked`` with one process):
+    ranks that stopped at different steps would wait for each other for ever."""
+    torch: Any = sys.modules.get("torch")  # loaded by the trainer; never imported here
+    dist = getattr(torch, "distributed", None) if torch is not None else None
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return asked
+    if dist.get_world_size() < 2:
+        return asked
+    backend = dist.get_backend()
+    device = "cuda" if backend == "nccl" and torch.cuda.is_available() else "cpu"
+    flag = torch.tensor([1 if asked else 0], device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
 class MetricsCallback:
     """The callback's behaviour, independent of transformers.
 
@@ -127,11 +161,20 @@ class MetricsCallback:
     :func:`new_callback` mixes it into a real ``TrainerCallback`` when transformers is there.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, saving: str = "model") -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        saving: str = "model",
+        stop_path: str | os.PathLike[str] | None = None,
+    ) -> None:
         self.path: str | os.PathLike[str] = (
             path or os.environ.get(METRICS_ENV) or DEFAULT_METRICS_FILE
         )
+        self.stop_path: str | os.PathLike[str] = (
+            stop_path or os.environ.get(STOP_ENV) or DEFAULT_STOP_FILE
+        )
         self.saving = saving  # what Axolotl saves once training ends: "adapter" or "model"
+        self.stopping = False  # a save-and-stop was asked and acted on
         self._failed = False
 
     def _write(self, state: object, event: str, **fields: object) -> None:
@@ -167,6 +210,21 @@ class MetricsCallback:
             max_steps=getattr(state, "max_steps", None),
             **values,
         )
+
+    def on_step_end(self, args: object, state: object, control: object, **kwargs: Any) -> None:
+        """Once a save-and-stop is asked: save a checkpoint at this step and stop."""
+        # One stat per step: the request is a file's existence, never its content.
+        if self.stopping or not _agreed(os.path.exists(self.stop_path)):  # noqa: PTH110
+            return
+        self.stopping = True
+        # The trainer saves (and then stops) right after this callback, at this step.
+        setattr(control, "should_save", True)  # noqa: B010 - any TrainerControl-like object
+        setattr(control, "should_training_stop", True)  # noqa: B010
+
+    def on_save(self, args: object, state: object, control: object, **kwargs: Any) -> None:
+        """After the save a stop asked for, say so: the step names its checkpoint."""
+        if self.stopping:
+            self._write(state, "stopped", step=getattr(state, "global_step", None))
 
     def on_train_end(self, args: object, state: object, control: object, **kwargs: Any) -> None:
         """Write the ``saving_adapter`` / ``saving_model`` phase: training is over and

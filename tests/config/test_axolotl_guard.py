@@ -43,7 +43,8 @@ OTHER_VALUES: dict[str, Any] = {
     "merge": True,  # changes the commands, not axolotl.yaml
     "hub_model_id": "me/model",
 }
-NOT_RENDERED = {"target", "axolotl_extra", "env"}
+# Settings of overbrainer's own, written to no key of axolotl.yaml.
+NOT_RENDERED = {"target", "axolotl_extra", "env", "stop_timeout_minutes"}
 
 
 def _training(**changes: Any) -> TrainingSettings:

@@ -1,4 +1,4 @@
-"""A scripted history that uses every event type of the catalogue, across three runs."""
+"""A scripted history that uses every event type of the catalogue, across four runs."""
 
 from overbrainer.events import types as ev
 
@@ -7,6 +7,8 @@ RUN_A = "20260101-100000-aaaa"  # a kept Runpod run: attempts (the first as olde
 RUN_B = "20260101-110000-bbbb"  # a cancelled local run whose artifacts came later
 RUN_C = "20260101-120000-cccc"  # a Runpod run interrupted while provisioning, started
 # from a machine whose clock was 3 h behind (an older version's log otherwise)
+RUN_D = "20260101-130000-dddd"  # a local run resumed from RUN_B's checkpoint, stopped by a
+# request taken by its follower, its checkpoint home
 
 # Event types added since 0.3.0, whose log (``logs/v0.3.0.sqlite``) holds the rest of the
 # script as it is.
@@ -153,6 +155,37 @@ SCRIPT: list[tuple[str, ev.Event]] = [
     (RUN_C, ev.RunEnded(state="failed", message="interrupted before the job started")),
 ]
 
+# Event types added later still, each in a run of its own.
+RUN_D_SCRIPT: list[tuple[str, ev.Event]] = [
+    (
+        RUN_D,
+        ev.RunCreated(
+            run_id=RUN_D,
+            target="here",
+            kind="local",
+            remote_dir="runs/d",
+            settings_digest="d4",
+            base_model="m",
+            adapter="full",
+            resumed_from={"run": RUN_B, "step": 4},
+        ),
+    ),
+    (RUN_D, ev.JobStarted(job_dir="runs/d", pid=88)),
+    (RUN_D, ev.StopRequested(relay="asked")),
+    (RUN_D, ev.StopRequested(relay="taken")),
+    (RUN_D, ev.ArtifactsRetrieved(files=9, bytes=900, manifest_digest="m4")),
+    (RUN_D, ev.CheckpointRetrieved(step=6, path="output/checkpoint-6")),
+    (
+        RUN_D,
+        ev.RunEnded(
+            state="stopped",
+            message="saved checkpoint-6 and stopped, as asked",
+            exit_code=0,
+            metrics={"step": 6, "max_steps": 12},
+        ),
+    ),
+]
+
 
 def _since_0_3_0(script: list[tuple[str, ev.Event]]) -> list[tuple[str, ev.Event]]:
     """``script`` with the event types added since 0.3.0 (whose log ``SCRIPT`` is), each
@@ -193,5 +226,10 @@ def _since_0_3_0(script: list[tuple[str, ev.Event]]) -> list[tuple[str, ev.Event
     return out
 
 
-EVERY_TYPE: list[tuple[str, ev.Event]] = _since_0_3_0(SCRIPT)
+EVERY_TYPE: list[tuple[str, ev.Event]] = [*_since_0_3_0(SCRIPT), *RUN_D_SCRIPT]
 """``SCRIPT`` and the event types added since, in order: every type of the catalogue."""
+
+SCRIPT_0_3: list[tuple[str, ev.Event]] = [
+    (run, event) for run, event in SCRIPT if type(event) not in ADDED_SINCE_0_3_0
+]
+"""What overbrainer 0.3.0 recorded (``logs/v0.3.0.sqlite`` holds it as 0.3.0 did)."""

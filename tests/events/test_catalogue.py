@@ -15,7 +15,7 @@ from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
 from overbrainer.events.store import RunStore
 from overbrainer.session.journal import Journal
-from tests.events.scripted import EVERY_TYPE, RUN_A, RUN_B, RUN_C
+from tests.events.scripted import EVERY_TYPE, RUN_A, RUN_B, RUN_C, RUN_D
 
 T = "<time>"
 
@@ -59,6 +59,7 @@ EXPECTED_RUN_A = {
     "base_model": "Qwen/Qwen3-0.6B",
     "adapter": "lora",
     "keep_pod": True,
+    "resumed_from": None,
     "created_at": T,
     "updated_at": T,
     "job": {"dir": "overbrainer/a", "pid": 4242, "container": None, "started_at": T},
@@ -67,9 +68,12 @@ EXPECTED_RUN_A = {
     "metrics": {"step": 10, "max_steps": 10, "loss": 0.5, "eval_loss": 0.7},
     "cancel_requested": False,
     "cancel_pending": False,
+    "stop_requested": False,
+    "stop_pending": False,
     "interrupted_stage": None,
     "detached": True,
     "artifacts": {"files": 4, "bytes": 1234, "manifest_digest": "m1", "at": T},
+    "checkpoint": None,
     "note": None,
     "clock_offset": None,
     "version": 25,
@@ -152,6 +156,7 @@ EXPECTED_RUN_B = {
     "base_model": "m",
     "adapter": "full",
     "keep_pod": False,
+    "resumed_from": None,
     "created_at": T,
     "updated_at": T,
     "job": {"dir": "runs/b", "pid": 77, "container": None, "started_at": T},
@@ -160,13 +165,55 @@ EXPECTED_RUN_B = {
     "metrics": {},
     "cancel_requested": True,
     "cancel_pending": False,
+    "stop_requested": False,
+    "stop_pending": False,
     "interrupted_stage": None,
     "detached": False,
     "artifacts": {"files": 2, "bytes": 10, "manifest_digest": "m2", "at": T},
+    "checkpoint": None,
     "note": None,
     "clock_offset": None,
     "version": 7,
 }
+EXPECTED_RUN_D = {
+    "run_id": RUN_D,
+    "state": "stopped",
+    "target": "here",
+    "kind": "local",
+    "remote_dir": "runs/d",
+    "settings_digest": "d4",
+    "base_model": "m",
+    "adapter": "full",
+    "keep_pod": False,
+    "resumed_from": {"run": RUN_B, "step": 4},
+    "created_at": T,
+    "updated_at": T,
+    "job": {"dir": "runs/d", "pid": 88, "container": None, "started_at": T},
+    "message": "saved checkpoint-6 and stopped, as asked",
+    "exit_code": 0,
+    "metrics": {"step": 6, "max_steps": 12},
+    "cancel_requested": False,
+    "cancel_pending": False,
+    "stop_requested": True,
+    "stop_pending": False,
+    "interrupted_stage": None,
+    "detached": False,
+    "artifacts": {"files": 9, "bytes": 900, "manifest_digest": "m4", "at": T},
+    "checkpoint": {"step": 6, "path": "output/checkpoint-6", "at": T},
+    "note": None,
+    "clock_offset": None,
+    "version": 7,
+}
+EXPECTED_SENTENCES_D = [
+    f"created run {RUN_D}: full of m on target here (local), resuming run {RUN_B} from "
+    "checkpoint-4",
+    "started the job (pid 88) in runs/d",
+    "stop requested of the command following the run (save a checkpoint and stop)",
+    "stop taken by the command following the run: the job saves a checkpoint and stops",
+    "retrieved 9 files (900 bytes), every checksum verified",
+    "checkpoint of step 6 retrieved (output/checkpoint-6), every checksum verified",
+    "run stopped: saved checkpoint-6 and stopped, as asked (step 6/12)",
+]
 EXPECTED_POD_C = {
     "keep": False,
     "host_public_key": "ssh-ed25519 AAAAother",
@@ -268,6 +315,8 @@ EXPECTED_ROWS = [
         "billed_final": False,
         "estimate_usd": 0.53,
         "note": "",
+        "checkpoint_step": None,
+        "resumed_from": "",
         "step": 10,
         "max_steps": 10,
         "percent": 100.0,
@@ -295,6 +344,8 @@ EXPECTED_ROWS = [
         "billed_final": False,
         "estimate_usd": None,
         "note": "",
+        "checkpoint_step": None,
+        "resumed_from": "",
         "step": None,
         "max_steps": None,
         "percent": None,
@@ -322,9 +373,35 @@ EXPECTED_ROWS = [
         "billed_final": False,
         "estimate_usd": 0.0042,
         "note": "",
+        "checkpoint_step": None,
+        "resumed_from": "",
         "step": None,
         "max_steps": None,
         "percent": None,
+        "epoch": None,
+        "loss": None,
+        "eval_loss": None,
+        "eta_seconds": None,
+        "seen_at": None,
+        "eta": "",
+    },
+    {
+        "id": RUN_D,
+        "host": HERE,
+        "state": "stopped",
+        "target": "here",
+        "kind": "local",
+        "created": T,
+        "progress": "6/12 (50%)",
+        "pod": "",
+        "pod_status": "",
+        "spend": "",
+        "note": "",
+        "checkpoint_step": 6,
+        "resumed_from": f"{RUN_B}:4",
+        "step": 6,
+        "max_steps": 12,
+        "percent": 50.0,
         "epoch": None,
         "loss": None,
         "eval_loss": None,
@@ -372,6 +449,7 @@ def _check_everything(
     assert _times(json.loads((runs / RUN_A / "run.json").read_text()), window) == EXPECTED_RUN_A
     assert _times(json.loads((runs / RUN_A / "pod.json").read_text()), window) == EXPECTED_POD_A
     assert _times(json.loads((runs / RUN_B / "run.json").read_text()), window) == EXPECTED_RUN_B
+    assert _times(json.loads((runs / RUN_D / "run.json").read_text()), window) == EXPECTED_RUN_D
     assert not (runs / RUN_B / "pod.json").exists()  # a local run has no pod
     pod_c = json.loads((runs / RUN_C / "pod.json").read_text())
     # The pod's end on Runpod's clock: its creation (here, its append time) plus its uptime.
@@ -392,6 +470,24 @@ def _check_everything(
     )
     code, out, _ = _cli(capsys, project, "runs", "show", RUN_C)
     assert "  clock      3 h 0 min behind Runpod's (times recorded off)" in out.splitlines()
+    code, out, _ = _cli(capsys, project, "events", RUN_D)
+    assert code == 0
+    assert _sentences(out) == EXPECTED_SENTENCES_D
+    code, out, _ = _cli(capsys, project, "runs", "show", RUN_D, "--no-plot")
+    assert code == 0
+    shown = out.splitlines()
+    assert shown[0] == f"run {RUN_D}: stopped (saved checkpoint-6 and stopped, as asked)"
+    assert (
+        f"  checkpoint step 6 in runs/{RUN_D}/output/checkpoint-6, verified: "
+        f"`overbrainer train --resume-from {RUN_D}` goes on from it"
+    ) in shown
+    assert f"  resumed    from run {RUN_B}, checkpoint-4" in shown
+    assert "  stop       requested (save a checkpoint and stop)" in shown
+    code, out, _ = _cli(capsys, project, "runs", "ls", "--state", "stopped")
+    assert code == 0
+    assert [line.split()[:4] for line in out.splitlines()[1:]] == [
+        [RUN_D, "stopped", "(checkpoint", "6)"]
+    ]
 
     code, out, _ = _cli(capsys, project, "runs", "ls", "--json")
     assert code == 0
@@ -429,7 +525,7 @@ async def test_every_event_type_is_folded_into_every_projection(
     # The files and the view are caches: delete them and everything comes back the same.
     shutil.rmtree(tmp_path / "runs")
     (tmp_path / ".overbrainer" / "view.sqlite").unlink()
-    for run_id in (RUN_A, RUN_B, RUN_C):
+    for run_id in (RUN_A, RUN_B, RUN_C, RUN_D):
         code, _, _ = _cli(capsys, tmp_path, "runs", "show", run_id)
         assert code == 0
     _check_everything(tmp_path, capsys, window)

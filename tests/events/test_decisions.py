@@ -51,6 +51,9 @@ POD_DELETED = log(
     ev.PodDeleted(pod_id="p1", by="client"),
 )
 TAKEN_LOG = log(CREATED, STARTED, ASKED, TAKEN)
+STOP = ev.StopRequested(relay="asked")
+STOP_TAKEN = ev.StopRequested(relay="taken")
+STOP_ASKED = log(CREATED, STARTED, STOP)
 PREPARING_DELETING = log(CREATED, SENT, POD, ev.PodDeleting(pod_id="p1", reason="failed"))
 
 
@@ -466,6 +469,67 @@ def rows() -> list[Any]:
             lambda s: d.unless_overtaken(s, "p1", [ev.PodReady(pod_id="p1", verdict="ready")]),
             PREPARING_DELETING,
             [],
+        ),
+        # save and stop: asked once, of the job itself or of its follower, taken once
+        ("request_stop", d.request_stop, RUNNING, [ev.StopRequested()]),
+        ("request_stop preparing", d.request_stop, PREPARING, []),
+        ("request_stop ended", d.request_stop, ENDED_RUNNING, []),
+        ("request_stop again", d.request_stop, STOP_ASKED, []),
+        ("ask_stop", d.ask_stop, RUNNING, [ev.StopRequested(relay="asked")]),
+        ("ask_stop asked", d.ask_stop, STOP_ASKED, []),
+        ("ask_stop written", d.ask_stop, log(CREATED, STARTED, ev.StopRequested()), []),
+        ("ask_stop preparing", d.ask_stop, PREPARING, []),
+        ("take_stop", d.take_stop, STOP_ASKED, [ev.StopRequested(relay="taken")]),
+        ("take_stop taken", d.take_stop, log(CREATED, STARTED, STOP, STOP_TAKEN), []),
+        ("take_stop nothing asked", d.take_stop, RUNNING, []),
+        ("take_stop ended", d.take_stop, log(CREATED, STARTED, STOP, FAILED), []),
+        # a stopped job's end: its checkpoint recorded before the end, when home
+        (
+            "record_end stopped, checkpoint home",
+            lambda s: d.record_end(
+                s,
+                outcome=RunState.stopped,
+                message="saved",
+                exit_code=0,
+                metrics={"step": 5},
+                home=True,
+                checkpoint=(5, "output/checkpoint-5"),
+            ),
+            STOP_ASKED,
+            [
+                ev.CheckpointRetrieved(step=5, path="output/checkpoint-5"),
+                ev.RunEnded(
+                    state=RunState.stopped, message="saved", exit_code=0, metrics={"step": 5}
+                ),
+            ],
+        ),
+        (
+            "record_end stopped, nothing saved",
+            lambda s: d.record_end(
+                s,
+                outcome=RunState.stopped,
+                message="saved",
+                exit_code=0,
+                metrics={},
+                home=True,
+            ),
+            RUNNING,
+            [ev.RunEnded(state=RunState.stopped, message="saved", exit_code=0)],
+        ),
+        (
+            "record_end stopped, not home: stays running for attach",
+            lambda s: d.record_end(
+                s,
+                outcome=RunState.stopped,
+                message="saved",
+                exit_code=0,
+                metrics={},
+                home=False,
+                problem="the link dropped",
+                checkpoint=(5, "output/checkpoint-5"),
+            ),
+            RUNNING,
+            [NOTE],
         ),
     ]
     return [pytest.param(decide, state, want, id=name) for name, decide, state, want in table]

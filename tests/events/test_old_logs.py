@@ -21,11 +21,8 @@ from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.store import RunStore
-from tests.events.scripted import ADDED_SINCE_0_3_0, RUN_A
-from tests.events.scripted import SCRIPT as EVERY_TYPE
-
-# What 0.3.0 recorded: the script without the event types added since.
-SCRIPT = [(run, event) for run, event in EVERY_TYPE if type(event) not in ADDED_SINCE_0_3_0]
+from tests.events.scripted import RUN_A
+from tests.events.scripted import SCRIPT_0_3 as SCRIPT
 
 FIXTURE = Path(__file__).with_name("logs") / "v0.3.0.sqlite"
 # What 0.3.0 wrote: the envelope classes of overbrainer/events/stream.py.

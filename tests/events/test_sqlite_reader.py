@@ -15,18 +15,27 @@ from overbrainer.events.actor import Actor
 from overbrainer.events.errors import StoreError
 from overbrainer.events.sqlite_reader import SqliteReader
 from overbrainer.events.store import RunStore, UnknownRun
-from tests.events.scripted import ADDED_SINCE_0_3_0
-from tests.events.scripted import SCRIPT as EVERY_TYPE
+from tests.events.scripted import RUN_D_SCRIPT, SCRIPT_0_3
 
-# What the 0.3.0 log holds: the script without the event types added since.
-SCRIPT = [(run, event) for run, event in EVERY_TYPE if type(event) not in ADDED_SINCE_0_3_0]
+# The 0.3.0 log, then a run of the event types added since.
+SCRIPT = [*SCRIPT_0_3, *RUN_D_SCRIPT]
 
 FIXTURE = Path(__file__).with_name("logs") / "v0.3.0.sqlite"
 
 
 def _project(tmp_path: Path) -> Path:
+    """The 0.3.0 log, with the history of the event types added since appended to it."""
     (tmp_path / ".overbrainer").mkdir()
     shutil.copyfile(FIXTURE, tmp_path / ".overbrainer" / "events.sqlite")
+    store = RunStore(None, tmp_path, Actor.here("test"))
+    try:
+        for run_id, event in RUN_D_SCRIPT:
+            if isinstance(event, ev.RunCreated):
+                store.create(event)
+            else:
+                store.append(run_id, lambda _, event=event: [event])
+    finally:
+        store.close()
     return tmp_path
 
 

@@ -331,6 +331,35 @@ def test_manifest_and_pack_agree_with_the_python_side(shell: Shell, tmp_path: Pa
     assert local_manifest(staging, paths) == manifest
 
 
+def test_a_checkpoint_named_as_a_path_is_in_the_manifest_and_the_pack(
+    shell: Shell, tmp_path: Path
+) -> None:
+    # A stopped job's checkpoint: asked for by its own path, beside the results.
+    run = tmp_path / "run"
+    _result_tree(run)
+    (run / "output" / "checkpoint-10" / "nested").mkdir()
+    (run / "output" / "checkpoint-10" / "nested" / "rng").write_bytes(os.urandom(3000))
+    (run / "output" / "checkpoint-10" / "checkpoint-1").mkdir()  # never below one
+    (run / "output" / "checkpoint-10" / "checkpoint-1" / "x").write_text("no")
+    paths = ["output", "metrics.jsonl", "job.log", "output/checkpoint-10", "output/checkpoint-7"]
+    manifest = parse_sha256sum(shell.ctl("manifest", str(run), *paths), where="test")
+    assert set(manifest) == EXPECTED_FILES | {
+        "output/checkpoint-10/model",
+        "output/checkpoint-10/nested/rng",
+    }
+    assert manifest == local_manifest(run, paths)
+    archive = tmp_path / "pack.tar"
+    archive.write_bytes(shell.ctl_bytes("pack", str(run), *paths))
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    extract_tar(archive, staging, paths)
+    assert local_manifest(staging, paths) == manifest
+    # Without its path, the same checkpoint stays out (and is refused in a download).
+    assert local_manifest(staging, paths[:3]) == {
+        name: digest for name, digest in manifest.items() if "checkpoint-10" not in name
+    }
+
+
 def test_manifest_of_nothing_is_empty(shell: Shell, tmp_path: Path) -> None:
     assert shell.ctl("manifest", str(tmp_path), "output", "job.log") == ""
     assert shell.ctl_bytes("pack", str(tmp_path), "output") == b""

@@ -111,6 +111,15 @@ async def test_a_run_end_to_end_over_ssh(
         assert verify(expected, local, RESULT_PATHS) == []
         assert (local / "job.log").read_text() == "trained\n"
         assert not (local / "output/checkpoint-2").exists()
+        # A checkpoint asked for by its path comes with the results, verified alike.
+        with_checkpoint = (*RESULT_PATHS, "output/checkpoint-2")
+        expected_too = await executor.manifest("runs/r1", with_checkpoint)
+        assert set(expected_too) == set(expected) | {"output/checkpoint-2/s"}
+        await executor.download("runs/r1", with_checkpoint, local)
+        assert verify(expected_too, local, with_checkpoint) == []
+        assert (local / "output/checkpoint-2/s").read_text() == "state\n"
+        await executor.download("runs/r1", RESULT_PATHS, local)
+        assert not (local / "output/checkpoint-2").exists()
         assert (local / "ssh/id_ed25519").read_text() == "PRIVATE"
         await executor.touch("runs/r1/.pod/retrieved")
         assert (remote / ".pod/retrieved").is_file()

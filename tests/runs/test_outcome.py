@@ -34,6 +34,27 @@ SOME_MALFORMED = MetricsSummary(lines=3, malformed=2)
         ),
         pytest.param(
             JobState(JobStatus.exited, 0),
+            MetricsSummary(lines=4, stopped_step=40),
+            True,
+            Verdict(RunState.stopped, "saved checkpoint-40 and stopped, as asked", 0),
+            id="stopped-as-asked",
+        ),
+        pytest.param(
+            JobState(JobStatus.exited, 1),
+            MetricsSummary(lines=4, stopped_step=40),
+            True,
+            Verdict(RunState.failed, f"the job exited with code 1; {LOG}", 1),
+            id="stopped-then-failed",
+        ),
+        pytest.param(
+            JobState(JobStatus.cancelled),
+            MetricsSummary(lines=4, stopped_step=40),
+            True,
+            Verdict(RunState.cancelled, "cancelled", None),
+            id="stopped-then-cancelled",
+        ),
+        pytest.param(
+            JobState(JobStatus.exited, 0),
             WROTE,
             False,
             Verdict(RunState.failed, f"the job exited 0 but left nothing under output/; {LOG}", 0),

@@ -12,7 +12,7 @@ from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
 from overbrainer.events.store import RunStore
 from overbrainer.projections.view import RunsView
-from tests.events.scripted import SCRIPT
+from tests.events.scripted import EVERY_TYPE as SCRIPT
 from tests.team.conftest import Team
 
 HOSTS = ("laptop-a", "workstation-b", "ci-runner")
@@ -76,7 +76,7 @@ def _build(project: Path, runs: int) -> int:
     for run_id, event in SCRIPT:
         stores[HOSTS[0]].append(run_id, lambda _s, e=event: [e])
         total += 1
-    for i in range(runs - 3):
+    for i in range(runs - len({run_id for run_id, _ in SCRIPT})):
         store = stores[HOSTS[i % len(HOSTS)]]
         for event in _history(i):  # one append per event, so runs interleave in the log
             store.append(_run_id(i), lambda _s, e=event: [e])

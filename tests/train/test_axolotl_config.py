@@ -196,6 +196,7 @@ def test_job_environment() -> None:
         "WANDB_MODE": "disabled",
         "PYTHONPATH": ".",
         "OVERBRAINER_METRICS": "metrics.jsonl",
+        "OVERBRAINER_STOP": "stop_request",
         "AXOLOTL_DO_NOT_TRACK": "1",
     }
     assert job_environment(pythonpath="/opt/lib")["PYTHONPATH"] == ".:/opt/lib"
@@ -209,7 +210,12 @@ def test_job_environment_takes_training_env_and_keeps_its_own_last() -> None:
     assert env["TZ"] == "UTC"
     assert env["AXOLOTL_DO_NOT_TRACK"] == "1"
     # overbrainer's own come last, so nothing the table holds could shadow them.
-    assert list(env)[-3:] == ["PYTHONPATH", "OVERBRAINER_METRICS", "AXOLOTL_DO_NOT_TRACK"]
+    assert list(env)[-4:] == [
+        "PYTHONPATH",
+        "OVERBRAINER_METRICS",
+        "OVERBRAINER_STOP",
+        "AXOLOTL_DO_NOT_TRACK",
+    ]
 
 
 def test_a_cpu_target_hides_the_gpus_from_the_job() -> None:

@@ -15,7 +15,14 @@ from overbrainer.lifecycle.runpod import pod_commands
 from overbrainer.train.axolotl import job_environment, trainer_commands
 from tests.train.conftest import settings
 
-NAMES = ("HF_HOME", "TZ", "WANDB_MODE", "AXOLOTL_DO_NOT_TRACK", "OVERBRAINER_METRICS")
+NAMES = (
+    "HF_HOME",
+    "TZ",
+    "WANDB_MODE",
+    "AXOLOTL_DO_NOT_TRACK",
+    "OVERBRAINER_METRICS",
+    "OVERBRAINER_STOP",
+)
 # A stand-in trainer that prints the variables it was given, one NAME=value a line.
 SHOW_ENV = "#!/bin/sh\n" + "".join(f'echo "{n}=${{{n}-unset}}"\n' for n in NAMES)
 # A stand-in engine: runs the command after the image with only the -e variables set, as
@@ -66,6 +73,7 @@ EXPECTED = {
     "WANDB_MODE": "disabled",
     "AXOLOTL_DO_NOT_TRACK": "1",
     "OVERBRAINER_METRICS": "metrics.jsonl",
+    "OVERBRAINER_STOP": "stop_request",
 }
 
 

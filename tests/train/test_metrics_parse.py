@@ -253,3 +253,20 @@ def test_milestones_are_the_same_however_the_file_is_read(cut: int) -> None:
 def test_a_full_fine_tune_saves_the_model() -> None:
     events, _, _ = parse_metrics_lines(_line(event="phase", time=1.0, phase="saving_model"))
     assert list(milestones(events)) == ["training ended; saving the model"]
+
+
+def test_a_stopped_line_names_the_step_of_its_checkpoint() -> None:
+    data = (
+        b'{"event":"log","time":1,"step":7,"loss":1.0}\n'
+        b'{"event":"stopped","time":2,"step":7}\n'
+        b'{"event":"phase","time":3,"phase":"saving_adapter"}\n'
+    )
+    events, malformed, _ = parse_metrics_lines(data)
+    summary = MetricsSummary().with_events(events, malformed)
+    assert (summary.stopped_step, summary.step, summary.lines) == (7, 7, 3)
+    assert list(milestones(events)) == [
+        "saved checkpoint-7 as asked; the job stops",
+        "training ended; saving the adapter",
+    ]
+    assert MetricsSummary.from_dict(summary.to_dict()).stopped_step == 7
+    assert MetricsSummary().stopped_step is None

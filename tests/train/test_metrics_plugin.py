@@ -3,6 +3,7 @@
 import importlib.util
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -250,3 +251,53 @@ def test_train_end_writes_what_is_saved_next(
     callback.on_train_end(None, _state(10, main=False), None)  # only the main process writes
     events = _events(path)
     assert [(e.event, e.phase) for e in events] == [("phase", phase)]
+
+
+def _control() -> SimpleNamespace:
+    return SimpleNamespace(should_save=False, should_training_stop=False)
+
+
+def test_a_stop_request_saves_a_checkpoint_at_the_next_step_and_stops(tmp_path: Path) -> None:
+    path, request = tmp_path / "metrics.jsonl", tmp_path / "stop_request"
+    callback = MetricsCallback(path, stop_path=request)
+    control = _control()
+    callback.on_step_end(None, _state(3), control)
+    callback.on_save(None, _state(3), control)  # a save of the schedule's own
+    assert (control.should_save, control.should_training_stop) == (False, False)
+    assert not path.exists()
+    request.touch()
+    callback.on_step_end(None, _state(4), control)
+    assert (control.should_save, control.should_training_stop) == (True, True)
+    callback.on_save(None, _state(4), control)
+    (stopped,) = _events(path)
+    assert (stopped.event, stopped.step) == ("stopped", 4)
+    # Acted on once: a later look changes nothing and says nothing more.
+    again = _control()
+    callback.on_step_end(None, _state(5), again)
+    assert (again.should_save, again.should_training_stop) == (False, False)
+
+
+def test_the_request_is_looked_for_never_read(tmp_path: Path) -> None:
+    # A FIFO with no writer: opening it to read would block the trainer for ever.
+    request = tmp_path / "stop_request"
+    os.mkfifo(request)
+    callback = MetricsCallback(tmp_path / "metrics.jsonl", stop_path=request)
+    control = _control()
+    callback.on_step_end(None, _state(1), control)
+    assert control.should_training_stop is True
+
+
+def test_the_request_file_comes_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OVERBRAINER_STOP", str(tmp_path / "elsewhere"))
+    assert MetricsCallback(tmp_path / "m").stop_path == str(tmp_path / "elsewhere")
+    monkeypatch.delenv("OVERBRAINER_STOP")
+    monkeypatch.chdir(tmp_path)
+    callback = MetricsCallback(tmp_path / "m")
+    assert callback.stop_path == "stop_request"  # the job's directory
+    (tmp_path / "stop_request").touch()
+    control = _control()
+    callback.on_step_end(None, _state(1), control)
+    assert control.should_save is True
+

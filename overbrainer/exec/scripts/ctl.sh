@@ -9,7 +9,8 @@
 #   sh ctl.sh touch FILE               create FILE and its parent directories
 #
 # Status priority: cancelled > cancelling > exit_code > process group alive > lost.
-# Directories below `checkpoint-*` never enter a manifest or a pack.
+# Directories below `checkpoint-*` never enter a manifest or a pack, unless a PATH names
+# one itself (the checkpoint a stopped job saved).
 
 _ob_put() {
     printf '%s\n' "$2" >"$1.tmp.$$" && mv -f "$1.tmp.$$" "$1"
@@ -172,14 +173,22 @@ _ob_cancel() {
     echo cancelled
 }
 
-# Keep only the PATH arguments that exist; then run find over them.
+# Keep only the PATH arguments that exist; then run find over them. A PATH that is itself
+# a checkpoint directory (asked for by name) is walked on its own, its files included.
 _ob_find() {
     _ob_action=$1
     shift
     for _ob_p do
         shift
         if [ -e "$_ob_p" ] || [ -L "$_ob_p" ]; then
-            set -- "$@" "$_ob_p"
+            case ${_ob_p##*/} in
+            checkpoint-*)
+                [ -d "$_ob_p" ] && [ ! -L "$_ob_p" ] || continue
+                find "$_ob_p" -mindepth 1 \( -type d -name 'checkpoint-*' -prune \) -o \
+                    -type f -exec $_ob_action {} + || return $?
+                ;;
+            *) set -- "$@" "$_ob_p" ;;
+            esac
         fi
     done
     [ "$#" -gt 0 ] || return 0

@@ -1,0 +1,125 @@
+"""What ``train --resume-from RUN[:STEP]`` decides, with no I/O: which checkpoint a new run
+starts from, and whether the settings it would train with keep that checkpoint meaningful.
+
+A checkpoint holds the weights of one model shape (the base model, the adapter and its LoRA
+shape) trained on sequences of one length: a run that changed any of those cannot go on
+from it. How long it trains (epochs) and how (learning rate, scheduler, batch sizes) may
+change.
+"""
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from overbrainer.config.axolotl_keys import SETTING_KEYS
+from overbrainer.errors import OverbrainerError, UsageError
+
+# The axolotl.yaml keys a checkpoint depends on, in the order problems are named.
+MUST_MATCH = (
+    "base_model",
+    "adapter",
+    "load_in_4bit",
+    "lora_r",
+    "lora_alpha",
+    "lora_target_linear",
+    "lora_target_modules",
+    "sequence_len",
+)
+
+
+class ResumeError(OverbrainerError):
+    """The run cannot be resumed as asked; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class ResumeFrom:
+    """The checkpoint a new run starts from: run ``run_id``'s, saved at ``step``."""
+
+    run_id: str
+    step: int
+
+    def recorded(self) -> dict[str, Any]:
+        """As ``run.Created`` records it."""
+        return {"run": self.run_id, "step": self.step}
+
+
+def parse_spec(spec: str) -> tuple[str, int | None]:
+    """``RUN`` or ``RUN:STEP`` → the run as given and the step (None: its last)."""
+    run, colon, step = spec.rpartition(":")
+    if not colon:
+        return spec, None
+    if not run or not step.isdigit() or int(step) < 1:
+        raise UsageError(
+            f"--resume-from takes RUN or RUN:STEP (STEP a checkpoint's step, 1 or more), "
+            f"not {spec!r}"
+        )
+    return run, int(step)
+
+
+def pick_checkpoint(run_id: str, available: Iterable[int], requested: int | None) -> ResumeFrom:
+    """The checkpoint of run ``run_id`` to start from: the one at ``requested`` (None: the
+    last of ``available``, the steps of its complete checkpoints at home)."""
+    steps = sorted(set(available))
+    listed = ", ".join(str(step) for step in steps)
+    if requested is None:
+        if not steps:
+            raise ResumeError(
+                f"run {run_id} has no checkpoint at home to resume from (in "
+                f"runs/{run_id}/output/checkpoint-*): stop a run with `overbrainer train "
+                "stop RUN` to have one saved and brought home"
+            )
+        return ResumeFrom(run_id, steps[-1])
+    if requested not in steps:
+        have = f"it has {listed}" if steps else "it has none at home"
+        raise ResumeError(
+            f"run {run_id} has no checkpoint of step {requested} at home ({have}): "
+            f"`overbrainer train --resume-from {run_id}` starts from its last"
+        )
+    return ResumeFrom(run_id, requested)
+
+
+def _setting_name(key: str) -> str:
+    setting = SETTING_KEYS.get(key)
+    return f"training.{setting}" if setting else f"training.axolotl_extra.{key}"
+
+
+def mismatches(trained: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """One problem per setting (of :data:`MUST_MATCH`) that differs between the config the
+    checkpoint was ``trained`` with and the one the new run would use (``now``), each
+    naming the setting and both values; empty when the checkpoint fits."""
+    problems: list[str] = []
+    named: set[str] = set()
+    for key in MUST_MATCH:
+        if _value(trained, key) == _value(now, key):
+            continue
+        name = _setting_name(key)
+        if name in named:  # adapter and load_in_4bit are one setting
+            continue
+        named.add(name)
+        shown = "adapter" if key == "load_in_4bit" else key
+        problems.append(
+            f"{name} is {_shown(_value(now, shown))} here but the checkpoint was trained with "
+            f"{_shown(_value(trained, shown))}"
+        )
+    return problems
+
+
+def _value(cfg: Mapping[str, Any], key: str) -> Any:
+    """``cfg``'s ``key`` (a config without an adapter is a full fine-tune's)."""
+    value = cfg.get(key)
+    return "full" if key == "adapter" and value is None else value
+
+
+def _shown(value: object) -> str:
+    return "(not set)" if value is None else repr(value) if isinstance(value, str) else str(value)
+
+
+def refusal(source: ResumeFrom, problems: list[str]) -> ResumeError:
+    """The error of a resume whose settings do not fit the checkpoint."""
+    listed = "\n".join(f"  - {problem}" for problem in problems)
+    return ResumeError(
+        f"cannot resume from checkpoint-{source.step} of run {source.run_id}: these settings "
+        f"differ from the ones it was trained with, and the checkpoint only fits those:\n"
+        f"{listed}\nset them back in overbrainer.toml (epochs and the learning rate and its "
+        "schedule may change); no run was created"
+    )
