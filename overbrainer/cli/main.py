@@ -73,8 +73,9 @@ Commands:
   train stop RUN             have the job save a checkpoint and stop; collect it, end its pod
   train --resume-from RUN[:STEP]
                              a new run that goes on from RUN's checkpoint
-  runs ls [--state S] [--last N] [--json]
+  runs ls [--state S] [--last N] [--since 30d] [--json]
                              one line per run: state, progress, loss, ETA, pod, spend
+                             (as Runpod billed it, or ~estimated); --since ends with a total
   runs show RUN [--no-plot] [--json]
                              a run's record, pod, progress and files, and its loss curves
   runs logs RUN [--follow] [--tail N] [--pod [--source system|container]]
@@ -86,6 +87,11 @@ Commands:
                              the run's audit log: every transition, when, by whom
   pod ls [--json]            the account's overbrainer pods, each classified
   pod rm RUN [--force]       delete every pod of a run and wait until they are gone
+  pod gpus [--min-vram GB] [--max-price USD] [--in-stock] [--data-center ID] [--json]
+                             Runpod's GPU types: memory, price per hour, stock; cheapest first
+  pod datacenters [--json]   Runpod's data centers
+  pod billing [RUN...] [--json]
+                             read what Runpod billed for the runs' gone pods
   store migrate --to URL [--dry-run]
                              copy this project's SQLite history into a team store
   completion install [--shell bash|zsh|fish]
