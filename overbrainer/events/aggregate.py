@@ -398,6 +398,8 @@ def _deleted(s: RunLog, e: ev.PodDeleted, at: str) -> None:
     if s.pod.pod_id == e.pod_id:
         s.pod.status = PodState.deleted
         s.pod.deleted_by = e.by
+        if e.reason is not None and s.pod.delete_reason is None:
+            s.pod.delete_reason = e.reason
         s.pod.uptime_seconds = e.uptime_seconds
         s.pod.spend = e.spend
 

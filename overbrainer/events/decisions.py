@@ -205,14 +205,21 @@ def _fail_without_results(state: RunLog, message: str, why: str) -> Events:
     return events
 
 
-def pod_gone(state: RunLog, pod_id: str) -> Events:
-    """The run's pod was found gone (``found_gone``); a run still going fails with it, its
-    job gone too."""
+def pod_gone(state: RunLog, pod_id: str, bound: str | None = None) -> Events:
+    """The run's pod was found gone (``found_gone``; by its watchdog, for ``bound``, when
+    the bound it keeps — ``deadline`` or ``cost_cap`` — had passed); a run still going fails
+    with it, its job gone too."""
     events: Events = []
     if not state.pod.deleted(pod_id):
-        events.append(ev.PodDeleted(pod_id=pod_id, by="found_gone"))
+        if bound is None:
+            events.append(ev.PodDeleted(pod_id=pod_id, by="found_gone"))
+        else:
+            events.append(ev.PodDeleted(pod_id=pod_id, by="watchdog", reason=bound))
     if state.run.state in (RunState.preparing, RunState.running):
         message = f"pod {pod_id} no longer exists; the job went with it"
+        if bound is not None:
+            at = "its cost cap" if bound == "cost_cap" else "its deadline"
+            message = f"pod {pod_id} reached {at} and its watchdog deleted it; the job went with it"
         events += _fail_without_results(state, message, f"pod {pod_id} is gone")
     return events
 

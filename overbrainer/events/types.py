@@ -350,6 +350,9 @@ class PodDeleted(Event):
     by: str
     uptime_seconds: float | None = None
     spend: float | None = None
+    reason: str | None = None
+    """Why, when no delete of overbrainer's said so: the bound the pod's watchdog kept
+    (``deadline``, ``cost_cap``), inferred from Runpod's clock when the pod was found gone."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -401,8 +401,13 @@ class PodTarget:
         pod_id = state.pod.pod_id
         if pod_id is not None and not state.final:
             state = await record_gone(self.ctx, run_id, pod_id)
+        why = ""
+        if state.pod.deleted_by == "watchdog" and state.pod.delete_reason == "cost_cap":
+            why = f" (its watchdog deleted it at its cost cap: {cost_cap.cap_text(state.pod)})"
+        elif state.pod.deleted_by == "watchdog" and state.pod.delete_reason == "deadline":
+            why = " (its watchdog deleted it at its deadline)"
         session.front.info(
-            f"pod {pod_id or '(none)'} of run {run_id} no longer exists: from the local files"
+            f"pod {pod_id or '(none)'} of run {run_id} no longer exists{why}: from the local files"
         )
         return report(session, state, None, state.run.artifacts is not None)
 

@@ -155,6 +155,8 @@ def _deleted(e: ev.PodDeleted, s: RunLog | None) -> str:
         "pod_rm": "by pod rm",
         "found_gone": "found gone",
     }.get(e.by, e.by)
+    if e.reason in ("deadline", "cost_cap"):
+        by += " at its " + ("deadline" if e.reason == "deadline" else "cost cap")
     return (
         f"pod {e.pod_id} deleted ({by}) after {duration_text(e.uptime_seconds)}, "
         f"spend {_money(e.spend)}"

@@ -98,3 +98,19 @@ def cap_text(pod: PodView) -> str:
     seconds = cap_seconds(cap, rate)
     when = "" if seconds is None else f", reached {seconds / 60:.4g} min after its creation"
     return f"max_cost_usd = ${cap:.2f} at ${rate:.2f}/h{when}"
+
+
+def bound_passed(pod: PodView, now: datetime) -> Bound | None:
+    """Which bound of the pod's watchdog had passed at ``now`` (Runpod's clock) — the one
+    met first — for a pod found gone: its deadline, its cost cap, or None (neither: it went
+    for another reason). A kept pod has no bound its watchdog keeps."""
+    if pod.keep:
+        return None
+    passed: list[tuple[datetime, Bound]] = []
+    deadline = parse_utc(pod.deadline)
+    if deadline is not None and deadline <= now:
+        passed.append((deadline, Bound.deadline))
+    capped = cap_at(pod)
+    if capped is not None and capped <= now:
+        passed.append((capped, Bound.cost_cap))
+    return min(passed)[1] if passed else None

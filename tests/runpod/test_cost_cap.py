@@ -158,3 +158,44 @@ def test_fail_at_cost_cap(state: RunLog, names: list[str]) -> None:
     if events:
         assert events[0] == ev.RunEnded(state="failed", message="cost_cap: m")
         assert events[1] == ev.NoteAdded(note="artifacts not retrieved: why")
+
+
+@pytest.mark.parametrize(
+    ("pod", "minutes", "passed"),
+    [
+        (_pod(), 29, None),  # neither bound yet: found gone for another reason
+        (_pod(), 30, Bound.cost_cap),  # $1 at $2/h: the cap at 30 min
+        (_pod(), 200, Bound.cost_cap),  # both passed: the cap came first
+        (_pod(cap=10.0), 121, Bound.deadline),  # the deadline (2 h) came first
+        (_pod(cap=10.0), 119, None),
+        (_pod(cap=None), 121, Bound.deadline),
+        (_pod(cap=None, deadline=None), 1000, None),
+        (_pod(rate=None), 31, None),  # no rate: no cap known here
+        (_pod(keep=True), 1000, None),  # a kept pod: its watchdog keeps no bound
+    ],
+)
+def test_the_bound_a_gone_pods_watchdog_kept(
+    pod: PodView, minutes: int, passed: Bound | None
+) -> None:
+    assert cost_cap.bound_passed(pod, T0 + timedelta(minutes=minutes)) == passed
+
+
+@pytest.mark.parametrize(
+    ("bound", "by", "words"),
+    [
+        (None, "found_gone", "pod p1 no longer exists; the job went with it"),
+        ("cost_cap", "watchdog", "pod p1 reached its cost cap and its watchdog deleted it"),
+        ("deadline", "watchdog", "pod p1 reached its deadline and its watchdog deleted it"),
+    ],
+)
+def test_a_pod_found_gone_is_recorded_with_the_bound_its_watchdog_kept(
+    bound: str | None, by: str, words: str
+) -> None:
+    state = RunLog()
+    state.run.state = ev.RunState.running
+    state.pod.pod_id = "p1"
+    events = decisions.pod_gone(state, "p1", bound)
+    deleted, ended = events[0], events[1]
+    assert isinstance(deleted, ev.PodDeleted) and (deleted.by, deleted.reason) == (by, bound)
+    assert isinstance(ended, ev.RunEnded) and ended.message is not None
+    assert ended.message.startswith(words)

@@ -6,6 +6,7 @@ stops the job first, brings its results so far home and deletes the pod (``cost_
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from pathlib import Path
 
@@ -138,3 +139,46 @@ def test_a_run_without_a_cap_has_no_cost_bound() -> None:
     pod = PodView(pod_id="p", cost_per_hour=2.0, created_at="2026-01-01T10:00:00Z")
     pod.attempts.append({"pod_id": "p", "max_cost_usd": None})
     assert cost_cap.follow_until(pod) is None
+
+
+async def test_a_pod_its_watchdog_deleted_at_the_cap_is_recorded_so_when_attached_again(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with training(tmp_path) as t:
+        _capped(t)
+        run_id = await t.detached_run(JobScript(steps=100, step_seconds=60.0, ends=False))
+        pod_id = t.pod_id(run_id)
+        # overbrainer was gone: the pod's watchdog deleted it at its cap (30 min at $2/h).
+        await trio.sleep(31 * 60)
+        t.rig.fake.vanish(pod_id)
+        with contextlib.suppress(OverbrainerError):
+            await t.command().attach(t.rig.state(run_id))
+        state = t.rig.state(run_id)
+        deleted = t.rig.events(run_id, ev.PodDeleted)
+        assert [(e.by, e.reason) for e in deleted if isinstance(e, ev.PodDeleted)] == [
+            ("watchdog", "cost_cap")
+        ]
+        assert state.run.state == "failed" and state.pod.delete_reason == "cost_cap"
+        assert "reached its cost cap and its watchdog deleted it" in (state.run.message or "")
+        assert f"pod {pod_id} deleted (by its watchdog at its cost cap)" in t.story(run_id)
+        assert "its watchdog deleted it at its cost cap: max_cost_usd = $1.00 at $2.00/h" in (
+            t.out() + t.err()
+        )
+
+
+async def test_a_pod_gone_before_its_bounds_is_found_gone_not_blamed_on_its_watchdog(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with training(tmp_path) as t:
+        _capped(t)
+        run_id = await t.detached_run(JobScript(steps=100, step_seconds=60.0, ends=False))
+        pod_id = t.pod_id(run_id)
+        await trio.sleep(10 * 60)
+        t.rig.fake.vanish(pod_id)  # Runpod lost it: no bound had passed
+        with contextlib.suppress(OverbrainerError):
+            await t.command().attach(t.rig.state(run_id))
+        deleted = t.rig.events(run_id, ev.PodDeleted)
+        assert [(e.by, e.reason) for e in deleted if isinstance(e, ev.PodDeleted)] == [
+            ("found_gone", None)
+        ]
+        assert t.rig.state(run_id).pod.delete_reason is None

@@ -206,7 +206,14 @@ async def lost(
     if checked is None:
         return
     if checked.value:
-        await record_gone(ctx, run_id, pod_id)
+        state = await record_gone(ctx, run_id, pod_id)
+        if state.pod.delete_reason == "cost_cap":
+            raise OverbrainerError(
+                f"run {run_id} failed: pod {pod_id} reached its cost cap "
+                f"({cost_cap.cap_text(state.pod)}) and its watchdog deleted it, and its job "
+                f"went with it; raise max_cost_usd of target {state.run.target} in "
+                "overbrainer.toml if the job needs more"
+            )
         deadline = parse_utc(pod.deadline)
         if not pod.keep and deadline is not None and ctx.server_now() >= deadline:
             # Runpod's clock (just read again) says why: the watchdog kept the bound.

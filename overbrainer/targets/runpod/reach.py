@@ -20,6 +20,7 @@ from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
 from overbrainer.exec.base import ExecError, Executor, TargetUnreachable
 from overbrainer.runpod import messages
+from overbrainer.runpod.cost_cap import bound_passed
 from overbrainer.runpod.decide import connect_again_within
 from overbrainer.runpod.keys import client_key_path, write_ssh_config
 from overbrainer.runpod.models import PodStatus, UnsafeSshEndpoint
@@ -154,8 +155,15 @@ async def record_gone(ctx: PodContext, run_id: str, pod_id: str) -> RunLog:
     """Record the run's pod found gone; a run still running fails with it (its job went
     with the pod)."""
 
+    now = ctx.server_now()
+
+    def gone(state: RunLog) -> list[ev.Event]:
+        # The watchdog's bound that had passed, if one had, is why it went.
+        passed = bound_passed(state.pod, now) if state.pod.pod_id == pod_id else None
+        return decisions.pod_gone(state, pod_id, None if passed is None else passed.value)
+
     async def work() -> RunLog:
-        return await ctx.session.journal.append(run_id, lambda s: decisions.pod_gone(s, pod_id))
+        return await ctx.session.journal.append(run_id, gone)
 
     state = await ctx.session.interrupts.shield(f"recording that pod {pod_id} is gone", 60.0, work)
     forget_key_if_done(ctx, run_id, state)
