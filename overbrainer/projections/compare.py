@@ -18,6 +18,7 @@ from overbrainer.events.aggregate import RunLog
 from overbrainer.events.store import Recorded
 from overbrainer.projections.curves import Curves, curves_of
 from overbrainer.projections.live import curve_events
+from overbrainer.projections.spend import recorded_spend
 from overbrainer.projections.words import duration_text
 from overbrainer.train.metrics import format_loss
 
@@ -166,8 +167,7 @@ def _loss(point: tuple[float, float] | None) -> str:
 
 
 def _spend(state: RunLog) -> str:
-    pod = state.pod
-    return f"${pod.spend:.2f}" if pod.spend is not None else "-"
+    return recorded_spend(state) or "-"
 
 
 def summary_rows(runs: Sequence[RunFacts]) -> list[tuple[str, list[str]]]:

@@ -18,6 +18,7 @@ from overbrainer.events.aggregate import RunLog
 from overbrainer.projections.chart import Series, number
 from overbrainer.projections.compare import RunFacts, differing, shown_value, summary_rows
 from overbrainer.projections.curves import thin
+from overbrainer.projections.spend import recorded_spend
 from overbrainer.projections.timeline import describe
 from overbrainer.projections.words import duration_text
 
@@ -278,7 +279,7 @@ def _pod_text(state: RunLog) -> str:
     if pod.uptime_seconds is not None:
         parts.append(f"up {duration_text(pod.uptime_seconds)}")
     if pod.spend is not None:
-        parts.append(f"spent ${pod.spend:.2f}")
+        parts.append(f"spent {recorded_spend(state) or f'~${pod.spend:.2f}'}")
     return ", ".join(parts)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.types import ALIVE, PodState
 
-__all__ = ["Spend", "money", "run_spend"]
+__all__ = ["Spend", "money", "recorded_spend", "run_spend"]
 
 
 @dataclass(frozen=True)
@@ -88,10 +88,11 @@ def _live(rate: object, created_at: object, now: datetime, offset: float | None)
     return float(rate) * max(0.0, (now - started).total_seconds() / 3600)
 
 
-def run_spend(state: RunLog, now: datetime, *, here: bool = False) -> Spend:
-    """What run ``state``'s pods cost as of ``now`` (this machine's clock). ``here``: the
-    run was started from this machine, so the clock offset its log records is this
-    machine's and is taken out of a live estimate."""
+def run_spend(state: RunLog, now: datetime | None, *, here: bool = False) -> Spend:
+    """What run ``state``'s pods cost as of ``now`` (this machine's clock; None: as
+    recorded, no estimate of a pod that may still bill). ``here``: the run was started from
+    this machine, so the clock offset its log records is this machine's and is taken out of
+    a live estimate."""
     pod = state.pod
     offset = state.run.clock_offset if here else None
     costs: dict[str, dict[str, Any]] = dict(pod.costs)
@@ -111,7 +112,7 @@ def run_spend(state: RunLog, now: datetime, *, here: bool = False) -> Spend:
             so_far = (so_far or 0.0) + cost["billed"]
         guess = cost.get("estimate")
         status = pod.pods.get(pod_id, pod.status if pod_id == pod.pod_id else PodState.none)
-        if guess is None and status in ALIVE:
+        if guess is None and status in ALIVE and now is not None:
             guess = _live(cost.get("rate"), cost.get("created_at"), now, offset)
         if guess is not None:
             estimate = (estimate or 0.0) + guess
@@ -125,3 +126,9 @@ def run_spend(state: RunLog, now: datetime, *, here: bool = False) -> Spend:
         else:
             unknown += 1
     return Spend(billed, estimated, estimate, len(costs), billed_pods, unknown, so_far)
+
+
+def recorded_spend(state: RunLog) -> str:
+    """What the run's pods cost as its log records it: ``$0.42`` billed, ``~$0.42``
+    estimated (in part), empty when nothing is recorded (a pod still billing included)."""
+    return run_spend(state, None).text()

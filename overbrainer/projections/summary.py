@@ -2,6 +2,7 @@
 
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.types import RunState
+from overbrainer.projections.spend import recorded_spend
 from overbrainer.projections.words import (
     duration_text,
     metrics_text,
@@ -74,7 +75,8 @@ def summary_lines(state: RunLog) -> list[str]:
             + "; ".join(f"{a['n']} {a['gpu_type']}: {a['result'] or 'sent'}" for a in p.attempts)
         )
         if p.spend is not None:
-            lines.append(f"  spend      ${p.spend:.2f} over {duration_text(p.uptime_seconds or 0)}")
+            spent = recorded_spend(state) or f"~${p.spend:.2f}"
+            lines.append(f"  spend      {spent} over {duration_text(p.uptime_seconds or 0)}")
         if p.strays:
             lines.append("  strays     " + ", ".join(sorted(p.strays)))
     return lines
