@@ -373,19 +373,21 @@ def _deleting(s: RunLog, e: ev.PodDeleting, at: str) -> None:
 
 def _cost(s: RunLog, pod_id: str) -> dict[str, Any]:
     """The cost record of pod ``pod_id`` of the run (made empty on first sight)."""
-    return s.pod.costs.setdefault(
-        pod_id,
-        {
-            "created_at": None,
-            "rate": None,
-            "gone_at": None,
-            "ended_at": None,
-            "estimate": None,
-            "billed": None,
-            "billed_final": False,
-            "billed_period": None,
-        },
-    )
+    return s.pod.costs.setdefault(pod_id, empty_cost())
+
+
+def empty_cost() -> dict[str, Any]:
+    """A pod's cost record before anything of it is known."""
+    return {
+        "created_at": None,
+        "rate": None,
+        "gone_at": None,
+        "ended_at": None,
+        "estimate": None,
+        "billed": None,
+        "billed_final": False,
+        "billed_period": None,
+    }
 
 
 def _deleted(s: RunLog, e: ev.PodDeleted, at: str) -> None:

@@ -131,7 +131,7 @@ async def _wait_for_end(session: Session, run_id: str, *, ack_wait: float) -> Ru
     return None
 
 
-def _nobody_following(run_id: str, where: str, state: RunLog) -> str:
+def _nobody_following(run_id: str, where: str, state: RunLog, asked: str = "cancel") -> str:
     bound = ""
     pod = state.pod
     if pod.pod_id is not None and pod.deadline and not pod.keep:
@@ -139,7 +139,7 @@ def _nobody_following(run_id: str, where: str, state: RunLog) -> str:
     elif pod.pod_id is not None:
         bound = f"; until then its pod {pod.pod_id} bills"
     return (
-        f"the cancel of run {run_id} is recorded, but no command is following the run to "
+        f"the {asked} of run {run_id} is recorded, but no command is following the run to "
         f"take it: it lives on {where}. There, `overbrainer train attach {run_id}` stops its "
         f"job (or `overbrainer train cancel {run_id}`){bound}"
     )
@@ -196,9 +196,7 @@ async def stop_elsewhere(
     final = finished.value
     if final is None:
         latest = await session.journal.state(run_id)
-        raise OverbrainerError(
-            _nobody_following(run_id, where, latest).replace("the cancel of", "the stop of")
-        )
+        raise OverbrainerError(_nobody_following(run_id, where, latest, "stop"))
     message = f" ({final.run.message})" if final.run.message else ""
     front.result(f"train: run {run_id} {final.run.state}{message}")
     return 0 if final.run.state in (RunState.stopped, RunState.succeeded) else 1

@@ -20,7 +20,7 @@ from overbrainer.cli import runs_cmd
 from overbrainer.cli.main import main
 from overbrainer.errors import UsageError
 from overbrainer.events import types as ev
-from overbrainer.events.aggregate import PodView, RunLog, RunView
+from overbrainer.events.aggregate import PodView, RunLog, RunView, empty_cost
 from overbrainer.events.types import PodState, RunState
 from overbrainer.projections.spend import run_spend
 from overbrainer.runpod import billing
@@ -249,20 +249,7 @@ def test_a_billed_amount_is_final_once_its_hour_is_over_and_it_settled(
 
 def _state(**costs: dict[str, object]) -> RunLog:
     pods = {pod_id: PodState(str(c.pop("status", "deleted"))) for pod_id, c in costs.items()}
-    full = {
-        pod_id: {
-            "created_at": None,
-            "rate": None,
-            "gone_at": None,
-            "ended_at": None,
-            "estimate": None,
-            "billed": None,
-            "billed_final": False,
-            "billed_period": None,
-            **cost,
-        }
-        for pod_id, cost in costs.items()
-    }
+    full = {pod_id: {**empty_cost(), **cost} for pod_id, cost in costs.items()}
     return RunLog(
         run=RunView(run_id="r1", state=RunState.succeeded, created_at="2026-03-02T09:49:00Z"),
         pod=PodView(pod_id=next(iter(costs)), status=next(iter(pods.values())), pods=pods,
