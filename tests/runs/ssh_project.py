@@ -196,6 +196,15 @@ class Box:
         assert self.process is not None
         self.process.send_signal(signal.SIGSTOP)
 
+    def wait_for_caller(self, timeout: float = 60) -> None:
+        """Wait until a client's connection waits in the kernel's queue of the paused
+        listener (an established TCP connection to its port, in ``/proc/net/tcp``): on a
+        busy machine a command may take seconds to get that far."""
+        deadline = time.monotonic() + timeout
+        while not _connected_to(self.port):
+            assert time.monotonic() < deadline, f"nothing connected to port {self.port}"
+            time.sleep(0.02)
+
     def resume(self) -> None:
         """Undo `pause`."""
         assert self.process is not None
@@ -432,3 +441,16 @@ __all__ = [
     "ssh_project_at",
     "stop_following",
 ]
+
+
+_ESTABLISHED = "01"
+
+
+def _connected_to(port: int) -> bool:
+    """Whether a TCP connection to 127.0.0.1:``port`` is established (either side of it)."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        remote, state = fields[2], fields[3]
+        if state == _ESTABLISHED and int(remote.split(":")[1], 16) == port:
+            return True
+    return False

@@ -441,7 +441,9 @@ def test_ctrl_c_while_the_preflight_connects_creates_no_run(ssh_project: SshProj
     ssh_project.sshd.pause()
     try:
         train = ssh_project.start("train")
-        time.sleep(1.0)  # the preflight is connecting, for up to the 20 s connect timeout
+        # The preflight is connecting (for up to the 20 s connect timeout) once its
+        # connection waits in the frozen listener's queue.
+        ssh_project.sshd.wait_for_caller()
         stopped = time.monotonic()
         _out, err = stop_following(train)
         assert time.monotonic() - stopped < 5, "Ctrl-C must not wait for the connect timeout"
