@@ -26,30 +26,3 @@ app.command("overbrainer.cli.events_cmd:events", name="events")
 app.command("overbrainer.cli.pod_cmd:app", name="pod")
 app.command("overbrainer.cli.store_cmd:app", name="store")
 app.command("overbrainer.cli.completion_cmd:app", name="completion")
-
-# Words that name a command, so the actor of an event can say which command appended it.
-COMMAND_WORDS = frozenset(
-    {
-        "init",
-        "config",
-        "check",
-        "train",
-        "attach",
-        "cancel",
-        "runs",
-        "ls",
-        "show",
-        "logs",
-        "compare",
-        "report",
-        "events",
-        "pod",
-        "rm",
-        "gpus",
-        "datacenters",
-        "store",
-        "migrate",
-        "completion",
-        "install",
-    }
-)

@@ -139,7 +139,7 @@ def _asked(rest: Sequence[str]) -> str:
     """What was asked of overbrainer, as ``"runs ls"`` (``"train --help"`` for a help)."""
     if not rest or any(token in ("--help", "-h", "--version") for token in rest):
         return " ".join(rest)
-    from overbrainer.cli.app import COMMAND_WORDS
+    from overbrainer.cli.command_words import COMMAND_WORDS
 
     name = _command_name(rest, COMMAND_WORDS)
     return "" if name == "overbrainer" else name
@@ -172,10 +172,9 @@ def _main(tokens: list[str]) -> int:
 
 
 def _run(tokens: list[str]) -> int:
-    from cyclopts import CycloptsError
-
-    from overbrainer.cli.app import COMMAND_WORDS, app
+    from overbrainer.cli.command_words import COMMAND_WORDS
     from overbrainer.cli.context import Invocation, set_current
+    from overbrainer.cli.fast_path import parse
 
     try:
         project_dir, rest = _split_global(tokens)
@@ -189,13 +188,11 @@ def _run(tokens: list[str]) -> int:
             argv=tuple(tokens),
         )
     )
+    # The most frequent read commands, in the forms parse() fully understands, start
+    # without cyclopts; every other command line goes through it.
+    fast = parse(rest)
     try:
-        result = app(rest, exit_on_error=False, print_error=False, result_action="return_value")
-    except CycloptsError as refused:
-        from overbrainer.cli.usage import usage_text
-
-        print(f"error: {usage_text(refused)}", file=sys.stderr)
-        return 2
+        result = fast.run() if fast is not None else _through_cyclopts(rest)
     except SystemExit as leaving:
         return leaving.code if isinstance(leaving.code, int) else 0
     except KeyboardInterrupt:
@@ -213,3 +210,19 @@ def _run(tokens: list[str]) -> int:
             return 130
         raise
     return result if isinstance(result, int) else 0
+
+
+def _through_cyclopts(rest: list[str]) -> object:
+    """The command ``rest`` names, parsed and called by cyclopts; a command line it refuses
+    is a usage error (exit code 2)."""
+    from cyclopts import CycloptsError
+
+    from overbrainer.cli.app import app
+
+    try:
+        return app(rest, exit_on_error=False, print_error=False, result_action="return_value")
+    except CycloptsError as refused:
+        from overbrainer.cli.usage import usage_text
+
+        print(f"error: {usage_text(refused)}", file=sys.stderr)
+        return 2

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from overbrainer.cli.runs_cmd import spend_text
+from overbrainer.cli.runs_read import spend_text
 from overbrainer.events.aggregate import PodView, RunLog, RunView
 
 CREATED = datetime(2026, 1, 1, 10, 0, 0, tzinfo=UTC)  # Runpod's clock

@@ -16,7 +16,7 @@ import pytest
 import trio
 import trio.testing
 
-from overbrainer.cli import runs_cmd
+from overbrainer.cli import runs_read
 from overbrainer.cli.main import main
 from overbrainer.errors import UsageError
 from overbrainer.events import types as ev
@@ -302,13 +302,13 @@ def test_a_runs_spend_is_billed_where_final_and_estimated_elsewhere(
     ("text", "hours"), [("12h", 12), ("7d", 168), ("30d", 720), ("2w", 336), (" 1D ", 24)]
 )
 def test_since_takes_hours_days_or_weeks(text: str, hours: int) -> None:
-    assert runs_cmd.parse_since(text) == timedelta(hours=hours)
+    assert runs_read.parse_since(text) == timedelta(hours=hours)
 
 
 @pytest.mark.parametrize("text", ["", "30", "d", "1.5d", "-3d", "30m", "7 days", "0d", "1y"])
 def test_since_refuses_anything_else_naming_the_forms_it_takes(text: str) -> None:
     with pytest.raises(UsageError, match=r"like 12h, 7d or 30d"):
-        runs_cmd.parse_since(text)
+        runs_read.parse_since(text)
 
 
 # --- a whole run ---------------------------------------------------------------------------
@@ -326,7 +326,7 @@ def test_since_refuses_anything_else_naming_the_forms_it_takes(text: str) -> Non
 def test_since_compares_instants_whatever_their_zone(created: str, listed: bool) -> None:
     state = RunLog(run=RunView(run_id="r1", created_at=created))
     now = _utc("2026-03-31T12:00:00Z")
-    assert runs_cmd._created_since(state, now - timedelta(days=30)) is listed
+    assert runs_read._created_since(state, now - timedelta(days=30)) is listed
 
 
 def _ls(capsys: pytest.CaptureFixture[str], project: Path, *args: str) -> tuple[int, str, str]:
@@ -433,7 +433,7 @@ async def test_runs_ls_since_lists_the_runs_of_that_span_and_ends_with_their_tot
     assert billed > 0 and estimate is not None
 
     # A clock 10 days after the runs: both are within 30d, neither within 12h.
-    monkeypatch.setattr(runs_cmd, "clock", lambda: created[new] + timedelta(days=10))
+    monkeypatch.setattr(runs_read, "clock", lambda: created[new] + timedelta(days=10))
     code, out, _ = _ls(capsys, tmp_path, "--since", "30d")
     lines = out.splitlines()
     # (Both created within the same second here: their IDs need not sort by creation.)

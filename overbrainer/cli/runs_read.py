@@ -1,0 +1,337 @@
+"""``runs ls`` and ``runs show``: the runs view and one run's record, read without any
+network.
+
+Kept free of cyclopts (and of everything a listing does not need): the command line reaches
+these through ``overbrainer/cli/fast_path.py`` without building the command tree, and the
+commands declared in ``runs_cmd.py`` call them too.
+"""
+
+import contextlib
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from overbrainer.cli.common import open_store, print_json
+from overbrainer.cli.context import current
+from overbrainer.cli.listing import listing, resolve_run
+from overbrainer.events.types import RunState
+
+if TYPE_CHECKING:
+    from overbrainer.projections.chart import Series
+    from overbrainer.projections.live import Standing
+    from overbrainer.projections.spend import Spend
+
+
+def clock() -> datetime:
+    """This machine's time now (tests replace it)."""
+    return datetime.now(UTC)
+
+
+def spend_text(state: Any, now: datetime, here: bool = False) -> str:
+    """What the run's pods cost: ``$0.42`` as Runpod billed it, ``~$0.42`` where it is
+    overbrainer's estimate (see ``projections/spend.py``).
+
+    The estimate of a pod that may still bill compares this machine's clock with Runpod's
+    ``createdAt``: when a command on this machine (``here``: the run was started from it)
+    recorded its clock being off Runpod's, the offset is taken out (no network here to ask
+    Runpod's time).
+    """
+    from overbrainer.projections.spend import run_spend
+
+    return run_spend(state, now, here=here).text()
+
+
+_SINCE = {"h": 1, "d": 24, "w": 24 * 7}
+
+
+def parse_since(text: str) -> timedelta:
+    """``12h``, ``7d``, ``30d``, ``2w``: a whole number of hours, days or weeks."""
+    from overbrainer.errors import UsageError
+
+    number, unit = text.strip()[:-1], text.strip()[-1:].lower()
+    if unit not in _SINCE or not number.isdigit() or not 0 < int(number) <= 100_000:
+        raise UsageError(
+            f"--since takes a whole number of hours, days or weeks, like 12h, 7d or 30d "
+            f"(not {text!r})"
+        )
+    return timedelta(hours=int(number) * _SINCE[unit])
+
+
+def _created_since(state: Any, cutoff: datetime) -> bool:
+    created = state.run.created_at
+    try:
+        moment = datetime.fromisoformat(str(created).replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment >= cutoff
+
+
+def total_line(spends: "list[Spend]", since: str) -> str:
+    """The last line of ``runs ls --since``: what the runs listed cost, and how much of it
+    is an estimate."""
+    from overbrainer.projections.spend import money
+
+    total = sum(s.total for s in spends)
+    estimated = sum(s.estimated for s in spends)
+    runs = f"{len(spends)} run{'s' if len(spends) != 1 else ''}"
+    line = f"total {money(total)} for {runs} created in the last {since}"
+    unknown = sum(s.unknown for s in spends)
+    if estimated > 0 or unknown:
+        line += f", {money(estimated)} of it estimated (`overbrainer pod billing` reads what "
+        line += "Runpod billed)"
+    else:
+        line += ", all as Runpod billed it"
+    if unknown:
+        line += f"; the cost of {unknown} pod{'s' if unknown != 1 else ''} is unknown"
+    return line
+
+
+def _progress(standing: "Standing | None") -> str:
+    if standing is None or standing.summary.step is None:
+        return ""
+    step, total = standing.summary.step, standing.summary.max_steps
+    if total:
+        return f"{step}/{total} ({100 * step / total:.0f}%)"
+    return str(step)
+
+
+def _eta_text(state: Any, standing: "Standing | None", now: datetime) -> str:
+    """The ETA of a run in progress, or how old what is known of it is."""
+    from overbrainer.projections.live import STALE_SECONDS
+    from overbrainer.projections.words import duration_text
+
+    if state.run.state != RunState.running or standing is None:
+        return ""
+    eta = standing.eta_at(now)
+    if eta is not None:
+        return duration_text(eta)
+    age = standing.age(now)
+    return f"seen {duration_text(age)} ago" if age is not None and age > STALE_SECONDS else ""
+
+
+def _row(state: Any, now: datetime, host: str, project: Path) -> dict[str, Any]:
+    import socket
+
+    from overbrainer.projections.files import run_dir
+    from overbrainer.projections.live import standing as standing_of
+    from overbrainer.projections.spend import run_spend
+
+    run, pod = state.run, state.pod
+    standing = standing_of(state, run_dir(project, run.run_id))
+    spend = run_spend(state, now, here=host == socket.gethostname())
+    row = {
+        "id": run.run_id,
+        "host": host,
+        "state": run.state,
+        "target": run.target,
+        "kind": run.kind,
+        "created": run.created_at,
+        "progress": _progress(standing),
+        "pod": pod.pod_id or "",
+        "pod_status": pod.status if pod.pod_id else "",
+        "spend": spend.text(),
+        **spend.to_json(),
+        "note": run.note or "",
+        # The checkpoint `train --resume-from RUN` starts from, and where this run started.
+        "checkpoint_step": run.checkpoint["step"] if run.checkpoint else None,
+        "resumed_from": (
+            f"{run.resumed_from['run']}:{run.resumed_from['step']}" if run.resumed_from else ""
+        ),
+    }
+    row.update(standing.to_json(now) if standing is not None else dict.fromkeys(_STANDING_KEYS))
+    row["eta"] = _eta_text(state, standing, now)
+    return row
+
+
+_STANDING_KEYS = (
+    "step",
+    "max_steps",
+    "percent",
+    "epoch",
+    "loss",
+    "eval_loss",
+    "eta_seconds",
+    "seen_at",
+)
+
+
+def list_runs(
+    *,
+    json: bool = False,
+    state: Sequence[str] | None = None,
+    last: int | None = None,
+    since: str | None = None,
+) -> int:
+    """``runs ls``: one line per run (see its help in ``runs_cmd.py``)."""
+    import socket
+
+    from overbrainer.errors import UsageError
+    from overbrainer.projections.words import pod_status_text
+
+    if last is not None and last < 1:
+        raise UsageError("--last takes a number of runs, 1 or more")
+    span = parse_since(since) if since is not None else None
+    invocation = current()
+    states, hosts = listing(invocation)
+    now = clock()
+    if span is not None:
+        states = [s for s in states if _created_since(s, now - span)]
+    if state:
+        states = [s for s in states if s.run.state in state]
+    if last is not None:
+        states = states[-last:]
+    rows = [_row(s, now, hosts.get(s.run.run_id, ""), invocation.project_dir) for s in states]
+    if json:
+        for row in rows:
+            print_json(row)
+        return 0
+    if not rows:
+        if state or last is not None or since is not None:
+            print("no run matches: `overbrainer runs ls` lists them all", file=sys.stderr)
+        else:
+            print("no runs yet: start one with `overbrainer train`", file=sys.stderr)
+        return 0
+    heads = ["RUN", "STATE", "TARGET", "CREATED", "PROGRESS", "LOSS", "ETA", "POD", "SPEND"]
+    # The host (as actors record it) only matters once some run was started elsewhere.
+    here = socket.gethostname()
+    with_host = any(r["host"] not in ("", here) for r in rows)
+    table = [
+        [
+            r["id"],
+            *([r["host"] or "?"] if with_host else []),
+            _state_text(r),
+            r["target"],
+            (r["created"] or "")[:16].replace("T", " "),
+            r["progress"],
+            _loss_text(r["loss"]),
+            r["eta"],
+            f"{r['pod']} {pod_status_text(r['pod_status'])}" if r["pod"] else "",
+            r["spend"],
+        ]
+        for r in rows
+    ]
+    if with_host:
+        heads.insert(1, "HOST")
+    widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(heads)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip()]
+    out += ["  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip() for t in table]
+    if since is not None:
+        from overbrainer.projections.spend import run_spend
+
+        spends = [run_spend(s, now, here=hosts.get(s.run.run_id, "") == here) for s in states]
+        out.append(total_line(spends, since.strip()))
+    sys.stdout.write("\n".join(out) + "\n")
+    return 0
+
+
+def _state_text(row: dict[str, Any]) -> str:
+    """The run's state, with the step of the checkpoint it can be resumed from."""
+    step = row["checkpoint_step"]
+    return f"{row['state']} (checkpoint {step})" if step is not None else str(row["state"])
+
+
+def _loss_text(loss: object) -> str:
+    from overbrainer.train.metrics import format_loss
+
+    if isinstance(loss, int | float):
+        return format_loss(float(loss))
+    return str(loss) if loss is not None else ""
+
+
+def show_run(run: str, /, *, json: bool = False, no_plot: bool = False) -> int:
+    """``runs show RUN``: the run's record, pod, progress and files, then its loss curves."""
+    from overbrainer.events.home import has_local_files, run_home
+    from overbrainer.projections.files import refresh_projections, run_dir
+
+    invocation = current()
+    run = resolve_run(invocation, run)
+    store = open_store(invocation, read_only=True)
+    try:
+        state = store.get(run)
+        home = run_home(store, state)
+    finally:
+        store.close()
+    directory = run_dir(invocation.project_dir, run)
+    local = has_local_files(directory)
+    # The cache files may be missing (deleted, or a run started from another checkout) or
+    # behind: they are rewritten then, and only then. On a read-only or full disk they stay
+    # as they are: only caches, the log has it all.
+    with contextlib.suppress(OSError):
+        refresh_projections(invocation.project_dir, state)
+    from overbrainer.projections.live import standing as standing_of
+
+    standing = standing_of(state, directory) if state.run.state == RunState.running else None
+    now = datetime.now(UTC)
+    data = state.to_json()
+    if json:
+        data["progress"] = standing.to_json(now) if standing is not None else None
+        data["files"] = str(directory)
+        data["local_files"] = local
+        data["lives"] = home.to_json() if home is not None else None
+        print_json(data)
+        return 0
+    from overbrainer.projections.summary import summary_lines
+
+    lines = summary_lines(state)
+    if standing is not None and standing.seen_at is not None:
+        from overbrainer.projections.live import standing_text
+
+        lines.insert(1, f"  progress   {standing_text(standing, now)}")
+    if home is not None:
+        lines.append(
+            f"  lives      on host {home.host} (started by `{home.command}` as {home.user}), "
+            f"remote dir {home.remote_dir}"
+        )
+        if (home.last_host, home.last_command) != (home.host, home.command):
+            lines.append(
+                f"  last       `{home.last_command}` on {home.last_host} at "
+                f"{home.last_at[:19].replace('T', ' ')}Z"
+            )
+    if local or home is None:
+        lines.append(f"  files      {directory}")
+    else:
+        lines.append(
+            f"  files      {directory} holds only run.json and pod.json: the run's output and "
+            f"ssh/ keys are in the checkout on {home.host} that started it"
+        )
+    sys.stdout.write("\n".join(lines) + "\n")
+    if not no_plot:
+        from overbrainer.projections.curves import curves_of
+        from overbrainer.projections.live import curve_events
+
+        curves = curves_of(curve_events(directory))
+        if not curves.empty:
+            sys.stdout.write("\n" + draw(run_series(curves)) + "\n")
+    return 0
+
+
+def run_series(curves: Any, name: str = "") -> "list[Series]":
+    """A run's loss and eval loss as chart series (``name`` before each, for several runs)."""
+    from overbrainer.projections.chart import Series
+
+    prefix = f"{name} " if name else ""
+    found = []
+    if curves.loss:
+        found.append(Series(f"{prefix}loss", curves.loss, "cyan"))
+    if curves.eval_loss:
+        found.append(Series(f"{prefix}eval_loss", curves.eval_loss, "magenta", marks=True))
+    return found
+
+
+def draw(series: "list[Series]") -> str:
+    """Curves for stdout: drawn to the terminal's width on a terminal (coloured unless
+    NO_COLOR is set), a table of their values elsewhere."""
+    import os
+    import shutil
+
+    from overbrainer.projections.chart import ansi_text, chart, plain_text, table
+
+    if not sys.stdout.isatty():
+        return "\n".join(table(series))
+    width = shutil.get_terminal_size((100, 24)).columns - 1
+    lines = chart(series, width=max(30, width), height=12)
+    return plain_text(lines) if os.environ.get("NO_COLOR") else ansi_text(lines)
