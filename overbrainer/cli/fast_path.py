@@ -1,5 +1,6 @@
-"""The read commands run most often — ``runs ls``, ``runs show RUN``, ``events RUN`` —
-parsed without cyclopts, whose import alone costs more than the command's work.
+"""The read commands run most often — ``runs ls``, ``runs show RUN``, ``events RUN``,
+``config check`` — parsed without cyclopts, whose import alone costs more than the
+command's work.
 
 :func:`parse` takes only what it understands completely: these commands with their own
 options, each given as cyclopts binds it (``--last 3``, ``--last=3``, ``--state`` repeated,
@@ -73,6 +74,7 @@ COMMANDS = (
             "-v": ("verbose", "flag"),
         },
     ),
+    Command(("config", "check"), "overbrainer.cli.config_check:check_config", 0, _JSON),
 )
 
 # Answered by cyclopts wherever they stand.

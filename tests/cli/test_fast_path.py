@@ -1,5 +1,5 @@
-"""The fast path of ``runs ls``, ``runs show`` and ``events`` parses a command line exactly
-as cyclopts does, or leaves it to cyclopts.
+"""The fast path of ``runs ls``, ``runs show``, ``events`` and ``config check`` parses a
+command line exactly as cyclopts does, or leaves it to cyclopts.
 
 Every line below (and every random one hypothesis draws) is given to both parses: the fast
 one either declines it or binds the same function arguments as ``App.parse_args``. The
@@ -18,7 +18,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from overbrainer.cli import events_cmd, events_read, runs_cmd, runs_read
+from overbrainer.cli import (
+    config_check,
+    config_cmd,
+    events_cmd,
+    events_read,
+    runs_cmd,
+    runs_read,
+)
 from overbrainer.cli.app import app
 from overbrainer.cli.fast_path import COMMANDS, RUN_STATES, Parsed, parse
 from overbrainer.cli.main import main
@@ -31,11 +38,13 @@ DECLARED: dict[tuple[str, ...], Any] = {
     ("runs", "ls"): runs_cmd.ls,
     ("runs", "show"): runs_cmd.show,
     ("events",): events_cmd.events,
+    ("config", "check"): config_cmd.check,
 }
 DONE_BY: dict[tuple[str, ...], Any] = {
     ("runs", "ls"): runs_read.list_runs,
     ("runs", "show"): runs_read.show_run,
     ("events",): events_read.replay,
+    ("config", "check"): config_check.check_config,
 }
 RUN = "20260101-000000-5a0e"
 
@@ -100,6 +109,9 @@ TAKEN = [
     f"events {RUN} --",
     "events 运行",
     "events ls",
+    "config check",
+    "config check --json",
+    "config check -- ",
 ]
 
 LEFT_TO_CYCLOPTS = [
@@ -159,7 +171,12 @@ LEFT_TO_CYCLOPTS = [
     "runs logs RUN",
     "runs compare A B",
     "runs --json ls",
-    "config check",
+    "config check --json=yes",
+    "config check --json --json",
+    "config check extra",
+    "config check -h",
+    "config --json check",
+    "config",
     "train --check",
     "event RUN",
 ]
@@ -232,7 +249,7 @@ _WORDS = [
 
 @settings(max_examples=400, deadline=None)
 @given(
-    st.sampled_from([["runs", "ls"], ["runs", "show"], ["events"]]),
+    st.sampled_from([["runs", "ls"], ["runs", "show"], ["events"], ["config", "check"]]),
     st.lists(st.sampled_from(_WORDS), max_size=6),
 )
 def test_any_line_of_these_words_is_parsed_as_cyclopts_does_or_left_to_it(
@@ -334,6 +351,29 @@ def test_the_read_commands_start_without_cyclopts_or_any_heavy_library(
         check=False,
     )
     assert json.loads(done.stderr.splitlines()[-1]) == {"code": 0, "loaded": []}, done.stderr
+
+
+def test_config_check_starts_without_cyclopts_and_says_the_same_either_way(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "project"
+    assert main(["init", str(project)]) == 0
+    capsys.readouterr()
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, "-C", str(project), "config", "check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    # pydantic checks the settings; nothing else heavy is loaded.
+    assert json.loads(done.stderr.splitlines()[-1]) == {"code": 0, "loaded": ["pydantic"]}
+    (project / "overbrainer.toml").write_text("[training]\nepochs = 0\n")
+    for line in (["config", "check"], ["config", "check", "--json"]):
+        fast = (main(["-C", str(project), *line]), *capsys.readouterr())
+        with monkeypatch.context() as patch:
+            patch.setattr("overbrainer.cli.fast_path.parse", lambda _tokens: None)
+            slow = (main(["-C", str(project), *line]), *capsys.readouterr())
+        assert fast == slow and fast[0] == 1
 
 
 def test_a_line_the_fast_path_leaves_is_refused_in_cyclopts_words(
