@@ -13,11 +13,12 @@ _SHOWN = 8  # candidates named when a reference is ambiguous
 
 def _latest_position(url: str | None, environ: Mapping[str, str]) -> int | None:
     """The team store's newest log position, by its cheap path (None: not known so)."""
-    from overbrainer.events.pg import is_postgres_url
-
-    if url is None or not is_postgres_url(url):
+    if url is None:  # the project's own SQLite log: the PostgreSQL driver module stays unloaded
         return None
-    from overbrainer.events.pg import latest_position, parse_url
+    from overbrainer.events.pg import is_postgres_url, latest_position, parse_url
+
+    if not is_postgres_url(url):
+        return None
 
     return latest_position(parse_url(url, environ))
 

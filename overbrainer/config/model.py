@@ -327,8 +327,10 @@ class TrainingSettings(BaseModel):
     # `train stop`: how long a job asked to save a checkpoint and stop has before it is
     # cancelled instead (a save of a big model takes minutes).
     stop_timeout_minutes: Annotated[float, Field(gt=0, le=24 * 60, allow_inf_nan=False)] = 5
-    axolotl_extra: dict[str, Any] = Field(default_factory=dict)
-    env: dict[str, str] = Field(default_factory=dict)
+    # Plain defaults (pydantic copies a mutable one for each instance): a default_factory
+    # of dict or list costs an inspection of the builtin's signature on every start.
+    axolotl_extra: dict[str, Any] = {}
+    env: dict[str, str] = {}
 
     @field_validator("target")
     @classmethod
@@ -525,7 +527,7 @@ class RunpodTarget(BaseModel):
     container_disk_gb: Annotated[int, Field(ge=20)] = 50
     boot_grace_minutes: Annotated[int, Field(ge=5)] = 30
     retrieve_grace_minutes: Annotated[int, Field(ge=1)] = 60
-    data_center_ids: list[str] = Field(default_factory=list)
+    data_center_ids: list[str] = []  # a plain default: see TrainingSettings.env
     network_volume_id: str | None = None
 
     @model_validator(mode="after")

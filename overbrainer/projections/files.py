@@ -3,7 +3,6 @@ rebuildable from its events, rewritten atomically after every append."""
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,8 @@ def run_dir(project_dir: Path, run_id: str) -> Path:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write ``data`` as JSON so a reader sees the old file or the new one, never half."""
+    import tempfile  # only when writing: the read commands mostly leave these files alone
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -32,6 +33,8 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Write ``text`` so a reader sees the old file or the new one, never half."""
+    import tempfile
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
