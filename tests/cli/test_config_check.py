@@ -691,6 +691,22 @@ def test_the_container_keys_show_only_for_the_docker_runtime(
     assert report["settings"]["targets"]["boxed"]["engine"] == "docker"
 
 
+def test_an_ssh_target_on_the_native_runtime_shows_no_container_key(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A new user read `engine = "docker"` under a native target and thought docker was used.
+    project = tmp_path / "project"
+    _write(project, Case("x", cfg(targets='\n[targets.far]\nkind = "ssh"\n'), ()))
+    assert check(project) == 0
+    far = capsys.readouterr().out.split("[targets.far]\n")[1].split("\n\n")[0].splitlines()
+    assert far[:2] == ['kind = "ssh"', 'runtime = "native"']
+    assert not [line for line in far if line.startswith(("engine", "image", "allow_unpinned"))]
+    assert check(project, "--json") == 0
+    shown = json.loads(capsys.readouterr().out)["settings"]["targets"]["far"]
+    assert {"engine", "image", "allow_unpinned_image"}.isdisjoint(shown)
+    assert shown["workdir"] == "overbrainer"
+
+
 def test_a_runpod_target_shows_its_default_image(
     tmp_path: Path, clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
