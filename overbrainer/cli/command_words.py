@@ -1,6 +1,7 @@
 """The words of the command tree, known without loading it."""
 
-# Words that name a command, so the actor of an event can say which command appended it.
+# Words that name a command, so the actor of an event can say which command appended it
+# (the test suite holds them equal to the words of the command tree).
 COMMAND_WORDS = frozenset(
     {
         "init",
@@ -9,6 +10,7 @@ COMMAND_WORDS = frozenset(
         "train",
         "attach",
         "cancel",
+        "stop",
         "runs",
         "ls",
         "show",
@@ -20,9 +22,13 @@ COMMAND_WORDS = frozenset(
         "rm",
         "gpus",
         "datacenters",
+        "billing",
         "store",
         "migrate",
         "completion",
         "install",
+        "bash",
+        "zsh",
+        "fish",
     }
 )

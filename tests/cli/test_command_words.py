@@ -1,0 +1,24 @@
+"""The words that name a command (kept apart so the entry point knows them without loading
+the command tree) are exactly the words of the command tree: an event appended by ``train
+stop`` names ``train stop`` as its actor's command, not ``train``."""
+
+from overbrainer.cli.command_words import COMMAND_WORDS
+from overbrainer.cli.completion import TREE, Command
+from overbrainer.cli.main import _command_name
+
+
+def _words(command: Command) -> set[str]:
+    found: set[str] = set()
+    for name, sub in command.subcommands.items():
+        found |= {name} | _words(sub)
+    return found
+
+
+def test_the_command_words_are_the_command_trees() -> None:
+    assert set(COMMAND_WORDS) == _words(TREE)
+
+
+def test_a_subcommand_is_named_whole() -> None:
+    assert _command_name(["train", "stop", "RUN"], COMMAND_WORDS) == "train stop"
+    assert _command_name(["pod", "billing", "RUN"], COMMAND_WORDS) == "pod billing"
+    assert _command_name(["train", "--target", "gpu"], COMMAND_WORDS) == "train"
