@@ -86,6 +86,9 @@ _PACKET = 256 << 10
 # out a worker's pause, few enough that a download holds a small, fixed amount of memory
 # (past them the channel stops reading, and the server stops once the window is full).
 _QUEUED_CHUNKS = 2
+# A download's bytes wait at most this long (seconds) for their chunk to fill before the
+# worker gets them: a slow stream is still checked, and written, as it comes.
+_CHUNK_WAIT = 0.05
 # The tail of a download's stderr kept for its error message.
 _ERRORS_KEPT = 64 << 10
 _FAST_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
@@ -794,8 +797,8 @@ def _conforms(executor: SshExecutor) -> Executor:
 
 class _Download(asyncssh.SSHClientSession[bytes]):
     """(asyncio side) The channel of a download: its stdin written at the start, its stdout
-    gathered into chunks of about `_CHUNK` bytes taken by the extracting worker thread
-    (`take`), the tail of its stderr kept.
+    gathered into chunks of about `_CHUNK` bytes (or what came in `_CHUNK_WAIT`) taken by
+    the extracting worker thread (`take`), the tail of its stderr kept.
 
     Past `_QUEUED_CHUNKS` chunks not yet taken, the channel stops reading, so asyncssh
     holds at most a flow control window more: the memory a download uses is fixed.
@@ -807,6 +810,7 @@ class _Download(asyncssh.SSHClientSession[bytes]):
         self._channel: asyncssh.SSHClientChannel[bytes] | None = None
         self._parts: list[bytes] = []
         self._size = 0
+        self._timer: asyncio.TimerHandle | None = None
         self._chunks: queue.SimpleQueue[list[bytes] | None] = queue.SimpleQueue()
         self._waiting = 0  # chunks handed over and not yet taken
         self._paused = False
@@ -834,6 +838,8 @@ class _Download(asyncssh.SSHClientSession[bytes]):
         self._size += len(data)
         if self._size >= _CHUNK:
             self._hand_over()
+        elif self._timer is None and self._loop is not None:
+            self._timer = self._loop.call_later(_CHUNK_WAIT, self._hand_over)
 
     def eof_received(self) -> bool:
         self.end()
@@ -850,9 +856,9 @@ class _Download(asyncssh.SSHClientSession[bytes]):
         """(event loop) No more output: what was gathered goes, then the end."""
         if self._ended:
             return
-        self._ended = True
         if self._parts:
             self._hand_over()
+        self._ended = True
         self._chunks.put(None)
 
     def take(self) -> list[bytes] | None:
@@ -863,6 +869,11 @@ class _Download(asyncssh.SSHClientSession[bytes]):
         return parts
 
     def _hand_over(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._ended or not self._parts:
+            return  # (the timer, after the end)
         self._chunks.put(self._parts)
         self._parts, self._size = [], 0
         self._waiting += 1
