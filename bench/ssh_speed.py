@@ -8,7 +8,9 @@ Both against a real OpenSSH sshd on loopback, started as the tests start it
   file, the event), beside OpenSSH's ``scp -r`` of the same files from the same sshd
   (``-O``: the test sshd runs every command through a recording ``ForceCommand``, so
   scp's SFTP mode has no subsystem to talk to).
-  Best of a few alternating rounds of each, so both see the same machine.
+  Best of a few alternating rounds of each, so both see the same machine (each round says
+  the load average: on a busy machine both ends compete for the cores with other work).
+  The floor is scp as it comes, with OpenSSH's default cipher.
 - The delay from a metrics line written on the target (its own ``time`` field, from the
   plugin's ``metrics_line``) to the follower (``service.watch``) showing it.
 """
@@ -158,7 +160,9 @@ def _retrieval(
             remove(project / "runs" / RUN_ID / name)
         ours.append(trio.run(_collect_once, server, remote_root, project, sizes.total))
         theirs.append(_scp_once(server, run_dir, tmp / "scp", sizes.total))
-        say(f"ssh:   round: ours {ours[-1]:.2f} s, scp {theirs[-1]:.2f} s")
+        # Both ends share this machine's cores with whatever else runs: say how busy it was.
+        load = os.getloadavg()[0]
+        say(f"ssh:   round: ours {ours[-1]:.2f} s, scp {theirs[-1]:.2f} s, load average {load:.1f}")
     shutil.rmtree(tmp / "scp", ignore_errors=True)
     shutil.rmtree(project / "runs", ignore_errors=True)
     shutil.rmtree(remote_root, ignore_errors=True)

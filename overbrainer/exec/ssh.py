@@ -24,10 +24,11 @@ Connection failures raise `TargetUnreachable` naming the host; the next call rec
 
 import asyncio
 import contextlib
+import queue
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ParamSpec, Protocol, TypeVar, cast
+from typing import ParamSpec, TypeVar, cast
 
 import asyncssh
 import trio
@@ -71,27 +72,25 @@ from overbrainer.exec.transfer import (
 )
 from overbrainer.exec.untar import Unpacker
 
-
-class _Sink(Protocol):
-    """Where a download's bytes go: an open trio file."""
-
-    async def write(self, data: bytes, /) -> object:
-        """Write ``data``."""
-        ...
-
-
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
-# Bytes asked of a remote command's output per read (each read crosses into asyncio, and
-# each chunk of a download into the extracting worker: big ones cost less CPU per byte).
+# Bytes asked of a remote command's output per read (each read crosses into asyncio), and
+# gathered into one chunk of a download for the extracting worker (big ones cost less CPU
+# per byte: the worker hashes and writes each at once).
 _CHUNK = 4 << 20
 # Flow control of every channel: a big window and packets let the server send results
 # in fewer, larger packets (asyncssh's work is mostly per packet).
 _WINDOW = 8 << 20
 _PACKET = 256 << 10
-# Chunks queued between the transfer and the extracting worker: enough to ride out a
-# worker's pause, few enough that a download holds a small, fixed amount of memory.
+# Chunks of a download handed to the extracting worker and not yet taken: enough to ride
+# out a worker's pause, few enough that a download holds a small, fixed amount of memory
+# (past them the channel stops reading, and the server stops once the window is full).
 _QUEUED_CHUNKS = 2
+# A download's bytes wait at most this long (seconds) for their chunk to fill before the
+# worker gets them: a slow stream is still checked, and written, as it comes.
+_CHUNK_WAIT = 0.05
+# The tail of a download's stderr kept for its error message.
+_ERRORS_KEPT = 64 << 10
 _FAST_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 _CLOSE_TIMEOUT = 5.0
 _GLOBAL_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
@@ -440,10 +439,9 @@ class SshExecutor:
         what: str,
         stdin: bytes = b"",
         chunks: Iterator[bytes] | None = None,
-        sink: "_Sink | None" = None,
     ) -> bytes:
-        """Run ``command``; feed ``stdin`` (then ``chunks``); return stdout (or pump it to
-        ``sink``, an open trio file). Non-zero exit → `ExecError` with stderr's tail."""
+        """Run ``command``; feed ``stdin`` (then ``chunks``); return stdout. Non-zero exit →
+        `ExecError` with stderr's tail."""
         conn = await self._connection()
         try:
             process = await _aio(
@@ -463,13 +461,13 @@ class SshExecutor:
                     _guard,
                     failures,
                     nursery.cancel_scope,
-                    self._collect(process.stderr, errors, None),
+                    self._collect(process.stderr, errors),
                 )
                 nursery.start_soon(
                     _guard,
                     failures,
                     nursery.cancel_scope,
-                    self._collect(process.stdout, output, sink),
+                    self._collect(process.stdout, output),
                 )
                 await _guard(failures, nursery.cancel_scope, self._send(process, stdin, chunks))
             if failures:
@@ -484,18 +482,26 @@ class SshExecutor:
                 process.close()
                 with contextlib.suppress(*_NETWORK_ERRORS):
                     await _aio(process.wait_closed)
-        if result.exit_status is None:
-            if result.exit_signal is not None:
-                raise ExecError(f"{what} on {self.location} was killed ({result.exit_signal[0]})")
+        signal = result.exit_signal[0] if result.exit_signal is not None else None
+        await self._check_exit(what, result.exit_status, signal, b"".join(errors))
+        return b"".join(output)
+
+    async def _check_exit(
+        self, what: str, status: int | None, signal: str | None, errors: bytes
+    ) -> None:
+        """Raise for a remote command that did not exit with 0: killed, failed (with the
+        tail of its stderr), or gone with no status (the connection was lost)."""
+        if status is None or status < 0:
+            if signal is not None:
+                raise ExecError(f"{what} on {self.location} was killed ({signal})")
             await self._drop()
             raise self._lost(what, None)
-        if result.exit_status != 0:
-            detail = b"".join(errors).decode(errors="replace").strip()[-800:]
+        if status != 0:
+            detail = errors.decode(errors="replace").strip()[-800:]
             raise ExecError(
-                f"{what} failed on {self.location} (exit code {result.exit_status})"
+                f"{what} failed on {self.location} (exit code {status})"
                 + (f": {detail}" if detail else "")
             )
-        return b"".join(output)
 
     async def _send(
         self,
@@ -519,14 +525,9 @@ class SshExecutor:
             return
 
     @staticmethod
-    async def _collect(
-        stream: "asyncssh.SSHReader[bytes]", into: list[bytes], sink: "_Sink | None"
-    ) -> None:
+    async def _collect(stream: "asyncssh.SSHReader[bytes]", into: list[bytes]) -> None:
         while data := await _aio(_read_chunk, stream, _CHUNK):
-            if sink is None:
-                into.append(data)
-            else:
-                await sink.write(data)
+            into.append(data)
 
     def _lost(self, what: str, exc: BaseException | None) -> TargetUnreachable:
         reason = f": {exc}" if exc is not None and str(exc) else ""
@@ -538,11 +539,9 @@ class SshExecutor:
         check_rel_path(rel, name=what)
         return rel if self.workdir == "." else f"{self.workdir}/{rel}"
 
-    async def _ctl(self, *args: str, what: str, sink: "_Sink | None" = None) -> bytes:
+    async def _ctl(self, *args: str, what: str) -> bytes:
         command = "sh -s -- " + build_command(args, name=what)
-        return await self._exec(
-            command, what=what, stdin=script(CONTROL_SCRIPT).encode(), sink=sink
-        )
+        return await self._exec(command, what=what, stdin=script(CONTROL_SCRIPT).encode())
 
     async def run_script(self, text: str, args: Sequence[str], *, what: str) -> bytes:
         """Run the POSIX script ``text`` as ``sh -s -- ARGS`` (the script on stdin, every
@@ -654,49 +653,90 @@ class SshExecutor:
                 await trio.to_thread.run_sync(remove, staging)
 
     async def _pack_into(self, target: str, paths: list[str], unpacked: Path) -> dict[str, Arrived]:
-        """Run ``ctl.sh pack`` and hand its stream, chunk by chunk, to a worker thread that
-        extracts and hashes it as it comes (so the transfer and the hashing each have a
-        core). A refused entry stops the transfer at once."""
-        send, receive = trio.open_memory_channel[bytes](_QUEUED_CHUNKS)
-        sink = _ChannelSink(send)
-        failures: list[Exception] = []
-        refused: list[Exception] = []
-        arrived: dict[str, Arrived] = {}
+        """Run ``ctl.sh pack`` and extract its stream into ``unpacked`` as it comes."""
+        what = "downloading results"
+        command = "sh -s -- " + build_command(("pack", target, *paths), name=what)
+        stdin = script(CONTROL_SCRIPT).encode()
+        return await self._unpack_output(command, stdin, paths, unpacked, what=what)
 
-        def extract() -> None:
+    async def _unpack_output(
+        self, command: str, stdin: bytes, paths: list[str], unpacked: Path, *, what: str
+    ) -> dict[str, Arrived]:
+        """Run ``command`` (``stdin`` fed to it) and hand its output, a tar stream, in
+        chunks to a worker thread that extracts and hashes it as it comes (`Unpacker`), so
+        the transfer and the hashing each have a core.
+
+        The output goes from asyncssh straight to the worker (`_Download`): no coroutine
+        wakes per packet and no chunk crosses into trio. A refused entry stops the transfer
+        at once; a failed command or a lost connection raises as `_exec` does.
+        """
+        conn = await self._connection()
+        download = _Download(stdin)
+        try:
+            channel, _ = await _aio(
+                conn.create_session,
+                lambda: download,
+                command,
+                encoding=None,
+                window=_WINDOW,
+                max_pktsize=_PACKET,
+            )
+        except _NETWORK_ERRORS as exc:
+            await self._drop()
+            raise self._lost(what, exc) from None
+        arrived: dict[str, Arrived] = {}
+        refused: list[Exception] = []
+
+        def extract() -> bool:
+            """Extract the whole stream; whether it was refused before its end."""
             unpacker = Unpacker(unpacked, paths)
             try:
                 unpacked.mkdir()
-                while True:
-                    try:
-                        chunk = trio.from_thread.run(receive.receive)
-                    except (trio.EndOfChannel, trio.ClosedResourceError):
-                        break
-                    unpacker.feed(chunk)
-                arrived.update(unpacker.finish())
+                while (parts := download.take()) is not None:
+                    unpacker.feed(b"".join(parts))
             except Exception as exc:  # handed over to the trio side
                 refused.append(exc)
+                return True
+            else:
+                # Cut short or not: the command's exit tells why first, if it failed.
+                try:
+                    arrived.update(unpacker.finish())
+                except Exception as exc:
+                    refused.append(exc)
+                return False
             finally:
                 unpacker.close()
-                trio.from_thread.run_sync(receive.close)  # a sender still at it stops
 
-        async def transfer() -> None:
-            try:
-                with sink.scope:
-                    await self._ctl("pack", target, *paths, what="downloading results", sink=sink)
-            except Exception as exc:  # raised below, outside the nursery
-                failures.append(exc)
-            finally:
-                send.close()  # end of stream for the worker (cut short, if it failed)
+        async def worker(transfer: trio.CancelScope) -> None:
+            if await trio.to_thread.run_sync(extract):
+                transfer.cancel()  # the rest of the stream is of no use
 
-        async def worker() -> None:
-            await trio.to_thread.run_sync(extract)
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(transfer)
-            nursery.start_soon(worker)
-        if failures:
-            raise failures[0]  # the transfer failed: the worker only saw a cut stream
+        transfer = trio.CancelScope()
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(worker, transfer)
+                try:
+                    with transfer:
+                        await _aio(channel.wait_closed)
+                finally:
+                    download.end()  # the worker stops waiting for more
+        finally:
+            # A cancelled bridged call leaves the remote channel open: close it here.
+            with trio.move_on_after(_CLOSE_TIMEOUT, shield=True):
+                channel.close()
+                with contextlib.suppress(*_NETWORK_ERRORS):
+                    await _aio(channel.wait_closed)
+        if download.lost is not None:
+            await self._drop()
+            raise self._lost(what, download.lost)
+        if not transfer.cancelled_caught:
+            signal = channel.get_exit_signal()
+            await self._check_exit(
+                what,
+                channel.get_exit_status(),
+                signal[0] if signal is not None else None,
+                bytes(download.errors),
+            )
         if refused:
             raise refused[0]
         return arrived
@@ -755,17 +795,96 @@ def _conforms(executor: SshExecutor) -> Executor:
     return executor
 
 
-class _ChannelSink:
-    """Where a download's bytes go: the channel to the extracting worker. If the worker
-    stopped reading (it refused an entry), the transfer is cancelled instead of running on
-    for nothing."""
+class _Download(asyncssh.SSHClientSession[bytes]):
+    """(asyncio side) The channel of a download: its stdin written at the start, its stdout
+    gathered into chunks of about `_CHUNK` bytes (or what came in `_CHUNK_WAIT`) taken by
+    the extracting worker thread (`take`), the tail of its stderr kept.
 
-    def __init__(self, send: "trio.MemorySendChannel[bytes]") -> None:
-        self.send = send
-        self.scope = trio.CancelScope()
+    Past `_QUEUED_CHUNKS` chunks not yet taken, the channel stops reading, so asyncssh
+    holds at most a flow control window more: the memory a download uses is fixed.
+    """
 
-    async def write(self, data: bytes) -> None:
-        try:
-            await self.send.send(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self.scope.cancel()
+    def __init__(self, stdin: bytes) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stdin = stdin
+        self._channel: asyncssh.SSHClientChannel[bytes] | None = None
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._chunks: queue.SimpleQueue[list[bytes] | None] = queue.SimpleQueue()
+        self._waiting = 0  # chunks handed over and not yet taken
+        self._paused = False
+        self._ended = False
+        self.errors = bytearray()
+        self.lost: Exception | None = None
+
+    # -- asyncssh's calls (on the event loop) ---------------------------------------
+
+    def connection_made(self, chan: "asyncssh.SSHClientChannel[bytes]") -> None:
+        self._loop = asyncio.get_running_loop()
+        self._channel = chan
+
+    def session_started(self) -> None:
+        assert self._channel is not None
+        self._channel.write(self._stdin)
+        self._channel.write_eof()
+
+    def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
+        if datatype == asyncssh.EXTENDED_DATA_STDERR:
+            self.errors += data
+            del self.errors[:-_ERRORS_KEPT]
+            return
+        self._parts.append(data)
+        self._size += len(data)
+        if self._size >= _CHUNK:
+            self._hand_over()
+        elif self._timer is None and self._loop is not None:
+            self._timer = self._loop.call_later(_CHUNK_WAIT, self._hand_over)
+
+    def eof_received(self) -> bool:
+        self.end()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None:
+            self.lost = exc
+        self.end()
+
+    # -- the trio side's and the worker's calls ---------------------------------------
+
+    def end(self) -> None:
+        """(event loop) No more output: what was gathered goes, then the end."""
+        if self._ended:
+            return
+        if self._parts:
+            self._hand_over()
+        self._ended = True
+        self._chunks.put(None)
+
+    def take(self) -> list[bytes] | None:
+        """(worker thread) The next chunk's pieces, in order; ``None`` at the end."""
+        parts = self._chunks.get()
+        if parts is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._taken)
+        return parts
+
+    def _hand_over(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._ended or not self._parts:
+            return  # (the timer, after the end)
+        self._chunks.put(self._parts)
+        self._parts, self._size = [], 0
+        self._waiting += 1
+        if self._waiting >= _QUEUED_CHUNKS and not self._paused and self._channel is not None:
+            self._paused = True
+            self._channel.pause_reading()
+
+    def _taken(self) -> None:
+        self._waiting -= 1
+        if self._ended or self._channel is None:
+            return
+        if self._paused and self._waiting < _QUEUED_CHUNKS:
+            self._paused = False
+            self._channel.resume_reading()

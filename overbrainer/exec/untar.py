@@ -36,6 +36,10 @@ _META_TYPES = frozenset(
 _FILE_TYPES = frozenset({tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.CONTTYPE})
 _ENCODING = "utf-8"
 _ERRORS = "surrogateescape"  # names that are not UTF-8 keep their bytes, as on the target
+# Bytes handed to one write(2). A big write makes Linux back it with large page-cache folios,
+# whose allocation costs several times the copy on a VM whose free memory goes back to the
+# host (measured: 1 GiB in 4 MiB writes, 2-3 s of system time; in 128 KiB writes, 0.3 s).
+_WRITE = 128 << 10
 
 
 def check_member_name(name: str, paths: Sequence[str]) -> str:
@@ -215,7 +219,7 @@ class Unpacker:
             return  # a directory's data (there is none in an honest stream)
         self._digest.update(data)
         while data:
-            written = os.write(self._fd, data)
+            written = os.write(self._fd, data[:_WRITE])
             data = data[written:]
 
     def _member_end(self) -> None:

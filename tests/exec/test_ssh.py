@@ -426,3 +426,96 @@ async def test_a_cancelled_remote_command_has_its_channel_closed(
         assert int(before) < 100
         # The connection itself is still good.
         assert (await executor.status("runs/r1")).status is JobStatus.lost
+
+
+# A remote command that writes `piece` and counts each write in `count`, until its output is
+# closed (a write then fails and the loop ends).
+def _endless(piece: str, count: Path) -> str:
+    return f"i=0; while {piece}; do i=$((i+1)); echo $i > {count}; sleep 0.02; done"
+
+
+async def _stops_counting(count: Path) -> str:
+    """The count once it stopped moving (the remote command ended)."""
+    with trio.fail_after(5):
+        while True:
+            before = count.read_text()
+            await trio.sleep(0.3)
+            if count.read_text() == before:
+                return before
+
+
+async def test_a_stream_refused_midway_stops_its_download_at_once(
+    sshd_server: SshServer, tmp_path: Path
+) -> None:
+    # A damaged first header, then an endless trickle: the worker refuses the header and
+    # the channel is closed, with no wait for the (never coming) end of the stream.
+    count = tmp_path / "count"
+    command = "head -c 512 /dev/urandom; " + _endless("head -c 512 /dev/zero", count)
+    unpacked = tmp_path / "unpacked"
+    async with _connect(sshd_server, tmp_path / "remote") as executor:
+        with trio.fail_after(10), pytest.raises(ExecError, match="not a readable tar stream"):
+            await executor._unpack_output(command, b"", ["output"], unpacked, what="fetching")
+        before = await _stops_counting(count)
+        assert int(before) < 200
+        assert list(unpacked.iterdir()) == []
+        assert (await executor.status("runs/r1")).status is JobStatus.lost
+
+
+async def test_a_cancelled_download_has_its_channel_closed(
+    sshd_server: SshServer, tmp_path: Path
+) -> None:
+    # Zero blocks are an archive's padding: the stream is good, and endless.
+    count = tmp_path / "count"
+    command = _endless("head -c 512 /dev/zero", count)
+    async with _connect(sshd_server, tmp_path / "remote") as executor:
+        with trio.move_on_after(0.6) as scope:
+            await executor._unpack_output(
+                command, b"", ["output"], tmp_path / "unpacked", what="fetching"
+            )
+        assert scope.cancelled_caught
+        before = await _stops_counting(count)
+        assert int(before) < 200
+        assert (await executor.status("runs/r1")).status is JobStatus.lost
+
+
+async def test_a_download_cut_by_a_lost_connection_is_reported(
+    sshd_server: SshServer, tmp_path: Path
+) -> None:
+    count = tmp_path / "count"
+    command = _endless("head -c 512 /dev/zero", count)
+    async with _connect(sshd_server, tmp_path / "remote") as executor:
+
+        async def drop_once_it_streams() -> None:
+            while not count.exists():
+                await trio.sleep(0.01)
+            assert drop_connections(sshd_server) > 0
+
+        with trio.fail_after(15):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(drop_once_it_streams)
+                with pytest.raises(TargetUnreachable, match="while fetching"):
+                    await executor._unpack_output(
+                        command, b"", ["output"], tmp_path / "unpacked", what="fetching"
+                    )
+        # The next call reconnects by itself.
+        assert (await executor.status("runs/r1")).status is JobStatus.lost
+
+
+async def test_a_failed_download_names_its_command_s_error(
+    sshd_server: SshServer, tmp_path: Path
+) -> None:
+    # Half a header and a failure: the command's own error, not "cut short", is reported;
+    # what the command read on its stdin is what was given.
+    command = "head -c 100 /dev/zero; cat > got; echo 'no such thing' >&2; exit 3"
+    root = tmp_path / "remote"
+    root.mkdir()
+    async with _connect(sshd_server, root) as executor:
+        with pytest.raises(ExecError, match=r"fetching failed .*exit code 3.*no such thing"):
+            await executor._unpack_output(
+                f"cd {root} && {{ {command}; }}",
+                b"the input",
+                ["output"],
+                tmp_path / "u",
+                what="fetching",
+            )
+    assert (root / "got").read_bytes() == b"the input"
