@@ -274,8 +274,9 @@ def stop_reason_text(reason: str | None) -> str:
 
 
 def stopped_text(step: int, reason: str | None = None) -> str:
-    """What the follower says when the job saved its checkpoint for a stop."""
-    return f"saved checkpoint-{step} {stop_reason_text(reason)}; the job stops"
+    """What the follower says when the job acts on a save-and-stop: whether its checkpoint
+    comes home is told once the results are (never "saved" before that)."""
+    return f"stopping at step {step}, {stop_reason_text(reason)}: the job saves checkpoint-{step}"
 
 
 MERGE_SKIPPED = "merge_skipped"

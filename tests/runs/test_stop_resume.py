@@ -11,9 +11,8 @@ from tests.runs.conftest import Project
 
 def _started(project: Project, **knobs: str) -> tuple[str, "subprocess.Popen[str]"]:
     """``train`` in the background, once its job has logged three steps."""
-    train = project.start(
-        "train", FAKE_AXOLOTL_STEPS="400", FAKE_AXOLOTL_STEP_SECONDS="0.05", **knobs
-    )
+    paced = {"FAKE_AXOLOTL_STEPS": "400", "FAKE_AXOLOTL_STEP_SECONDS": "0.05", **knobs}
+    train = project.start("train", **paced)
     run_id = project.wait_for_state("running")
     metrics = project.path / "runs" / run_id / "metrics.jsonl"
     deadline = time.monotonic() + 60
@@ -79,3 +78,82 @@ def test_a_job_that_does_not_stop_in_time_is_cancelled_and_the_command_says_so(
     assert f"run {run_id} cancelled" in stop.stderr
     train.communicate(timeout=60)
     assert project.run_json(run_id)["state"] == "cancelled"
+
+
+def test_a_stopped_run_with_merge_is_not_merged_and_says_how_to_merge_or_resume(
+    project: Project,
+) -> None:
+    run_id, train = _started(project, OVERBRAINER_TRAINING__MERGE="true")
+    stop = project.run("train", "stop", run_id, OVERBRAINER_TRAINING__MERGE="true")
+    assert stop.returncode == 0, stop.stderr
+    out, err = train.communicate(timeout=60)
+    assert train.returncode == 0, err
+    run = project.run_json(run_id)
+    assert run["state"] == "stopped", run
+    checkpoint = run["checkpoint"]
+    assert isinstance(checkpoint, dict)
+    step = checkpoint["step"]
+    home = project.path / "runs" / run_id
+    # The half-trained adapter is home, its checkpoint too; no merged model was made.
+    assert (home / "output" / "adapter_model.safetensors").is_file()
+    assert (home / "output" / f"checkpoint-{step}").is_dir()
+    assert not (home / "output" / "merged").exists()
+    metrics = (home / "metrics.jsonl").read_text()
+    assert '"phase":"merge_skipped"' in metrics and '"phase":"merging"' not in metrics
+    message = run["message"]
+    assert isinstance(message, str)
+    assert message.startswith(f"saved checkpoint-{step} and stopped, as asked; the adapter ")
+    how = (
+        "the adapter was not merged, its training stopped before its end: merge it as it is "
+        f"with `axolotl merge-lora axolotl.yaml` in runs/{run_id}, or train it to the end, "
+        f"merged then, with `overbrainer train --resume-from {run_id}`"
+    )
+    assert how in message
+    said = out + err + stop.stdout + stop.stderr
+    assert "not merging the adapter: its training was stopped before its end" in said
+    assert how in said
+
+
+def test_a_stop_whose_save_left_nothing_never_says_saved_and_says_what_next(
+    project: Project,
+) -> None:
+    run_id, train = _started(project, FAKE_AXOLOTL_SAVE_NOTHING="1")
+    stop = project.run("train", "stop", run_id)
+    assert stop.returncode == 0, stop.stderr
+    out, err = train.communicate(timeout=60)
+    assert train.returncode == 0, err
+    run = project.run_json(run_id)
+    assert run["state"] == "stopped" and run["checkpoint"] is None, run
+    message = run["message"]
+    assert isinstance(message, str) and message.startswith("stopped at step "), message
+    assert "but no checkpoint-" in message and "there is nothing to resume from" in message
+    said = out + err + stop.stdout + stop.stderr
+    assert "saved checkpoint-" not in said, said
+    assert "checkpoint-" not in "".join(project.event_names(run_id))
+    assert (
+        f"train: run {run_id} stopped without a checkpoint home: nothing to resume; train "
+        "again from the start with `overbrainer train`" in said
+    )
+    refused = project.run("train", "--resume-from", run_id)
+    assert refused.returncode == 1
+    assert len(project.runs()) == 1
+
+
+def test_a_job_that_ends_before_acting_on_the_stop_succeeds_and_says_so(
+    project: Project,
+) -> None:
+    # The job never looks for the request (as one past its last step): it trains to the end.
+    run_id, train = _started(
+        project, FAKE_AXOLOTL_NO_STOP="1", FAKE_AXOLOTL_STEPS="60", FAKE_AXOLOTL_STEP_SECONDS="0.1"
+    )
+    stop = project.run("train", "stop", run_id)
+    out, err = train.communicate(timeout=60)
+    assert stop.returncode == 0, stop.stderr
+    run = project.run_json(run_id)
+    assert run["state"] == "succeeded" and run["checkpoint"] is None, run
+    said = out + err + stop.stdout + stop.stderr
+    assert "saved checkpoint-" not in said
+    assert (
+        f"the job of run {run_id} ended its training before it could act on the request to "
+        "save and stop: the run succeeded, with its whole output" in said
+    )

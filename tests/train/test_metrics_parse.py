@@ -265,7 +265,7 @@ def test_a_stopped_line_names_the_step_of_its_checkpoint() -> None:
     summary = MetricsSummary().with_events(events, malformed)
     assert (summary.stopped_step, summary.step, summary.lines) == (7, 7, 3)
     assert list(milestones(events)) == [
-        "saved checkpoint-7 as asked; the job stops",
+        "stopping at step 7, as asked: the job saves checkpoint-7",
         "training ended; saving the adapter",
     ]
     assert MetricsSummary.from_dict(summary.to_dict()).stopped_step == 7
@@ -285,8 +285,8 @@ def test_a_stopped_line_says_why_when_its_request_did() -> None:
         True,
     )
     assert list(milestones(events)) == [
-        "saved checkpoint-7 as its pod's watchdog asked, before the pod's deadline; the job "
-        "stops",
+        "stopping at step 7, as its pod's watchdog asked, before the pod's deadline: the job "
+        "saves checkpoint-7",
         "not merging the adapter: its training was stopped before its end",
     ]
     again = MetricsSummary.from_dict(summary.to_dict())
