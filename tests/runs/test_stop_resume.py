@@ -5,6 +5,7 @@ a resume that does not fit is refused before any run exists."""
 
 import subprocess
 import time
+from pathlib import Path
 
 from tests.runs.conftest import Project
 
@@ -157,3 +158,56 @@ def test_a_job_that_ends_before_acting_on_the_stop_succeeds_and_says_so(
         f"the job of run {run_id} ended its training before it could act on the request to "
         "save and stop: the run succeeded, with its whole output" in said
     )
+
+
+def _tree(path: Path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+
+
+def test_check_with_resume_from_runs_the_resume_checks_and_creates_nothing(
+    project: Project,
+) -> None:
+    run_id, train = _started(project)
+    assert project.run("train", "stop", run_id).returncode == 0
+    train.communicate(timeout=60)
+    checkpoint = project.run_json(run_id)["checkpoint"]
+    assert isinstance(checkpoint, dict)
+    step = checkpoint["step"]
+    before = _tree(project.path)
+
+    fits = project.run("train", "--check", "--resume-from", run_id)
+    assert fits.returncode == 0, fits.stdout + fits.stderr
+    assert (
+        f"ok       resume         checkpoint-{step} of run {run_id} "
+        f"(runs/{run_id}/output/checkpoint-{step}): the settings fit; the run would resume "
+        "there" in fits.stdout
+    ), fits.stdout
+    assert fits.stdout.strip().splitlines()[-1].startswith("train --check: every check passed")
+
+    refused = project.run(
+        "train",
+        "--check",
+        "--resume-from",
+        run_id,
+        OVERBRAINER_TRAINING__LORA_R="64",
+        OVERBRAINER_TRAINING__SEQUENCE_LEN="512",
+    )
+    assert refused.returncode == 1
+    out = refused.stdout
+    assert f"PROBLEM  resume         checkpoint-{step} of run {run_id}" in out, out
+    assert "2 settings differ" in out
+    assert "training.lora_r is 64 here but the checkpoint was trained with" in out
+    assert "training.sequence_len is 512 here but the checkpoint was trained with" in out
+    assert "set it back in overbrainer.toml" in out
+    assert "train --check: 2 problems (listed above)" in refused.stderr
+
+    missing = project.run("train", "--check", "--resume-from", f"{run_id}:{step + 1}")
+    assert missing.returncode == 1
+    assert f"no checkpoint of step {step + 1} at home" in missing.stdout
+    unknown = project.run("train", "--check", "--resume-from", "zzzz")
+    assert unknown.returncode == 1
+    assert "PROBLEM  resume" in unknown.stdout and "no run of this project" in unknown.stdout
+    # Nothing was created: no run, no file (but the runs view's cache, which looking a
+    # run up by part of its ID fills, as `runs ls` does).
+    assert project.runs() == [run_id]
+    assert set(_tree(project.path)) ^ set(before) <= {".overbrainer/view.sqlite"}
