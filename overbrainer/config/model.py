@@ -532,9 +532,7 @@ class RunpodTarget(BaseModel):
     retrieve_grace_minutes: Annotated[int, Field(ge=1)] = 60
     # How long before the pod's deadline its watchdog asks the job to save a checkpoint
     # and stop (0: never; it also asks at 95 % of max_cost_usd). Unset: see save_before.
-    save_before_deadline_minutes: (
-        Annotated[float, Field(ge=0, allow_inf_nan=False)] | None
-    ) = None
+    save_before_deadline_minutes: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     data_center_ids: list[str] = Field(default_factory=list)
     network_volume_id: str | None = None
 

@@ -229,9 +229,7 @@ async def _while_training(t: Train, act: Callable[[str], Awaitable[None]]) -> No
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(train_in_a)
-        while not (t.known or t._runs()) or t.rig.state(t.run_id()).pod.status != (
-            "job_running"
-        ):
+        while not (t.known or t._runs()) or t.rig.state(t.run_id()).pod.status != ("job_running"):
             await trio.sleep(1)
         await trio.sleep(120)  # two steps in
         await act(t.run_id())

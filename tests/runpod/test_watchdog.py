@@ -872,9 +872,7 @@ async def test_the_job_is_asked_to_save_once_a_set_time_before_the_deadline(tmp_
 
 
 @pytest.mark.parametrize("shell", SHELLS, ids=SHELL_IDS)
-async def test_the_job_is_asked_to_save_once_when_the_cost_cap_is_near(
-    tmp_path, priced_api, shell
-):
+async def test_the_job_is_asked_to_save_once_when_the_cost_cap_is_near(tmp_path, priced_api, shell):
     api = priced_api
     pod_id = await api.create_pod()
     created = trio.current_time()

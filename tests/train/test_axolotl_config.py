@@ -14,11 +14,11 @@ from overbrainer.train import overbrainer_metrics
 from overbrainer.train.axolotl import (
     dump_config,
     job_environment,
+    merge_command,
     phase_command,
     prepare_run_dir,
     reasoning_template_warning,
     render_config,
-    merge_command,
     trainer_commands,
     write_config,
 )
@@ -177,7 +177,7 @@ def test_the_merge_runs_only_after_a_training_that_was_not_stopped(
     metrics.write_text(lines)
     marker = tmp_path / "merged"
     # The "merge" records its arguments: it runs, with them, only when not stopped.
-    command = merge_command("/bin/sh")[:4] + ["sh", "-c", f'echo "$@" > {marker}', "sh", "x"]
+    command = [*merge_command("/bin/sh")[:4], "sh", "-c", f'echo "$@" > {marker}', "sh", "x"]
     done = subprocess.run(
         [*shell.split(), *command[1:]],
         cwd=tmp_path,

@@ -302,7 +302,6 @@ def test_the_request_file_comes_from_the_environment(
     assert control.should_save is True
 
 
-
 @pytest.mark.parametrize(
     ("content", "reason"),
     [(b"deadline\n", "deadline"), (b"cost_cap", "cost_cap"), (b"", None), (b"rm -rf /\n", None)],
