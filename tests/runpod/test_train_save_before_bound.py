@@ -120,6 +120,8 @@ async def test_a_save_asked_at_95_percent_of_the_cost_cap_ends_the_run_stopped(
         assert names.count("pod.CostCapNear") == 1
         assert "run.CheckpointRetrieved" in names
         assert not [e for e in t.rig.events(run_id, ev.RunEnded) if e.state == "failed"]
+        assert f"pod {pod_id} has cost 95 % of its cap" in t.err()
+        assert "its watchdog asks the job to save a checkpoint and stop" in t.err()
 
 
 @pytest.mark.parametrize("reason", ["deadline", "cost_cap"])
