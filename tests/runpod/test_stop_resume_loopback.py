@@ -6,11 +6,42 @@ which acts on the plugin's save-and-stop as the Trainer does."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import trio
 
-from tests.runpod.test_train_loopback import _communicate, _train_in_background, world
+from tests.runpod.test_train_loopback import World, world
+
+
+async def _train_in_background(w: World) -> trio.Process:
+    return await trio.lowlevel.open_process(
+        [sys.executable, "-m", "overbrainer", "-C", str(w.project), "train"],
+        env=w.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+async def _communicate(process: trio.Process, timeout: float = 60) -> tuple[str, str]:
+    """A background command's whole stdout and stderr, once it exited."""
+    out = err = b""
+    with trio.fail_after(timeout):
+        async with trio.open_nursery() as nursery:
+
+            async def read_out() -> None:
+                nonlocal out
+                assert process.stdout is not None
+                async for chunk in process.stdout:
+                    out += chunk
+
+            nursery.start_soon(read_out)
+            assert process.stderr is not None
+            async for chunk in process.stderr:
+                err += chunk
+        await process.wait()
+    return out.decode(), err.decode()
 
 
 async def test_stop_on_a_pod_brings_its_checkpoint_home_and_resume_goes_on_on_a_new_pod(

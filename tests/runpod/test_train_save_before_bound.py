@@ -10,6 +10,7 @@ request at these moments; here a task stands in for it, writing what it writes t
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -18,12 +19,21 @@ import trio.testing
 
 from overbrainer.events import types as ev
 from overbrainer.targets.runpod.provision import remote_run_dir
-from overbrainer.testing.pod_training import JobScript, Train, training
+from overbrainer.testing.pod_training import A40, JobScript, Train, training
 from overbrainer.train.axolotl import STOP_FILE
-from tests.runpod.test_train_cost_cap import CAP_SECONDS, _capped
 
+CAP_SECONDS = 30 * 60.0  # $1 at $2/h
 MAX_SECONDS = 2 * 3600.0  # the project's max_hours
 SAVE_BEFORE = 10 * 60.0  # the default, for that bound
+
+
+def _capped(t: Train) -> None:
+    """A $1 cap on pods billing $2/h (listed cheaper, so the pod gets its whole
+    max_hours): the cap is reached 30 min after the pod's creation."""
+    fake = t.rig.fake
+    listed = min(2.0, 1.0 / t.spec.max_hours)
+    fake.add_gpu_type(dataclasses.replace(fake.gpu_types[A40], price=listed, billed_price=2.0))
+    t.spec = t.spec.model_copy(update={"max_cost_usd": 1.0})
 
 
 async def _watchdog_asks(t: Train, at: float, reason: str) -> None:
