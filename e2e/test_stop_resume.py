@@ -75,7 +75,7 @@ def _train_then_stop(project: Project) -> tuple[str, subprocess.CompletedProcess
     return run_id, stop, stderr
 
 
-@pytest.mark.parametrize("kind", ["local", "ssh"])
+@pytest.mark.parametrize("kind", ["local", "ssh", "runpod"])
 def test_stop_then_resume(world: World, tmp_path: Path) -> None:
     project = world.project(CASE, tmp_path)
     run_id, stop, train_err = _train_then_stop(project)
@@ -101,7 +101,7 @@ def test_stop_then_resume(world: World, tmp_path: Path) -> None:
     assert [e.step for e in events if e.event == "stopped"] == [step]
     logged = [e.step for e in events if e.event == "log" and e.loss is not None]
     assert logged == list(range(1, step + 1)), logged
-    said = f"saved checkpoint-{step} as asked; the job stops"
+    said = f"stopping at step {step}, as asked: the job saves checkpoint-{step}"
     assert said in train_err or said in stop.stderr, train_err + stop.stderr
     both = train_err + stop.stdout + stop.stderr
     assert f"overbrainer train --resume-from {run_id}" in both, both

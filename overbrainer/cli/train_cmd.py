@@ -1,5 +1,6 @@
 """``train``, ``train attach RUN``, ``train cancel RUN`` and ``train stop RUN``."""
 
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from overbrainer.front.console import Front
     from overbrainer.front.interrupts import Interrupts
     from overbrainer.lifecycle.target import Target
+    from overbrainer.preflight.checks import Check
     from overbrainer.preflight.gather import Preflight
     from overbrainer.session.session import Session
     from overbrainer.train.resume import ResumeFrom
@@ -165,7 +167,8 @@ async def train(
         Parameter(
             negative=(),
             help="Only run the preflight checks (configuration, data, the target's trainer or "
-            "Runpod account) and print them; create no run.",
+            "Runpod account; with --resume-from, the checkpoint and the settings it needs) "
+            "and print them; create no run.",
         ),
     ] = False,
     resume_from: Annotated[
@@ -205,6 +208,11 @@ async def train(
         report = found.report
         spec = found.settings.targets.get(found.target or "") if found.settings else None
         if check:
+            if wanted is not None and found.settings is not None:
+                # What the run would resume from, checked as a run would check it: its
+                # state, its checkpoint at home, the settings that must match.
+                resumed = await _resume_check(found.settings, front, interrupts, wanted)
+                report = dataclasses.replace(report, checks=(*report.checks, resumed))
             for line in report.lines():
                 front.result(line)
             if not report.ok:
@@ -248,14 +256,42 @@ async def train(
             return interrupts.finish(code)
 
 
-async def _resume_checked(
+async def _resume_check(
+    settings: "Settings", front: "Front", interrupts: "Interrupts", wanted: tuple[str, int | None]
+) -> "Check":
+    """``train --check --resume-from``: the checks of :func:`_resume_checked` as one line
+    of the preflight — what the run would resume from, or each problem — creating nothing."""
+    from overbrainer.errors import OverbrainerError
+    from overbrainer.preflight.checks import Check, Verdict
+
+    try:
+        async with _store(settings, front, interrupts) as session:
+            source, problems = await _resume_source(session, settings, wanted)
+    except OverbrainerError as error:
+        return Check("resume", Verdict.problem, f"--resume-from {wanted[0]}", (str(error),))
+    where = (
+        f"checkpoint-{source.step} of run {source.run_id} "
+        f"(runs/{source.run_id}/output/checkpoint-{source.step})"
+    )
+    if problems:
+        fix = "; set it back in overbrainer.toml (epochs and the learning rate may change)"
+        return Check(
+            "resume",
+            Verdict.problem,
+            f"{where}: {len(problems)} setting{'' if len(problems) == 1 else 's'} differ",
+            tuple(problem + fix for problem in problems),
+        )
+    return Check("resume", Verdict.ok, f"{where}: the settings fit; the run would resume there")
+
+
+async def _resume_source(
     session: "Session", settings: "Settings", wanted: tuple[str, int | None]
-) -> "ResumeFrom":
-    """The checkpoint ``--resume-from`` names, checked against the settings the new run
-    would train with — before any run (or pod) exists."""
+) -> "tuple[ResumeFrom, list[str]]":
+    """The checkpoint ``--resume-from`` names and the settings that do not fit it (each
+    named); an error when there is none to resume from."""
     from overbrainer.cli.listing import resolve_run
     from overbrainer.train.axolotl import render_config
-    from overbrainer.train.resume import ResumeError, mismatches, pick_checkpoint, refusal
+    from overbrainer.train.resume import ResumeError, mismatches, pick_checkpoint
     from overbrainer.train.resume_files import checkpoint_steps, trained_config
 
     given, step = wanted
@@ -269,9 +305,20 @@ async def _resume_checked(
     run_dir = session.run_dir(run_id)
     source = pick_checkpoint(run_id, checkpoint_steps(run_dir), step)
     trained = trained_config(run_dir, run_id)
-    problems = mismatches(trained, render_config(settings.training, has_eval=False))
+    return source, mismatches(trained, render_config(settings.training, has_eval=False))
+
+
+async def _resume_checked(
+    session: "Session", settings: "Settings", wanted: tuple[str, int | None]
+) -> "ResumeFrom":
+    """The checkpoint ``--resume-from`` names, checked against the settings the new run
+    would train with — before any run (or pod) exists."""
+    from overbrainer.train.resume import refusal
+
+    source, problems = await _resume_source(session, settings, wanted)
     if problems:
         raise refusal(source, problems)
+    run_id = source.run_id
     session.front.info(
         f"train: resuming from checkpoint-{source.step} of run {run_id} "
         f"(runs/{run_id}/output/checkpoint-{source.step})"

@@ -507,6 +507,11 @@ def _gpu_choice(value: object) -> list[str] | Literal["auto"]:
 GpuChoice = Annotated[list[str] | Literal["auto"], PlainValidator(_gpu_choice)]
 
 
+SAVE_BEFORE_DEADLINE_MINUTES = 10.0
+"""The default of ``save_before_deadline_minutes``: time enough to save a checkpoint and
+bring it home before the pod's watchdog deletes the pod."""
+
+
 class RunpodTarget(BaseModel):
     """``[targets.NAME]`` with ``kind = "runpod"``: a pod created for the run, then deleted."""
 
@@ -527,8 +532,32 @@ class RunpodTarget(BaseModel):
     container_disk_gb: Annotated[int, Field(ge=20)] = 50
     boot_grace_minutes: Annotated[int, Field(ge=5)] = 30
     retrieve_grace_minutes: Annotated[int, Field(ge=1)] = 60
+    # How long before the pod's deadline its watchdog asks the job to save a checkpoint
+    # and stop (0: never; it also asks at 95 % of max_cost_usd). Unset: see save_before.
+    save_before_deadline_minutes: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     data_center_ids: list[str] = []  # a plain default: see TrainingSettings.env
     network_volume_id: str | None = None
+
+    @property
+    def save_before(self) -> float:
+        """Minutes before the deadline the job is asked to save: the setting, else
+        :data:`SAVE_BEFORE_DEADLINE_MINUTES`, or a quarter of a shorter bound."""
+        if self.save_before_deadline_minutes is not None:
+            return self.save_before_deadline_minutes
+        return min(SAVE_BEFORE_DEADLINE_MINUTES, self.max_hours * 60 / 4)
+
+    @model_validator(mode="after")
+    def _save_leaves_time(self) -> "RunpodTarget":
+        minutes = self.save_before_deadline_minutes
+        if minutes is not None and minutes >= self.max_hours * 60:
+            raise _problem(
+                ".save_before_deadline_minutes",
+                f"({minutes:g}) leaves no time to train: the pod's deadline is max_hours = "
+                f"{self.max_hours:g} ({self.max_hours * 60:g} minutes) after its creation; "
+                f"set save_before_deadline_minutes below {self.max_hours * 60:g} (default "
+                f"{SAVE_BEFORE_DEADLINE_MINUTES:g}) or raise max_hours",
+            )
+        return self
 
     @model_validator(mode="after")
     def _auto_choice(self) -> "RunpodTarget":

@@ -120,6 +120,11 @@ kind = "local"                        # this machine
 # container_disk_gb = 50              # >= 20
 # boot_grace_minutes = 30             # >= 5: how long the pod may take to boot
 # retrieve_grace_minutes = 60         # >= 1: time kept for bringing results home
+# save_before_deadline_minutes = 10   # >= 0, below max_hours: the watchdog asks the job to
+#                                     # save a checkpoint and stop this long before the
+#                                     # deadline (and at 95 % of max_cost_usd); 0: only
+#                                     # at the cost cap; default 10 (a quarter of a
+#                                     # max_hours under 40 min)
 # data_center_ids = ["EU-RO-1"]       # default: any
 # network_volume_id = "<volume id>"   # needs exactly one data_center_ids entry
 # max_cost_usd = 10                   # default: none; the most the pod may cost, at the

@@ -513,8 +513,11 @@ class SshExecutor:
             await _aio(_feed, process, stdin, chunks is None)
             if chunks is not None:
                 try:
-                    while chunk := await trio.to_thread.run_sync(next, chunks, b""):
-                        await _aio(_feed, process, chunk, False)
+                    # Until the iterator ends (None), not until a falsy chunk: an empty
+                    # one must never end the stream early.
+                    while (chunk := await trio.to_thread.run_sync(next, chunks, None)) is not None:
+                        if chunk:
+                            await _aio(_feed, process, chunk, False)
                 finally:
                     close = getattr(chunks, "close", None)
                     if close is not None:

@@ -73,7 +73,8 @@ def tar_chunks(entries: Sequence[Entry]) -> Iterator[bytes]:
     """A POSIX (pax) tar stream of ``entries`` in chunks, reading files as it goes.
 
     Owners are written as 0 with no names, so nothing about this machine's users leaves it.
-    A file that shrinks while being read is padded to its announced size.
+    A file that shrinks while being read is padded to its announced size. No chunk is
+    empty.
     """
     total = 0
     now = int(time.time())
@@ -110,7 +111,8 @@ def tar_chunks(entries: Sequence[Entry]) -> Iterator[bytes]:
                 yield chunk
         padding = -info.size % _BLOCK
         total += padding
-        yield b"\0" * padding
+        if padding:  # never an empty chunk: a reader may take one for the stream's end
+            yield b"\0" * padding
     end = b"\0" * (2 * _BLOCK)
     total += len(end)
     yield end + b"\0" * (-total % _RECORD)

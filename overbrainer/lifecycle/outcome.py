@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 from overbrainer.events.types import RunState
 from overbrainer.exec.base import JobState, JobStatus
-from overbrainer.train.metrics import MetricsSummary
+from overbrainer.train.metrics import MetricsSummary, stop_reason_text
 
 
 @dataclass(frozen=True)
@@ -16,11 +16,19 @@ class Verdict:
     exit_code: int | None
 
 
-def judge(job: JobState, summary: MetricsSummary, *, has_output: bool, run_id: str) -> Verdict:
+def judge(
+    job: JobState,
+    summary: MetricsSummary,
+    *,
+    has_output: bool,
+    run_id: str,
+    checkpoint_home: bool = True,
+) -> Verdict:
     """A run succeeds only when its job exited 0, wrote at least one metrics line and left
     something under ``output/``; it is ``stopped`` when it did so after saving the
-    checkpoint a save-and-stop request asked for; every other end is a failure naming its
-    reason (or a cancellation)."""
+    checkpoint a save-and-stop request asked for (``checkpoint_home``: whether that
+    checkpoint's files came home); every other end is a failure naming its reason (or a
+    cancellation)."""
     log = f"runs/{run_id}/job.log"
     if job.status is JobStatus.cancelled:
         return Verdict(RunState.cancelled, "cancelled", None)
@@ -50,10 +58,27 @@ def judge(job: JobState, summary: MetricsSummary, *, has_output: bool, run_id: s
             RunState.failed, f"the job exited 0 but left nothing under output/; see {log}", 0
         )
     if summary.stopped_step is not None:
-        return Verdict(RunState.stopped, stopped_message(summary.stopped_step), 0)
+        return Verdict(RunState.stopped, stopped_message(summary, run_id, checkpoint_home), 0)
     return Verdict(RunState.succeeded, None, 0)
 
 
-def stopped_message(step: int) -> str:
-    """The message of a run that saved its checkpoint at ``step`` and stopped."""
-    return f"saved checkpoint-{step} and stopped, as asked"
+def stopped_message(summary: MetricsSummary, run_id: str, checkpoint_home: bool = True) -> str:
+    """The message of a run that stopped at ``summary.stopped_step``, asked by whom its
+    request says: its checkpoint saved, or none home to resume from; and, when the job
+    skipped its merge, why and what to do instead."""
+    step = summary.stopped_step
+    asked = stop_reason_text(summary.stopped_reason)
+    if checkpoint_home:
+        message = f"saved checkpoint-{step} and stopped, {asked}"
+    else:
+        message = (
+            f"stopped at step {step}, {asked}, but no checkpoint-{step} came home (the job "
+            "left none in output/): there is nothing to resume from"
+        )
+    if summary.merge_skipped:
+        message += (
+            "; the adapter was not merged, its training stopped before its end: merge it "
+            f"as it is with `axolotl merge-lora axolotl.yaml` in runs/{run_id}, or train "
+            f"it to the end, merged then, with `overbrainer train --resume-from {run_id}`"
+        )
+    return message

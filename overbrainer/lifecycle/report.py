@@ -26,9 +26,16 @@ def report(session: Session, state: RunLog, summary: MetricsSummary | None, retr
     output = f"runs/{run.run_id}/output" if done and retrieved else None
     session.front.result(summary_line(run.run_id, run.state, summary, output))
     if run.state == RunState.succeeded:
+        if run.stop_requested:
+            session.front.info(
+                f"train: the job of run {run.run_id} ended its training before it could act "
+                "on the request to save and stop: the run succeeded, with its whole output"
+            )
         return 0
     if run.state == RunState.stopped:
-        # What was asked: a checkpoint home to resume from (or, rarely, none was saved).
+        # Who asked, what was saved (or why not) and a merge skipped; then how to go on.
+        if run.message:
+            session.front.result(f"train: run {run.run_id} {run.message}")
         session.front.result(resume_hint(state))
         return 0
     if run.state == RunState.failed and run.job is not None:
@@ -44,7 +51,10 @@ def resume_hint(state: RunLog) -> str:
     """How a stopped run goes on: from its checkpoint, or why it cannot."""
     run = state.run
     if run.checkpoint is None:
-        return f"train: run {run.run_id} stopped without a checkpoint home: nothing to resume"
+        return (
+            f"train: run {run.run_id} stopped without a checkpoint home: nothing to resume; "
+            "train again from the start with `overbrainer train`"
+        )
     return (
         f"train: checkpoint-{run.checkpoint['step']} of run {run.run_id} is home; resume "
         f"with `overbrainer train --resume-from {run.run_id}`"

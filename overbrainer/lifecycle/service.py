@@ -614,8 +614,17 @@ async def _settle_now(
         followed.summary,
         has_output=True if has_output is None else has_output,
         run_id=job.run_id,
+        checkpoint_home=checkpoint_home(followed.summary, retrieval),
     )
     return await _record(session, job.run_id, verdict, followed.summary, retrieval), retrieval
+
+
+def checkpoint_home(summary: MetricsSummary, retrieval: Retrieval) -> bool:
+    """Whether the checkpoint a stopped job saved came home, as far as the retrieval tells
+    (one that did not complete says nothing: the run then stays running for attach)."""
+    if not retrieval.ok or retrieval.expected is None:
+        return True
+    return saved_checkpoint(summary, retrieval) is not None
 
 
 def saved_checkpoint(summary: MetricsSummary, retrieval: Retrieval) -> tuple[int, str] | None:
@@ -705,6 +714,7 @@ async def stop_and_collect(session: Session, job: Job, message: str) -> tuple[Ru
                     summary,
                     has_output=True if has_output is None else has_output,
                     run_id=job.run_id,
+                    checkpoint_home=checkpoint_home(summary, retrieval),
                 )
             else:
                 verdict = Verdict(state=RunState.failed, message=message, exit_code=None)

@@ -4,9 +4,10 @@ A pod created with ``max_cost_usd`` has cost its cap once its recorded rate (``p
 ``cost_per_hour``, the pod's whole rate) times its age since Runpod's ``createdAt`` reaches
 it; its watchdog deletes it then, counting on the pod as it counts the deadline. At
 :data:`NEAR` of the cap the cap is near (the log records it); following stops the job
-:data:`FOLLOW_MARGIN` before the cap, but never before it is near, so that the job's
+:data:`FOLLOW_MARGIN` before the cap, but never before halfway from near to it, so that the job's
 results so far come home before the watchdog deletes the pod. A kept pod has no cap once
-its job started, as it has no deadline.
+its job started, as it has no deadline. Once the cap is near, the watchdog asks the job
+to save a checkpoint and stop: a job that does so in time ends ``stopped``, not failed.
 """
 
 import math
@@ -55,12 +56,14 @@ def cap_at(pod: PodView, share: float = 1.0) -> datetime | None:
 
 def follow_until(pod: PodView) -> datetime | None:
     """When following ends the run at the cap: :data:`FOLLOW_MARGIN` before the pod
-    reaches it, or once it is near (:data:`NEAR`), whichever is later."""
+    reaches it, or halfway from near (:data:`NEAR`) to the cap, whichever is later: the
+    pod's watchdog asks the job to save a checkpoint and stop once the cap is near, and
+    the job gets at least half of what is left for it."""
     at = cap_at(pod)
     near = cap_at(pod, NEAR)
     if at is None or near is None:
         return None
-    return max(near, at - timedelta(seconds=FOLLOW_MARGIN))
+    return max(near + (at - near) / 2, at - timedelta(seconds=FOLLOW_MARGIN))
 
 
 class Bound(StrEnum):

@@ -37,6 +37,7 @@ ENV_WATCHDOG = "OVERBRAINER_WATCHDOG_SH"
 ENV_MAX_SECONDS = "OVERBRAINER_MAX_SECONDS"
 ENV_MAX_COST = "OVERBRAINER_MAX_COST_USD"
 ENV_COST_PER_HOUR = "OVERBRAINER_COST_PER_HOUR"
+ENV_SAVE_BEFORE = "OVERBRAINER_SAVE_BEFORE"
 ENV_BOOT_GRACE = "OVERBRAINER_BOOT_GRACE"
 ENV_RETRIEVE_GRACE = "OVERBRAINER_RETRIEVE_GRACE"
 ENV_KEEP = "OVERBRAINER_KEEP"
@@ -83,6 +84,7 @@ def pod_env(
     interval_seconds: float | None = None,
     max_cost_usd: float | None = None,
     expected_cost_per_hour: float | None = None,
+    save_before_seconds: float = 0.0,
 ) -> dict[str, str]:
     """The ``env`` of the create call for run ``run_id``'s pod.
 
@@ -94,7 +96,9 @@ def pod_env(
     cap: the watchdog deletes the pod once its rate (Runpod's ``cost`` for it, else
     ``expected_cost_per_hour``) times its age reaches it, counted as the deadline is.
     ``api_base`` is given only when it is not Runpod's own API (the fake one, in tests and
-    the demo).
+    the demo). ``save_before_seconds``: the watchdog asks the job to save a checkpoint and
+    stop this long before the deadline (0: only when the cost cap is near); it must leave
+    time to train.
     """
     check_run_id(run_id)
     _check_path("run_dir", run_dir, absolute=False)
@@ -103,6 +107,8 @@ def pod_env(
     if not (math.isfinite(max_hours) and max_hours > 0):
         raise UnsafePodValue("max_hours must be a positive number")
     boot_grace = _seconds("boot_grace_seconds", boot_grace_seconds)
+    if not (math.isfinite(save_before_seconds) and 0 <= save_before_seconds < max_hours * 3600):
+        raise UnsafePodValue("save_before_seconds must leave time before max_hours")
     retrieve_grace = _seconds("retrieve_grace_seconds", retrieve_grace_seconds)
     env = {
         RUN_MARKER: run_id,
@@ -116,6 +122,8 @@ def pod_env(
         ENV_RETRIEVE_GRACE: retrieve_grace,
         ENV_KEEP: "1" if keep else "0",
     }
+    if save_before_seconds > 0:
+        env[ENV_SAVE_BEFORE] = _seconds("save_before_seconds", save_before_seconds)
     if hf_home is not None:
         env[ENV_HF_HOME] = hf_home
     if api_base is not None:
@@ -136,6 +144,16 @@ def pod_env(
         if "\0" in value or "\n" in value or "\r" in value:
             raise UnsafePodValue(f"pod environment variable {name} holds a NUL or a line break")
     return env
+
+
+def save_before_seconds(minutes: float, max_hours: float) -> float:
+    """How long before the deadline of a pod created for ``max_hours`` its watchdog asks
+    the job to save (``save_before_deadline_minutes``): the setting, which leaves time to
+    train within the target's ``max_hours``; a pod whose bound was shortened below it (to
+    fit its cost cap) is asked a quarter of its bound before."""
+    seconds = minutes * 60
+    bound = max_hours * 3600
+    return seconds if seconds < bound else bound / 4
 
 
 def pod_args(scripts_dir: str = SCRIPTS_DIR) -> str:

@@ -77,6 +77,8 @@ class FakeMachine:
     refused: int = 0
     scheduled: list[tuple[float, str, bytes]] = field(default_factory=list)
     spawned: list[tuple[str, list[list[str]]]] = field(default_factory=list)
+    # Called after each settle: what a job does when it sees a file appear (a request).
+    reactions: list[Callable[[], None]] = field(default_factory=list)
 
     def write_at(self, at: float, path: str, data: bytes) -> None:
         """Make ``path`` hold ``data`` from trio time ``at`` on."""
@@ -89,6 +91,8 @@ class FakeMachine:
         self.scheduled = [s for s in self.scheduled if s[0] > now]
         for _, path, data in sorted(due, key=lambda s: s[0]):
             self.files[path] = data
+        for react in self.reactions:
+            react()
 
 
 class FakeExecutor:

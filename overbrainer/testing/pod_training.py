@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import math
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,7 @@ from overbrainer.testing.fake_executor import (
     PodRig,
     pod_rig,
 )
+from overbrainer.train.axolotl import CHECKPOINT_PREFIX, STOP_FILE
 
 A40 = "NVIDIA A40"
 HF_CANARY = "hf_CANARYmockclock0123456789abcdefgh"
@@ -78,13 +80,18 @@ retrieve_grace_minutes = 30
 class JobScript:
     """What the next job does once spawned: ``steps`` metrics lines ``step_seconds`` apart,
     then (if it ``ends``) its outputs and exit code; every ``saves_every`` steps (never
-    for 0) it saves its adapter so far in ``output/``."""
+    for 0) it saves its adapter so far in ``output/``. A job that ``stops`` acts on a
+    save-and-stop request (``stop_request`` in its directory) as the metrics plugin makes
+    the trainer do: at the end of the step under way it saves ``output/checkpoint-STEP``,
+    writes the ``stopped`` line (with the reason the request holds), its outputs and exit
+    code 0."""
 
     steps: int = 5
     step_seconds: float = 60.0
     exit_code: int = 0
     ends: bool = True
     saves_every: int = 0
+    stops: bool = True
 
 
 @dataclass
@@ -117,6 +124,14 @@ class JobNetwork(FakeNetwork):
             yield executor
         finally:
             await executor.aclose()
+
+
+def _stopped_line(step: int, reason: bytes) -> bytes:
+    word = reason.strip().decode(errors="replace")
+    line: dict[str, object] = {"event": "stopped", "time": float(step), "step": step}
+    if word:
+        line["reason"] = word
+    return json.dumps(line).encode() + b"\n"
 
 
 def _metrics_line(steps: int, step: int) -> bytes:
@@ -173,11 +188,48 @@ class JobExecutor(FakeExecutor):
                 self.machine.write_at(at, f"{remote_dir}/output/adapter_model.safetensors", saved)
         if script.ends:
             end = now + script.steps * script.step_seconds
-            self.machine.write_at(end, f"{remote_dir}/output/adapter_model.safetensors", b"w" * 64)
-            self.machine.write_at(end, f"{remote_dir}/output/adapter_config.json", b"{}")
-            self.machine.write_at(end, f"{remote_dir}/job.log", b"trained\n")
-            self.machine.write_at(end, f"{remote_dir}/exit_code", f"{script.exit_code}\n".encode())
+            self._end_at(end, remote_dir, script.exit_code)
+        if script.stops:
+            acted = False
+
+            def react() -> None:
+                nonlocal acted
+                acted = acted or self._stop_when_asked(script, remote_dir, now)
+
+            self.machine.reactions.append(react)
         return handle
+
+    def _end_at(self, at: float, remote_dir: str, exit_code: int) -> None:
+        self.machine.write_at(at, f"{remote_dir}/output/adapter_model.safetensors", b"w" * 64)
+        self.machine.write_at(at, f"{remote_dir}/output/adapter_config.json", b"{}")
+        self.machine.write_at(at, f"{remote_dir}/job.log", b"trained\n")
+        self.machine.write_at(at, f"{remote_dir}/exit_code", f"{exit_code}\n".encode())
+
+    def _stop_when_asked(self, script: JobScript, remote_dir: str, started: float) -> bool:
+        """Once the request is there, the job's rest is: the step under way, its
+        checkpoint, the stopped line, its outputs and exit code 0 (nothing after).
+        Whether it acted (once)."""
+        machine = self.machine
+        files = machine.files
+        request = files.get(f"{remote_dir}/{STOP_FILE}")
+        if request is None:
+            return False
+        if f"{remote_dir}/exit_code" in files or f"{remote_dir}/cancelled" in files:
+            return True  # ended: nothing left to stop
+        elapsed = trio.current_time() - started
+        step = min(script.steps, math.floor(elapsed / script.step_seconds) + 1)
+        at = started + step * script.step_seconds
+        prefix = f"{remote_dir}/"
+        machine.scheduled = [
+            s for s in machine.scheduled if s[0] <= at or not s[1].startswith(prefix)
+        ]
+        metrics = b"".join(_metrics_line(script.steps, n) for n in range(step + 1))
+        machine.write_at(at, f"{remote_dir}/metrics.jsonl", metrics + _stopped_line(step, request))
+        checkpoint = f"{remote_dir}/output/{CHECKPOINT_PREFIX}{step}"
+        machine.write_at(at, f"{checkpoint}/adapter_model.safetensors", f"step {step}\n".encode())
+        machine.write_at(at, f"{checkpoint}/trainer_state.json", b'{"global_step": %d}' % step)
+        self._end_at(at, remote_dir, 0)
+        return True
 
     async def download(self, remote_dir: str, paths: Sequence[str], local_dir: Path) -> None:
         """Retrieve, broken as the network says."""

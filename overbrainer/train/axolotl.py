@@ -200,13 +200,32 @@ def trainer_commands(training: TrainingSettings, axolotl: str = "axolotl") -> li
     """The commands the job runs in the run directory, in order.
 
     ``axolotl`` is the executable (a venv's ``bin/axolotl`` or the name on ``PATH``). The
-    merge only follows a lora/qlora training (a full fine-tune has nothing to merge).
+    merge only follows a lora/qlora training (a full fine-tune has nothing to merge), and
+    only one that was not stopped (:func:`merge_command`).
     """
     commands = [[axolotl, "train", CONFIG_FILE]]
     if training.merge and training.adapter in ("lora", "qlora"):
-        commands.append(phase_command("merging"))
-        commands.append([axolotl, "merge-lora", CONFIG_FILE])
+        commands.append(merge_command(axolotl))
     return commands
+
+
+# The merge, unless the training was stopped before its end (a save-and-stop: the plugin's
+# ``stopped`` line in the metrics file), whose half-trained adapter is not worth a merged
+# model: it writes the ``merging`` phase line and runs the merge (its arguments), or writes
+# ``merge_skipped`` and succeeds. Shell alone, as the phase command.
+_MERGE_SCRIPT = (
+    'm="${' + METRICS_ENV + ":-" + METRICS_FILE + '}"; '
+    """if grep -q '"event":"stopped"' "$m" 2>/dev/null; then p=merge_skipped; """
+    "else p=merging; fi; "
+    """printf '{"event":"phase","time":%s,"phase":"%s"}\\n' "$(date +%s)" "$p" >>"$m"; """
+    '[ "$p" = merging ] || exit 0; exec "$@"'
+)
+
+
+def merge_command(axolotl: str = "axolotl") -> list[str]:
+    """The job command that merges the adapter (``axolotl merge-lora``) after announcing
+    it, or, when the training was stopped before its end, says the merge is skipped."""
+    return ["sh", "-c", _MERGE_SCRIPT, "sh", axolotl, "merge-lora", CONFIG_FILE]
 
 
 # Appends a phase line to the metrics file, in the plugin's format, with the shell alone

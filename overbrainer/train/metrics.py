@@ -46,6 +46,9 @@ class MetricsEvent:
     learning_rate: float | None = None
     grad_norm: float | None = None
     phase: str | None = None
+    # Why a ``stopped`` job was asked to stop, when its request said (``deadline``,
+    # ``cost_cap``: the pod's watchdog).
+    reason: str | None = None
 
     def to_line(self) -> str:
         """The event as one metrics line (what :func:`parse_metrics_lines` reads back),
@@ -102,7 +105,11 @@ def _event(line: bytes) -> MetricsEvent:
     phase = record.get("phase")
     if phase is not None and (not isinstance(phase, str) or not _PHASE_RE.fullmatch(phase)):
         raise _Malformed
-    return MetricsEvent(event=name, phase=phase, **values)
+    # A reason is only ever shown: one that is not a plain word is left out, not fatal.
+    reason = record.get("reason")
+    if not isinstance(reason, str) or not _PHASE_RE.fullmatch(reason):
+        reason = None
+    return MetricsEvent(event=name, phase=phase, reason=reason, **values)
 
 
 def parse_metrics_lines(
@@ -153,8 +160,12 @@ class MetricsSummary:
     grad_norm: float | None = None
     started_at: float | None = None
     last_time: float | None = None
-    # The step whose checkpoint a save-and-stop request saved (the job then stops).
+    # The step whose checkpoint a save-and-stop request saved (the job then stops), and
+    # why it was asked when the request said (see MetricsEvent.reason).
     stopped_step: int | None = None
+    stopped_reason: str | None = None
+    # The job did not merge the adapter: its training was stopped before its end.
+    merge_skipped: bool = False
 
     def with_event(self, event: MetricsEvent) -> Self:
         """This summary after ``event`` (a missing value keeps the one before)."""
@@ -165,6 +176,9 @@ class MetricsSummary:
             changes["started_at"] = event.time
         if event.event == "stopped" and event.step is not None:
             changes["stopped_step"] = event.step
+            changes["stopped_reason"] = event.reason
+        if event.event == "phase" and event.phase == MERGE_SKIPPED:
+            changes["merge_skipped"] = True
         if event.event in ("begin", "log"):
             for name in (
                 "step",
@@ -213,6 +227,10 @@ class MetricsSummary:
             try:
                 if field.name in ("lines", "malformed"):
                     values[field.name] = _int(raw) or 0
+                elif field.name == "stopped_reason":
+                    values[field.name] = raw if isinstance(raw, str) else None
+                elif field.name == "merge_skipped":
+                    values[field.name] = raw is True
                 elif field.name in (*_INT_FIELDS, "stopped_step"):
                     values[field.name] = _int(raw)
                 else:
@@ -241,15 +259,34 @@ def format_rate(rate: float) -> str:
     return f"{rate:.3g}"
 
 
-def stopped_text(step: int) -> str:
-    """What the follower says when the job saved its checkpoint for a stop."""
-    return f"saved checkpoint-{step} as asked; the job stops"
+STOP_REASONS = {
+    "deadline": "its pod's watchdog asked, before the pod's deadline",
+    "cost_cap": "its pod's watchdog asked, at 95 % of the pod's cost cap",
+}
+"""Why a job was asked to save and stop, by the reason its request held (none: ``train
+stop``)."""
 
+
+def stop_reason_text(reason: str | None) -> str:
+    """Who asked a job to save and stop: ``as asked`` (``train stop``), or the bound that
+    made the pod's watchdog ask."""
+    return f"as {STOP_REASONS[reason]}" if reason in STOP_REASONS else "as asked"
+
+
+def stopped_text(step: int, reason: str | None = None) -> str:
+    """What the follower says when the job acts on a save-and-stop: whether its checkpoint
+    comes home is told once the results are (never "saved" before that)."""
+    return f"stopping at step {step}, {stop_reason_text(reason)}: the job saves checkpoint-{step}"
+
+
+MERGE_SKIPPED = "merge_skipped"
+"""The phase line a job writes instead of merging when its training was stopped."""
 
 PHASES = {
     "saving_adapter": "training ended; saving the adapter",
     "saving_model": "training ended; saving the model",
     "merging": "merging the adapter into the base model",
+    MERGE_SKIPPED: "not merging the adapter: its training was stopped before its end",
 }
 """What the follower says for each phase line (unknown phases are not shown)."""
 
@@ -274,7 +311,7 @@ def milestones(events: Iterable[MetricsEvent]) -> Iterator[str]:
         elif event.event == "phase" and event.phase in PHASES:
             yield PHASES[event.phase]
         elif event.event == "stopped" and event.step is not None:
-            yield stopped_text(event.step)
+            yield stopped_text(event.step, event.reason)
 
 
 def summary_line(

@@ -27,6 +27,9 @@ step, whose checkpoint is ``checkpoint-STEP`` in the trainer's output directory:
 
     {"event":"stopped","time":…,"step":57}
 
+A request holding a reason (one word: the pod's watchdog writes ``deadline`` or
+``cost_cap``; ``train stop`` writes nothing) has it in the line: ``"reason":"deadline"``.
+
 With several processes (distributed training), every rank must stop at the same step: the
 ranks agree on the request (a one-number all-reduce) before any acts on it.
 
@@ -41,6 +44,7 @@ import json
 import logging
 import math
 import os
+import stat
 import sys
 import time
 from collections.abc import Mapping
@@ -154,6 +158,29 @@ def _agreed(asked: bool) -> bool:
     return bool(flag.item())
 
 
+def request_reason(path: str | os.PathLike[str]) -> str | None:
+    """The reason a save-and-stop request holds (one word of lowercase letters and ``_``,
+    at most 32), or None: an empty request, an unreadable one, anything else."""
+    # Never blocks: non-blocking open, and only a regular file is read (a FIFO with no
+    # writer would hold the trainer for ever).
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, 64)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    word = data.strip().decode("ascii", errors="replace")
+    if 0 < len(word) <= 32 and all(ch.islower() or ch == "_" for ch in word):
+        return word
+    return None
+
+
 class MetricsCallback:
     """The callback's behaviour, independent of transformers.
 
@@ -175,6 +202,7 @@ class MetricsCallback:
         )
         self.saving = saving  # what Axolotl saves once training ends: "adapter" or "model"
         self.stopping = False  # a save-and-stop was asked and acted on
+        self.reason: str | None = None  # why, when the request said
         self._failed = False
 
     def _write(self, state: object, event: str, **fields: object) -> None:
@@ -213,10 +241,12 @@ class MetricsCallback:
 
     def on_step_end(self, args: object, state: object, control: object, **kwargs: Any) -> None:
         """Once a save-and-stop is asked: save a checkpoint at this step and stop."""
-        # One stat per step: the request is a file's existence, never its content.
+        # One stat per step: the request is a file's existence; its content (a reason) is
+        # read once, when acted on.
         if self.stopping or not _agreed(os.path.exists(self.stop_path)):  # noqa: PTH110
             return
         self.stopping = True
+        self.reason = request_reason(self.stop_path)
         # The trainer saves (and then stops) right after this callback, at this step.
         setattr(control, "should_save", True)  # noqa: B010 - any TrainerControl-like object
         setattr(control, "should_training_stop", True)  # noqa: B010
@@ -224,7 +254,9 @@ class MetricsCallback:
     def on_save(self, args: object, state: object, control: object, **kwargs: Any) -> None:
         """After the save a stop asked for, say so: the step names its checkpoint."""
         if self.stopping:
-            self._write(state, "stopped", step=getattr(state, "global_step", None))
+            self._write(
+                state, "stopped", step=getattr(state, "global_step", None), reason=self.reason
+            )
 
     def on_train_end(self, args: object, state: object, control: object, **kwargs: Any) -> None:
         """Write the ``saving_adapter`` / ``saving_model`` phase: training is over and

@@ -238,3 +238,40 @@ def test_store_password_from_env_is_allowed(project: Path) -> None:
     settings = load_settings(project, {"OVERBRAINER_STORE__URL": f"postgresql://me:{CANARY}@db/ob"})
     assert settings.store.is_postgres
     assert CANARY not in repr(settings)
+
+
+def test_the_save_before_the_deadline_is_set_in_the_file_or_the_environment(
+    project: Path,
+) -> None:
+    def gpu(env: dict[str, str]) -> RunpodTarget:
+        target = load_settings(project, env).targets["gpu"]
+        assert isinstance(target, RunpodTarget)
+        return target
+
+    # Unset: 10 minutes, or a quarter of a shorter bound.
+    assert gpu({}).save_before == 10
+    assert gpu({"OVERBRAINER_TARGETS__GPU__MAX_HOURS": "0.5"}).save_before == 7.5
+    variable = "OVERBRAINER_TARGETS__GPU__SAVE_BEFORE_DEADLINE_MINUTES"
+    assert gpu({variable: "25"}).save_before == 25
+    assert gpu({variable: "0"}).save_before == 0  # only at the cost cap
+    text = (project / "overbrainer.toml").read_text()
+    (project / "overbrainer.toml").write_text(
+        text + "save_before_deadline_minutes = 149.5\n", encoding="utf-8"
+    )
+    assert gpu({}).save_before == 149.5
+
+
+@pytest.mark.parametrize("value", ["150", "900"])
+def test_a_save_that_leaves_no_time_to_train_is_refused(project: Path, value: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings(project, {"OVERBRAINER_TARGETS__GPU__SAVE_BEFORE_DEADLINE_MINUTES": value})
+    message = str(refused.value)
+    assert "targets.gpu.save_before_deadline_minutes" in message
+    assert f"({value}) leaves no time to train" in message
+    assert "max_hours = 2.5 (150 minutes)" in message
+    assert "set save_before_deadline_minutes below 150 (default 10) or raise max_hours" in message
+
+
+def test_a_negative_save_time_is_refused(project: Path) -> None:
+    with pytest.raises(ConfigError, match="save_before_deadline_minutes"):
+        load_settings(project, {"OVERBRAINER_TARGETS__GPU__SAVE_BEFORE_DEADLINE_MINUTES": "-1"})

@@ -519,3 +519,23 @@ async def test_a_failed_download_names_its_command_s_error(
                 what="fetching",
             )
     assert (root / "got").read_bytes() == b"the input"
+
+
+async def test_an_upload_sends_every_file_after_one_of_whole_blocks(
+    sshd_server: SshServer, tmp_path: Path
+) -> None:
+    # A checkpoint whose weights are a whole number of 512-byte blocks, and an empty file:
+    # the files after them arrive too (a resumed run reads trainer_state.json last).
+    local = tmp_path / "project/runs/r1"
+    checkpoint = local / "resume/checkpoint-66"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "adapter_model.safetensors").write_bytes(b"w" * 1024)
+    (checkpoint / "empty").write_bytes(b"")
+    (checkpoint / "trainer_state.json").write_text('{"global_step": 66}')
+    (local / "z_last").write_bytes(b"z" * 512)
+    remote_root = tmp_path / "remote"
+    async with _connect(sshd_server, remote_root) as executor:
+        await executor.upload(local, "runs/r1")
+    remote = remote_root / "runs/r1"
+    for path in [p for p in local.rglob("*") if p.is_file()]:
+        assert (remote / path.relative_to(local)).read_bytes() == path.read_bytes(), path

@@ -173,3 +173,17 @@ def test_verify_takes_what_arrived_and_still_lists_every_file(tmp_path: Path) ->
     assert "output/own: extra here (the target does not have it)" in verify(
         expected, tmp_path, PATHS, arrived
     )
+
+
+def test_no_chunk_of_the_stream_is_empty(tmp_path: Path) -> None:
+    # A file of a whole number of blocks needs no padding; an empty chunk in its place
+    # once ended the SSH upload there, silently, losing every file after it.
+    source = tmp_path / "run"
+    (source / "resume").mkdir(parents=True)
+    (source / "resume" / "a_weights").write_bytes(b"w" * 1024)
+    (source / "resume" / "empty").write_bytes(b"")
+    (source / "resume" / "z_state.json").write_text('{"global_step": 7}')
+    chunks = list(tar_chunks(upload_entries(source)))
+    assert all(chunks)
+    with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as archive:
+        assert archive.getnames()[-1] == "resume/z_state.json"

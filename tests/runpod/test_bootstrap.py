@@ -18,6 +18,7 @@ from overbrainer.runpod.pod_scripts import (
     UnsafePodValue,
     pod_args,
     pod_env,
+    save_before_seconds,
     script_text,
 )
 from overbrainer.testing.sshd import ensure_privsep_dir, free_port, wait_for_port
@@ -497,3 +498,39 @@ def test_the_container_command_writes_both_scripts_and_execs_the_bootstrap(pod: 
     assert (pod.root / "etc" / "ssh" / "overbrainer_host_ed25519_key").read_text() == (
         pod.keys.host_private_key
     )
+
+
+def test_pod_env_carries_the_time_to_save_before_the_deadline(keys: RunKeys):
+    def env(save: float) -> dict[str, str]:
+        return pod_env(
+            RUN,
+            keys,
+            run_dir="overbrainer/" + RUN,
+            max_hours=1.0,
+            boot_grace_seconds=60,
+            retrieve_grace_seconds=60,
+            keep=False,
+            save_before_seconds=save,
+        )
+
+    assert env(600)["OVERBRAINER_SAVE_BEFORE"] == "600"
+    assert env(0.25)["OVERBRAINER_SAVE_BEFORE"] == "0.25"
+    assert "OVERBRAINER_SAVE_BEFORE" not in env(0)  # only at the cost cap
+    for bad in (3600, 4000, -1, float("nan"), float("inf")):
+        with pytest.raises(UnsafePodValue, match="must leave time before max_hours"):
+            env(bad)
+
+
+@pytest.mark.parametrize(
+    ("minutes", "max_hours", "seconds"),
+    [
+        (10, 4, 600),
+        (0, 4, 0),
+        (59.5, 1, 3570),
+        # A bound shortened below the setting (to fit a cost cap): a quarter of it.
+        (10, 0.1, 90),
+        (60, 1, 900),
+    ],
+)
+def test_the_save_time_leaves_time_to_train(minutes: float, max_hours: float, seconds: float):
+    assert save_before_seconds(minutes, max_hours) == seconds

@@ -126,6 +126,9 @@ async def test_a_clock_2y_ahead_leaves_no_pod_unbounded(tmp_path: Path) -> None:
         # A job that outlives max_hours (0.002 h: 7.2 s) loses its pod to its watchdog at
         # the real bound, after its creation - not in 2 years.
         w.env["OVERBRAINER_TARGETS__GPU__MAX_HOURS"] = "0.002"
+        # Not asked to save first (the watchdog's save before a bound would end it stopped,
+        # tested in test_watchdog.py): here the bound itself is what is shown.
+        w.env["OVERBRAINER_TARGETS__GPU__SAVE_BEFORE_DEADLINE_MINUTES"] = "0"
         w.env["OVERBRAINER_TARGETS__GPU__VENV"] = str(_slow_trainer(w, tmp_path))
         done = await w.run("train", timeout=90)
         assert done.returncode == 1, done.stderr

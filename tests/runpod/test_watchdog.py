@@ -822,3 +822,170 @@ async def test_a_kept_pod_whose_job_started_outlives_its_cap(tmp_path, priced_ap
     assert (
         "this pod is never deleted by the watchdog, not even at its cost cap ($0.25)" in dog.log()
     )
+
+
+# --- the save before the bound -------------------------------------------------------------
+# The watchdog asks a running job to save a checkpoint and stop (the request `train stop`
+# writes, read by the metrics plugin after every step) some time before the deadline, and
+# when the cost cap is near; once, whatever follows.
+
+STOP_REQUEST = "stop_request"
+
+
+async def _appeared(path: Path, timeout: float = 8.0) -> float:
+    """Wait for ``path`` to exist; the trio time it was seen."""
+    await _until(path.exists, timeout)
+    return trio.current_time()
+
+
+@pytest.mark.parametrize("shell", SHELLS, ids=SHELL_IDS)
+async def test_the_job_is_asked_to_save_once_a_set_time_before_the_deadline(tmp_path, api, shell):
+    pod_id = await api.create_pod()
+    created = trio.current_time()
+    async with watchdog(
+        tmp_path,
+        shell,
+        api,
+        pod_id,
+        files=("job.pid",),
+        OVERBRAINER_MAX_SECONDS="4",
+        OVERBRAINER_SAVE_BEFORE="2",
+    ) as dog:
+        request = dog.run_dir / STOP_REQUEST
+        await _until(dog.verdict)
+        asked = await _appeared(request) - created
+        # 2 s before the 4 s deadline, counted from Runpod's createdAt (whole seconds).
+        assert 2.0 - 1.0 - float(INTERVAL) < asked < 2.0 + 1.0 + 3 * float(INTERVAL), asked
+        assert request.read_text() == "deadline\n"
+        assert api.fake.status(pod_id) == "RUNNING"
+        # The job took the request (the plugin leaves it; here it is gone): never asked again.
+        request.unlink()
+        await _deleted(api, dog, pod_id, timeout=8.0)
+        assert not request.exists()
+    log = dog.log()
+    assert "the job is asked to save a checkpoint and stop 2s before the deadline" in log
+    assert log.count("save_requested") == 1
+    assert "save_requested (deadline): the pod's deadline is " in log
+    assert "asked the job to save a checkpoint and stop" in log
+    assert log.index("save_requested") < log.index("past the deadline")
+    assert not list(dog.run_dir.glob(".stop_request*"))
+
+
+@pytest.mark.parametrize("shell", SHELLS, ids=SHELL_IDS)
+async def test_the_job_is_asked_to_save_once_when_the_cost_cap_is_near(tmp_path, priced_api, shell):
+    api = priced_api
+    pod_id = await api.create_pod()
+    created = trio.current_time()
+    async with watchdog(
+        tmp_path,
+        shell,
+        api,
+        pod_id,
+        files=("job.pid",),
+        OVERBRAINER_MAX_COST_USD="1",
+        OVERBRAINER_SAVE_BEFORE="0",
+    ) as dog:
+        request = dog.run_dir / STOP_REQUEST
+        asked = await _appeared(request) - created
+        assert request.read_text() == "cost_cap\n"
+        # Near at 95 % of the 4 s the $1 cap buys at $900/h: 3.8 s after the creation.
+        assert 3.8 - 1.0 - float(INTERVAL) < asked < 3.8 + 1.0 + 3 * float(INTERVAL), asked
+        assert (dog.run_dir / COST_CAP_NEAR).exists()
+        request.unlink()
+        await _deleted(api, dog, pod_id, timeout=8.0)
+        assert not request.exists()
+    log = dog.log()
+    assert log.count("save_requested") == 1
+    assert "save_requested (cost_cap): the pod has cost 95 % of its cap; it is deleted " in log
+    assert log.index("cost_cap_near:") < log.index("save_requested") < log.index("deleting pod")
+    assert "before the deadline" not in log  # 0: only at the cost cap
+
+
+async def test_a_request_already_there_is_left_as_it_is(tmp_path, api):
+    pod_id = await api.create_pod()
+    async with watchdog(
+        tmp_path,
+        ("busybox", "sh"),
+        api,
+        pod_id,
+        files=("job.pid",),
+        OVERBRAINER_MAX_SECONDS="3",
+        OVERBRAINER_SAVE_BEFORE="2",
+    ) as dog:
+        request = dog.run_dir / STOP_REQUEST
+        request.write_text("")  # `train stop` asked first
+        await _until(lambda: "save_requested" in dog.log())
+        assert request.read_text() == ""
+        await _deleted(api, dog, pod_id, timeout=8.0)
+    log = dog.log()
+    assert log.count("save_requested") == 1
+    assert "the job was already asked to save a checkpoint and stop" in log
+
+
+@pytest.mark.parametrize("markers", [(), ("job.pid", "exit_code"), ("job.pid", "cancelled")])
+async def test_a_job_not_running_is_not_asked(tmp_path, api, markers):
+    pod_id = await api.create_pod()
+    async with watchdog(
+        tmp_path,
+        ("dash",),
+        api,
+        pod_id,
+        files=markers,
+        OVERBRAINER_MAX_SECONDS="2",
+        OVERBRAINER_SAVE_BEFORE="1.5",
+        OVERBRAINER_RETRIEVE_GRACE="60",
+    ) as dog:
+        await _deleted(api, dog, pod_id, timeout=8.0)
+        assert not (dog.run_dir / STOP_REQUEST).exists()
+    assert "save_requested" not in dog.log()
+
+
+async def test_a_job_that_starts_after_the_save_time_is_asked_then(tmp_path, api):
+    pod_id = await api.create_pod()
+    async with watchdog(
+        tmp_path,
+        ("dash",),
+        api,
+        pod_id,
+        OVERBRAINER_MAX_SECONDS="5",
+        OVERBRAINER_SAVE_BEFORE="4.5",
+    ) as dog:
+        await _until(dog.verdict)
+        await trio.sleep(1.5)
+        assert not (dog.run_dir / STOP_REQUEST).exists()
+        (dog.run_dir / "job.pid").write_text("1\n")
+        started = trio.current_time()
+        assert await _appeared(dog.run_dir / STOP_REQUEST, 2.0) - started < 1.0
+        assert api.fake.status(pod_id) == "RUNNING"
+
+
+@pytest.mark.parametrize("value", ["abc", "4", "9"])
+async def test_a_save_time_that_leaves_no_time_asks_nothing_and_the_deadline_holds(
+    tmp_path, api, value
+):
+    pod_id = await api.create_pod()
+    async with watchdog(
+        tmp_path,
+        ("dash",),
+        api,
+        pod_id,
+        files=("job.pid",),
+        OVERBRAINER_MAX_SECONDS="4",
+        OVERBRAINER_SAVE_BEFORE=value,
+    ) as dog:
+        await _until(dog.verdict)
+        assert dog.verdict() == "ready\n"
+        await _deleted(api, dog, pod_id, timeout=8.0)
+        assert not (dog.run_dir / STOP_REQUEST).exists()
+    log = dog.log()
+    assert "the job is not asked to save before" in log
+    assert "save_requested" not in log
+    assert "past the deadline, 4s after the pod's creation" in log
+
+
+def test_the_watchdog_writes_the_request_where_the_plugin_looks() -> None:
+    from overbrainer.train.axolotl import STOP_FILE, job_environment
+
+    assert f"\nSTOP_REQUEST={STOP_FILE}\n" in script_text(WATCHDOG)
+    # The job runs in the run directory: the plugin's path is relative to it.
+    assert job_environment()["OVERBRAINER_STOP"] == STOP_FILE == STOP_REQUEST

@@ -40,6 +40,51 @@ SOME_MALFORMED = MetricsSummary(lines=3, malformed=2)
             id="stopped-as-asked",
         ),
         pytest.param(
+            JobState(JobStatus.exited, 0),
+            MetricsSummary(lines=4, stopped_step=40, stopped_reason="deadline"),
+            True,
+            Verdict(
+                RunState.stopped,
+                "saved checkpoint-40 and stopped, as its pod's watchdog asked, before the "
+                "pod's deadline",
+                0,
+            ),
+            id="stopped-before-the-deadline",
+        ),
+        pytest.param(
+            JobState(JobStatus.exited, 0),
+            MetricsSummary(lines=4, stopped_step=40, stopped_reason="cost_cap"),
+            True,
+            Verdict(
+                RunState.stopped,
+                "saved checkpoint-40 and stopped, as its pod's watchdog asked, at 95 % of "
+                "the pod's cost cap",
+                0,
+            ),
+            id="stopped-at-the-cost-cap",
+        ),
+        pytest.param(
+            JobState(JobStatus.exited, 0),
+            MetricsSummary(lines=4, stopped_step=40, stopped_reason="whatever"),
+            True,
+            Verdict(RunState.stopped, "saved checkpoint-40 and stopped, as asked", 0),
+            id="an-unknown-reason-is-not-shown",
+        ),
+        pytest.param(
+            JobState(JobStatus.exited, 0),
+            MetricsSummary(lines=4, stopped_step=40, merge_skipped=True),
+            True,
+            Verdict(
+                RunState.stopped,
+                "saved checkpoint-40 and stopped, as asked; the adapter was not merged, its "
+                "training stopped before its end: merge it as it is with `axolotl merge-lora "
+                f"axolotl.yaml` in runs/{RUN}, or train it to the end, merged then, with "
+                f"`overbrainer train --resume-from {RUN}`",
+                0,
+            ),
+            id="stopped-merge-skipped",
+        ),
+        pytest.param(
             JobState(JobStatus.exited, 1),
             MetricsSummary(lines=4, stopped_step=40),
             True,
@@ -128,6 +173,23 @@ SOME_MALFORMED = MetricsSummary(lines=3, malformed=2)
 )
 def test_judge(job: JobState, summary: MetricsSummary, has_output: bool, verdict: Verdict) -> None:
     assert judge(job, summary, has_output=has_output, run_id=RUN) == verdict
+
+
+def test_a_stop_whose_checkpoint_did_not_come_home_never_says_it_was_saved() -> None:
+    verdict = judge(
+        JobState(JobStatus.exited, 0),
+        MetricsSummary(lines=4, stopped_step=40),
+        has_output=True,
+        run_id=RUN,
+        checkpoint_home=False,
+    )
+    assert verdict == Verdict(
+        RunState.stopped,
+        "stopped at step 40, as asked, but no checkpoint-40 came home (the job left none in "
+        "output/): there is nothing to resume from",
+        0,
+    )
+    assert "saved" not in (verdict.message or "")
 
 
 @pytest.mark.parametrize("status", [JobStatus.running, JobStatus.cancelling])

@@ -14,6 +14,7 @@ from overbrainer.train import overbrainer_metrics
 from overbrainer.train.axolotl import (
     dump_config,
     job_environment,
+    merge_command,
     phase_command,
     prepare_run_dir,
     reasoning_template_warning,
@@ -153,13 +154,47 @@ def test_trainer_commands() -> None:
     assert trainer_commands(settings()) == [["axolotl", "train", "axolotl.yaml"]]
     assert trainer_commands(settings(merge=True), "/venv/bin/axolotl") == [
         ["/venv/bin/axolotl", "train", "axolotl.yaml"],
-        phase_command("merging"),
-        ["/venv/bin/axolotl", "merge-lora", "axolotl.yaml"],
+        merge_command("/venv/bin/axolotl"),
     ]
-    assert trainer_commands(settings(adapter="qlora", merge=True))[1:] == [
-        phase_command("merging"),
-        ["axolotl", "merge-lora", "axolotl.yaml"],
+    assert merge_command("/venv/bin/axolotl")[-3:] == [
+        "/venv/bin/axolotl",
+        "merge-lora",
+        "axolotl.yaml",
     ]
+    assert trainer_commands(settings(adapter="qlora", merge=True))[1:] == [merge_command()]
+    assert len(trainer_commands(settings(adapter="full", merge=False))) == 1
+
+
+@pytest.mark.parametrize("shell", ["sh", "dash", "busybox sh"])
+@pytest.mark.parametrize("stopped", [False, True])
+def test_the_merge_runs_only_after_a_training_that_was_not_stopped(
+    tmp_path: Path, shell: str, stopped: bool
+) -> None:
+    metrics = tmp_path / "metrics.jsonl"
+    lines = '{"event":"log","time":1,"step":3}\n'
+    if stopped:
+        lines += '{"event":"stopped","time":2,"step":3}\n'
+    metrics.write_text(lines)
+    marker = tmp_path / "merged"
+    # The "merge" records its arguments: it runs, with them, only when not stopped.
+    command = [*merge_command("/bin/sh")[:4], "sh", "-c", f'echo "$@" > {marker}', "sh", "x"]
+    done = subprocess.run(
+        [*shell.split(), *command[1:]],
+        cwd=tmp_path,
+        env={"PATH": os.environ["PATH"]},
+        check=False,
+    )
+    assert done.returncode == 0
+    events, malformed, _ = parse_metrics_lines(metrics.read_bytes())
+    assert malformed == 0
+    phase = events[-1].phase
+    if stopped:
+        assert phase == "merge_skipped" and not marker.exists()
+        assert list(milestones(events[-1:])) == [
+            "not merging the adapter: its training was stopped before its end"
+        ]
+    else:
+        assert phase == "merging" and marker.read_text() == "x\n"
 
 
 @pytest.mark.parametrize("shell", ["sh", "dash", "busybox sh"])

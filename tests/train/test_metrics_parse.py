@@ -265,8 +265,32 @@ def test_a_stopped_line_names_the_step_of_its_checkpoint() -> None:
     summary = MetricsSummary().with_events(events, malformed)
     assert (summary.stopped_step, summary.step, summary.lines) == (7, 7, 3)
     assert list(milestones(events)) == [
-        "saved checkpoint-7 as asked; the job stops",
+        "stopping at step 7, as asked: the job saves checkpoint-7",
         "training ended; saving the adapter",
     ]
     assert MetricsSummary.from_dict(summary.to_dict()).stopped_step == 7
     assert MetricsSummary().stopped_step is None
+
+
+def test_a_stopped_line_says_why_when_its_request_did() -> None:
+    data = (
+        b'{"event":"stopped","time":2,"step":7,"reason":"deadline"}\n'
+        b'{"event":"phase","time":3,"phase":"merge_skipped"}\n'
+    )
+    events, malformed, _ = parse_metrics_lines(data)
+    summary = MetricsSummary().with_events(events, malformed)
+    assert (summary.stopped_step, summary.stopped_reason, summary.merge_skipped) == (
+        7,
+        "deadline",
+        True,
+    )
+    assert list(milestones(events)) == [
+        "stopping at step 7, as its pod's watchdog asked, before the pod's deadline: the job "
+        "saves checkpoint-7",
+        "not merging the adapter: its training was stopped before its end",
+    ]
+    again = MetricsSummary.from_dict(summary.to_dict())
+    assert (again.stopped_reason, again.merge_skipped) == ("deadline", True)
+    # A reason that is not a plain word is left out; the line still counts.
+    events, malformed, _ = parse_metrics_lines(b'{"event":"stopped","step":3,"reason":"<x>"}\n')
+    assert malformed == 0 and events[0].reason is None

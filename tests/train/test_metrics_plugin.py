@@ -301,3 +301,19 @@ def test_the_request_file_comes_from_the_environment(
     callback.on_step_end(None, _state(1), control)
     assert control.should_save is True
 
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [(b"deadline\n", "deadline"), (b"cost_cap", "cost_cap"), (b"", None), (b"rm -rf /\n", None)],
+)
+def test_the_stopped_line_carries_the_reason_the_request_holds(
+    tmp_path: Path, content: bytes, reason: str | None
+) -> None:
+    path, request = tmp_path / "metrics.jsonl", tmp_path / "stop_request"
+    request.write_bytes(content)
+    callback = MetricsCallback(path, stop_path=request)
+    control = _control()
+    callback.on_step_end(None, _state(6), control)
+    callback.on_save(None, _state(6), control)
+    (stopped,) = _events(path)
+    assert (stopped.event, stopped.step, stopped.reason) == ("stopped", 6, reason)

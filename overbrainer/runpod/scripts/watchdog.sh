@@ -10,6 +10,10 @@
 #   3b. past the cost cap (reason `cost_cap`): the pod's rate, read from Runpod with its
 #      creation, times its age reached OVERBRAINER_MAX_COST_USD; at 95 % of it the cap is
 #      near, which is written once to .pod/cost_cap_near (and logged) without deleting;
+#   3c. (not a delete) a running job is asked, once, to save a checkpoint and stop - the
+#      request `train stop` writes, stop_request in the run directory, holding the reason
+#      (`deadline` or `cost_cap`) - OVERBRAINER_SAVE_BEFORE seconds before the deadline, or
+#      when the cost cap is near: the bound then ends the run with a checkpoint, not a loss;
 #   4. the results were retrieved (.pod/retrieved);
 #   5. the job ended (exit_code or cancelled) and was not retrieved within the retrieve grace;
 #   6. no job started (no job.pid) within the boot grace since the watchdog started.
@@ -31,6 +35,8 @@
 #   OVERBRAINER_RUN_DIR             the run's directory on the pod
 #   OVERBRAINER_MAX_SECONDS         delete the pod this long after its creation (required)
 #   OVERBRAINER_MAX_COST_USD        delete the pod once it cost this much (USD; optional)
+#   OVERBRAINER_SAVE_BEFORE         ask the job to save and stop this long before the
+#                                   deadline (seconds; 0 or unset: only at the cost cap)
 #   OVERBRAINER_COST_PER_HOUR       the rate to count with when Runpod's answer gives none
 #                                   (USD/h; optional): with a cap and no rate from either,
 #                                   the cost cannot be bounded and the pod is deleted at once
@@ -52,6 +58,8 @@ EXIT_CODE=exit_code
 CANCELLED=cancelled
 # Written once the pod has cost 95 % of its cap (in .pod/).
 CAP_NEAR=cost_cap_near
+# The save-and-stop request the job's metrics plugin looks for after every step.
+STOP_REQUEST=stop_request
 
 base=${OVERBRAINER_API_BASE:-https://api.runpod.io/v2}
 base=${base%/}
@@ -249,6 +257,20 @@ bound OVERBRAINER_RETRIEVE_GRACE "${OVERBRAINER_RETRIEVE_GRACE:-3600}"
 retrieve_grace_ms=$ms
 bound OVERBRAINER_MAX_SECONDS "${OVERBRAINER_MAX_SECONDS:-}"
 max_ms=$ms
+# When to ask the job to save before the deadline (save_ms after the pod's creation); a
+# bad value, or one that leaves no time to train, asks only at the cost cap: the deadline
+# itself still holds.
+save_ms=
+save_note=
+if [ -n "${OVERBRAINER_SAVE_BEFORE:-}" ]; then
+    if ! to_ms "$OVERBRAINER_SAVE_BEFORE"; then
+        save_note="OVERBRAINER_SAVE_BEFORE is not a number of seconds: the job is not asked to save before the deadline"
+    elif [ "$ms" -gt 0 ] && [ "$ms" -lt "$max_ms" ]; then
+        save_ms=$((max_ms - ms))
+    elif [ "$ms" -gt 0 ]; then
+        save_note="OVERBRAINER_SAVE_BEFORE ($(shown "$ms")) leaves no time before the deadline: the job is not asked to save before it"
+    fi
+fi
 # The cost cap, if any; a cap that is not a positive amount is a bad setting too. Its time
 # (cap_ms after the pod's creation) is known once the pod's rate is (cap_time).
 cap_micro=
@@ -545,6 +567,9 @@ decide() {
         reason="past the deadline, $(shown "$max_ms") after $born_from"
         return
     fi
+    if [ -n "$save_ms" ] && [ $((now - born)) -ge "$save_ms" ]; then
+        ask_save deadline "the pod's deadline is $(shown $((max_ms - (now - born)))) away"
+    fi
     if [ -n "$cap_ms" ]; then
         if [ $((now - born)) -ge "$cap_ms" ]; then
             reason="cost_cap: the pod has cost its cap of $(dollars "$cap_micro") at $(dollars "$rate")/h, $(shown "$cap_ms") after $born_from"
@@ -584,14 +609,45 @@ decide() {
 # and .pod/cost_cap_near (the amount, the rate, the pod's age in ms), for whatever saves
 # the job's work before the cap deletes the pod.
 cap_near() {
-    [ -f "$pod_dir/$CAP_NEAR" ] && return
-    log "cost_cap_near: the pod has cost 95 % of its cap of $(dollars "$cap_micro") at $(dollars "$rate")/h; it is deleted $(shown $((cap_ms - (now - born)))) from now"
-    if printf '%s %s %s\n' "$cap_micro" "$rate" $((now - born)) >"$pod_dir/.$CAP_NEAR.tmp" 2>/dev/null &&
-        mv -f "$pod_dir/.$CAP_NEAR.tmp" "$pod_dir/$CAP_NEAR"; then
-        :
-    else
-        log "cannot write $pod_dir/$CAP_NEAR"
+    left=$(shown $((cap_ms - (now - born))))
+    if [ ! -f "$pod_dir/$CAP_NEAR" ]; then
+        log "cost_cap_near: the pod has cost 95 % of its cap of $(dollars "$cap_micro") at $(dollars "$rate")/h; it is deleted $left from now"
+        if printf '%s %s %s\n' "$cap_micro" "$rate" $((now - born)) >"$pod_dir/.$CAP_NEAR.tmp" 2>/dev/null &&
+            mv -f "$pod_dir/.$CAP_NEAR.tmp" "$pod_dir/$CAP_NEAR"; then
+            :
+        else
+            log "cannot write $pod_dir/$CAP_NEAR"
+        fi
     fi
+    ask_save cost_cap "the pod has cost 95 % of its cap; it is deleted $left from now"
+}
+
+# ask_save REASON WHY: asks the running job, once, to save a checkpoint and stop - the
+# request `train stop` makes, holding REASON (deadline or cost_cap) for the record. Created
+# whole (a hard link of a written file, which never replaces one): the job never reads a
+# half-written request, and a request already there (`train stop`) is left as it is.
+# Nothing is asked of a job that has not started or has ended.
+save_asked=
+ask_save() {
+    [ -z "$save_asked" ] || return 0
+    [ -f "$run_dir/$JOB_PID" ] || return 0
+    if [ -f "$run_dir/$EXIT_CODE" ] || [ -f "$run_dir/$CANCELLED" ]; then
+        return 0
+    fi
+    save_asked=$1
+    if [ -e "$run_dir/$STOP_REQUEST" ]; then
+        log "save_requested ($1): $2; the job was already asked to save a checkpoint and stop"
+        return 0
+    fi
+    if printf '%s\n' "$1" >"$run_dir/.$STOP_REQUEST.tmp" 2>/dev/null &&
+        ln "$run_dir/.$STOP_REQUEST.tmp" "$run_dir/$STOP_REQUEST" 2>/dev/null; then
+        log "save_requested ($1): $2; asked the job to save a checkpoint and stop"
+    elif [ -e "$run_dir/$STOP_REQUEST" ]; then
+        log "save_requested ($1): $2; the job was already asked to save a checkpoint and stop"
+    else
+        log "save_requested ($1): $2; cannot write $run_dir/$STOP_REQUEST"
+    fi
+    rm -f "$run_dir/.$STOP_REQUEST.tmp"
 }
 
 # One attempt at ending the pod: delete, else terminate, else stop.
@@ -640,6 +696,11 @@ born=$started
 born_from="the watchdog started"
 ended_at=
 log "guarding pod ${pod_id:-(unknown)} of run ${OVERBRAINER_RUN:-(unknown)} (check every ${interval}s)"
+if [ -n "$save_ms" ]; then
+    log "the job is asked to save a checkpoint and stop $(shown $((max_ms - save_ms))) before the deadline"
+elif [ -n "$save_note" ]; then
+    log "$save_note"
+fi
 if ! prove_key; then
     # Without a usable key (or curl) nothing here can delete the pod; overbrainer reads the
     # verdict and deletes it. Stay up so that the container (and the verdict) stays readable.

@@ -106,8 +106,9 @@ class CostCapWatch:
         margin = cost_cap.FOLLOW_MARGIN / 60
         session.front.warn(
             f"run {self.run_id}: pod {pod_id} has cost 95 % of its cap "
-            f"({cost_cap.cap_text(pod)}); up to {margin:g} min before the cap its job is "
-            "stopped, its results so far retrieved and the pod deleted"
+            f"({cost_cap.cap_text(pod)}); its watchdog asks the job to save a checkpoint and "
+            f"stop; a job still running up to {margin:g} min before the cap is stopped, its "
+            "results so far retrieved and the pod deleted"
         )
 
 

@@ -66,7 +66,13 @@ from overbrainer.runpod.decide import (
 )
 from overbrainer.runpod.keys import RunKeys, write_run_keys, write_ssh_config
 from overbrainer.runpod.models import GpuType, Pod, SshEndpoint, UnsafeSshEndpoint
-from overbrainer.runpod.pod_scripts import BOOTSTRAP_FAILED, VERDICT, pod_args, pod_env
+from overbrainer.runpod.pod_scripts import (
+    BOOTSTRAP_FAILED,
+    VERDICT,
+    pod_args,
+    pod_env,
+    save_before_seconds,
+)
 from overbrainer.targets.runpod.delete import DeleteUnconfirmed, delete_pod, forget_key_if_done
 from overbrainer.targets.runpod.pods import Connect, PodAccess, PodContext, pod_ls_hint
 from overbrainer.targets.runpod.pull import show_pull, while_showing
@@ -621,6 +627,7 @@ class _Walk:
             interval_seconds=self.timing.watchdog_interval,
             max_cost_usd=spec.max_cost_usd,
             expected_cost_per_hour=self.current.rate,
+            save_before_seconds=save_before_seconds(spec.save_before, self.current.max_hours),
         )
         return CreatePod(
             name=name,
