@@ -267,7 +267,7 @@ async def _resume_checked(
             f"`overbrainer train stop {run_id}` saves a checkpoint and stops it"
         )
     run_dir = session.run_dir(run_id)
-    source = pick_checkpoint(run_id, checkpoint_steps(run_dir), step)
+    source = pick_checkpoint(run_id, checkpoint_steps(run_dir), step, state.run.pruned)
     trained = trained_config(run_dir, run_id)
     problems = mismatches(trained, render_config(settings.training, has_eval=False))
     if problems:

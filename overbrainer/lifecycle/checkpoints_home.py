@@ -14,8 +14,8 @@ checkpoint_plan`'s to decide.
 """
 
 import contextlib
-from functools import partial
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 
 import trio
@@ -62,6 +62,7 @@ class CheckpointFetcher:
         self.given_up: set[int] = set()
         self._wake = trio.Event()
         self._told: set[int] = set()
+        self._one_at_a_time = trio.Lock()
 
     def saw(self, events: list[MetricsEvent]) -> None:
         """New metrics events: note the checkpoints they announce, and wake the fetcher."""
@@ -72,7 +73,10 @@ class CheckpointFetcher:
 
     def due(self) -> list[int]:
         """The checkpoints to fetch now, the newest first."""
-        return checkpoint_plan.to_fetch(self.saved, self.home, keep=self.keep, skip=self.given_up)
+        # In place, every save is recorded (nothing travels), so that pruning removes the
+        # older ones from the job's own output as well.
+        keep = len(self.saved) + len(self.home) if self.job.in_place else self.keep
+        return checkpoint_plan.to_fetch(self.saved, self.home, keep=keep, skip=self.given_up)
 
     async def run(self) -> None:
         """Fetch each checkpoint as it is announced, until cancelled."""
@@ -87,6 +91,11 @@ class CheckpointFetcher:
         await self._fetch_due(retry=False)
 
     async def _fetch_due(self, *, retry: bool = True) -> None:
+        # One fetch at a time: ``finish`` waits for the one in flight, then sees it home.
+        async with self._one_at_a_time:
+            await self._fetch_each(retry=retry)
+
+    async def _fetch_each(self, *, retry: bool) -> None:
         for step in self.due():
             if await self.fetch(step):
                 continue

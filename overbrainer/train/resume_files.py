@@ -33,6 +33,23 @@ def checkpoint_steps(run_dir: Path) -> list[int]:
     return sorted(steps)
 
 
+def checkpoints_size(run_dir: Path, steps: list[int]) -> int:
+    """The bytes the checkpoints of ``steps`` take in ``run_dir/output`` (what is missing
+    counts nothing)."""
+    total = 0
+    for step in steps:
+        folder = run_dir / OUTPUT_DIR / f"{CHECKPOINT_PREFIX}{step}"
+        if folder.is_symlink():
+            continue
+        for path in folder.rglob("*"):
+            try:
+                if path.is_file() and not path.is_symlink():
+                    total += path.stat().st_size
+            except OSError:
+                continue
+    return total
+
+
 def trained_config(run_dir: Path, run_id: str) -> dict[str, Any]:
     """The ``axolotl.yaml`` run ``run_id`` trained with."""
     path = run_dir / CONFIG_FILE

@@ -310,4 +310,3 @@ def test_the_request_file_comes_from_the_environment(
     control = _control()
     callback.on_step_end(None, _state(1), control)
     assert control.should_save is True
-
