@@ -507,8 +507,11 @@ class SshExecutor:
             await _aio(_feed, process, stdin, chunks is None)
             if chunks is not None:
                 try:
-                    while chunk := await trio.to_thread.run_sync(next, chunks, b""):
-                        await _aio(_feed, process, chunk, False)
+                    # The end is the iterator's end: an empty chunk (a file whose size is a
+                    # multiple of the tar block has no padding) is not the end.
+                    while (chunk := await trio.to_thread.run_sync(next, chunks, None)) is not None:
+                        if chunk:
+                            await _aio(_feed, process, chunk, False)
                 finally:
                     close = getattr(chunks, "close", None)
                     if close is not None:

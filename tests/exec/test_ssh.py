@@ -64,6 +64,26 @@ TRAIN = (
 )
 
 
+async def test_an_upload_with_a_file_of_whole_tar_blocks_arrives_whole(
+    sshd_server: SshServer, tmp_path: Path
+) -> None:
+    # A file of 64 KiB needs no tar padding: the stream then holds an empty chunk, which
+    # once ended the upload there (a resumed run's checkpoint arrived without its last
+    # files).
+    local = tmp_path / "project/runs/r1"
+    (local / "resume/checkpoint-40").mkdir(parents=True)
+    (local / "resume/checkpoint-40/a_weights.bin").write_bytes(b"w" * 65536)
+    (local / "resume/checkpoint-40/optimizer.pt").write_bytes(b"o" * 700)
+    (local / "resume/checkpoint-40/trainer_state.json").write_text('{"global_step": 40}\n')
+    remote_root = tmp_path / "remote"
+    async with _connect(sshd_server, remote_root) as executor:
+        await executor.upload(local, "runs/r1")
+    remote = remote_root / "runs/r1/resume/checkpoint-40"
+    for name in ("a_weights.bin", "optimizer.pt", "trainer_state.json"):
+        source = local / "resume/checkpoint-40" / name
+        assert (remote / name).read_bytes() == source.read_bytes(), name
+
+
 async def test_a_run_end_to_end_over_ssh(
     sshd_server: SshServer, tmp_path: Path, reap: list[int]
 ) -> None:

@@ -107,3 +107,13 @@ def test_over_ssh_each_save_comes_home_verified_while_the_job_runs(
     assert (local / "output" / "adapter_model.safetensors").is_file()
     assert not [p for p in local.iterdir() if p.name.startswith(".overbrainer-")]
     assert run["pruned"] in ([10], [10, 20])
+
+    # The last checkpoint home is one to resume from, on the host again.
+    ssh_project.knobs(FAKE_AXOLOTL_STEPS="45")
+    resumed = ssh_project.run("train", "--resume-from", run_id)
+    assert resumed.returncode == 0, resumed.stderr
+    new_id = ssh_project.runs()[-1]
+    new = ssh_project.run_json(new_id)
+    assert (new["state"], new["resumed_from"]) == ("succeeded", {"run": run_id, "step": 40})
+    text = (ssh_project.path / "runs" / new_id / "metrics.jsonl").read_text()
+    assert '"step":41,' in text and '"step":40,' not in text
