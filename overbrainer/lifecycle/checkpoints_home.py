@@ -14,6 +14,7 @@ checkpoint_plan`'s to decide.
 """
 
 import contextlib
+import os
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
@@ -34,7 +35,7 @@ from overbrainer.train.metrics import MetricsEvent
 from overbrainer.train.resume_files import TRAINER_STATE
 
 FETCHING_PREFIX = ".overbrainer-checkpoint-"
-"""A checkpoint on its way home: ``runs/<id>/.overbrainer-checkpoint-STEP/``."""
+"""A checkpoint on its way home: ``runs/<id>/.overbrainer-checkpoint-STEP-PID/``."""
 
 PRUNING_PREFIX = ".overbrainer-pruned-"
 """A checkpoint on its way out: renamed first, so a half-removed folder is never one."""
@@ -130,7 +131,9 @@ class CheckpointFetcher:
             return False
 
     async def _download(self, step: int, path: str) -> bool:
-        temp = self._local / f"{FETCHING_PREFIX}{step}"
+        # Named by this process too: another follower of the run (a second attach) never
+        # shares, nor clears, this one's folder.
+        temp = self._local / f"{FETCHING_PREFIX}{step}-{os.getpid()}"
         try:
             await trio.to_thread.run_sync(_fresh, temp)
             expected, arrived, error = await service.fetch(self.job, temp, (path,))
@@ -202,11 +205,28 @@ def _place(verified: Path, dest: Path) -> None:
 
 
 def _clear_leftovers(local: Path) -> None:
-    """Remove what an interrupted fetch or removal left (never a checkpoint home)."""
+    """Remove what an interrupted fetch or removal left (never a checkpoint home), but not
+    the folder a fetch of a live process is filling."""
     with contextlib.suppress(OSError):
         for child in local.iterdir():
-            if child.name.startswith((FETCHING_PREFIX, PRUNING_PREFIX)):
+            if child.name.startswith(PRUNING_PREFIX) or (
+                child.name.startswith(FETCHING_PREFIX) and not _alive(child.name)
+            ):
                 remove(child)
+
+
+def _alive(name: str) -> bool:
+    """Whether the process that names a fetch's folder (``…-STEP-PID``) still runs."""
+    pid = name.rpartition("-")[2]
+    if not pid.isdigit() or int(pid) <= 1 or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 async def prune(session: Session, run_id: str, keep: int) -> None:

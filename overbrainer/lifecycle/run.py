@@ -193,7 +193,11 @@ async def _follow(
     except OverbrainerError as error:
         raise OverbrainerError(f"{error}; {attach_hint(run_id)}") from error
     # A stop's checkpoint came with the results: the older ones beyond the kept go.
-    await prune(session, run_id, target.settings.training.keep_checkpoints)
+    try:
+        await prune(session, run_id, target.settings.training.keep_checkpoints)
+    except (OverbrainerError, OSError) as error:
+        # The run's outcome stands; the next command that prunes tries again.
+        session.front.warn(f"could not remove older checkpoints of run {run_id}: {error}")
     return await _end(session, target, job, state, watched.summary, retrieval)
 
 
