@@ -40,6 +40,9 @@ FETCHING_PREFIX = ".overbrainer-checkpoint-"
 PRUNING_PREFIX = ".overbrainer-pruned-"
 """A checkpoint on its way out: renamed first, so a half-removed folder is never one."""
 
+RETRY_SECONDS = 5.0
+"""How long after a failed fetch it is tried again (the target may be back by then)."""
+
 PLACE_LIMIT = 60.0
 """How long putting a verified checkpoint in place and recording it may take (a rename and
 one append)."""
@@ -80,31 +83,37 @@ class CheckpointFetcher:
         return checkpoint_plan.to_fetch(self.saved, self.home, keep=keep, skip=self.given_up)
 
     async def run(self) -> None:
-        """Fetch each checkpoint as it is announced, until cancelled."""
+        """Fetch each checkpoint as it is announced, until cancelled; one that failed is
+        tried again :data:`RETRY_SECONDS` later (up to ``checkpoint_plan.MAX_ATTEMPTS``)."""
         await trio.to_thread.run_sync(_clear_leftovers, self._local)
         while True:
             await self._wake.wait()
             self._wake = trio.Event()
-            await self._fetch_due()
+            if await self._fetch_due():
+                await trio.sleep(RETRY_SECONDS)
+                self._wake.set()
 
     async def finish(self) -> None:
         """The job ended: fetch what is still due (its last save), once each."""
         await self._fetch_due(retry=False)
 
-    async def _fetch_due(self, *, retry: bool = True) -> None:
+    async def _fetch_due(self, *, retry: bool = True) -> bool:
+        """Fetch what is due; whether one failed and is to be tried again."""
         # One fetch at a time: ``finish`` waits for the one in flight, then sees it home.
         async with self._one_at_a_time:
-            await self._fetch_each(retry=retry)
+            return await self._fetch_each(retry=retry)
 
-    async def _fetch_each(self, *, retry: bool) -> None:
+    async def _fetch_each(self, *, retry: bool) -> bool:
+        again = False
         for step in self.due():
             if await self.fetch(step):
                 continue
             failures = self.failures[step] = self.failures.get(step, 0) + 1
             if not retry or not checkpoint_plan.should_retry(failures):
                 self.given_up.add(step)
-            elif not self._wake.is_set():
-                self._wake.set()  # tried again at the next look
+            else:
+                again = True
+        return again
 
     @property
     def _local(self) -> Path:

@@ -15,7 +15,7 @@ import trio
 from overbrainer.events.actor import Actor
 from overbrainer.events.store import RunStore
 from overbrainer.events.types import JobStarted, RunCreated
-from overbrainer.exec.base import Arrived, JobHandle, JobState
+from overbrainer.exec.base import Arrived, JobHandle, JobState, TargetUnreachable
 from overbrainer.exec.manifest import list_files, local_manifest
 from overbrainer.front.console import Front
 from overbrainer.front.interrupts import Interrupts
@@ -38,12 +38,16 @@ class SlowTarget:
 
     location = "the test's target"
 
-    def __init__(self, root: Path, *, corrupt: bool = False) -> None:
+    def __init__(self, root: Path, *, corrupt: bool = False, unreachable: int = 0) -> None:
         self.root = root
         self.corrupt = corrupt
+        self.unreachable = unreachable  # how many manifests fail first, as a lost link
 
     async def manifest(self, remote_dir: str, paths: Sequence[str]) -> dict[str, str]:
         await trio.lowlevel.checkpoint()
+        if self.unreachable:
+            self.unreachable -= 1
+            raise TargetUnreachable("cannot reach the test's target", host="target")
         return local_manifest(self.root / remote_dir, paths)
 
     async def download(
@@ -236,3 +240,32 @@ def test_a_dead_fetchs_folder_is_cleared_a_live_ones_is_not(tmp_path: Path) -> N
     finally:
         live.kill()
         live.wait()
+
+
+@pytest.mark.parametrize(("unreachable", "home"), [(2, True), (3, False)])
+async def test_a_failed_fetch_is_tried_again_a_bounded_number_of_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unreachable: int, home: bool
+) -> None:
+    from overbrainer.lifecycle import checkpoints_home
+
+    monkeypatch.setattr(checkpoints_home, "RETRY_SECONDS", 0.01)
+    _checkpoint(tmp_path / "remote" / RUN / PATH)
+    target = SlowTarget(tmp_path, unreachable=unreachable)
+    rig = _rig(tmp_path, target)
+    session, store, job = next(rig)
+    try:
+        await _started(session)
+        fetcher = CheckpointFetcher(session, job, keep=2, home=[])
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fetcher.run)
+            fetcher.saw([MetricsEvent("saved", step=STEP)])
+            with trio.fail_after(10):
+                while STEP not in fetcher.home | fetcher.given_up:
+                    await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+        assert (STEP in store.get(RUN).run.checkpoints) is home
+        assert fetcher.failures[STEP] == min(unreachable, 3)
+        # Warned once, not at every attempt.
+        assert ERR.getvalue().count(f"checkpoint-{STEP} of run {RUN} did not come home") == 1
+    finally:
+        rig.close()
