@@ -85,7 +85,7 @@ class CheckpointFetcher:
     async def run(self) -> None:
         """Fetch each checkpoint as it is announced, until cancelled; one that failed is
         tried again :data:`RETRY_SECONDS` later (up to ``checkpoint_plan.MAX_ATTEMPTS``)."""
-        await trio.to_thread.run_sync(_clear_leftovers, self._local)
+        await trio.to_thread.run_sync(clear_leftovers, self._local)
         while True:
             await self._wake.wait()
             self._wake = trio.Event()
@@ -213,7 +213,7 @@ def _place(verified: Path, dest: Path) -> None:
     verified.rename(dest)
 
 
-def _clear_leftovers(local: Path) -> None:
+def clear_leftovers(local: Path) -> None:
     """Remove what an interrupted fetch or removal left (never a checkpoint home), but not
     the folder a fetch of a live process is filling."""
     with contextlib.suppress(OSError):

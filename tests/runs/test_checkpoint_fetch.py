@@ -218,7 +218,7 @@ async def test_a_checkpoint_that_does_not_match_is_not_recorded(tmp_path: Path) 
 def test_a_dead_fetchs_folder_is_cleared_a_live_ones_is_not(tmp_path: Path) -> None:
     import subprocess
 
-    from overbrainer.lifecycle.checkpoints_home import PRUNING_PREFIX, _clear_leftovers
+    from overbrainer.lifecycle.checkpoints_home import PRUNING_PREFIX, clear_leftovers
 
     dead = subprocess.Popen(["true"])
     dead.wait()
@@ -231,7 +231,7 @@ def test_a_dead_fetchs_folder_is_cleared_a_live_ones_is_not(tmp_path: Path) -> N
         ):
             (tmp_path / name / "output").mkdir(parents=True)
         (tmp_path / "output" / "checkpoint-10").mkdir(parents=True)
-        _clear_leftovers(tmp_path)
+        clear_leftovers(tmp_path)
         assert sorted(p.name for p in tmp_path.iterdir()) == [
             f"{FETCHING_PREFIX}30-{live.pid}",
             "output",
