@@ -1,7 +1,7 @@
 """``python -m reliability``: run the eight campaigns and print one summary table.
 
     python -m reliability [--jobs N] [--full] [--only CAMPAIGN ...] [--targets local,ssh,runpod]
-                          [--markdown FILE] [--verbose]
+                          [--match TEXT ...] [--markdown FILE] [--verbose]
 
 1. ctrl-c    — a SIGINT, and two in a row, at every checkpoint of ``train``, ``train
                attach``, ``train cancel`` (and ``pod rm``) on each target;
@@ -66,6 +66,12 @@ def _args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--list", action="store_true", help="trace the commands, list the cases, run none"
     )
+    parser.add_argument(
+        "--match",
+        nargs="*",
+        default=[],
+        help="run only the cases whose name contains one of these (e.g. checkpoints_home)",
+    )
     return parser.parse_args(argv)
 
 
@@ -112,6 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"reliability: {campaign} …", flush=True)
             try:
                 cases: list[Case] = plan.cases(campaign, worlds, full=args.full)
+                if args.match:
+                    cases = [c for c in cases if any(m in c.name for m in args.match)]
                 print(f"reliability: {campaign}: {len(cases)} cases", flush=True)
                 if args.list:
                     for case in cases:

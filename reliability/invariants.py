@@ -143,6 +143,7 @@ def check_target(project: Project, run_id: str, state: Any) -> list[str]:
             found.append(f"run {run_id}: a job (pid {pid}) ran that its log does not know")
     if pid is not None and state.final and group_alive(pid):
         found.append(f"run {run_id} is {state.run.state} but its job (pid {pid}) still runs")
+    found += check_checkpoints(project.path / "runs" / run_id, run_id, state, [job_dir])
     if state.run.state == "succeeded":
         from overbrainer.exec.manifest import local_manifest
 
@@ -158,6 +159,32 @@ def check_target(project: Project, run_id: str, state: Any) -> list[str]:
             if theirs != mine:
                 diff = sorted(set(theirs.items()) ^ set(mine.items()))[:3]
                 found.append(f"run {run_id}: the files at home differ from the target's {diff}")
+    return found
+
+
+def check_checkpoints(home: Path, run_id: str, state: Any, targets: Sequence[Path]) -> list[str]:
+    """The checkpoints at home are never torn: each one the log says is home is there, and
+    every ``output/checkpoint-*`` folder at home holds the very files of the target's copy
+    (in ``targets``: the job's directories; none when the target is this directory)."""
+    from overbrainer.exec.manifest import local_manifest
+
+    found: list[str] = []
+    output = home / "output"
+    for step in state.run.checkpoints:
+        if not (output / f"checkpoint-{step}" / "trainer_state.json").is_file():
+            found.append(f"run {run_id}: the log says checkpoint-{step} is home, it is not whole")
+    remote = [t for t in targets if t.resolve() != home.resolve()]
+    if not remote:
+        return found
+    for folder in sorted(output.glob("checkpoint-*")) if output.is_dir() else []:
+        rel = f"output/{folder.name}"
+        mine = local_manifest(home, [rel])
+        theirs = next((local_manifest(t, [rel]) for t in remote if (t / rel).is_dir()), None)
+        if theirs is not None and mine != theirs:
+            diff = sorted(set(theirs.items()) ^ set(mine.items()))[:3]
+            found.append(f"run {run_id}: {rel} at home is torn or differs from the target's {diff}")
+        elif theirs is None and f"{rel}/trainer_state.json" not in mine:
+            found.append(f"run {run_id}: {rel} at home is not whole (no trainer_state.json)")
     return found
 
 

@@ -42,7 +42,11 @@ signal's number)."""
 
 # The job of an attach case trains for about two seconds once released, so the attach
 # follows it through at least one poll whatever the load.
-_ATTACH_KNOBS = {"FAKE_AXOLOTL_STEPS": "10", "FAKE_AXOLOTL_STEP_SECONDS": "0.2"}
+_ATTACH_KNOBS = {
+    "FAKE_AXOLOTL_STEPS": "10",
+    "FAKE_AXOLOTL_STEP_SECONDS": "0.2",
+    "FAKE_AXOLOTL_SAVE_EVERY": "2",
+}
 
 
 @dataclass
@@ -118,13 +122,15 @@ def trace(world: MachineWorld, command: str, name: str) -> tuple[list[str], list
 
 
 def short(key: str) -> str:
-    """A checkpoint key, shortened for tables: the append, or the innermost frames."""
+    """A checkpoint key, shortened for tables: the append, or the innermost frames (and a
+    checkpoint's retrieval, when the await is inside one: ``--match checkpoints_home``)."""
     if not key.startswith("await "):
         return key
     frames = [f.split("/")[-1] for f in key[len("await ") :].split(" > ")]
     if len(frames) <= 2:
         return "await " + " > ".join(frames)
-    return f"await {frames[1]} … {frames[-1]}"
+    inner = [f for f in frames[2:-1] if f.startswith("checkpoints_home.py:")][-1:]
+    return " … ".join([f"await {frames[1]}", *inner, frames[-1]])
 
 
 class Pauser:

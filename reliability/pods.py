@@ -23,6 +23,7 @@ from typing import Any
 
 from reliability.core import UNREACHED, Case
 from reliability.invariants import (
+    check_checkpoints,
     check_log_facts,
     check_outputs,
     check_projections,
@@ -55,8 +56,18 @@ image = "{IMAGE}"
 retrieve_grace_minutes = 5
 """
 # The stand-in trains a little longer on a pod: following polls every quarter second.
-_KNOBS = {"FAKE_AXOLOTL_STEPS": "5", "FAKE_AXOLOTL_STEP_SECONDS": "0.1"}
-_ATTACH_KNOBS = {"FAKE_AXOLOTL_STEPS": "10", "FAKE_AXOLOTL_STEP_SECONDS": "0.2"}
+# Every run saves checkpoints (every 2 steps), so their retrieval while following — and its
+# removal of the older ones — is traced and interrupted like the rest.
+_KNOBS = {
+    "FAKE_AXOLOTL_STEPS": "5",
+    "FAKE_AXOLOTL_STEP_SECONDS": "0.1",
+    "FAKE_AXOLOTL_SAVE_EVERY": "2",
+}
+_ATTACH_KNOBS = {
+    "FAKE_AXOLOTL_STEPS": "10",
+    "FAKE_AXOLOTL_STEP_SECONDS": "0.2",
+    "FAKE_AXOLOTL_SAVE_EVERY": "2",
+}
 
 
 class RunpodWorld:
@@ -323,7 +334,10 @@ class RunpodWorld:
         for run_id in project.runs():
             state, _ = log_state(project, run_id)
             known = _known(state)
-            for pod in self.account(run_id):
+            pods = self.account(run_id)
+            jobs = [pod["root"] / "workspace" / "overbrainer" / "runs" / run_id for pod in pods]
+            found += check_checkpoints(project.path / "runs" / run_id, run_id, state, jobs)
+            for pod in pods:
                 if pod["status"] == "TERMINATED":
                     continue
                 if pod["id"] not in known and pod["name"] not in known:
@@ -373,7 +387,10 @@ class RunpodWorld:
                 found.append(f"run {run_id} is still {state.run.state} after recovery")
             found += check_projections(project, run_id, state)
             known = _known(state)
-            for pod in self.account(run_id):
+            pods = self.account(run_id)
+            jobs = [pod["root"] / "workspace" / "overbrainer" / "runs" / run_id for pod in pods]
+            found += check_checkpoints(project.path / "runs" / run_id, run_id, state, jobs)
+            for pod in pods:
                 if pod["id"] not in known and pod["name"] not in known:
                     found.append(f"pod {pod['id']} of run {run_id} is unknown to its log")
                 if pod["status"] != "TERMINATED":

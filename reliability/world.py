@@ -77,7 +77,13 @@ unset LD_PRELOAD FAKETIME FAKETIME_TIMESTAMP_FILE FAKETIME_NO_CACHE FAKETIME_DON
 exec %(python)s %(stand_in)s "$@"
 """
 
-DEFAULT_KNOBS = {"FAKE_AXOLOTL_STEPS": "5", "FAKE_AXOLOTL_STEP_SECONDS": "0.05"}
+# Every run saves checkpoints (every 2 steps), so their retrieval while following — and its
+# removal of the older ones — is traced and interrupted like the rest.
+DEFAULT_KNOBS = {
+    "FAKE_AXOLOTL_STEPS": "5",
+    "FAKE_AXOLOTL_STEP_SECONDS": "0.05",
+    "FAKE_AXOLOTL_SAVE_EVERY": "2",
+}
 
 
 LIVE: set[Any] = set()

@@ -267,6 +267,10 @@ def show_run(run: str, /, *, json: bool = False, no_plot: bool = False) -> int:
     standing = standing_of(state, directory) if state.run.state == RunState.running else None
     now = datetime.now(UTC)
     data = state.to_json()
+    from overbrainer.train.layout import checkpoints_size
+
+    on_disk = checkpoints_size(directory, state.run.checkpoints) if local else None
+    data["checkpoints_bytes"] = on_disk
     if json:
         data["progress"] = standing.to_json(now) if standing is not None else None
         data["files"] = str(directory)
@@ -276,7 +280,7 @@ def show_run(run: str, /, *, json: bool = False, no_plot: bool = False) -> int:
         return 0
     from overbrainer.projections.summary import summary_lines
 
-    lines = summary_lines(state)
+    lines = summary_lines(state, on_disk)
     if standing is not None and standing.seen_at is not None:
         from overbrainer.projections.live import standing_text
 

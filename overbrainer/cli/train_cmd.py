@@ -183,8 +183,10 @@ async def train(
     """Create a run, start its job, follow it to the end, retrieve and verify the results.
 
     Every check a run would fail on runs first (`--check` runs only them): a problem
-    creates no run. With `--resume-from RUN`, the new run starts from RUN's checkpoint
-    (from `overbrainer train stop RUN`): a setting that would not fit it is refused first.
+    creates no run. Each checkpoint the trainer saves comes home verified while the job
+    runs; the last `[training] keep_checkpoints` (default 2) stay. With `--resume-from
+    RUN`, the new run starts from RUN's last checkpoint at home (from `overbrainer train
+    stop RUN`, or saved as it trained): a setting that would not fit it is refused first.
     """
     from overbrainer.config.model import RunpodTarget
     from overbrainer.errors import Interrupted, OverbrainerError
@@ -303,7 +305,7 @@ async def _resume_source(
             f"`overbrainer train stop {run_id}` saves a checkpoint and stops it"
         )
     run_dir = session.run_dir(run_id)
-    source = pick_checkpoint(run_id, checkpoint_steps(run_dir), step)
+    source = pick_checkpoint(run_id, checkpoint_steps(run_dir), step, state.run.pruned)
     trained = trained_config(run_dir, run_id)
     return source, mismatches(trained, render_config(settings.training, has_eval=False))
 

@@ -327,6 +327,9 @@ class TrainingSettings(BaseModel):
     # `train stop`: how long a job asked to save a checkpoint and stop has before it is
     # cancelled instead (a save of a big model takes minutes).
     stop_timeout_minutes: Annotated[float, Field(gt=0, le=24 * 60, allow_inf_nan=False)] = 5
+    # How many of a run's checkpoints stay on this machine: each one the trainer saves comes
+    # home while the job runs; older ones beyond these are removed (the last always stays).
+    keep_checkpoints: Count = 2
     # Plain defaults (pydantic copies a mutable one for each instance): a default_factory
     # of dict or list costs an inspection of the builtin's signature on every start.
     axolotl_extra: dict[str, Any] = {}

@@ -46,6 +46,8 @@ adapter = "lora"
 # saves_per_epoch = 1                 # >= 1
 # merge = false                       # lora/qlora only: also write the merged model
 # stop_timeout_minutes = 5            # `train stop`: a job not stopped by then is cancelled
+# keep_checkpoints = 2                # checkpoints come home as they are saved; this many of
+#                                     # the last stay in runs/<id>/output (>= 1)
 # hub_model_id = "you/your-model"     # push the result to the Hugging Face Hub (needs
 #                                     # OVERBRAINER_HF_TOKEN); default: no push
 #

@@ -101,6 +101,9 @@ class RunView:
     # The last checkpoint home and verified ({"step", "path", "at"}): what a resume starts
     # from.
     checkpoint: dict[str, Any] | None = None
+    # The steps of the checkpoints home (retrieved, not pruned since), and of those pruned.
+    checkpoints: list[int] = field(default_factory=list)
+    pruned: list[int] = field(default_factory=list)
     note: str | None = None
     # This machine's clock minus Runpod's, as the last command that found it far off
     # recorded it (seconds); the times it recorded are off by as much.
@@ -227,7 +230,22 @@ def _stop_requested(s: RunLog, e: ev.StopRequested, at: str) -> None:
 
 
 def _checkpoint(s: RunLog, e: ev.CheckpointRetrieved, at: str) -> None:
-    s.run.checkpoint = {"step": e.step, "path": e.path, "at": at}
+    # Checkpoints may come home out of order (the newest first while a job runs): the last
+    # one is the one of the highest step.
+    if s.run.checkpoint is None or e.step >= s.run.checkpoint["step"]:
+        s.run.checkpoint = {"step": e.step, "path": e.path, "at": at}
+    s.run.checkpoints = sorted({*s.run.checkpoints, e.step})
+    s.run.pruned = [step for step in s.run.pruned if step != e.step]
+
+
+def _checkpoint_pruned(s: RunLog, e: ev.CheckpointPruned, at: str) -> None:
+    if e.step not in s.run.checkpoints:
+        raise InvalidTransition(f"checkpoint-{e.step} pruned, but it was never home")
+    s.run.checkpoints = [step for step in s.run.checkpoints if step != e.step]
+    s.run.pruned = sorted({*s.run.pruned, e.step})
+    if s.run.checkpoint is not None and s.run.checkpoint["step"] == e.step:
+        # The last one is never pruned by overbrainer; a log that says so has none left.
+        s.run.checkpoint = None
 
 
 def _interrupted(s: RunLog, e: ev.Interrupted, at: str) -> None:
@@ -448,6 +466,7 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.CancelRequested: _cancel_requested,
     ev.StopRequested: _stop_requested,
     ev.CheckpointRetrieved: _checkpoint,
+    ev.CheckpointPruned: _checkpoint_pruned,
     ev.Interrupted: _interrupted,
     ev.Detached: _detached,
     ev.ArtifactsRetrieved: _artifacts,

@@ -150,6 +150,25 @@ def take_stop(state: RunLog) -> Events:
     return [ev.StopRequested(relay="taken")]
 
 
+# ---- checkpoints brought home while the job runs --------------------------------------
+
+
+def checkpoint_home(state: RunLog, step: int, path: str) -> Events:
+    """A checkpoint came home and matched the target's manifest; nothing when the log
+    has it home already (another follower brought it)."""
+    if step in state.run.checkpoints:
+        return []
+    return [ev.CheckpointRetrieved(step=step, path=path)]
+
+
+def checkpoint_pruned(state: RunLog, step: int, path: str) -> Events:
+    """A checkpoint home is about to be removed; nothing when the log does not have it
+    home (another command pruned it)."""
+    if step not in state.run.checkpoints:
+        return []
+    return [ev.CheckpointPruned(step=step, path=path)]
+
+
 # ---- results and the run's end -------------------------------------------------------
 
 
@@ -189,7 +208,10 @@ def record_end(
     events: Events = []
     if checkpoint is not None and home:
         step, path = checkpoint
-        events.append(ev.CheckpointRetrieved(step=step, path=path))
+        # Brought home again with the results (a background fetch may have brought it
+        # first): recorded once.
+        if step not in state.run.checkpoints:
+            events.append(ev.CheckpointRetrieved(step=step, path=path))
     events.append(
         ev.RunEnded(state=outcome, message=message, exit_code=exit_code, metrics=dict(metrics))
     )

@@ -167,6 +167,17 @@ class CheckpointRetrieved(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class CheckpointPruned(Event):
+    """A checkpoint brought home earlier (``path``, run-relative, saved at ``step``) was
+    removed from this machine: only the last ``[training] keep_checkpoints`` stay. Recorded
+    before the folder goes, so the log never claims a checkpoint that is not home."""
+
+    name: ClassVar[str] = "run.CheckpointPruned"
+    step: int
+    path: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class Interrupted(Event):
     """Ctrl-C before the job existed: ``stage`` says where it stopped."""
 
@@ -427,6 +438,7 @@ CATALOGUE: dict[str, type[Event]] = {
         CancelRequested,
         StopRequested,
         CheckpointRetrieved,
+        CheckpointPruned,
         Interrupted,
         Detached,
         ArtifactsRetrieved,

@@ -513,8 +513,8 @@ class SshExecutor:
             await _aio(_feed, process, stdin, chunks is None)
             if chunks is not None:
                 try:
-                    # Until the iterator ends (None), not until a falsy chunk: an empty
-                    # one must never end the stream early.
+                    # The end is the iterator's end: an empty chunk (a file whose size is a
+                    # multiple of the tar block has no padding) is not the end.
                     while (chunk := await trio.to_thread.run_sync(next, chunks, None)) is not None:
                         if chunk:
                             await _aio(_feed, process, chunk, False)

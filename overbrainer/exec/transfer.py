@@ -5,7 +5,7 @@ Upload: everything in the run directory except ``ssh/`` (the run's keys), the pr
 files under the requested result paths, never below a ``checkpoint-*`` directory (unless a
 path names that checkpoint itself); anything else in the stream is refused. A download
 replaces each requested path as a whole, so a file left from an earlier attempt never
-survives as an "extra".
+survives as an "extra" — except the checkpoint folders already home under it, which stay.
 """
 
 import os
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Protocol
 
 from overbrainer.exec.base import Arrived
-from overbrainer.exec.manifest import list_files
+from overbrainer.exec.manifest import is_checkpoint_dir, list_files
 from overbrainer.exec.shell import check_rel_path
 from overbrainer.exec.untar import Unpacker
 
@@ -177,12 +177,41 @@ def replace_paths(staging: Path, local_dir: Path, paths: Sequence[str]) -> None:
         if any(rel.startswith(f"{other}/") for other in paths):
             continue
         target = local_dir / rel
-        remove(target)
         new = staging / rel
+        if _merge_around_checkpoints(target, new):
+            continue
+        remove(target)
         if new.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             new.rename(target)
     remove(staging)
+
+
+def _merge_around_checkpoints(target: Path, new: Path) -> bool:
+    """Replace the directory ``target`` by ``new`` while the ``checkpoint-*`` folders in it
+    stay where they are: they came home verified on their own while the job ran, and a
+    result download (which leaves checkpoints out) must not take them away. Everything
+    else of ``target`` is replaced; a checkpoint ``new`` brings again (a stop's) keeps its
+    copy home, verified from the same files. False (nothing done) when ``target`` holds no
+    checkpoint folder."""
+    if not new.is_dir() or target.is_symlink() or not target.is_dir():
+        return False
+    kept = {c.name for c in target.iterdir() if is_checkpoint_dir(c.name) and _real_dir(c)}
+    if not kept:
+        return False
+    for child in target.iterdir():
+        if child.name not in kept:
+            remove(child)
+    for child in new.iterdir():
+        if child.name in kept:
+            continue
+        child.rename(target / child.name)
+    remove(new)
+    return True
+
+
+def _real_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
 
 
 def remove(path: Path) -> None:

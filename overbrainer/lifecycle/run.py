@@ -22,6 +22,8 @@ to say; every transition is appended to the run's log through the decisions of
 import contextlib
 import dataclasses
 import math
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import trio
 
@@ -34,6 +36,7 @@ from overbrainer.events.ids import new_run_id
 from overbrainer.events.types import PodState, RunState
 from overbrainer.exec.base import ExecError
 from overbrainer.lifecycle import service
+from overbrainer.lifecycle.checkpoints_home import CheckpointFetcher, prune
 from overbrainer.lifecycle.report import (
     already_ended,
     report_ended_meanwhile,
@@ -56,6 +59,8 @@ from overbrainer.train.metrics import MetricsSummary, summary_line
 from overbrainer.train.resume import ResumeFrom
 
 __all__ = ["attach", "cancel", "secrets_of", "stop", "train"]
+
+T = TypeVar("T")
 
 
 # ---- train ----------------------------------------------------------------------------
@@ -187,6 +192,12 @@ async def _follow(
         raise StoreError(f"{error}; once it is back, {attach_hint(run_id)}") from error
     except OverbrainerError as error:
         raise OverbrainerError(f"{error}; {attach_hint(run_id)}") from error
+    # A stop's checkpoint came with the results: the older ones beyond the kept go.
+    try:
+        await prune(session, run_id, target.settings.training.keep_checkpoints)
+    except (OverbrainerError, OSError) as error:
+        # The run's outcome stands; the next command that prunes tries again.
+        session.front.warn(f"could not remove older checkpoints of run {run_id}: {error}")
     return await _end(session, target, job, state, watched.summary, retrieval)
 
 
@@ -208,12 +219,27 @@ async def _watch(
         left = math.inf
     spend = target.spend(state)
     check = target.at_each_poll(state)
+    fetcher = CheckpointFetcher(
+        session, job, keep=target.settings.training.keep_checkpoints, home=state.run.checkpoints
+    )
 
     async def work() -> Followed | Stop:
-        with trio.move_on_after(min(left, stop_within)) as bounded:
-            return await service.watch(
-                session, job, poll=target.poll, spend=spend, at_each_poll=check
+        async def follow() -> Followed:
+            followed = await service.watch(
+                session,
+                job,
+                poll=target.poll,
+                spend=spend,
+                at_each_poll=check,
+                on_events=fetcher.saw,
             )
+            # The job ended: its last saves come home before its target may go.
+            await fetcher.finish()
+            return followed
+
+        with trio.move_on_after(min(left, stop_within)) as bounded:
+            # Checkpoints come home beside following, never in its way.
+            return await _beside(follow, fetcher.run)
         assert bounded.cancelled_caught
         return Stop.stop_overdue if stop_within < left else Stop.past_deadline
 
@@ -227,6 +253,23 @@ async def _watch(
             return EndedMeanwhile(ended_state)
         return await target.lost(job, state, lost)
     return Stop.detached if finished is None else finished.value
+
+
+async def _beside(main: Callable[[], Awaitable[T]], background: Callable[[], Awaitable[None]]) -> T:
+    """``main``'s result (or error, as it is), with ``background`` running meanwhile and
+    cancelled once ``main`` is done. ``background`` must not fail."""
+    done: list[T] = []
+    failed: list[Exception] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(background)
+        try:
+            done.append(await main())
+        except Exception as error:  # raised as it is, not in a group
+            failed.append(error)
+        nursery.cancel_scope.cancel()
+    if failed:
+        raise failed[0]
+    return done[0]
 
 
 async def _ended(job: Job) -> bool:
@@ -397,7 +440,8 @@ async def stop(session: Session, target: Target, state: RunLog, *, within: float
         job = target.job(run_id, executor, state)
         # Written first, recorded next: a request that never reached the job is not one.
         await session.interrupts.shield(
-            f"asking the job of run {run_id} to stop", STOP_REQUEST_LIMIT,
+            f"asking the job of run {run_id} to stop",
+            STOP_REQUEST_LIMIT,
             lambda: service.write_stop_request(job),
         )
         state = await session.journal.append(run_id, decisions.request_stop)

@@ -187,11 +187,14 @@ async def watch(
     poll: float = POLL_SECONDS,
     spend: Callable[[], float | None] | None = None,
     at_each_poll: Callable[[], Awaitable[None]] | None = None,
+    on_events: Callable[[list[MetricsEvent]], None] | None = None,
 ) -> Followed:
     """Follow the job until it ends: poll its status, show new metrics lines, then drain
     the metrics file; ``at_each_poll`` is what the target checks besides (a pod nearing
-    its cost cap). Up to ``MAX_FAILED_POLLS`` consecutive failures to reach the target
-    are warned about and retried; one more gives up (the job keeps running)."""
+    its cost cap); ``on_events`` is given each read's new metrics events (it must not
+    wait: checkpoints are fetched beside following, never in its way). Up to
+    ``MAX_FAILED_POLLS`` consecutive failures to reach the target are warned about and
+    retried; one more gives up (the job keeps running)."""
     summary = MetricsSummary()
     offset = 0
     failures = 0
@@ -226,6 +229,8 @@ async def watch(
             await trio.sleep_until(tick + poll)
             continue
         live.saw(events, summary)
+        if on_events is not None and events:
+            on_events(events)
         for line in milestones(events):
             session.front.milestone(line)
         session.front.progress(summary, spend() if spend else None)
@@ -505,6 +510,14 @@ async def _fetch(
     return expected, arrived, (errors[0] if errors else None)
 
 
+async def fetch(
+    job: Job, local: Path, paths: tuple[str, ...]
+) -> tuple[dict[str, str] | None, Mapping[str, Arrived] | None, OverbrainerError | None]:
+    """The target's manifest of ``paths`` and their download into ``local``, side by side
+    (see ``_fetch``): what a checkpoint's retrieval shares with the results'."""
+    return await _fetch(job, local, paths)
+
+
 @contextlib.asynccontextmanager
 async def _settling(session: Session, run_id: str) -> AsyncIterator[RunLog]:
     """Hold the run's settle lock and yield its state as it is then.
@@ -528,6 +541,11 @@ async def _settling(session: Session, run_id: str) -> AsyncIterator[RunLog]:
         yield await session.journal.state(run_id)
     finally:
         os.close(fd)  # releases the lock
+
+
+settling = _settling
+"""The run's settle lock, for what else replaces files under ``output/`` (a checkpoint
+put in place, or removed)."""
 
 
 def _settled(state: RunLog) -> Retrieval | None:

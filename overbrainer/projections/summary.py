@@ -14,8 +14,9 @@ from overbrainer.runpod.clocks import offset_text
 from overbrainer.train.metrics import MetricsSummary, format_epoch, format_loss
 
 
-def summary_lines(state: RunLog) -> list[str]:
-    """The run's record and its pod, one fact per line."""
+def summary_lines(state: RunLog, checkpoints_bytes: int | None = None) -> list[str]:
+    """The run's record and its pod, one fact per line; ``checkpoints_bytes``: the disk
+    the checkpoints home take, when it was measured."""
     r, p = state.run, state.pod
     if not state.exists:
         return ["(no run yet)"]
@@ -55,6 +56,10 @@ def summary_lines(state: RunLog) -> list[str]:
             f"  checkpoint step {r.checkpoint['step']} in runs/{r.run_id}/{r.checkpoint['path']}"
             f", verified: `overbrainer train --resume-from {r.run_id}` goes on from it"
         )
+    if r.checkpoints or r.pruned:
+        lines.append(
+            f"  checkpoints {checkpoints_text(r.checkpoints, r.pruned, checkpoints_bytes)}"
+        )
     if r.resumed_from:
         lines.append(
             f"  resumed    from run {r.resumed_from['run']}, checkpoint-{r.resumed_from['step']}"
@@ -80,6 +85,19 @@ def summary_lines(state: RunLog) -> list[str]:
         if p.strays:
             lines.append("  strays     " + ", ".join(sorted(p.strays)))
     return lines
+
+
+def checkpoints_text(home: list[int], pruned: list[int], size: int | None) -> str:
+    """``2 home (steps 6, 8; 2.1 MB); 2 removed (steps 2, 4)``."""
+    steps = ", ".join(str(step) for step in home)
+    text = f"{len(home)} home"
+    if home:
+        text += f" (step{'s' if len(home) > 1 else ''} {steps}"
+        text += f"; {size_text(size)})" if size is not None else ")"
+    if pruned:
+        removed = ", ".join(str(step) for step in pruned)
+        text += f"; {len(pruned)} removed (step{'s' if len(pruned) > 1 else ''} {removed})"
+    return text
 
 
 def attach_header(state: RunLog) -> str:

@@ -179,6 +179,10 @@ _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
     ev.CheckpointRetrieved: lambda e, s: (
         f"checkpoint of step {e.step} retrieved ({e.path}), every checksum verified"
     ),
+    ev.CheckpointPruned: lambda e, s: (
+        f"checkpoint of step {e.step} removed from this machine ({e.path}): only the last "
+        "ones are kept ([training] keep_checkpoints)"
+    ),
     ev.Interrupted: lambda e, s: f"interrupted before the job started ({e.stage})",
     ev.Detached: _detached,
     ev.ArtifactsRetrieved: _artifacts,

@@ -25,6 +25,7 @@ from overbrainer.config.axolotl_keys import CPU_KEYS, MANAGED_AXOLOTL_KEYS, SETT
 from overbrainer.config.model import TrainingSettings
 from overbrainer.errors import OverbrainerError
 from overbrainer.train.data import EVAL_FILE, TRAIN_FILE, DataFiles, check_data
+from overbrainer.train.layout import CHECKPOINT_PREFIX, OUTPUT_DIR
 
 CONFIG_FILE = "axolotl.yaml"
 """The config file's name in the run directory."""
@@ -52,14 +53,8 @@ STOP_ENV = "OVERBRAINER_STOP"
 RESUME_DIR = "resume"
 """Where a resumed run's directory holds the checkpoint it starts from (uploaded with it)."""
 
-CHECKPOINT_PREFIX = "checkpoint-"
-"""How the trainer names a checkpoint's folder in ``output_dir``: ``checkpoint-STEP``."""
-
 TELEMETRY_ENV = "AXOLOTL_DO_NOT_TRACK"
 """Set to ``1`` for every job: Axolotl then sends no telemetry (see :func:`job_environment`)."""
-
-OUTPUT_DIR = "output"
-"""Axolotl's ``output_dir``, relative to the run directory."""
 
 PREPARED_DIR = "prepared"
 """Axolotl's ``dataset_prepared_path``, relative to the run directory."""

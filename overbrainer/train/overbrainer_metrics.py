@@ -30,6 +30,15 @@ step, whose checkpoint is ``checkpoint-STEP`` in the trainer's output directory:
 A request holding a reason (one word: the pod's watchdog writes ``deadline`` or
 ``cost_cap``; ``train stop`` writes nothing) has it in the line: ``"reason":"deadline"``.
 
+**Saves.** Every checkpoint the trainer saves is announced by a ``saved`` line naming its
+step, written from the trainer's ``on_save``, which it calls only once it has written the
+whole ``checkpoint-STEP`` folder (weights, optimizer, scheduler, ``trainer_state.json``)::
+
+    {"event":"saved","time":…,"step":50}
+
+overbrainer brings a checkpoint home only after this line: a folder that merely exists may
+still be half written.
+
 With several processes (distributed training), every rank must stop at the same step: the
 ranks agree on the request (a one-number all-reduce) before any acts on it.
 
@@ -252,7 +261,9 @@ class MetricsCallback:
         setattr(control, "should_training_stop", True)  # noqa: B010
 
     def on_save(self, args: object, state: object, control: object, **kwargs: Any) -> None:
-        """After the save a stop asked for, say so: the step names its checkpoint."""
+        """A checkpoint is saved whole: say so (its step names it), and after the save a stop
+        asked for, say that too."""
+        self._write(state, "saved", step=getattr(state, "global_step", None))
         if self.stopping:
             self._write(
                 state, "stopped", step=getattr(state, "global_step", None), reason=self.reason

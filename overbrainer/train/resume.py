@@ -56,11 +56,21 @@ def parse_spec(spec: str) -> tuple[str, int | None]:
     return run, int(step)
 
 
-def pick_checkpoint(run_id: str, available: Iterable[int], requested: int | None) -> ResumeFrom:
+def pick_checkpoint(
+    run_id: str, available: Iterable[int], requested: int | None, pruned: Iterable[int] = ()
+) -> ResumeFrom:
     """The checkpoint of run ``run_id`` to start from: the one at ``requested`` (None: the
-    last of ``available``, the steps of its complete checkpoints at home)."""
+    last of ``available``, the steps of its complete checkpoints at home). ``pruned``: the
+    steps the log says were removed from this machine."""
     steps = sorted(set(available))
     listed = ", ".join(str(step) for step in steps)
+    if requested is not None and requested not in steps and requested in set(pruned):
+        have = f"it has {listed}" if steps else "it has none at home"
+        raise ResumeError(
+            f"checkpoint-{requested} of run {run_id} was removed from this machine (only the "
+            f"last [training] keep_checkpoints stay): {have}; `overbrainer train "
+            f"--resume-from {run_id}` starts from its last"
+        )
     if requested is None:
         if not steps:
             raise ResumeError(

@@ -44,7 +44,7 @@ OTHER_VALUES: dict[str, Any] = {
     "hub_model_id": "me/model",
 }
 # Settings of overbrainer's own, written to no key of axolotl.yaml.
-NOT_RENDERED = {"target", "axolotl_extra", "env", "stop_timeout_minutes"}
+NOT_RENDERED = {"target", "axolotl_extra", "env", "stop_timeout_minutes", "keep_checkpoints"}
 
 
 def _training(**changes: Any) -> TrainingSettings:

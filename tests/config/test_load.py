@@ -83,6 +83,12 @@ def test_file_over_defaults(project: Path) -> None:
             "http://127.0.0.1:8123/v2",
         ),
         ("Overbrainer_Training__Epochs", "9", ("training", "epochs"), 9),
+        (
+            "OVERBRAINER_TRAINING__KEEP_CHECKPOINTS",
+            "5",
+            ("training", "keep_checkpoints"),
+            5,
+        ),
     ],
 )
 def test_env_over_file(
@@ -90,6 +96,12 @@ def test_env_over_file(
 ) -> None:
     settings = load_settings(project, {variable: text})
     assert getattr(getattr(settings, attribute[0]), attribute[1]) == value
+
+
+def test_keep_checkpoints_defaults_to_two_and_refuses_none(project: Path) -> None:
+    assert load_settings(project, {}).training.keep_checkpoints == 2
+    with pytest.raises(ConfigError, match=r"training\.keep_checkpoints"):
+        load_settings(project, {"OVERBRAINER_TRAINING__KEEP_CHECKPOINTS": "0"})
 
 
 def test_target_overrides_from_env(project: Path) -> None:

@@ -8,7 +8,7 @@ RUN_B = "20260101-110000-bbbb"  # a cancelled local run whose artifacts came lat
 RUN_C = "20260101-120000-cccc"  # a Runpod run interrupted while provisioning, started
 # from a machine whose clock was 3 h behind (an older version's log otherwise)
 RUN_D = "20260101-130000-dddd"  # a local run resumed from RUN_B's checkpoint, stopped by a
-# request taken by its follower, its checkpoint home
+# request taken by its follower, its checkpoint home (an earlier one brought home, pruned)
 
 # Event types added since 0.3.0, whose log (``logs/v0.3.0.sqlite``) holds the rest of the
 # script as it is.
@@ -171,10 +171,13 @@ RUN_D_SCRIPT: list[tuple[str, ev.Event]] = [
         ),
     ),
     (RUN_D, ev.JobStarted(job_dir="runs/d", pid=88)),
+    # Brought home while the job ran, then pruned once a later one came (keep 1).
+    (RUN_D, ev.CheckpointRetrieved(step=5, path="output/checkpoint-5")),
     (RUN_D, ev.StopRequested(relay="asked")),
     (RUN_D, ev.StopRequested(relay="taken")),
     (RUN_D, ev.ArtifactsRetrieved(files=9, bytes=900, manifest_digest="m4")),
     (RUN_D, ev.CheckpointRetrieved(step=6, path="output/checkpoint-6")),
+    (RUN_D, ev.CheckpointPruned(step=5, path="output/checkpoint-5")),
     (
         RUN_D,
         ev.RunEnded(

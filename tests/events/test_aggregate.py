@@ -143,6 +143,12 @@ def log(*events: ev.Event) -> RunLog:
             "pod p1 is already deleted",
             id="deleting-deleted",
         ),
+        pytest.param(
+            (CREATED, STARTED),
+            ev.CheckpointPruned(step=5, path="output/checkpoint-5"),
+            "checkpoint-5 pruned, but it was never home",
+            id="pruned-never-home",
+        ),
         pytest.param((CREATED,), Unknown(), "no rule for test.Unknown", id="no-rule"),
     ],
 )
@@ -152,6 +158,26 @@ def test_the_fold_refuses(before: tuple[ev.Event, ...], event: ev.Event, refusal
     with pytest.raises(InvalidTransition, match=re.escape(refusal)):
         state.copy().apply(event, AT)
     assert state.to_json() == unchanged
+
+
+def test_checkpoints_home_the_last_is_the_highest_step_and_pruned_ones_leave() -> None:
+    def home(step: int) -> ev.CheckpointRetrieved:
+        return ev.CheckpointRetrieved(step=step, path=f"output/checkpoint-{step}")
+
+    # Fetched the newest first: the last checkpoint is the highest step, not the last event.
+    state = log(CREATED, STARTED, home(20), home(10))
+    assert (state.run.checkpoint or {})["step"] == 20
+    assert state.run.checkpoints == [10, 20]
+    state = log(
+        CREATED,
+        STARTED,
+        home(20),
+        home(10),
+        home(30),
+        ev.CheckpointPruned(step=10, path="output/checkpoint-10"),
+    )
+    assert (state.run.checkpoints, state.run.pruned) == ([20, 30], [10])
+    assert (state.run.checkpoint or {})["step"] == 30
 
 
 def test_states_are_enums_and_survive_json() -> None:

@@ -74,6 +74,8 @@ EXPECTED_RUN_A = {
     "detached": True,
     "artifacts": {"files": 4, "bytes": 1234, "manifest_digest": "m1", "at": T},
     "checkpoint": None,
+    "checkpoints": [],
+    "pruned": [],
     "note": None,
     "clock_offset": None,
     "version": 25,
@@ -171,6 +173,8 @@ EXPECTED_RUN_B = {
     "detached": False,
     "artifacts": {"files": 2, "bytes": 10, "manifest_digest": "m2", "at": T},
     "checkpoint": None,
+    "checkpoints": [],
+    "pruned": [],
     "note": None,
     "clock_offset": None,
     "version": 7,
@@ -200,18 +204,23 @@ EXPECTED_RUN_D = {
     "detached": False,
     "artifacts": {"files": 9, "bytes": 900, "manifest_digest": "m4", "at": T},
     "checkpoint": {"step": 6, "path": "output/checkpoint-6", "at": T},
+    "checkpoints": [6],
+    "pruned": [5],
     "note": None,
     "clock_offset": None,
-    "version": 7,
+    "version": 9,
 }
 EXPECTED_SENTENCES_D = [
     f"created run {RUN_D}: full of m on target here (local), resuming run {RUN_B} from "
     "checkpoint-4",
     "started the job (pid 88) in runs/d",
+    "checkpoint of step 5 retrieved (output/checkpoint-5), every checksum verified",
     "stop requested of the command following the run (save a checkpoint and stop)",
     "stop taken by the command following the run: the job saves a checkpoint and stops",
     "retrieved 9 files (900 bytes), every checksum verified",
     "checkpoint of step 6 retrieved (output/checkpoint-6), every checksum verified",
+    "checkpoint of step 5 removed from this machine (output/checkpoint-5): only the last ones "
+    "are kept ([training] keep_checkpoints)",
     "run stopped: saved checkpoint-6 and stopped, as asked (step 6/12)",
 ]
 EXPECTED_POD_C = {

@@ -64,6 +64,12 @@ def applies(state: RunLog, events: list[ev.Event]) -> None:
         trial.apply(event, AT)
 
 
+P5 = "output/checkpoint-5"
+CKPT_5 = ev.CheckpointRetrieved(step=5, path=P5)
+PRUNED_5 = ev.CheckpointPruned(step=5, path=P5)
+HOME_5 = log(CREATED, STARTED, CKPT_5)
+
+
 def rows() -> list[Any]:
     """(name, decision on the state, state, expected events)."""
     table: list[tuple[str, Callable[[RunLog], list[ev.Event]], RunLog, list[ev.Event]]] = [
@@ -531,6 +537,43 @@ def rows() -> list[Any]:
             RUNNING,
             [NOTE],
         ),
+        (
+            "record_end stopped, checkpoint home already (fetched as it was saved)",
+            lambda s: d.record_end(
+                s,
+                outcome=RunState.stopped,
+                message="saved",
+                exit_code=0,
+                metrics={},
+                home=True,
+                checkpoint=(5, "output/checkpoint-5"),
+            ),
+            log(CREATED, STARTED, CKPT_5),
+            [ev.RunEnded(state=RunState.stopped, message="saved", exit_code=0)],
+        ),
+        # checkpoints brought home while the job runs, and removed from here: once each
+        ("checkpoint_home", lambda s: d.checkpoint_home(s, 5, P5), RUNNING, [CKPT_5]),
+        ("checkpoint_home again", lambda s: d.checkpoint_home(s, 5, P5), HOME_5, []),
+        (
+            "checkpoint_home after the end",
+            lambda s: d.checkpoint_home(s, 5, P5),
+            ENDED_RUNNING,
+            [CKPT_5],
+        ),
+        (
+            "checkpoint_home of one pruned before (brought again)",
+            lambda s: d.checkpoint_home(s, 5, P5),
+            log(CREATED, STARTED, CKPT_5, PRUNED_5),
+            [CKPT_5],
+        ),
+        ("checkpoint_pruned", lambda s: d.checkpoint_pruned(s, 5, P5), HOME_5, [PRUNED_5]),
+        (
+            "checkpoint_pruned again",
+            lambda s: d.checkpoint_pruned(s, 5, P5),
+            log(CREATED, STARTED, CKPT_5, PRUNED_5),
+            [],
+        ),
+        ("checkpoint_pruned never home", lambda s: d.checkpoint_pruned(s, 5, P5), RUNNING, []),
     ]
     return [pytest.param(decide, state, want, id=name) for name, decide, state, want in table]
 

@@ -186,7 +186,15 @@ def test_runs_and_events_read_a_read_only_project_and_train_says_how_to_fix_it(
         assert ran.code == 0 and ran.clean() and ran.out, (args, ran.err)
     replay = run(read_only, "events", runs[1], "--json", confine="read-only")
     names = [json.loads(line)["event"] for line in replay.out.splitlines()]
-    assert names == ["run.Created", "run.JobStarted", "run.ArtifactsRetrieved", "run.Ended"]
+    # The worlds' trainer saves checkpoints: they came home as saved, before the results.
+    assert names == [
+        "run.Created",
+        "run.JobStarted",
+        "run.CheckpointRetrieved",
+        "run.CheckpointRetrieved",
+        "run.ArtifactsRetrieved",
+        "run.Ended",
+    ]
 
     # A command that must write says which directory and how, and leaves everything.
     # With the project's trainer, so the preflight passes and the store is what fails.

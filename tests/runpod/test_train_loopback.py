@@ -112,10 +112,11 @@ async def world(
     output_mb: float = 0.0625,
     project: Path | None = None,
     provisioning_seconds: float = 0.2,
+    knobs: str = "",
 ) -> AsyncIterator[World]:
     """The fake API and pods on loopback, and a project whose Runpod target runs the
     stand-in trainer from a venv (knobs set in its wrapper: the pod's SSH sessions have an
-    environment of their own)."""
+    environment of their own; ``knobs``: more of them, ``NAME=VALUE`` words)."""
     fake = FakeRunpod(provisioning_seconds=provisioning_seconds, starting_seconds=0.3)
     fake.add_account(CANARY_KEY)
     project = project or tmp_path / "project"
@@ -127,7 +128,7 @@ async def world(
     wrapper.write_text(
         "#!/bin/sh\n"
         f"FAKE_AXOLOTL_STEPS={steps} FAKE_AXOLOTL_STEP_SECONDS={step_seconds} "
-        f"FAKE_AXOLOTL_OUTPUT_MB={output_mb} "
+        f"FAKE_AXOLOTL_OUTPUT_MB={output_mb} {knobs} "
         f'exec {sys.executable} {STAND_IN} "$@"\n'
     )
     wrapper.chmod(0o755)

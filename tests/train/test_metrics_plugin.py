@@ -264,17 +264,27 @@ def test_a_stop_request_saves_a_checkpoint_at_the_next_step_and_stops(tmp_path: 
     callback.on_step_end(None, _state(3), control)
     callback.on_save(None, _state(3), control)  # a save of the schedule's own
     assert (control.should_save, control.should_training_stop) == (False, False)
-    assert not path.exists()
+    assert [(e.event, e.step) for e in _events(path)] == [("saved", 3)]
     request.touch()
     callback.on_step_end(None, _state(4), control)
     assert (control.should_save, control.should_training_stop) == (True, True)
     callback.on_save(None, _state(4), control)
-    (stopped,) = _events(path)
+    _, saved, stopped = _events(path)
+    assert (saved.event, saved.step) == ("saved", 4)
     assert (stopped.event, stopped.step) == ("stopped", 4)
     # Acted on once: a later look changes nothing and says nothing more.
     again = _control()
     callback.on_step_end(None, _state(5), again)
     assert (again.should_save, again.should_training_stop) == (False, False)
+
+
+def test_every_save_is_announced_once_written_by_the_main_process_only(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    callback = MetricsCallback(path)
+    callback.on_save(None, _state(50), _control())
+    callback.on_save(None, _state(50, main=False), _control())  # another rank: silent
+    callback.on_save(None, _state(100), _control())
+    assert [(e.event, e.step) for e in _events(path)] == [("saved", 50), ("saved", 100)]
 
 
 def test_the_request_is_looked_for_never_read(tmp_path: Path) -> None:
@@ -315,5 +325,6 @@ def test_the_stopped_line_carries_the_reason_the_request_holds(
     control = _control()
     callback.on_step_end(None, _state(6), control)
     callback.on_save(None, _state(6), control)
-    (stopped,) = _events(path)
+    saved, stopped = _events(path)
+    assert (saved.event, saved.step) == ("saved", 6)
     assert (stopped.event, stopped.step, stopped.reason) == ("stopped", 6, reason)

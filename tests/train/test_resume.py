@@ -73,6 +73,33 @@ def test_pick_checkpoint_refuses_what_is_not_home(
         pick_checkpoint(RUN, available, requested)
 
 
+@pytest.mark.parametrize(
+    ("available", "requested", "pruned", "message"),
+    [
+        (
+            [30, 40],
+            10,
+            [10, 20],
+            rf"checkpoint-10 of run {RUN} was removed from this machine \(only the last "
+            r"\[training\] keep_checkpoints stay\): it has 30, 40; `overbrainer train "
+            rf"--resume-from {RUN}` starts from its last",
+        ),
+        ([], 10, [10], r"was removed from this machine .*: it has none at home"),
+        # Not pruned: the plain "not home" error.
+        ([30, 40], 15, [10, 20], r"no checkpoint of step 15 at home \(it has 30, 40\)"),
+    ],
+)
+def test_a_pruned_step_is_named_as_removed(
+    available: list[int], requested: int, pruned: list[int], message: str
+) -> None:
+    with pytest.raises(ResumeError, match=message):
+        pick_checkpoint(RUN, available, requested, pruned)
+
+
+def test_a_pruned_step_still_home_is_taken() -> None:
+    assert pick_checkpoint(RUN, [10, 40], 10, [10]) == ResumeFrom(RUN, 10)
+
+
 BASE = render_config(settings(lora_r=8, lora_alpha=16, sequence_len=512), has_eval=True)
 
 

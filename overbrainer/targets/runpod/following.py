@@ -181,7 +181,20 @@ async def past_deadline(ctx: PodContext, run_id: str, *, default_hours: float) -
         raise OverbrainerError(f"run {run_id} failed: {message}, but: {problem}")
     raise OverbrainerError(
         f"run {run_id} failed: {message}; raise max_hours of target {state.run.target} in "
-        "overbrainer.toml if the job needs longer"
+        f"overbrainer.toml if the job needs longer{resume_hint(state)}"
+    )
+
+
+def resume_hint(state: RunLog) -> str:
+    """``; its checkpoint of step N is home: …`` when the run has one to go on from."""
+    checkpoint = state.run.checkpoint
+    if checkpoint is None:
+        return ""
+    run_id = state.run.run_id
+    return (
+        f"; its checkpoint of step {checkpoint['step']} is home and verified: "
+        f"`overbrainer train --resume-from {run_id}` goes on from checkpoint-"
+        f"{checkpoint['step']}"
     )
 
 
@@ -208,12 +221,13 @@ async def lost(
         return
     if checked.value:
         state = await record_gone(ctx, run_id, pod_id)
+        resume = resume_hint(state)
         if state.pod.delete_reason == "cost_cap":
             raise OverbrainerError(
                 f"run {run_id} failed: pod {pod_id} reached its cost cap "
                 f"({cost_cap.cap_text(state.pod)}) and its watchdog deleted it, and its job "
                 f"went with it; raise max_cost_usd of target {state.run.target} in "
-                "overbrainer.toml if the job needs more"
+                f"overbrainer.toml if the job needs more{resume}"
             )
         deadline = parse_utc(pod.deadline)
         if not pod.keep and deadline is not None and ctx.server_now() >= deadline:
@@ -222,12 +236,12 @@ async def lost(
                 f"run {run_id} failed: pod {pod_id} reached its deadline ({pod.deadline}, "
                 f"max_hours = {max_hours(pod, default_hours):g} after its creation) and its "
                 "watchdog deleted it, and its job went with it; raise max_hours of target "
-                f"{state.run.target} in overbrainer.toml if the job needs longer"
+                f"{state.run.target} in overbrainer.toml if the job needs longer{resume}"
             )
         raise OverbrainerError(
             f"run {run_id} failed: pod {pod_id} no longer exists (Runpod answered "
             "'no such pod' again and again and no longer lists it), and its job went with "
-            "it; start again with `overbrainer train`"
+            "it; start again with `overbrainer train`" + (resume or "")
         )
     await _detach(ctx, run_id)
     raise OverbrainerError(

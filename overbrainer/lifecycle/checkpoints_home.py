@@ -1,0 +1,272 @@
+"""Checkpoints brought home while a run's job runs, and the old ones removed from here.
+
+While a run is followed, every checkpoint the trainer announces as saved (a ``saved`` line
+of ``metrics.jsonl``, which the metrics plugin writes from the trainer's ``on_save``, once
+the folder is written whole) is fetched in the background, beside the progress display:
+the target's manifest of ``output/checkpoint-STEP`` and its download side by side, as the
+results' own collection does (``service.fetch``), into a temporary folder at the top of
+the run's directory. Only once every file matched is the folder renamed into
+``output/`` — one rename, under the run's settle lock — and ``run.CheckpointRetrieved``
+appended. A signal or a crash before that leaves at most the temporary folder, which no
+command reads and the next fetch removes: a partial checkpoint is never home, never
+recorded. Which checkpoints to fetch and which to remove is :mod:`~overbrainer.train.
+checkpoint_plan`'s to decide.
+"""
+
+import contextlib
+import os
+from collections.abc import Iterable
+from functools import partial
+from pathlib import Path
+
+import trio
+
+from overbrainer.errors import OverbrainerError
+from overbrainer.events import decisions
+from overbrainer.events.aggregate import RunLog
+from overbrainer.events.types import Event
+from overbrainer.exec.manifest import checkpoint_path, verify
+from overbrainer.exec.transfer import remove
+from overbrainer.lifecycle import service
+from overbrainer.lifecycle.service import Job
+from overbrainer.session.session import Session
+from overbrainer.train import checkpoint_plan
+from overbrainer.train.metrics import MetricsEvent
+from overbrainer.train.resume_files import TRAINER_STATE
+
+FETCHING_PREFIX = ".overbrainer-checkpoint-"
+"""A checkpoint on its way home: ``runs/<id>/.overbrainer-checkpoint-STEP-PID/``."""
+
+PRUNING_PREFIX = ".overbrainer-pruned-"
+"""A checkpoint on its way out: renamed first, so a half-removed folder is never one."""
+
+RETRY_SECONDS = 5.0
+"""How long after a failed fetch it is tried again (the target may be back by then)."""
+
+PLACE_LIMIT = 60.0
+"""How long putting a verified checkpoint in place and recording it may take (a rename and
+one append)."""
+
+
+class CheckpointFetcher:
+    """Brings a followed run's saved checkpoints home as the trainer announces them.
+
+    :meth:`saw` takes the metrics events following reads (it never waits); :meth:`run` is
+    the background task that fetches; :meth:`finish` fetches what is still due once the
+    job ended.
+    """
+
+    def __init__(self, session: Session, job: Job, *, keep: int, home: Iterable[int]) -> None:
+        self.session = session
+        self.job = job
+        self.keep = keep
+        self.home: set[int] = set(home)
+        self.saved: set[int] = set()
+        self.failures: dict[int, int] = {}
+        self.given_up: set[int] = set()
+        self._wake = trio.Event()
+        self._told: set[int] = set()
+        self._one_at_a_time = trio.Lock()
+
+    def saw(self, events: list[MetricsEvent]) -> None:
+        """New metrics events: note the checkpoints they announce, and wake the fetcher."""
+        new = checkpoint_plan.saved_steps(events) - self.saved
+        if new:
+            self.saved |= new
+            self._wake.set()
+
+    def due(self) -> list[int]:
+        """The checkpoints to fetch now, the newest first."""
+        # In place, every save is recorded (nothing travels), so that pruning removes the
+        # older ones from the job's own output as well.
+        keep = len(self.saved) + len(self.home) if self.job.in_place else self.keep
+        return checkpoint_plan.to_fetch(self.saved, self.home, keep=keep, skip=self.given_up)
+
+    async def run(self) -> None:
+        """Fetch each checkpoint as it is announced, until cancelled; one that failed is
+        tried again :data:`RETRY_SECONDS` later (up to ``checkpoint_plan.MAX_ATTEMPTS``)."""
+        await trio.to_thread.run_sync(clear_leftovers, self._local)
+        while True:
+            await self._wake.wait()
+            self._wake = trio.Event()
+            if await self._fetch_due():
+                await trio.sleep(RETRY_SECONDS)
+                self._wake.set()
+
+    async def finish(self) -> None:
+        """The job ended: fetch what is still due (its last save), once each."""
+        await self._fetch_due(retry=False)
+
+    async def _fetch_due(self, *, retry: bool = True) -> bool:
+        """Fetch what is due; whether one failed and is to be tried again."""
+        # One fetch at a time: ``finish`` waits for the one in flight, then sees it home.
+        async with self._one_at_a_time:
+            return await self._fetch_each(retry=retry)
+
+    async def _fetch_each(self, *, retry: bool) -> bool:
+        again = False
+        for step in self.due():
+            if await self.fetch(step):
+                continue
+            failures = self.failures[step] = self.failures.get(step, 0) + 1
+            if not retry or not checkpoint_plan.should_retry(failures):
+                self.given_up.add(step)
+            else:
+                again = True
+        return again
+
+    @property
+    def _local(self) -> Path:
+        return self.session.run_dir(self.job.run_id)
+
+    async def fetch(self, step: int) -> bool:
+        """Bring checkpoint ``step`` home verified and record it; whether it is settled
+        (home, or not whole on the target: not to be tried again)."""
+        path = checkpoint_path(step)
+        try:
+            if self.job.in_place:
+                # The job's directory is the run's own: the checkpoint is home as the
+                # trainer wrote it; its manifest only checks it is whole.
+                expected = await self.job.executor.manifest(self.job.remote_dir, [path])
+                if not _whole(expected, path):
+                    return self._not_whole(step, path)
+                await self._record(step, path, None)
+                return True
+            return await self._download(step, path)
+        except (OverbrainerError, OSError) as error:
+            # Never fatal: following goes on, and the next look tries again.
+            run_id = self.job.run_id
+            self._warn(step, f"checkpoint-{step} of run {run_id} did not come home ({error})")
+            return False
+
+    async def _download(self, step: int, path: str) -> bool:
+        # Named by this process too: another follower of the run (a second attach) never
+        # shares, nor clears, this one's folder.
+        temp = self._local / f"{FETCHING_PREFIX}{step}-{os.getpid()}"
+        try:
+            await trio.to_thread.run_sync(_fresh, temp)
+            expected, arrived, error = await service.fetch(self.job, temp, (path,))
+            if error is not None:
+                raise error
+            if expected is None or not _whole(expected, path):
+                return self._not_whole(step, path)
+            problems = await trio.to_thread.run_sync(verify, expected, temp, [path], arrived)
+            if problems:
+                raise OverbrainerError("; ".join(problems[:3]))
+            await self._record(step, path, temp / path)
+            return True
+        finally:
+            with trio.move_on_after(PLACE_LIMIT, shield=True):
+                await trio.to_thread.run_sync(remove, temp)
+
+    async def _record(self, step: int, path: str, verified: Path | None) -> None:
+        """Put the verified folder in place (one rename) and record it, under the run's
+        settle lock (no collection of the results replaces ``output/`` meanwhile)."""
+        run_id = self.job.run_id
+        async with service.settling(self.session, run_id):
+
+            async def place() -> None:
+                if verified is not None:
+                    _place(verified, self._local / path)
+                await self.session.journal.append(
+                    run_id, lambda s: decisions.checkpoint_home(s, step, path)
+                )
+
+            await self.session.interrupts.shield(
+                f"putting checkpoint-{step} of run {run_id} in place", PLACE_LIMIT, place
+            )
+        self.home.add(step)
+        await prune(self.session, run_id, self.keep)
+
+    def _not_whole(self, step: int, path: str) -> bool:
+        # Gone from the target (the trainer's own rotation removed it) or without the file
+        # the trainer writes last: not one to resume from.
+        self._warn(
+            step,
+            f"checkpoint-{step} of run {self.job.run_id} is not whole on "
+            f"{self.job.executor.location} (no {path}/{TRAINER_STATE}); not brought home",
+        )
+        self.given_up.add(step)
+        return True
+
+    def _warn(self, step: int, text: str) -> None:
+        if step not in self._told:
+            self._told.add(step)
+            self.session.front.warn(text)
+
+
+def _whole(expected: dict[str, str], path: str) -> bool:
+    return f"{path}/{TRAINER_STATE}" in expected
+
+
+def _fresh(temp: Path) -> None:
+    remove(temp)
+    temp.mkdir(parents=True)
+
+
+def _place(verified: Path, dest: Path) -> None:
+    """Rename the verified folder to ``dest``; one already there (brought by the results'
+    collection, verified as well) stays."""
+    if dest.exists():
+        return
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    verified.rename(dest)
+
+
+def clear_leftovers(local: Path) -> None:
+    """Remove what an interrupted fetch or removal left (never a checkpoint home), but not
+    the folder a fetch of a live process is filling."""
+    with contextlib.suppress(OSError):
+        for child in local.iterdir():
+            if child.name.startswith(PRUNING_PREFIX) or (
+                child.name.startswith(FETCHING_PREFIX) and not _alive(child.name)
+            ):
+                remove(child)
+
+
+def _alive(name: str) -> bool:
+    """Whether the process that names a fetch's folder (``…-STEP-PID``) still runs."""
+    pid = name.rpartition("-")[2]
+    if not pid.isdigit() or int(pid) <= 1 or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+async def prune(session: Session, run_id: str, keep: int) -> None:
+    """Remove the checkpoints home beyond the last ``keep``: each recorded first
+    (``run.CheckpointPruned``), then renamed out of ``output/`` and deleted — under the
+    run's settle lock, shielded."""
+    async with service.settling(session, run_id) as state:
+        steps = checkpoint_plan.to_prune(state.run.checkpoints, keep=keep)
+        if not steps:
+            return
+        local = session.run_dir(run_id)
+
+        async def work() -> None:
+            for step in steps:
+                path = checkpoint_path(step)
+                await session.journal.append(run_id, partial(_pruned, step=step, path=path))
+                await trio.to_thread.run_sync(_discard, local / path, local, step)
+
+        await session.interrupts.shield(
+            f"removing older checkpoints of run {run_id}", PLACE_LIMIT * (1 + len(steps)), work
+        )
+
+
+def _pruned(state: RunLog, *, step: int, path: str) -> list[Event]:
+    return decisions.checkpoint_pruned(state, step, path)
+
+
+def _discard(folder: Path, local: Path, step: int) -> None:
+    if not folder.exists():
+        return
+    aside = local / f"{PRUNING_PREFIX}{step}"
+    remove(aside)
+    folder.rename(aside)
+    remove(aside)

@@ -1,0 +1,119 @@
+"""Checkpoints come home as the trainer saves them, verified, and only the last
+``[training] keep_checkpoints`` stay — on this machine (the job's own directory) and over
+SSH (a real sshd on loopback), with the stand-in trainer saving every few steps as the
+Trainer's ``save_steps`` does."""
+
+import hashlib
+import json
+import time
+from pathlib import Path
+
+from tests.runs.conftest import Project
+from tests.runs.ssh_project import SshProject, ssh_project
+
+__all__ = ["ssh_project"]
+
+
+def _files(root: Path) -> dict[str, str]:
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _run_id(stdout: str) -> str:
+    line = next(x for x in stdout.splitlines() if x.startswith("train: run "))
+    return line.split()[2]
+
+
+def _events(project: Project, run_id: str) -> list[dict[str, object]]:
+    shown = project.run("events", run_id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    return [json.loads(line) for line in shown.stdout.splitlines()]
+
+
+def test_on_this_machine_each_save_is_recorded_and_the_older_ones_pruned(
+    project: Project,
+) -> None:
+    done = project.run(
+        "train",
+        FAKE_AXOLOTL_STEPS="9",
+        FAKE_AXOLOTL_SAVE_EVERY="2",
+        OVERBRAINER_TRAINING__KEEP_CHECKPOINTS="2",
+    )
+    assert done.returncode == 0, done.stderr
+    run_id = _run_id(done.stdout)
+    run = project.run_json(run_id)
+    assert run["state"] == "succeeded"
+    assert (run["checkpoints"], run["pruned"]) == ([6, 8], [2, 4])
+    assert run["checkpoint"]["step"] == 8  # type: ignore[index]
+    output = project.path / "runs" / run_id / "output"
+    # checkpoint-1 is a folder the trainer never announced (no trainer_state.json): left be.
+    assert sorted(p.name for p in output.glob("checkpoint-*")) == [
+        "checkpoint-1",
+        "checkpoint-6",
+        "checkpoint-8",
+    ]
+    assert "run.CheckpointRetrieved: checkpoint of step 8 retrieved" in done.stderr
+    names = [e["event"] for e in _events(project, run_id)]
+    assert names.count("run.CheckpointPruned") == 2
+    # The default keeps two as well; one is enough for some.
+    shown = project.run("runs", "show", run_id, "--no-plot")
+    assert shown.returncode == 0, shown.stderr
+    assert "checkpoints 2 home (steps 6, 8;" in shown.stdout, shown.stdout
+
+    # A pruned step is refused by name, with the steps there are.
+    pruned = project.run("train", "--resume-from", f"{run_id}:4")
+    assert pruned.returncode == 1
+    assert (
+        f"checkpoint-4 of run {run_id} was removed from this machine (only the last "
+        "[training] keep_checkpoints stay): it has 6, 8"
+    ) in pruned.stderr, pruned.stderr
+    assert len(project.runs()) == 1
+
+
+def test_over_ssh_each_save_comes_home_verified_while_the_job_runs(
+    ssh_project: SshProject,
+) -> None:
+    ssh_project.knobs(
+        FAKE_AXOLOTL_STEPS="40",
+        FAKE_AXOLOTL_STEP_SECONDS="0.1",
+        FAKE_AXOLOTL_SAVE_EVERY="10",
+        FAKE_AXOLOTL_CHECKPOINT_KB="256",
+    )
+    train = ssh_project.start("train")
+    run_id = ssh_project.wait_for_state("running")
+    local = ssh_project.path / "runs" / run_id
+    remote = ssh_project.remote_run(run_id)
+    # The first save is home while the job still trains (not only at its end).
+    deadline = time.monotonic() + 60
+    while ssh_project.run_json(run_id).get("checkpoints") != [10]:
+        assert time.monotonic() < deadline, "checkpoint-10 did not come home while training"
+        time.sleep(0.1)
+    assert ssh_project.run_json(run_id)["state"] == "running"
+    assert _files(local / "output" / "checkpoint-10") == _files(remote / "output" / "checkpoint-10")
+    _out, err = train.communicate(timeout=120)
+    assert train.returncode == 0, err
+    run = ssh_project.run_json(run_id)
+    assert run["state"] == "succeeded"
+    assert run["checkpoints"] == [30, 40]
+    for step in (30, 40):
+        name = f"checkpoint-{step}"
+        assert _files(local / "output" / name) == _files(remote / "output" / name)
+    # Pruned here, never on the host; the results' collection left the checkpoints home.
+    assert not (local / "output" / "checkpoint-10").exists()
+    assert (remote / "output" / "checkpoint-10").is_dir()
+    assert (local / "output" / "adapter_model.safetensors").is_file()
+    assert not [p for p in local.iterdir() if p.name.startswith(".overbrainer-")]
+    assert run["pruned"] in ([10], [10, 20])
+
+    # The last checkpoint home is one to resume from, on the host again.
+    ssh_project.knobs(FAKE_AXOLOTL_STEPS="45")
+    resumed = ssh_project.run("train", "--resume-from", run_id)
+    assert resumed.returncode == 0, resumed.stderr
+    new_id = ssh_project.runs()[-1]
+    new = ssh_project.run_json(new_id)
+    assert (new["state"], new["resumed_from"]) == ("succeeded", {"run": run_id, "step": 40})
+    text = (ssh_project.path / "runs" / new_id / "metrics.jsonl").read_text()
+    assert '"step":41,' in text and '"step":40,' not in text
