@@ -57,7 +57,7 @@ class Setup:
     run_id: str | None
 
 
-def detached_run(project: Project, timeout: float = 60) -> str:
+def detached_run(project: Project, timeout: float = 240) -> str:
     """A run whose job is held running, and that no command follows (Ctrl-C'd ``train``)."""
     project.hold.touch()
     started = time.monotonic()

@@ -218,8 +218,9 @@ class RunpodWorld:
 
     def detached_run(self, project: Project) -> str:
         """A run whose job is held running on its pod, and that no command follows (a pod
-        takes longer to get there than a machine)."""
-        return machine_detached_run(project, timeout=90)
+        takes longer to get there than a machine). The bounds only end a hang: a loaded
+        machine (seen at a load of 13 on 2 cores) takes minutes."""
+        return machine_detached_run(project, timeout=300)
 
     def setup(self, project: Project, command: str) -> tuple[tuple[str, ...], str | None]:
         """The arguments of ``command`` on a project made ready for it."""

@@ -56,7 +56,8 @@ from overbrainer.testing.fake_executor import (
     PodRig,
     pod_rig,
 )
-from overbrainer.train.axolotl import CHECKPOINT_PREFIX, STOP_FILE
+from overbrainer.train.axolotl import STOP_FILE
+from overbrainer.train.layout import CHECKPOINT_PREFIX
 
 A40 = "NVIDIA A40"
 HF_CANARY = "hf_CANARYmockclock0123456789abcdefgh"

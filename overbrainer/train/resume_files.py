@@ -6,7 +6,8 @@ from typing import Any
 
 import yaml
 
-from overbrainer.train.axolotl import CHECKPOINT_PREFIX, CONFIG_FILE, OUTPUT_DIR
+from overbrainer.train.axolotl import CONFIG_FILE
+from overbrainer.train.layout import CHECKPOINT_PREFIX, OUTPUT_DIR
 from overbrainer.train.resume import ResumeError
 
 TRAINER_STATE = "trainer_state.json"

@@ -118,8 +118,12 @@ async def test_a_run_end_to_end_over_ssh(
         await executor.download("runs/r1", with_checkpoint, local)
         assert verify(expected_too, local, with_checkpoint) == []
         assert (local / "output/checkpoint-2/s").read_text() == "state\n"
+        # The results again: what output/ held is replaced, but a checkpoint already home
+        # stays (it came home verified on its own while the job ran).
+        (local / "output/stale").write_text("from an earlier attempt")
         await executor.download("runs/r1", RESULT_PATHS, local)
-        assert not (local / "output/checkpoint-2").exists()
+        assert not (local / "output/stale").exists()
+        assert (local / "output/checkpoint-2/s").read_text() == "state\n"
         assert (local / "ssh/id_ed25519").read_text() == "PRIVATE"
         await executor.touch("runs/r1/.pod/retrieved")
         assert (remote / ".pod/retrieved").is_file()
