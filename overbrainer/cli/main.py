@@ -30,7 +30,8 @@ class _Usage(Exception):
     pass
 
 
-def _command_name(tokens: Sequence[str], words: frozenset[str]) -> str:
+def command_name(tokens: Sequence[str], words: frozenset[str]) -> str:
+    """The command the leading ``tokens`` name (``train stop``), for the actor of events."""
     names: list[str] = []
     for token in tokens:
         if token not in words:
@@ -141,7 +142,7 @@ def _asked(rest: Sequence[str]) -> str:
         return " ".join(rest)
     from overbrainer.cli.command_words import COMMAND_WORDS
 
-    name = _command_name(rest, COMMAND_WORDS)
+    name = command_name(rest, COMMAND_WORDS)
     return "" if name == "overbrainer" else name
 
 
@@ -184,7 +185,7 @@ def _run(tokens: list[str]) -> int:
     set_current(
         Invocation(
             project_dir=project_dir,
-            command=_command_name(rest, COMMAND_WORDS),
+            command=command_name(rest, COMMAND_WORDS),
             argv=tuple(tokens),
         )
     )

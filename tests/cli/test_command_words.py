@@ -4,7 +4,7 @@ stop`` names ``train stop`` as its actor's command, not ``train``."""
 
 from overbrainer.cli.command_words import COMMAND_WORDS
 from overbrainer.cli.completion import TREE, Command
-from overbrainer.cli.main import _command_name
+from overbrainer.cli.main import command_name
 
 
 def _words(command: Command) -> set[str]:
@@ -19,6 +19,6 @@ def test_the_command_words_are_the_command_trees() -> None:
 
 
 def test_a_subcommand_is_named_whole() -> None:
-    assert _command_name(["train", "stop", "RUN"], COMMAND_WORDS) == "train stop"
-    assert _command_name(["pod", "billing", "RUN"], COMMAND_WORDS) == "pod billing"
-    assert _command_name(["train", "--target", "gpu"], COMMAND_WORDS) == "train"
+    assert command_name(["train", "stop", "RUN"], COMMAND_WORDS) == "train stop"
+    assert command_name(["pod", "billing", "RUN"], COMMAND_WORDS) == "pod billing"
+    assert command_name(["train", "--target", "gpu"], COMMAND_WORDS) == "train"

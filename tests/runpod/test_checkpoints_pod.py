@@ -28,7 +28,8 @@ async def test_a_pod_deleted_at_its_deadline_leaves_its_last_checkpoint_home_to_
     tmp_path: Path,
 ) -> None:
     # A watchdog checking every 0.2 s and a deadline 7.2 s after the create; the job would
-    # train for 40 s, saving every 0.5 s.
+    # train for 40 s, saving every 0.5 s. The watchdog is not to ask for a save before the
+    # deadline (that ends the run stopped, tested on its own): the pod is deleted mid-run.
     overrides = {"OVERBRAINER_INTERVAL": "0.2", "OVERBRAINER_RETRIEVE_GRACE": "0.5"}
     async with world(
         tmp_path,
@@ -38,6 +39,7 @@ async def test_a_pod_deleted_at_its_deadline_leaves_its_last_checkpoint_home_to_
         max_hours=0.002,
         knobs="FAKE_AXOLOTL_SAVE_EVERY=10 FAKE_AXOLOTL_CHECKPOINT_KB=64",
     ) as w:
+        w.env["OVERBRAINER_TARGETS__GPU__SAVE_BEFORE_DEADLINE_MINUTES"] = "0"
         seen_on_pod: dict[int, dict[str, str]] = {}
 
         async def copy_checkpoints_while_the_pod_lives() -> None:

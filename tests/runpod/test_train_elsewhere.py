@@ -261,8 +261,9 @@ async def test_the_command_following_the_run_takes_a_stop_asked_from_another_che
         assert names[-8:] == [
             "run.StopRequested",
             "run.StopRequested",
-            "run.ArtifactsRetrieved",
+            # The stop's checkpoint comes home as soon as it is saved, before the results.
             "run.CheckpointRetrieved",
+            "run.ArtifactsRetrieved",
             "run.Ended",
             "pod.Deleting",
             "pod.Deleted",
