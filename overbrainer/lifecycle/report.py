@@ -6,13 +6,22 @@ from overbrainer.events.aggregate import RunLog
 from overbrainer.events.types import RunState
 from overbrainer.lifecycle.logs import failure_tail
 from overbrainer.lifecycle.service import Retrieval, attach_hint
+from overbrainer.projections.summary import resume_clause
 from overbrainer.session.session import Session, ended_by
 from overbrainer.train.metrics import MetricsSummary, summary_line
 
 
-def report(session: Session, state: RunLog, summary: MetricsSummary | None, retrieved: bool) -> int:
+def report(
+    session: Session,
+    state: RunLog,
+    summary: MetricsSummary | None,
+    retrieved: bool,
+    *,
+    more: str = "",
+) -> int:
     """Print the final line; a run that did not succeed (or stop, as asked) is an error
-    (exit 1)."""
+    (exit 1), ending with ``more`` (``; …``: what the caller adds) and, when its last
+    checkpoint is home, how to go on from it."""
     run = state.run
     if summary is None and run.metrics:
         summary = MetricsSummary.from_dict(run.metrics)
@@ -20,7 +29,7 @@ def report(session: Session, state: RunLog, summary: MetricsSummary | None, retr
         why = f" ({run.note})" if run.note else ""
         raise OverbrainerError(
             f"the job of run {run.run_id} ended but its results could not be retrieved and "
-            f"verified{why}; {attach_hint(run.run_id)} to collect them"
+            f"verified{why}; {attach_hint(run.run_id)} to collect them{more}"
         )
     done = run.state in (RunState.succeeded, RunState.stopped)
     output = f"runs/{run.run_id}/output" if done and retrieved else None
@@ -44,7 +53,7 @@ def report(session: Session, state: RunLog, summary: MetricsSummary | None, retr
             session.front.info(line)
     note = f" ({run.note})" if run.note else ""
     why = f": {run.message}" if run.message and run.message != run.state else ""
-    raise OverbrainerError(f"run {run.run_id} {run.state}{why}{note}")
+    raise OverbrainerError(f"run {run.run_id} {run.state}{why}{note}{more}{resume_clause(state)}")
 
 
 def resume_hint(state: RunLog) -> str:

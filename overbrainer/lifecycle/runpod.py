@@ -478,11 +478,14 @@ class PodTarget:
             f"raise max_cost_usd of target {state.run.target} in overbrainer.toml if the job "
             "needs more"
         )
-        try:
-            code = report(session, state, None, retrieval is not None and retrieval.ok)
-        except OverbrainerError as error:
-            but = f", but: {'; '.join(problems)}" if problems else ""
-            raise OverbrainerError(f"{error}{but}; {raise_more}") from None
+        but = f", but: {'; '.join(problems)}" if problems else ""
+        code = report(
+            session,
+            state,
+            None,
+            retrieval is not None and retrieval.ok,
+            more=f"{but}; {raise_more}",
+        )
         if problems:
             raise OverbrainerError(f"run {run_id}: {'; '.join(problems)}")
         return code

@@ -87,6 +87,19 @@ def summary_lines(state: RunLog, checkpoints_bytes: int | None = None) -> list[s
     return lines
 
 
+def resume_clause(state: RunLog) -> str:
+    """``; its checkpoint of step N is home and verified: …`` for a run that ended with one
+    to go on from (appended to the message of a run that failed), else nothing."""
+    checkpoint = state.run.checkpoint
+    if checkpoint is None:
+        return ""
+    step = checkpoint["step"]
+    return (
+        f"; its checkpoint of step {step} is home and verified: "
+        f"`overbrainer train --resume-from {state.run.run_id}` goes on from checkpoint-{step}"
+    )
+
+
 def checkpoints_text(home: list[int], pruned: list[int], size: int | None) -> str:
     """``2 home (steps 6, 8; 2.1 MB); 2 removed (steps 2, 4)``."""
     steps = ", ".join(str(step) for step in home)

@@ -73,6 +73,29 @@ def test_on_this_machine_each_save_is_recorded_and_the_older_ones_pruned(
     assert len(project.runs()) == 1
 
 
+def test_a_job_that_fails_after_saving_says_how_to_go_on_from_its_last_checkpoint(
+    project: Project,
+) -> None:
+    done = project.run(
+        "train", FAKE_AXOLOTL_STEPS="5", FAKE_AXOLOTL_SAVE_EVERY="2", FAKE_AXOLOTL_EXIT="3"
+    )
+    assert done.returncode == 1, done.stderr
+    run_id = project.runs()[-1]
+    run = project.run_json(run_id)
+    assert (run["state"], run["checkpoint"]["step"]) == ("failed", 4)  # type: ignore[index]
+    error = done.stderr.strip().splitlines()[-1]
+    assert error.startswith(f"error: run {run_id} failed"), done.stderr
+    assert error.endswith(
+        f"; its checkpoint of step 4 is home and verified: `overbrainer train --resume-from "
+        f"{run_id}` goes on from checkpoint-4"
+    ), error
+
+    # Without a checkpoint home, no such advice.
+    bare = project.run("train", FAKE_AXOLOTL_STEPS="3", FAKE_AXOLOTL_EXIT="3")
+    assert bare.returncode == 1
+    assert "--resume-from" not in bare.stderr, bare.stderr
+
+
 def test_over_ssh_each_save_comes_home_verified_while_the_job_runs(
     ssh_project: SshProject,
 ) -> None:

@@ -21,6 +21,7 @@ from typing import NoReturn
 from overbrainer.errors import OverbrainerError
 from overbrainer.events import decisions
 from overbrainer.events.aggregate import PodView, RunLog
+from overbrainer.projections.summary import resume_clause
 from overbrainer.runpod import cost_cap, messages
 from overbrainer.runpod.decide import parse_utc, uptime_and_spend
 from overbrainer.targets.runpod.delete import delete_pod, forget_key_if_done
@@ -181,20 +182,7 @@ async def past_deadline(ctx: PodContext, run_id: str, *, default_hours: float) -
         raise OverbrainerError(f"run {run_id} failed: {message}, but: {problem}")
     raise OverbrainerError(
         f"run {run_id} failed: {message}; raise max_hours of target {state.run.target} in "
-        f"overbrainer.toml if the job needs longer{resume_hint(state)}"
-    )
-
-
-def resume_hint(state: RunLog) -> str:
-    """``; its checkpoint of step N is home: …`` when the run has one to go on from."""
-    checkpoint = state.run.checkpoint
-    if checkpoint is None:
-        return ""
-    run_id = state.run.run_id
-    return (
-        f"; its checkpoint of step {checkpoint['step']} is home and verified: "
-        f"`overbrainer train --resume-from {run_id}` goes on from checkpoint-"
-        f"{checkpoint['step']}"
+        f"overbrainer.toml if the job needs longer{resume_clause(state)}"
     )
 
 
@@ -221,7 +209,7 @@ async def lost(
         return
     if checked.value:
         state = await record_gone(ctx, run_id, pod_id)
-        resume = resume_hint(state)
+        resume = resume_clause(state)
         if state.pod.delete_reason == "cost_cap":
             raise OverbrainerError(
                 f"run {run_id} failed: pod {pod_id} reached its cost cap "
