@@ -438,7 +438,7 @@ async def collect(
     local = session.run_dir(job.run_id)
 
     async def bring_home() -> tuple[dict[str, str] | None, OverbrainerError | None, list[str]]:
-        expected, arrived, error = await _fetch(job, local, paths)
+        expected, arrived, error = await fetch(job, local, paths)
         if error is not None or expected is None:
             return expected, error, []
         problems = await trio.to_thread.run_sync(verify, expected, local, paths, arrived)
@@ -472,13 +472,14 @@ async def collect(
     return retrieval
 
 
-async def _fetch(
+async def fetch(
     job: Job, local: Path, paths: tuple[str, ...]
 ) -> tuple[dict[str, str] | None, Mapping[str, Arrived] | None, OverbrainerError | None]:
-    """The target's manifest and the download, side by side (the target hashes while the
-    files travel, and this side as they arrive); the manifest, if it came, what arrived
-    (``None`` if the download did not hash it) and the first error. A file that changed
-    between the two differs from the manifest, and fails the verification."""
+    """The target's manifest of ``paths`` and their download into ``local``, side by side
+    (the target hashes while the files travel, and this side as they arrive): the manifest,
+    if it came, what arrived (``None`` if the download did not hash it) and the first
+    error. A file that changed between the two differs from the manifest, and fails the
+    verification. The results' collection and a checkpoint's retrieval share it."""
     expected: dict[str, str] | None = None
     arrived: Mapping[str, Arrived] | None = None
     errors: list[OverbrainerError] = []
@@ -508,14 +509,6 @@ async def _fetch(
         if not job.in_place:
             nursery.start_soon(download)
     return expected, arrived, (errors[0] if errors else None)
-
-
-async def fetch(
-    job: Job, local: Path, paths: tuple[str, ...]
-) -> tuple[dict[str, str] | None, Mapping[str, Arrived] | None, OverbrainerError | None]:
-    """The target's manifest of ``paths`` and their download into ``local``, side by side
-    (see ``_fetch``): what a checkpoint's retrieval shares with the results'."""
-    return await _fetch(job, local, paths)
 
 
 @contextlib.asynccontextmanager
