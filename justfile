@@ -12,9 +12,10 @@ default:
 test *args:
     {{py}} -m pytest {{args}}
 
-# ruff and mypy (strict on overbrainer/).
+# ruff (the checks and the formatting) and mypy (strict on overbrainer/).
 lint:
     {{venv}}/bin/ruff check overbrainer tests bench reliability e2e
+    {{venv}}/bin/ruff format --check overbrainer tests bench reliability e2e
     {{venv}}/bin/mypy
 
 # The sdist and the wheel, in dist/ (install the wheel with pipx or `uv tool install`).

@@ -21,8 +21,10 @@ The checkpoints are derived by running each command once with the recorder of
 ``overbrainer/front/checkpoints.py``: code that adds an await or an append adds cases.
 By default, on the ssh and runpod targets two Ctrl-C in a row (and a crash inside a
 transfer) are delivered once per call site rather than at every await under it, and each
-code site of each target gets one of the signals and outputs faults, in turn; ``--full``
-does every fault at every checkpoint everywhere. Exit code: 0 when no invariant was
+code site of each target gets one of the signals and outputs faults, in turn (SIGTERM at
+every site inside a checkpoint's retrieval); the background fetch of checkpoints counts
+once per code site on every target, not once per save. ``--full`` does every fault at
+every checkpoint everywhere. Exit code: 0 when no invariant was
 violated, else 1.
 """
 

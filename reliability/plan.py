@@ -56,12 +56,33 @@ _ENTRY_PATHS = ("overbrainer/cli/",)
 _ENTRY_FUNCTIONS = {"overbrainer/lifecycle/run.py": {"train", "attach", "cancel"}}
 
 
+_CHECKPOINT_FETCH = "overbrainer/lifecycle/checkpoints_home.py:"
+_RETRIEVAL = f"{_CHECKPOINT_FETCH}CheckpointFetcher.fetch:"
+
+
+def in_checkpoint_fetch(key: str) -> bool:
+    """Whether ``key`` is an await of the background fetch of checkpoints (their
+    retrieval, the fetcher's loop, their removal)."""
+    return key.startswith("await ") and _CHECKPOINT_FETCH in key
+
+
+def in_retrieval(key: str) -> bool:
+    """Whether ``key`` is an await inside one checkpoint's retrieval (its manifest and
+    download, their check, its putting in place and record)."""
+    return key.startswith("await ") and _RETRIEVAL in key
+
+
 def code_site(key: str) -> str:
     """A checkpoint's call site below the command's entry point: the same code reached
-    from two commands is one code site."""
+    from two commands is one code site. In the background fetch of checkpoints, the site
+    starts at its innermost frame there: the same code runs for each save, from the
+    fetcher's loop while the job runs and from the end of following, and is one site."""
     if not key.startswith("await "):
         return key
     frames = call_site(key)[len("await ") :].split(" > ")
+    fetch = [i for i, frame in enumerate(frames) if frame.startswith(_CHECKPOINT_FETCH)]
+    if fetch:
+        return "await " + " > ".join(frames[fetch[-1] :])
     while frames:
         path, _, rest = frames[0].partition(":")
         function = rest.rsplit(":", 1)[0]
@@ -91,25 +112,32 @@ def sample(
 ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """Where each command gets one Ctrl-C, and where two in a row.
 
-    ``full`` (and the local target, whose cases are cheap): every checkpoint, both ways.
-    Otherwise one Ctrl-C at each code site (the first checkpoint through it, whichever
-    command passes there first), and two in a row at each append (where the first is only
-    noted: an append is never torn, and a second Ctrl-C must say what is being finished).
+    ``full``: every checkpoint, both ways. The local target, whose cases are cheap: every
+    checkpoint both ways too, but the background fetch of checkpoints, whose checkpoints
+    repeat with each save, once per code site both ways. Otherwise one Ctrl-C at each code
+    site (the first checkpoint through it, whichever command passes there first), and two
+    in a row at each append (where the first is only noted: an append is never torn, and
+    a second Ctrl-C must say what is being finished).
     """
-    if full or kind == "local":
+    if full:
         return dict(traced), dict(traced)
+    local = kind == "local"
     seen: set[str] = set()
     once: dict[str, list[str]] = {}
     twice: dict[str, list[str]] = {}
     for command, keys in traced.items():
         once[command], twice[command] = [], []
         for key in keys:
+            if local and not in_checkpoint_fetch(key):
+                once[command].append(key)
+                twice[command].append(key)
+                continue
             site = code_site(key)
-            if site in seen or is_append_await(key):
+            if site in seen or (is_append_await(key) and not local):
                 continue
             seen.add(site)
             once[command].append(key)
-            if key.startswith("append-"):
+            if local or key.startswith("append-"):
                 twice[command].append(key)
     return once, twice
 

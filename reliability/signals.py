@@ -15,8 +15,9 @@ outcome (0: the stand-in trainer always succeeds).
 
 By default every *code site* of every command (as the Ctrl-C campaign samples them on the
 ssh and Runpod targets) gets one of these faults, in turn: each fault kind lands on many
-sites, each site on one kind, at the cost of one Ctrl-C pass. ``--full`` delivers every
-fault at every checkpoint.
+sites, each site on one kind, at the cost of one Ctrl-C pass; every site inside a
+checkpoint's retrieval gets SIGTERM (once or twice). ``--full`` delivers every fault at
+every checkpoint.
 """
 
 from __future__ import annotations
@@ -88,6 +89,10 @@ AT_APPENDS = (
     Fault("sigterm"),
     Fault("none", BOTH, "closed"),
 )
+# Inside a checkpoint's retrieval (which a signal must never tear: the checkpoint is home
+# whole and recorded, or not home at all), SIGTERM at every site, once or twice in turn;
+# the Ctrl-C campaign sends SIGINT to each of them.
+AT_RETRIEVAL = (Fault("sigterm"), Fault("sigterm2"))
 # --full: every one of these at every checkpoint.
 EVERYWHERE = (
     Fault("sigterm"),
@@ -103,8 +108,9 @@ EVERYWHERE = (
 def planned(kind: str, traced: dict[str, list[str]], full: bool) -> list[tuple[str, str, Fault]]:
     """``(command, checkpoint, fault)`` for target ``kind``: with ``full`` every fault at
     every checkpoint; otherwise one fault per code site (the first checkpoint through it),
-    in turn from :data:`AT_AWAITS` or :data:`AT_APPENDS`."""
-    from reliability.plan import sample
+    in turn from :data:`AT_AWAITS`, :data:`AT_APPENDS` or, inside a checkpoint's
+    retrieval, :data:`AT_RETRIEVAL`."""
+    from reliability.plan import in_retrieval, sample
 
     if full:
         return [
@@ -115,11 +121,15 @@ def planned(kind: str, traced: dict[str, list[str]], full: bool) -> list[tuple[s
         ]
     once, _ = sample("sites", traced, full=False)
     out: list[tuple[str, str, Fault]] = []
-    turns = {"await": 0, "append": 0}
+    rotations = {"await": AT_AWAITS, "append": AT_APPENDS, "retrieval": AT_RETRIEVAL}
+    turns = dict.fromkeys(rotations, 0)
     for command, keys in once.items():
         for key in keys:
-            where = "append" if key.startswith("append-") else "await"
-            rotation = AT_APPENDS if where == "append" else AT_AWAITS
+            if key.startswith("append-"):
+                where = "append"
+            else:
+                where = "retrieval" if in_retrieval(key) else "await"
+            rotation = rotations[where]
             out.append((command, key, rotation[turns[where] % len(rotation)]))
             turns[where] += 1
     return out

@@ -5,7 +5,8 @@ Upload: everything in the run directory except ``ssh/`` (the run's keys), the pr
 files under the requested result paths, never below a ``checkpoint-*`` directory (unless a
 path names that checkpoint itself); anything else in the stream is refused. A download
 replaces each requested path as a whole, so a file left from an earlier attempt never
-survives as an "extra" — except the checkpoint folders already home under it, which stay.
+survives as an "extra" — except the checkpoint folders already home under it that the
+download does not bring, which stay.
 """
 
 import os
@@ -191,20 +192,23 @@ def _merge_around_checkpoints(target: Path, new: Path) -> bool:
     """Replace the directory ``target`` by ``new`` while the ``checkpoint-*`` folders in it
     stay where they are: they came home verified on their own while the job ran, and a
     result download (which leaves checkpoints out) must not take them away. Everything
-    else of ``target`` is replaced; a checkpoint ``new`` brings again (a stop's) keeps its
-    copy home, verified from the same files. False (nothing done) when ``target`` holds no
-    checkpoint folder."""
+    else of ``target`` is replaced, a checkpoint ``new`` brings too (asked for by its path,
+    it is what the download hashed and the verification checks). False (nothing done)
+    when ``target`` holds no checkpoint folder to keep."""
     if not new.is_dir() or target.is_symlink() or not target.is_dir():
         return False
-    kept = {c.name for c in target.iterdir() if is_checkpoint_dir(c.name) and _real_dir(c)}
+    brought = {child.name for child in new.iterdir()}
+    kept = {
+        c.name
+        for c in target.iterdir()
+        if is_checkpoint_dir(c.name) and _real_dir(c) and c.name not in brought
+    }
     if not kept:
         return False
     for child in target.iterdir():
         if child.name not in kept:
             remove(child)
     for child in new.iterdir():
-        if child.name in kept:
-            continue
         child.rename(target / child.name)
     remove(new)
     return True

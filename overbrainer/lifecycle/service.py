@@ -10,7 +10,7 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -422,10 +422,15 @@ def stopped_collection(job: Job) -> Interrupted:
 
 
 async def collect(
-    session: Session, job: Job, paths: tuple[str, ...] = RETRIEVED_PATHS
+    session: Session,
+    job: Job,
+    paths: tuple[str, ...] = RETRIEVED_PATHS,
+    *,
+    home: Collection[str] = (),
 ) -> Retrieval:
     """Bring the job's results (``paths``) home and check every file against the target's
-    manifest (none missing, none different, none extra); record the retrieval.
+    manifest (none missing, none different, none extra); record the retrieval. ``home``:
+    the checkpoints already home, which come again only if they differ (see :func:`fetch`).
 
     A second signal stops it (:meth:`Interrupts.stoppable`): nothing is recorded then, and
     the retrieval says ``stopped``."""
@@ -438,7 +443,7 @@ async def collect(
     local = session.run_dir(job.run_id)
 
     async def bring_home() -> tuple[dict[str, str] | None, OverbrainerError | None, list[str]]:
-        expected, arrived, error = await _fetch(job, local, paths)
+        expected, arrived, error = await fetch(job, local, paths, home=home)
         if error is not None or expected is None:
             return expected, error, []
         problems = await trio.to_thread.run_sync(verify, expected, local, paths, arrived)
@@ -472,13 +477,21 @@ async def collect(
     return retrieval
 
 
-async def _fetch(
-    job: Job, local: Path, paths: tuple[str, ...]
+async def fetch(
+    job: Job, local: Path, paths: tuple[str, ...], *, home: Collection[str] = ()
 ) -> tuple[dict[str, str] | None, Mapping[str, Arrived] | None, OverbrainerError | None]:
-    """The target's manifest and the download, side by side (the target hashes while the
-    files travel, and this side as they arrive); the manifest, if it came, what arrived
-    (``None`` if the download did not hash it) and the first error. A file that changed
-    between the two differs from the manifest, and fails the verification."""
+    """The target's manifest of ``paths`` and their download into ``local``, side by side
+    (the target hashes while the files travel, and this side as they arrive): the manifest,
+    if it came, what arrived (``None`` if the download did not hash it) and the first
+    error. A file that changed between the two differs from the manifest, and fails the
+    verification. The results' collection and a checkpoint's retrieval share it.
+
+    ``home``: paths already here, verified when they came (the checkpoints brought home
+    while the job ran). One of ``paths`` among them is not downloaded again when its files
+    here are exactly the target's (hashed here, against the manifest): what arrived then
+    counts them as they are here. One that differs is downloaded after all."""
+    skip = () if job.in_place else tuple(p for p in paths if p in home)
+    wanted = tuple(p for p in paths if p not in skip)
     expected: dict[str, str] | None = None
     arrived: Mapping[str, Arrived] | None = None
     errors: list[OverbrainerError] = []
@@ -492,30 +505,61 @@ async def _fetch(
 
     async def download() -> None:
         nonlocal arrived
-        try:
-            arrived = await job.executor.download(job.remote_dir, paths, local)
-        except OverbrainerError as error:
-            errors.append(error)
-        except OSError as error:
-            # Writing here failed (a full disk, permissions): a retrieval that did not
-            # happen, which `train attach` retries, not a crash.
-            errors.append(
-                OverbrainerError(f"cannot write the results into runs/{job.run_id}: {error}")
-            )
+        arrived = await _download(job, local, wanted, errors)
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(manifest)
         if not job.in_place:
             nursery.start_soon(download)
-    return expected, arrived, (errors[0] if errors else None)
+    if errors or expected is None or not skip:
+        return expected, arrived, (errors[0] if errors else None)
+    same, stale = await trio.to_thread.run_sync(_home_copies, expected, local, skip)
+    again = await _download(job, local, stale, errors) if stale else None
+    if errors:
+        return expected, arrived, errors[0]
+    return expected, {**(arrived or {}), **(again or {}), **same}, None
 
 
-async def fetch(
-    job: Job, local: Path, paths: tuple[str, ...]
-) -> tuple[dict[str, str] | None, Mapping[str, Arrived] | None, OverbrainerError | None]:
-    """The target's manifest of ``paths`` and their download into ``local``, side by side
-    (see ``_fetch``): what a checkpoint's retrieval shares with the results'."""
-    return await _fetch(job, local, paths)
+async def _download(
+    job: Job, local: Path, paths: tuple[str, ...], errors: list[OverbrainerError]
+) -> Mapping[str, Arrived] | None:
+    """``paths`` of the job's directory downloaded into ``local``; a failure is added to
+    ``errors``."""
+    try:
+        return await job.executor.download(job.remote_dir, paths, local)
+    except OverbrainerError as error:
+        errors.append(error)
+    except OSError as error:
+        # Writing here failed (a full disk, permissions): a retrieval that did not
+        # happen, which `train attach` retries, not a crash.
+        errors.append(OverbrainerError(f"cannot write the results into runs/{job.run_id}: {error}"))
+    return None
+
+
+def _home_copies(
+    expected: Mapping[str, str], local: Path, paths: tuple[str, ...]
+) -> tuple[dict[str, Arrived], tuple[str, ...]]:
+    """Of ``paths`` (folders already home), what matches the target's manifest file for
+    file (each file as it is here), and the folders that do not, or cannot be read here:
+    to be downloaded again. A folder the target has no file of is neither: the
+    verification says it is extra."""
+    same: dict[str, Arrived] = {}
+    stale: list[str] = []
+    for path in paths:
+        theirs = {n: h for n, h in expected.items() if n.startswith(f"{path}/")}
+        if not theirs:
+            continue
+        try:
+            mine = local_manifest(local, [path])
+            sizes = {name: (local / name).stat().st_size for name in mine}
+        except OSError:
+            mine = {}
+        if mine != theirs:
+            stale.append(path)
+            continue
+        for name, digest in mine.items():
+            same[name] = Arrived(sha256=digest, size=sizes[name])
+    return same, tuple(stale)
 
 
 @contextlib.asynccontextmanager
@@ -619,8 +663,9 @@ async def _settle_now(
     session: Session, job: Job, followed: Followed, state: RunLog
 ) -> tuple[RunLog, Retrieval]:
     paths = result_paths(followed.summary)
+    home = {checkpoint_path(step) for step in state.run.checkpoints}
     retrieval = await _home_as_recorded(session, job.run_id, state, paths) or await collect(
-        session, job, paths
+        session, job, paths, home=home
     )
     # The manifest tells whether output/ has files: no second pass over the output.
     # When it could not be computed (the target was unreachable), the output is given

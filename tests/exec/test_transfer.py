@@ -14,7 +14,13 @@ from overbrainer.exec.manifest import (
     parse_sha256sum,
     verify,
 )
-from overbrainer.exec.transfer import Entry, extract_tar, tar_chunks, upload_entries
+from overbrainer.exec.transfer import (
+    Entry,
+    extract_tar,
+    replace_paths,
+    tar_chunks,
+    upload_entries,
+)
 
 PATHS = ["output", "metrics.jsonl", "job.log"]
 
@@ -187,3 +193,23 @@ def test_no_chunk_of_the_stream_is_empty(tmp_path: Path) -> None:
     assert all(chunks)
     with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as archive:
         assert archive.getnames()[-1] == "resume/z_state.json"
+
+
+def test_a_download_keeps_the_checkpoints_home_it_does_not_bring(tmp_path: Path) -> None:
+    local, staging = tmp_path / "run", tmp_path / "run" / ".staging"
+    checkpoints = [f"output/checkpoint-{step}/o.pt" for step in (4, 8)]
+    home = ["output/adapter.bin", "output/stale.txt", *checkpoints]
+    brought = ["output/adapter.bin", "output/checkpoint-8/o.pt"]
+    for root, names, text in [(local, home, "home"), (staging, brought, "new")]:
+        for name in names:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text)
+    replace_paths(staging, local, ["output", "output/checkpoint-8"])
+    files = {f.relative_to(local).as_posix(): f.read_text() for f in local.rglob("*.*")}
+    # checkpoint-4 (not in the download) stays; checkpoint-8, which it brought, is its.
+    assert files == {
+        "output/adapter.bin": "new",
+        "output/checkpoint-4/o.pt": "home",
+        "output/checkpoint-8/o.pt": "new",
+    }
+    assert not staging.exists()

@@ -240,3 +240,60 @@ def test_bad_input_properties_hold_on_a_few_examples() -> None:
     results = run_cases(cases, 4)
     _clean(results)
     assert all(r.count >= 1 for r in results)
+
+
+_HOME = "overbrainer/lifecycle/checkpoints_home.py"
+_LOOP = f"await {_HOME}:CheckpointFetcher.run:92 > {_HOME}:CheckpointFetcher._fetch_due:104"
+_FINISH = (
+    "await overbrainer/cli/train_cmd.py:{entry} > overbrainer/lifecycle/run.py:_follow:177"
+    f" > overbrainer/lifecycle/run.py:_watch:247 > {_HOME}:CheckpointFetcher.finish:98"
+    f" > {_HOME}:CheckpointFetcher._fetch_due:104"
+)
+_RETRIEVAL = [
+    f" > {_HOME}:CheckpointFetcher._fetch_each:109 > {_HOME}:CheckpointFetcher.fetch:135"
+    f" > {_HOME}:CheckpointFetcher._download:{line}"
+    for line in (147, 148, 153)
+]
+
+
+def test_a_checkpoint_fetch_is_one_code_site_per_target_whichever_save_and_command() -> None:
+    from reliability import plan
+
+    # The same retrieval of each save: from the fetcher's loop while the job runs, and
+    # from the end of following, in `train` and in `train attach`.
+    train = [_LOOP + inner for inner in _RETRIEVAL] + [
+        _FINISH.format(entry="train:257") + inner for inner in _RETRIEVAL
+    ]
+    attach = [_FINISH.format(entry="_with_run:132") + inner for inner in _RETRIEVAL]
+    other = (
+        "await overbrainer/cli/train_cmd.py:train:257 > overbrainer/lifecycle/service.py:watch:3"
+    )
+    traced = {"train": [*train, other, "append-before run.CheckpointRetrieved"], "attach": attach}
+    sites = {plan.code_site(key) for key in [*train, *attach]}
+    assert len(sites) == len(_RETRIEVAL)
+    assert all(plan.in_retrieval(key) for key in [*train, *attach])
+    assert not plan.in_checkpoint_fetch(other) and not plan.in_retrieval(_LOOP)
+
+    once, twice = plan.sample("ssh", traced, full=False)
+    # The loop's, the first through each site; an append gets two Ctrl-C in a row.
+    assert once == {"train": [*train[:3], other, traced["train"][-1]], "attach": []}
+    assert twice == {"train": [traced["train"][-1]], "attach": []}
+    # The local target: every other checkpoint both ways, the fetch's once per site.
+    once, twice = plan.sample("local", traced, full=False)
+    assert once == twice == {"train": [*train[:3], other, traced["train"][-1]], "attach": []}
+    # --full: every checkpoint, both ways.
+    assert plan.sample("ssh", traced, full=True) == (traced, traced)
+
+
+def test_every_site_inside_a_checkpoints_retrieval_gets_sigterm() -> None:
+    awaits = [f"await a.py:f:{i} > b.py:g:{i}" for i in range(5)]
+    traced = {"train": [awaits[0], *(_LOOP + inner for inner in _RETRIEVAL), *awaits[1:]]}
+    planned = signals.planned("ssh", traced, full=False)
+    faults = {key: fault for _, key, fault in planned}
+    assert [faults[_LOOP + inner] for inner in _RETRIEVAL] == [
+        signals.Fault("sigterm"),
+        signals.Fault("sigterm2"),
+        signals.Fault("sigterm"),
+    ]
+    # The other sites take their turns as before.
+    assert [faults[key] for key in awaits] == list(signals.AT_AWAITS[:5])

@@ -6,49 +6,18 @@ which acts on the plugin's save-and-stop as the Trainer does."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import trio
 
-from tests.runpod.test_train_loopback import World, world
-
-
-async def _train_in_background(w: World) -> trio.Process:
-    return await trio.lowlevel.open_process(
-        [sys.executable, "-m", "overbrainer", "-C", str(w.project), "train"],
-        env=w.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-
-
-async def _communicate(process: trio.Process, timeout: float = 60) -> tuple[str, str]:
-    """A background command's whole stdout and stderr, once it exited."""
-    out = err = b""
-    with trio.fail_after(timeout):
-        async with trio.open_nursery() as nursery:
-
-            async def read_out() -> None:
-                nonlocal out
-                assert process.stdout is not None
-                async for chunk in process.stdout:
-                    out += chunk
-
-            nursery.start_soon(read_out)
-            assert process.stderr is not None
-            async for chunk in process.stderr:
-                err += chunk
-        await process.wait()
-    return out.decode(), err.decode()
+from tests.runpod.test_train_loopback import communicate, world
 
 
 async def test_stop_on_a_pod_brings_its_checkpoint_home_and_resume_goes_on_on_a_new_pod(
     tmp_path: Path,
 ) -> None:
     async with world(tmp_path, steps=400, step_seconds=0.05) as w:
-        train = await _train_in_background(w)
+        train = await w.start("train")
         run_id = await w.wait_for("job_running")
         pod_id = str(w.pod_json(run_id)["pod_id"])
         metrics = w.pod_run_dir(pod_id, run_id) / "metrics.jsonl"
@@ -56,7 +25,7 @@ async def test_stop_on_a_pod_brings_its_checkpoint_home_and_resume_goes_on_on_a_
             while not metrics.exists() or metrics.read_text().count('"event":"log"') < 5:
                 await trio.sleep(0.05)
         stop = await w.run("train", "stop", run_id)
-        out, err = await _communicate(train)
+        out, err = await communicate(train)
         assert stop.returncode == 0, stop.stderr
         assert train.returncode == 0, err
         assert f"asked the job of run {run_id} on " in stop.stderr

@@ -59,6 +59,17 @@ class World:
             done.args, done.returncode, done.stdout.decode(), done.stderr.decode()
         )
 
+    async def start(self, *args: str, output: bool = True) -> trio.Process:
+        """``overbrainer -C PROJECT ARGS`` in a real process left running: its stdout and
+        stderr piped (read them with :func:`communicate`), or dropped unless ``output``."""
+        stream = subprocess.PIPE if output else subprocess.DEVNULL
+        return await trio.lowlevel.open_process(
+            [sys.executable, "-m", "overbrainer", "-C", str(self.project), *args],
+            env=self.env,
+            stdout=stream,
+            stderr=stream,
+        )
+
     def runs(self) -> list[str]:
         """The project's run IDs."""
         directory = self.project / "runs"
@@ -147,6 +158,27 @@ async def world(
             PYTHONPATH=str(ROOT),
         )
         yield World(fake, pods, base_url, project, env)
+
+
+async def communicate(process: trio.Process, timeout: float = 60) -> tuple[str, str]:
+    """A background command's (:meth:`World.start`) whole stdout and stderr, once it
+    exited."""
+    out = err = b""
+    with trio.fail_after(timeout):
+        async with trio.open_nursery() as nursery:
+
+            async def read_out() -> None:
+                nonlocal out
+                assert process.stdout is not None
+                async for chunk in process.stdout:
+                    out += chunk
+
+            nursery.start_soon(read_out)
+            assert process.stderr is not None
+            async for chunk in process.stderr:
+                err += chunk
+        await process.wait()
+    return out.decode(), err.decode()
 
 
 def _cmdlines() -> bytes:
@@ -250,22 +282,11 @@ async def test_ctrl_c_once_the_job_runs_leaves_job_and_pod_and_attach_finishes(
     tmp_path: Path,
 ) -> None:
     async with world(tmp_path, steps=20, step_seconds=0.1) as w:
-        process = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "overbrainer", "-C", str(w.project), "train"],
-            env=w.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+        process = await w.start("train")
         run_id = await w.wait_for("job_running")
         await trio.sleep(0.5)
         process.send_signal(signal.SIGINT)
-        with trio.fail_after(30):
-            assert process.stderr is not None
-            err = b""
-            async for chunk in process.stderr:
-                err += chunk
-            await process.wait()
-        text = err.decode()
+        _out, text = await communicate(process, 30)
         assert process.returncode == 130, text
         assert "Traceback" not in text
         pod = w.pod_json(run_id)
@@ -373,12 +394,7 @@ async def test_keep_pod_outlives_its_deadline_answers_its_ssh_command_and_only_p
 
 async def test_attach_reaches_a_restarted_pod_through_its_new_endpoint(tmp_path: Path) -> None:
     async with world(tmp_path, steps=10, step_seconds=0.1) as w:
-        process = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "overbrainer", "-C", str(w.project), "train"],
-            env=w.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        process = await w.start("train", output=False)
         run_id = await w.wait_for("job_running")
         process.send_signal(signal.SIGINT)
         with trio.fail_after(30):
@@ -460,37 +476,18 @@ async def test_finding_6_train_and_a_cancel_from_another_terminal_agree_on_the_o
     # Issue 12: the cancel ended the pod and forgot the run's key; the `train` following
     # the run then failed to reconnect and reported "cannot read the run's SSH key".
     async with world(tmp_path, steps=200, step_seconds=0.1) as w:
-        process = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "overbrainer", "-C", str(w.project), "train"],
-            env=w.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+        process = await w.start("train")
         run_id = await w.wait_for("job_running")
         await trio.sleep(0.5)
         cancel = await w.run("train", "cancel", run_id)
         assert cancel.returncode == 0, cancel.stderr
         assert final_line(cancel.stdout) == f"train: run {run_id} cancelled"
-        with trio.fail_after(60):
-            assert process.stdout is not None and process.stderr is not None
-            out = err = b""
-            async with trio.open_nursery() as nursery:
-
-                async def read_out() -> None:
-                    nonlocal out
-                    async for chunk in process.stdout:  # type: ignore[union-attr]
-                        out += chunk
-
-                nursery.start_soon(read_out)
-                async for chunk in process.stderr:
-                    err += chunk
-            await process.wait()
-        text = err.decode()
+        out, text = await communicate(process)
         assert process.returncode == 1, text  # the run's real outcome: cancelled
         assert "Traceback" not in text
         assert "SSH key" not in text
         assert text.strip().splitlines()[-1] == f"error: run {run_id} cancelled"
-        assert final_line(out.decode()).startswith(f"train: run {run_id} cancelled")
+        assert final_line(out).startswith(f"train: run {run_id} cancelled")
         names = await w.events(run_id)
         assert names.count("pod.Deleting") == 1 and names.count("pod.Deleted") == 1
         assert names.count("run.Ended") == 1
@@ -501,12 +498,7 @@ async def test_finding_6_two_attaches_both_report_the_success_and_delete_the_pod
     tmp_path: Path,
 ) -> None:
     async with world(tmp_path, steps=30, step_seconds=0.1) as w:
-        process = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "overbrainer", "-C", str(w.project), "train"],
-            env=w.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        process = await w.start("train", output=False)
         run_id = await w.wait_for("job_running")
         process.send_signal(signal.SIGINT)
         with trio.fail_after(30):
@@ -530,48 +522,19 @@ async def test_finding_6_two_attaches_both_report_the_success_and_delete_the_pod
         assert w.fake.status(str(w.pod_json(run_id)["pod_id"])) == "TERMINATED"
 
 
-async def _communicate(process: trio.Process, timeout: float = 60) -> tuple[str, str]:
-    """A background command's whole stdout and stderr, once it exited."""
-    out = err = b""
-    with trio.fail_after(timeout):
-        async with trio.open_nursery() as nursery:
-
-            async def read_out() -> None:
-                nonlocal out
-                assert process.stdout is not None
-                async for chunk in process.stdout:
-                    out += chunk
-
-            nursery.start_soon(read_out)
-            assert process.stderr is not None
-            async for chunk in process.stderr:
-                err += chunk
-        await process.wait()
-    return out.decode(), err.decode()
-
-
-async def _train_in_background(w: World) -> trio.Process:
-    return await trio.lowlevel.open_process(
-        [sys.executable, "-m", "overbrainer", "-C", str(w.project), "train"],
-        env=w.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-
-
 async def test_finding_5_pod_rm_force_while_train_provisions_never_gives_a_traceback(
     tmp_path: Path,
 ) -> None:
     # Issue 12: `pod rm --force` during provisioning crashed that train with an
     # InvalidTransition traceback. A pod that takes 30 s to boot: train is booting it.
     async with world(tmp_path, provisioning_seconds=30) as w:
-        process = await _train_in_background(w)
+        process = await w.start("train")
         run_id = await w.wait_for("created")
         pod_id = str(w.pod_json(run_id)["pod_id"])
         removed = await w.run("pod", "rm", run_id, "--force")
         assert removed.returncode == 0, removed.stderr
         assert removed.stdout.startswith(f"pod rm: deleted pod {pod_id} of run {run_id} after ")
-        _out, err = await _communicate(process)
+        _out, err = await communicate(process)
         assert process.returncode == 1, err
         assert "Traceback" not in err and "Transition" not in err
         # Who did it, whether the walk looked before or after `pod rm` recorded the run's end.
@@ -590,11 +553,11 @@ async def test_item_5_a_killed_train_is_abandoned_while_starting_then_attach_end
     tmp_path: Path,
 ) -> None:
     async with world(tmp_path, provisioning_seconds=30) as w:
-        process = await _train_in_background(w)
+        process = await w.start("train")
         run_id = await w.wait_for("created")
         pod_id = str(w.pod_json(run_id)["pod_id"])
         process.kill()
-        await _communicate(process)
+        await communicate(process)
         listed = await w.run("pod", "ls")
         assert listed.returncode == 0, listed.stderr
         (row,) = [line for line in listed.stdout.splitlines() if pod_id in line]
@@ -630,7 +593,7 @@ async def test_item_5_train_cancel_of_a_provisioning_run_is_taken_by_the_train_s
     tmp_path: Path,
 ) -> None:
     async with world(tmp_path, provisioning_seconds=30) as w:
-        process = await _train_in_background(w)
+        process = await w.start("train")
         run_id = await w.wait_for("created")
         pod_id = str(w.pod_json(run_id)["pod_id"])
         cancel = await w.run("train", "cancel", run_id)
@@ -638,7 +601,7 @@ async def test_item_5_train_cancel_of_a_provisioning_run_is_taken_by_the_train_s
         assert final_line(cancel.stdout).startswith(
             f"train: run {run_id} cancelled by the command starting it, `train` (pid "
         )
-        out, err = await _communicate(process)
+        out, err = await communicate(process)
         assert process.returncode == 1, err
         assert "Traceback" not in err
         assert (

@@ -12,6 +12,7 @@ import io
 import os
 import tracemalloc
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -20,14 +21,17 @@ import trio
 from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
 from overbrainer.events.store import RunStore
-from overbrainer.exec.base import Arrived, Executor
+from overbrainer.events.types import RunState
+from overbrainer.exec.base import Arrived, Executor, JobState, JobStatus
 from overbrainer.exec.ssh import SshExecutor, UserHost, open_ssh
 from overbrainer.front.console import Front
 from overbrainer.front.interrupts import Interrupts
 from overbrainer.lifecycle import service
+from overbrainer.lifecycle.checkpoints_home import CheckpointFetcher
 from overbrainer.session.journal import Journal
 from overbrainer.session.session import Session
 from overbrainer.testing.sshd import SshServer
+from overbrainer.train.metrics import MetricsEvent, MetricsSummary
 from tests.sshd import sshd_server
 
 __all__ = ["sshd_server"]
@@ -234,3 +238,121 @@ async def test_a_big_download_holds_a_bounded_amount_in_memory(
     # the writer and the ones in hand: tens of MiB that do not grow with the download. A
     # whole-file buffer would hold the file: twice this bound.
     assert peak < big // 2, f"{peak / MIB:.0f} MiB"
+
+
+class _Counting:
+    """The SSH executor, noting what each download brought: its paths and what arrived."""
+
+    def __init__(self, inner: SshExecutor) -> None:
+        self.inner = inner
+        self.downloads: list[tuple[tuple[str, ...], dict[str, Arrived]]] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    async def download(
+        self, remote_dir: str, paths: Sequence[str], local_dir: Path
+    ) -> Mapping[str, Arrived]:
+        arrived = await self.inner.download(remote_dir, paths, local_dir)
+        self.downloads.append((tuple(paths), dict(arrived)))
+        return arrived
+
+    def brought(self, prefix: str) -> int:
+        """The bytes of files under ``prefix`` that downloads brought, all told."""
+        return sum(
+            came.size
+            for _, arrived in self.downloads
+            for name, came in arrived.items()
+            if name.startswith(prefix)
+        )
+
+
+STEP = 7
+CHECKPOINT = f"output/checkpoint-{STEP}"
+
+
+@dataclass
+class _Stopped:
+    """A job that saved checkpoint-7 as asked and stopped, the checkpoint already brought
+    home by the background fetch (as while it was followed)."""
+
+    session: Session
+    store: RunStore
+    counting: _Counting
+    job: service.Job
+    home: Path  # the run's directory here
+    remote: Path  # the job's directory on the target
+
+    async def settle(self) -> service.Retrieval:
+        """Settle the job as the command following it does once it ended."""
+        followed = service.Followed(
+            JobState(JobStatus.exited, 0), MetricsSummary(lines=9, step=STEP, stopped_step=STEP)
+        )
+        _, retrieval = await service.settle(self.session, self.job, followed)
+        return retrieval
+
+
+@contextlib.asynccontextmanager
+async def _stopped(server: SshServer, tmp_path: Path) -> AsyncIterator[_Stopped]:
+    remote = tmp_path / "remote"
+    _results(remote / REMOTE_DIR, big=MIB)
+    saved = remote / REMOTE_DIR / CHECKPOINT
+    saved.mkdir()
+    (saved / "optimizer.pt").write_bytes(os.urandom(2 * MIB))
+    (saved / "trainer_state.json").write_text(f'{{"global_step": {STEP}}}\n')
+    project = tmp_path / "project"
+    async with _session(project) as (session, store), _executor(server, remote) as executor:
+        await session.journal.append(RUN_ID, [ev.JobStarted(job_dir=REMOTE_DIR, pid=7)])
+        counting = _Counting(executor)
+        job = service.Job(RUN_ID, _as_executor(counting), REMOTE_DIR)
+        fetcher = CheckpointFetcher(session, job, keep=2, home=[])
+        fetcher.saw([MetricsEvent("saved", step=STEP)])
+        assert await fetcher.fetch(STEP)
+        assert store.get(RUN_ID).run.checkpoints == [STEP]
+        assert counting.brought(f"{CHECKPOINT}/") == 2 * MIB + len(f'{{"global_step": {STEP}}}\n')
+        counting.downloads.clear()
+        home = session.run_dir(RUN_ID)
+        yield _Stopped(session, store, counting, job, home, remote / REMOTE_DIR)
+
+
+async def test_a_stops_checkpoint_already_home_is_not_downloaded_again_and_still_verified(
+    sshd_server: SshServer, tmp_path: Path
+) -> None:
+    async with _stopped(sshd_server, tmp_path) as w:
+        retrieval = await w.settle()
+        assert retrieval.ok, retrieval.problem
+        # The results came; the checkpoint did not come a second time.
+        assert [paths for paths, _ in w.counting.downloads] == [service.RETRIEVED_PATHS]
+        assert w.counting.brought("output/") == MIB + len('{"r": 16}')
+        assert w.counting.brought(f"{CHECKPOINT}/") == 0
+        # Still verified file for file against the target's manifest, the checkpoint too.
+        assert retrieval.expected is not None
+        assert f"{CHECKPOINT}/optimizer.pt" in retrieval.expected
+        assert retrieval.files == 7
+        run = w.store.get(RUN_ID).run
+        assert run.state is RunState.stopped
+        assert run.checkpoint is not None and run.checkpoint["step"] == STEP
+        names = [r.event.name for r in w.store.history(RUN_ID)]
+        assert names.count("run.CheckpointRetrieved") == 1
+        assert names[-2:] == ["run.ArtifactsRetrieved", "run.Ended"]
+        for name in retrieval.expected:
+            assert (w.home / name).read_bytes() == (w.remote / name).read_bytes()
+
+
+@pytest.mark.parametrize("where", ["home", "target"])
+async def test_a_checkpoint_home_that_is_not_the_targets_is_downloaded_again(
+    sshd_server: SshServer, tmp_path: Path, where: str
+) -> None:
+    async with _stopped(sshd_server, tmp_path) as w:
+        # The copy home changed since it was verified, or the target's was written again.
+        _flip((w.home if where == "home" else w.remote) / CHECKPOINT / "optimizer.pt", 5)
+        retrieval = await w.settle()
+        assert retrieval.ok, retrieval.problem
+        assert [paths for paths, _ in w.counting.downloads] == [
+            service.RETRIEVED_PATHS,
+            (CHECKPOINT,),
+        ]
+        assert w.counting.brought(f"{CHECKPOINT}/") > 2 * MIB
+        theirs = w.remote / CHECKPOINT / "optimizer.pt"
+        assert (w.home / CHECKPOINT / "optimizer.pt").read_bytes() == theirs.read_bytes()
+        assert w.store.get(RUN_ID).run.state is RunState.stopped
