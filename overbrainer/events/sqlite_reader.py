@@ -7,8 +7,9 @@ envelope — ``run_id``, ``name``, ``data``, ``actor`` and the ``timestamp``, wh
 value its transcoder wraps (``{"_type_": "datetime_iso", "_data_": "…"}``). These rows are
 decoded here into the same `Recorded` the store gives.
 
-Only the plain path is taken here: a log that is missing, empty, not in write-ahead mode,
-damaged or unreadable, a row this reader does not recognise (another wrapped value, say),
+A log that is missing (no run yet) or holds no table of events reads as empty, with no file
+created. Only the plain path is taken here: a log that is not in write-ahead mode, damaged
+or unreadable, a row this reader does not recognise (another wrapped value, say),
 and everything else a caller asks for, go to a full `RunStore` opened on first need, which
 answers or fails with its own messages.
 """
@@ -42,6 +43,10 @@ _TOPICS = frozenset(
 
 class _NotPlain(Exception):
     """This reader cannot answer: the full store must."""
+
+
+class _Empty(Exception):
+    """There is no log yet (no file, or no table of events in it): every read is empty."""
 
 
 def _iso(wrapped: Any) -> str:
@@ -84,9 +89,13 @@ class SqliteReader:
         self._open_full = full
         self._full: RunStore | None = None
         self._db: sqlite3.Connection | None = None
+        # No log yet: every read is empty, as the store reads it (nothing is created).
+        self._empty = False
         self.where = describe_store(url)
         try:
             self._db = _connect(path)
+        except _Empty:
+            self._empty = True
         except (_NotPlain, sqlite3.Error, OSError, ValueError):
             self._db = None
 
@@ -109,6 +118,8 @@ class SqliteReader:
             self._full.close()
 
     def _rows(self, sql: str, args: Iterable[Any]) -> list[tuple[Any, ...]]:
+        if self._empty:
+            return []
         if self._db is None:
             raise _NotPlain
         try:
@@ -172,10 +183,10 @@ class SqliteReader:
     def max_position(self) -> int:
         """The position of the newest event in the log."""
         try:
-            ((newest,),) = self._rows("SELECT MAX(rowid) FROM stored_events", ())
+            rows = self._rows("SELECT MAX(rowid) FROM stored_events", ())
         except _NotPlain:
             return self.full().max_position()
-        return int(newest or 0)
+        return int(rows[0][0] or 0) if rows else 0
 
     def notifications(self, after: int, limit: int = 1000) -> list[tuple[int, Recorded]]:
         """Events of all runs after position ``after``, in append order."""
@@ -198,7 +209,9 @@ def _connect(path: Path) -> sqlite3.Connection:
     from overbrainer.events.sqlite_files import read_only_env
 
     env = read_only_env(path)
+    if env.get("PERSISTENCE_MODULE") == "eventsourcing.popo":
+        raise _Empty  # the store would read an empty log in memory
     uri = env.get("SQLITE_DBNAME", "")
     if env.get("PERSISTENCE_MODULE") != "eventsourcing.sqlite" or not uri.startswith("file:"):
-        raise _NotPlain  # no log yet, or one the store must open itself
+        raise _NotPlain  # one the store must open itself
     return sqlite3.connect(uri, uri=True, timeout=float(env.get("SQLITE_LOCK_TIMEOUT", "30")))

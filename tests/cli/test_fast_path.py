@@ -353,6 +353,35 @@ def test_the_read_commands_start_without_cyclopts_or_any_heavy_library(
     assert json.loads(done.stderr.splitlines()[-1]) == {"code": 0, "loaded": []}, done.stderr
 
 
+@pytest.mark.parametrize(
+    ("line", "code"),
+    [
+        ("runs ls", 0),
+        ("runs ls --json", 0),
+        (f"events {RUN}", 1),
+        (f"runs show {RUN}", 1),
+        ("events 5a0e", 1),
+    ],
+)
+def test_a_project_with_no_log_yet_is_read_as_empty_without_eventsourcing_or_a_new_log(
+    tmp_path: Path, line: str, code: int
+) -> None:
+    project = tmp_path / "project"
+    assert main(["init", str(project)]) == 0
+    log = project / ".overbrainer" / "events.sqlite"
+    assert not log.exists()
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, "-C", str(project), *line.split()],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert json.loads(done.stderr.splitlines()[-1]) == {"code": code, "loaded": []}, done.stderr
+    assert not log.exists()
+    if code:
+        assert done.stderr.startswith("error: no run "), done.stderr
+
+
 def test_config_check_starts_without_cyclopts_and_says_the_same_either_way(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -135,21 +135,42 @@ def test_a_row_it_does_not_know_gets_the_stores_answer(
         store.close()
 
 
-def test_no_log_yet_and_a_damaged_log_are_the_stores_to_answer(tmp_path: Path) -> None:
-    empty = tmp_path / "empty"
-    (empty / ".overbrainer").mkdir(parents=True)
-    reader, opened = _reader(empty)
-    assert reader.history("20260101-000000-aaaa") == []
-    assert reader.max_position() == 0
-    assert opened.count == 1
-    reader.close()
+def test_no_log_yet_reads_as_empty_without_the_store_or_a_file(tmp_path: Path) -> None:
+    missing = tmp_path / "missing"
+    (missing / ".overbrainer").mkdir(parents=True)
+    emptied = tmp_path / "emptied"  # a file without the log's table
+    (emptied / ".overbrainer").mkdir(parents=True)
+    sqlite3.connect(emptied / ".overbrainer" / "events.sqlite").close()
+    for project in (missing, emptied):
+        store = _store(project)
+        reader, opened = _reader(project)
+        try:
+            run_id = "20260101-000000-aaaa"
+            assert reader.history(run_id) == store.history(run_id) == []
+            assert reader.history(run_id, after=3) == []
+            assert reader.origin(run_id) is store.origin(run_id) is None
+            assert reader.state(run_id) == store.state(run_id)
+            assert not reader.state(run_id).exists
+            with pytest.raises(UnknownRun, match=rf"no run {run_id} in \.overbrainer/events"):
+                reader.get(run_id)
+            assert reader.max_position() == store.max_position() == 0
+            assert reader.notifications(0) == store.notifications(0) == []
+            assert opened.count == 0  # eventsourcing never started
+        finally:
+            reader.close()
+            store.close()
+    assert not (missing / ".overbrainer" / "events.sqlite").exists()
+    assert sorted(p.name for p in (missing / ".overbrainer").iterdir()) == []
 
+
+def test_a_damaged_log_is_the_stores_to_answer(tmp_path: Path) -> None:
     damaged = tmp_path / "damaged"
     (damaged / ".overbrainer").mkdir(parents=True)
     (damaged / ".overbrainer" / "events.sqlite").write_bytes(b"not a database" * 100)
     reader, opened = _reader(damaged)
     with pytest.raises(StoreError, match="damaged"):
         reader.history("20260101-000000-aaaa")
+    assert opened.count == 1
     reader.close()
 
 
