@@ -7,8 +7,8 @@ installed may watch them; and the lookup (importing ``importlib.metadata`` and r
 package's metadata) costs a fifth of ``config check``.
 
 :func:`without_plugins` puts in pydantic's plugin loader one that finds none, before pydantic
-loads its own. pydantic reads the loader only through ``get_plugins``
-(tests/config/test_pydantic_plugins.py holds it to that). It applies to the whole process;
+loads its own. pydantic reads the loader only through ``get_plugins`` (a test holds it to
+that). It applies to the whole process;
 overbrainer has no other pydantic models, and Axolotl runs in a process of its own.
 """
 
