@@ -14,17 +14,23 @@ and everything else a caller asks for, go to a full `RunStore` opened on first n
 answers or fails with its own messages.
 """
 
+from __future__ import annotations
+
 import json
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.ids import check_run_id
-from overbrainer.events.store import Recorded, RunStore, UnknownRun, describe_store
-from overbrainer.events.stream_ids import stream_id
-from overbrainer.events.types import event_from
+from overbrainer.events.locations import describe_store
+
+if TYPE_CHECKING:
+    # The store's code and the event types load only once rows are decoded: a runs view
+    # that is up to date needs neither.
+    from overbrainer.events.recorded import Recorded
+    from overbrainer.events.store import RunStore
 
 # The key of a value eventsourcing's transcoder wraps. Inside a JSON string a quote is
 # escaped, so this never matches text within a value, only a key (or a value that is exactly
@@ -59,23 +65,46 @@ def _iso(wrapped: Any) -> str:
     return text.replace("+00:00", "Z")
 
 
-def _decode(seq: int, topic: str, state: bytes) -> Recorded:
+def _envelope(topic: object, state: object) -> dict[str, Any]:
+    """A row's JSON envelope, when it is one of ours as this reader knows them."""
     # A row of another class (a newer version's), or holding a wrapped value other than the
     # timestamp, is left to the store, which decodes it or says why it cannot.
-    if topic not in _TOPICS or not state.startswith(b"{") or state.count(_WRAPPED) != 1:
+    text = bytes(state)  # type: ignore[call-overload]
+    if str(topic) not in _TOPICS or not text.startswith(b"{") or text.count(_WRAPPED) != 1:
         raise _NotPlain
-    body = json.loads(state)
-    return Recorded(
-        run_id=body["run_id"],
-        seq=seq,
-        at=_iso(body["timestamp"]),
-        actor=dict(body["actor"]),
-        event=event_from(body["name"], body["data"]),
-    )
+    body = json.loads(text)
+    if not isinstance(body, dict):
+        raise _NotPlain
+    return body
+
+
+def _decode(rows: Sequence[Sequence[Any]]) -> list[Recorded]:
+    """Rows of (version, topic, state) as the store gives them."""
+    if not rows:
+        return []
+    # Loaded only when there are events to build.
+    from overbrainer.events.recorded import Recorded
+    from overbrainer.events.types import event_from
+
+    found = []
+    for seq, topic, state in rows:
+        body = _envelope(topic, state)
+        found.append(
+            Recorded(
+                run_id=body["run_id"],
+                seq=int(seq),
+                at=_iso(body["timestamp"]),
+                actor=dict(body["actor"]),
+                event=event_from(body["name"], body["data"]),
+            )
+        )
+    return found
 
 
 def _stream_key(run_id: str) -> str:
     """The run's stream as eventsourcing's SQLite recorder stores it (hex, no dashes)."""
+    from overbrainer.events.stream_ids import stream_id  # uuid: only to read a run's events
+
     return stream_id(run_id).hex
 
 
@@ -138,7 +167,7 @@ class SqliteReader:
             args.append(until)
         rows = self._rows(sql + " ORDER BY originator_version", args)
         try:
-            return [_decode(int(seq), str(topic), bytes(state)) for seq, topic, state in rows]
+            return _decode(rows)
         except (ValueError, KeyError, TypeError):  # not an event of ours as we know them
             raise _NotPlain from None
 
@@ -175,6 +204,8 @@ class SqliteReader:
         """Like :meth:`state`, but an unknown run is an error naming the way out."""
         state = self.state(run_id)
         if not state.exists:
+            from overbrainer.events.errors import UnknownRun
+
             raise UnknownRun(
                 f"no run {run_id} in {self.where}; list the runs with `overbrainer runs ls`"
             )
@@ -188,6 +219,23 @@ class SqliteReader:
             return self.full().max_position()
         return int(rows[0][0] or 0) if rows else 0
 
+    def mark_at(self, position: int) -> tuple[str, int, str] | None:
+        """The run, sequence number and time of the event at ``position`` of the log (None
+        when none is there), read from its envelope alone: no event is built (an event of a
+        type this version does not know still has its place)."""
+        try:
+            rows = self._rows(
+                "SELECT originator_version, topic, state FROM stored_events WHERE rowid = ?",
+                (position,),
+            )
+            if not rows:
+                return None
+            seq, topic, state = rows[0]
+            body = _envelope(topic, state)
+            return str(body["run_id"]), int(seq), _iso(body["timestamp"])
+        except (_NotPlain, ValueError, KeyError, TypeError):
+            return self.full().mark_at(position)
+
     def notifications(self, after: int, limit: int = 1000) -> list[tuple[int, Recorded]]:
         """Events of all runs after position ``after``, in append order."""
         try:
@@ -196,10 +244,8 @@ class SqliteReader:
                 "WHERE rowid > ? ORDER BY rowid LIMIT ?",
                 (after, limit),
             )
-            return [
-                (int(rowid), _decode(int(seq), str(topic), bytes(state)))
-                for rowid, seq, topic, state in rows
-            ]
+            records = _decode([row[1:] for row in rows])
+            return [(int(row[0]), record) for row, record in zip(rows, records, strict=True)]
         except (_NotPlain, ValueError, KeyError, TypeError):
             return self.full().notifications(after, limit)
 

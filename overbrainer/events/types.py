@@ -7,56 +7,17 @@ store wraps each in an envelope with its time and actor. A name (``run.Created``
 
 import dataclasses
 from dataclasses import dataclass, field
-from enum import Enum, StrEnum
+from enum import Enum
 from typing import Any, ClassVar, Literal
 
+# The states live apart (a reader of the runs view needs them, not the events); named here
+# too, as they always were.
+from overbrainer.events.states import ALIVE as ALIVE
+from overbrainer.events.states import FINAL_STATES as FINAL_STATES
+from overbrainer.events.states import PodState as PodState
+from overbrainer.events.states import RunState as RunState
+
 JsonValue = str | int | float | bool | None | list[Any] | dict[str, Any]
-
-
-class RunState(StrEnum):
-    """Where a run stands. ``none``: not created (an empty log)."""
-
-    none = "none"
-    preparing = "preparing"
-    running = "running"
-    succeeded = "succeeded"
-    failed = "failed"
-    cancelled = "cancelled"
-    stopped = "stopped"  # asked to save and stop (`train stop`): it can be resumed
-
-
-FINAL_STATES: frozenset[RunState] = frozenset(
-    {RunState.succeeded, RunState.failed, RunState.cancelled, RunState.stopped}
-)
-
-
-class PodState(StrEnum):
-    """Where a run's pod stands, as its log tells it (not Runpod's own status)."""
-
-    none = "none"  # no pod yet, or none being created
-    creating = "creating"  # a create was sent, not answered yet
-    created = "created"
-    ready = "ready"  # SSH answered with the pinned key and the watchdog said ready
-    job_running = "job_running"
-    awaiting_retrieval = "awaiting_retrieval"  # the job ended, its results are not home
-    kept = "kept"  # --keep-pod: only `pod rm` deletes it
-    deleting = "deleting"  # a delete was recorded before it was sent
-    deleted = "deleted"  # confirmed gone
-    stray = "stray"  # a pod of the run that is not its current one (a duplicate)
-
-
-ALIVE: frozenset[PodState] = frozenset(
-    {
-        PodState.creating,
-        PodState.created,
-        PodState.ready,
-        PodState.job_running,
-        PodState.awaiting_retrieval,
-        PodState.kept,
-        PodState.deleting,
-    }
-)
-"""The pod states in which a pod may exist (and bill)."""
 
 # Why a pod was deleted (each produced by one or more paths of
 # ``overbrainer.targets.runpod.delete``, whose docstring says which), and who deleted it.

@@ -18,7 +18,8 @@ from overbrainer.events.sqlite_files import is_damage
 
 if TYPE_CHECKING:
     # Not loaded at run time: a listing whose view is current never opens the store.
-    from overbrainer.events.store import Recorded, RunStore
+    from overbrainer.events.recorded import Recorded
+    from overbrainer.events.store import RunStore
 
 _BATCH = 2000
 
@@ -201,8 +202,8 @@ class RunsView:
 
     def _continues(self, store: "RunStore", position: int) -> bool:
         """Whether the log still holds, at ``position``, the event the view folded there."""
-        found = store.notifications(position - 1, 1)
-        return bool(found) and found[0][0] == position and _mark_of(found[0][1]) == self._mark()
+        found = store.mark_at(position)
+        return found is not None and _mark_text(*found) == self._mark()
 
     def _catch_up(self, store: "RunStore") -> int:
         try:
@@ -294,9 +295,13 @@ class _Damaged(Exception):
     """A row of the view does not hold a run's state (or a table is of another shape)."""
 
 
-def _mark_of(record: "Recorded") -> str:
+def _mark_text(run_id: str, seq: int, at: str) -> str:
     """What identifies the event at a position of the log: its run, number and time."""
-    return f"{record.run_id}/{record.seq}/{record.at}"
+    return f"{run_id}/{seq}/{at}"
+
+
+def _mark_of(record: "Recorded") -> str:
+    return _mark_text(record.run_id, record.seq, record.at)
 
 
 def _decode(text: object) -> RunLog:

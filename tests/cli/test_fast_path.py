@@ -382,6 +382,32 @@ def test_a_project_with_no_log_yet_is_read_as_empty_without_eventsourcing_or_a_n
         assert done.stderr.startswith("error: no run "), done.stderr
 
 
+_MODULES = """
+import json, sys
+from overbrainer.cli.main import main
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stderr)
+"""
+
+
+def test_runs_ls_on_a_view_up_to_date_builds_no_event(tmp_path: Path) -> None:
+    # The runs view holds every run's state: the event types, the store's code and the
+    # socket module (for this machine's name) are not loaded to list them.
+    project = _project(tmp_path)
+    for _ in range(2):  # the first run builds the view
+        done = subprocess.run(
+            [sys.executable, "-c", _MODULES, "-C", str(project), "runs", "ls"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    found = json.loads(done.stderr.splitlines()[-1])
+    assert found["code"] == 0, done.stderr
+    unwanted = {"overbrainer.events.types", "overbrainer.events.store", "socket", "uuid"}
+    assert unwanted & set(found["modules"]) == set()
+    assert RUN in done.stdout
+
+
 def test_config_check_starts_without_cyclopts_and_says_the_same_either_way(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
