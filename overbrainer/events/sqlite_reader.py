@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.ids import check_run_id
 from overbrainer.events.locations import describe_store
+from overbrainer.events.stream_ids import stream_key
 
 if TYPE_CHECKING:
     # The store's code and the event types load only once rows are decoded: a runs view
@@ -101,13 +102,6 @@ def _decode(rows: Sequence[Sequence[Any]]) -> list[Recorded]:
     return found
 
 
-def _stream_key(run_id: str) -> str:
-    """The run's stream as eventsourcing's SQLite recorder stores it (hex, no dashes)."""
-    from overbrainer.events.stream_ids import stream_id  # uuid: only to read a run's events
-
-    return stream_id(run_id).hex
-
-
 class SqliteReader:
     """The read side of a `RunStore` over the SQLite log at ``path``; see the module's
     docstring. ``full`` opens the store the reader stands for, when it cannot answer."""
@@ -161,7 +155,8 @@ class SqliteReader:
             "SELECT originator_version, topic, state FROM stored_events "
             "WHERE originator_id = ? AND originator_version > ?"
         )
-        args: list[Any] = [_stream_key(run_id), after]
+        # The stream as eventsourcing's SQLite recorder stores it: hex, no dashes.
+        args: list[Any] = [stream_key(run_id), after]
         if until is not None:
             sql += " AND originator_version <= ?"
             args.append(until)
