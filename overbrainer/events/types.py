@@ -436,5 +436,13 @@ def event_from(name: str, data: dict[str, Any]) -> Event:
     cls = CATALOGUE.get(name)
     if cls is None:
         raise UnknownEvent(name)
-    known = {f.name for f in dataclasses.fields(cls)}
+    known = _FIELDS.get(cls)
+    if known is None:
+        known = _FIELDS[cls] = frozenset(f.name for f in dataclasses.fields(cls))
+    if known.issuperset(data):
+        return cls(**data)
     return cls(**{k: v for k, v in data.items() if k in known})
+
+
+# Each event type's field names, found once (``events RUN`` rebuilds thousands of events).
+_FIELDS: dict[type[Event], frozenset[str]] = {}
