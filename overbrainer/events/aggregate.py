@@ -465,44 +465,43 @@ def _candidates(s: RunLog, e: ev.CandidatesChosen, at: str) -> None:
         raise InvalidTransition("GPU candidates are chosen only before the job starts")
 
 
-# Each event type's rule, filled on the first event folded.
+# Each event type's rule, set on the first event folded (whole, by one assignment).
 _HANDLERS: dict[type[ev.Event], Any] = {}
 
 
 def _rules() -> dict[type[ev.Event], Any]:
+    global _HANDLERS
     from overbrainer.events import types as ev
 
-    _HANDLERS.update(
-        {
-            ev.RunCreated: _created,
-            ev.JobStarted: _job_started,
-            ev.RunEnded: _ended,
-            ev.CancelRequested: _cancel_requested,
-            ev.StopRequested: _stop_requested,
-            ev.CheckpointRetrieved: _checkpoint,
-            ev.CheckpointPruned: _checkpoint_pruned,
-            ev.Interrupted: _interrupted,
-            ev.Detached: _detached,
-            ev.ArtifactsRetrieved: _artifacts,
-            ev.NoteAdded: _note_added,
-            ev.NoteCleared: _note_cleared,
-            ev.ClockOffset: _clock_offset,
-            ev.KeysGenerated: _keys,
-            ev.AttemptSent: _attempt_sent,
-            ev.AttemptResolved: _attempt_resolved,
-            ev.PodCreated: _pod_created,
-            ev.EndpointSeen: _endpoint,
-            ev.PodReady: _ready,
-            ev.PodJobRunning: _job_running,
-            ev.AwaitingRetrieval: _awaiting,
-            ev.PodKept: _kept,
-            ev.CostCapNear: _cost_cap_near,
-            ev.PodDeleting: _deleting,
-            ev.PodDeleted: _deleted,
-            ev.StrayRecorded: _stray,
-            ev.StrayDropped: _stray_dropped,
-            ev.CandidatesChosen: _candidates,
-            ev.PodBilled: _billed,
-        }
-    )
+    _HANDLERS = {
+        ev.RunCreated: _created,
+        ev.JobStarted: _job_started,
+        ev.RunEnded: _ended,
+        ev.CancelRequested: _cancel_requested,
+        ev.StopRequested: _stop_requested,
+        ev.CheckpointRetrieved: _checkpoint,
+        ev.CheckpointPruned: _checkpoint_pruned,
+        ev.Interrupted: _interrupted,
+        ev.Detached: _detached,
+        ev.ArtifactsRetrieved: _artifacts,
+        ev.NoteAdded: _note_added,
+        ev.NoteCleared: _note_cleared,
+        ev.ClockOffset: _clock_offset,
+        ev.KeysGenerated: _keys,
+        ev.AttemptSent: _attempt_sent,
+        ev.AttemptResolved: _attempt_resolved,
+        ev.PodCreated: _pod_created,
+        ev.EndpointSeen: _endpoint,
+        ev.PodReady: _ready,
+        ev.PodJobRunning: _job_running,
+        ev.AwaitingRetrieval: _awaiting,
+        ev.PodKept: _kept,
+        ev.CostCapNear: _cost_cap_near,
+        ev.PodDeleting: _deleting,
+        ev.PodDeleted: _deleted,
+        ev.StrayRecorded: _stray,
+        ev.StrayDropped: _stray_dropped,
+        ev.CandidatesChosen: _candidates,
+        ev.PodBilled: _billed,
+    }
     return _HANDLERS

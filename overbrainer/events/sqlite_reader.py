@@ -247,9 +247,12 @@ class SqliteReader:
 
 def _connect(path: Path) -> sqlite3.Connection:
     """The log opened for reading as the store would open it read-only (never written)."""
-    from overbrainer.events.sqlite_files import read_only_env
+    from overbrainer.events.sqlite_files import Unreadable, read_only_env
 
-    env = read_only_env(path)
+    try:
+        env = read_only_env(path)
+    except Unreadable:
+        raise _NotPlain from None  # the store refuses it, saying why and what to do
     if env.get("PERSISTENCE_MODULE") == "eventsourcing.popo":
         raise _Empty  # the store would read an empty log in memory
     uri = env.get("SQLITE_DBNAME", "")

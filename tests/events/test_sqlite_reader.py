@@ -210,3 +210,26 @@ def test_appends_after_the_reader_opened_are_read(tmp_path: Path) -> None:
     finally:
         writer.close()
         reader.close()
+
+
+def test_a_log_that_cannot_be_read_without_writing_is_the_stores_to_refuse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (A read-only directory whose log's write-ahead journal still holds events: not
+    # something a test running as root can make, so the finding itself is given here.)
+    from overbrainer.events import sqlite_files
+
+    project = _project(tmp_path)
+    why = "cannot read the log without writing: its write-ahead journal holds events"
+
+    def unreadable(_path: Path) -> dict[str, str]:
+        raise sqlite_files.Unreadable(why)
+
+    monkeypatch.setattr(sqlite_files, "read_only_env", unreadable)
+    reader, opened = _reader(project)
+    try:
+        with pytest.raises(StoreError, match=why):
+            reader.history("20260101-000000-aaaa")
+        assert opened.count == 1
+    finally:
+        reader.close()
