@@ -2,8 +2,9 @@
 stream from its ID. Apart from ``stream.py`` (which needs eventsourcing), so a plain reader
 of the log finds a stream without importing it."""
 
-import hashlib
 from typing import TYPE_CHECKING
+
+from overbrainer.plain_hashes import sha1_digest
 
 if TYPE_CHECKING:
     import uuid
@@ -15,10 +16,8 @@ _NAMESPACE_BYTES = bytes.fromhex(_NAMESPACE.replace("-", ""))
 def stream_key(run_id: str) -> str:
     """The run's stream ID as 32 hex digits: the name-based (SHA-1, version 5) UUID of
     ``run_id`` in overbrainer's namespace, computed as RFC 4122 says without the ``uuid``
-    module (a read command needs only these digits)."""
-    digest = bytearray(
-        hashlib.sha1(_NAMESPACE_BYTES + run_id.encode(), usedforsecurity=False).digest()[:16]
-    )
+    module or hashlib (a read command needs only these digits)."""
+    digest = bytearray(sha1_digest(_NAMESPACE_BYTES + run_id.encode())[:16])
     digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
     digest[8] = (digest[8] & 0x3F) | 0x80  # the RFC 4122 variant
     return digest.hex()
