@@ -54,14 +54,15 @@ def open_store(invocation: Invocation, *, read_only: bool = False) -> Any:
     """The run store of the invocation's project, stamped with its actor; ``read_only``
     for commands that only read (nothing is written or created, so they work on a
     read-only or full disk, and outside a project they refuse before anything)."""
-    from overbrainer.events.store import RunStore, sqlite_path
+    from overbrainer.events.locations import sqlite_path
 
     if read_only:
         require_project(invocation)
     url = store_url(invocation)
 
-    def full() -> RunStore:
+    def full() -> Any:
         from overbrainer.events.actor import Actor
+        from overbrainer.events.store import RunStore
 
         return RunStore(
             url,

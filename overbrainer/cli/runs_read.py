@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from overbrainer.cli.common import open_store, print_json
 from overbrainer.cli.context import current
 from overbrainer.cli.listing import listing, resolve_run
-from overbrainer.events.types import RunState
+from overbrainer.events.actor import this_host
+from overbrainer.events.states import RunState
 
 if TYPE_CHECKING:
     from overbrainer.projections.chart import Series
@@ -114,15 +115,13 @@ def _eta_text(state: Any, standing: "Standing | None", now: datetime) -> str:
 
 
 def _row(state: Any, now: datetime, host: str, project: Path) -> dict[str, Any]:
-    import socket
-
     from overbrainer.projections.files import run_dir
     from overbrainer.projections.live import standing as standing_of
     from overbrainer.projections.spend import run_spend
 
     run, pod = state.run, state.pod
     standing = standing_of(state, run_dir(project, run.run_id))
-    spend = run_spend(state, now, here=host == socket.gethostname())
+    spend = run_spend(state, now, here=host == this_host())
     row = {
         "id": run.run_id,
         "host": host,
@@ -167,8 +166,6 @@ def list_runs(
     since: str | None = None,
 ) -> int:
     """``runs ls``: one line per run (see its help in ``runs_cmd.py``)."""
-    import socket
-
     from overbrainer.errors import UsageError
     from overbrainer.projections.words import pod_status_text
 
@@ -197,7 +194,7 @@ def list_runs(
         return 0
     heads = ["RUN", "STATE", "TARGET", "CREATED", "PROGRESS", "LOSS", "ETA", "POD", "SPEND"]
     # The host (as actors record it) only matters once some run was started elsewhere.
-    here = socket.gethostname()
+    here = this_host()
     with_host = any(r["host"] not in ("", here) for r in rows)
     table = [
         [

@@ -15,7 +15,11 @@ from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import (
+from overbrainer.config.pydantic_plugins import without_plugins
+
+without_plugins()  # before pydantic builds a model: see the module's docstring
+
+from pydantic import (  # noqa: E402
     BaseModel,
     ConfigDict,
     Field,
@@ -25,11 +29,11 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic_core import PydanticCustomError  # noqa: E402
 
-from overbrainer.config.axolotl_keys import MANAGED_AXOLOTL_KEYS, SETTING_KEYS
-from overbrainer.config.defaults import RUNPOD_DEFAULT_IMAGE
-from overbrainer.errors import OverbrainerError
+from overbrainer.config.axolotl_keys import MANAGED_AXOLOTL_KEYS, SETTING_KEYS  # noqa: E402
+from overbrainer.config.defaults import RUNPOD_DEFAULT_IMAGE  # noqa: E402
+from overbrainer.errors import OverbrainerError  # noqa: E402
 
 __all__ = [
     "MANAGED_AXOLOTL_KEYS",

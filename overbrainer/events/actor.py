@@ -3,12 +3,18 @@ whether that process still runs."""
 
 import getpass
 import os
-import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from overbrainer.version import installed
+
+
+def this_host() -> str:
+    """This machine's name, as actors record it: the kernel's host name, which is what
+    ``socket.gethostname()`` gives, without loading the socket module (a read command
+    compares it with every run's)."""
+    return os.uname().nodename
 
 
 @dataclass(frozen=True)
@@ -31,7 +37,7 @@ class Actor:
         return cls(
             command=command,
             user=user,
-            host=socket.gethostname(),
+            host=this_host(),
             pid=os.getpid(),
             version=installed(),
         )
@@ -59,7 +65,7 @@ class Actor:
 def starter_alive(actor: dict[str, object]) -> bool | None:
     """Whether the process of ``actor`` (an event's stamp) still runs an overbrainer
     command on this host; None when it ran on another host (unknowable from here)."""
-    if actor.get("host") != socket.gethostname():
+    if actor.get("host") != this_host():
         return None
     pid = actor.get("pid")
     if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():

@@ -5,13 +5,19 @@ Pure: no I/O, no clock. ``apply`` refuses an event that does not follow from the
 records a transition twice.
 """
 
+from __future__ import annotations
+
 import copy
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from overbrainer.events import types as ev
-from overbrainer.events.types import ALIVE, PodState, RunState
+from overbrainer.events.states import ALIVE, FINAL_STATES, PodState, RunState
+
+if TYPE_CHECKING:
+    # The event types are built only once an event is folded: a state read back from the
+    # runs view (``runs ls``) needs none of them.
+    from overbrainer.events import types as ev
 
 
 class InvalidTransition(ValueError):
@@ -126,9 +132,9 @@ class RunLog:
     @property
     def final(self) -> bool:
         """Whether the run reached a final state."""
-        return self.run.state in ev.FINAL_STATES
+        return self.run.state in FINAL_STATES
 
-    def copy(self) -> "RunLog":
+    def copy(self) -> RunLog:
         """An independent copy (decisions try events on a copy first)."""
         return copy.deepcopy(self)
 
@@ -137,7 +143,7 @@ class RunLog:
         return {"run": asdict(self.run), "pod": asdict(self.pod)}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "RunLog":
+    def from_json(cls, data: dict[str, Any]) -> RunLog:
         """The inverse of :meth:`to_json` (used by the runs view); data of another shape
         raises ``ValueError``, ``TypeError`` or ``KeyError``."""
         run, pod = dict(data["run"]), dict(data["pod"])
@@ -150,9 +156,9 @@ class RunLog:
 
     def apply(self, event: ev.Event, at: str) -> None:
         """Fold ``event``, appended at ISO time ``at``, into this state."""
-        if not self.exists and not isinstance(event, ev.RunCreated):
+        handler = (_HANDLERS or _rules()).get(type(event))
+        if not self.exists and handler is not _created:
             raise InvalidTransition(f"{event.name} before run.Created")
-        handler = _HANDLERS.get(type(event))
         if handler is None:  # pragma: no cover - every catalogue type has one
             raise InvalidTransition(f"no rule for {event.name}")
         handler(self, event, at)
@@ -200,7 +206,7 @@ def _job_started(s: RunLog, e: ev.JobStarted, at: str) -> None:
 def _ended(s: RunLog, e: ev.RunEnded, at: str) -> None:
     if s.final:
         raise InvalidTransition(f"run already {s.run.state}")
-    if e.state not in ev.FINAL_STATES:
+    if e.state not in FINAL_STATES:
         raise InvalidTransition(f"{e.state} is not a final state")
     s.run.cancel_pending = False  # nothing is left to stop
     s.run.stop_pending = False
@@ -459,34 +465,43 @@ def _candidates(s: RunLog, e: ev.CandidatesChosen, at: str) -> None:
         raise InvalidTransition("GPU candidates are chosen only before the job starts")
 
 
-_HANDLERS: dict[type[ev.Event], Any] = {
-    ev.RunCreated: _created,
-    ev.JobStarted: _job_started,
-    ev.RunEnded: _ended,
-    ev.CancelRequested: _cancel_requested,
-    ev.StopRequested: _stop_requested,
-    ev.CheckpointRetrieved: _checkpoint,
-    ev.CheckpointPruned: _checkpoint_pruned,
-    ev.Interrupted: _interrupted,
-    ev.Detached: _detached,
-    ev.ArtifactsRetrieved: _artifacts,
-    ev.NoteAdded: _note_added,
-    ev.NoteCleared: _note_cleared,
-    ev.ClockOffset: _clock_offset,
-    ev.KeysGenerated: _keys,
-    ev.AttemptSent: _attempt_sent,
-    ev.AttemptResolved: _attempt_resolved,
-    ev.PodCreated: _pod_created,
-    ev.EndpointSeen: _endpoint,
-    ev.PodReady: _ready,
-    ev.PodJobRunning: _job_running,
-    ev.AwaitingRetrieval: _awaiting,
-    ev.PodKept: _kept,
-    ev.CostCapNear: _cost_cap_near,
-    ev.PodDeleting: _deleting,
-    ev.PodDeleted: _deleted,
-    ev.StrayRecorded: _stray,
-    ev.StrayDropped: _stray_dropped,
-    ev.CandidatesChosen: _candidates,
-    ev.PodBilled: _billed,
-}
+# Each event type's rule, set on the first event folded (whole, by one assignment).
+_HANDLERS: dict[type[ev.Event], Any] = {}
+
+
+def _rules() -> dict[type[ev.Event], Any]:
+    global _HANDLERS
+    from overbrainer.events import types as ev
+
+    _HANDLERS = {
+        ev.RunCreated: _created,
+        ev.JobStarted: _job_started,
+        ev.RunEnded: _ended,
+        ev.CancelRequested: _cancel_requested,
+        ev.StopRequested: _stop_requested,
+        ev.CheckpointRetrieved: _checkpoint,
+        ev.CheckpointPruned: _checkpoint_pruned,
+        ev.Interrupted: _interrupted,
+        ev.Detached: _detached,
+        ev.ArtifactsRetrieved: _artifacts,
+        ev.NoteAdded: _note_added,
+        ev.NoteCleared: _note_cleared,
+        ev.ClockOffset: _clock_offset,
+        ev.KeysGenerated: _keys,
+        ev.AttemptSent: _attempt_sent,
+        ev.AttemptResolved: _attempt_resolved,
+        ev.PodCreated: _pod_created,
+        ev.EndpointSeen: _endpoint,
+        ev.PodReady: _ready,
+        ev.PodJobRunning: _job_running,
+        ev.AwaitingRetrieval: _awaiting,
+        ev.PodKept: _kept,
+        ev.CostCapNear: _cost_cap_near,
+        ev.PodDeleting: _deleting,
+        ev.PodDeleted: _deleted,
+        ev.StrayRecorded: _stray,
+        ev.StrayDropped: _stray_dropped,
+        ev.CandidatesChosen: _candidates,
+        ev.PodBilled: _billed,
+    }
+    return _HANDLERS

@@ -7,13 +7,15 @@ that need them (``runs show``; later ``pod rm`` refusing another host's live pod
 and name the host to go to.
 """
 
-import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from overbrainer.events.actor import this_host as this_host
 from overbrainer.events.aggregate import RunLog
-from overbrainer.events.store import RunStore
+
+if TYPE_CHECKING:
+    from overbrainer.events.store import RunStore
 
 _PROJECTIONS = frozenset({"run.json", "pod.json"})
 
@@ -43,12 +45,7 @@ class RunHome:
         return data
 
 
-def this_host() -> str:
-    """This machine's name, as actors record it."""
-    return socket.gethostname()
-
-
-def run_home(store: RunStore, state: RunLog) -> RunHome | None:
+def run_home(store: "RunStore", state: RunLog) -> RunHome | None:
     """Where ``state``'s run lives (None for a run without events)."""
     if not state.exists:
         return None

@@ -7,23 +7,31 @@ envelope — ``run_id``, ``name``, ``data``, ``actor`` and the ``timestamp``, wh
 value its transcoder wraps (``{"_type_": "datetime_iso", "_data_": "…"}``). These rows are
 decoded here into the same `Recorded` the store gives.
 
-Only the plain path is taken here: a log that is missing, empty, not in write-ahead mode,
-damaged or unreadable, a row this reader does not recognise (another wrapped value, say),
+A log that is missing (no run yet) or holds no table of events reads as empty, with no file
+created. Only the plain path is taken here: a log that is not in write-ahead mode, damaged
+or unreadable, a row this reader does not recognise (another wrapped value, say),
 and everything else a caller asks for, go to a full `RunStore` opened on first need, which
 answers or fails with its own messages.
 """
 
+from __future__ import annotations
+
 import json
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.ids import check_run_id
-from overbrainer.events.store import Recorded, RunStore, UnknownRun, describe_store
-from overbrainer.events.stream_ids import stream_id
-from overbrainer.events.types import event_from
+from overbrainer.events.locations import describe_store
+from overbrainer.events.stream_ids import stream_key
+
+if TYPE_CHECKING:
+    # The store's code and the event types load only once rows are decoded: a runs view
+    # that is up to date needs neither.
+    from overbrainer.events.recorded import Recorded
+    from overbrainer.events.store import RunStore
 
 # The key of a value eventsourcing's transcoder wraps. Inside a JSON string a quote is
 # escaped, so this never matches text within a value, only a key (or a value that is exactly
@@ -44,6 +52,10 @@ class _NotPlain(Exception):
     """This reader cannot answer: the full store must."""
 
 
+class _Empty(Exception):
+    """There is no log yet (no file, or no table of events in it): every read is empty."""
+
+
 def _iso(wrapped: Any) -> str:
     """An event's time as the store gives it (``…Z``), from the transcoder's wrapping."""
     if not (isinstance(wrapped, dict) and wrapped.get("_type_") == "datetime_iso"):
@@ -54,24 +66,40 @@ def _iso(wrapped: Any) -> str:
     return text.replace("+00:00", "Z")
 
 
-def _decode(seq: int, topic: str, state: bytes) -> Recorded:
+def _envelope(topic: object, state: object) -> dict[str, Any]:
+    """A row's JSON envelope, when it is one of ours as this reader knows them."""
     # A row of another class (a newer version's), or holding a wrapped value other than the
     # timestamp, is left to the store, which decodes it or says why it cannot.
-    if topic not in _TOPICS or not state.startswith(b"{") or state.count(_WRAPPED) != 1:
+    text = bytes(state)  # type: ignore[call-overload]
+    if str(topic) not in _TOPICS or not text.startswith(b"{") or text.count(_WRAPPED) != 1:
         raise _NotPlain
-    body = json.loads(state)
-    return Recorded(
-        run_id=body["run_id"],
-        seq=seq,
-        at=_iso(body["timestamp"]),
-        actor=dict(body["actor"]),
-        event=event_from(body["name"], body["data"]),
-    )
+    body = json.loads(text)
+    if not isinstance(body, dict):
+        raise _NotPlain
+    return body
 
 
-def _stream_key(run_id: str) -> str:
-    """The run's stream as eventsourcing's SQLite recorder stores it (hex, no dashes)."""
-    return stream_id(run_id).hex
+def _decode(rows: Sequence[Sequence[Any]]) -> list[Recorded]:
+    """Rows of (version, topic, state) as the store gives them."""
+    if not rows:
+        return []
+    # Loaded only when there are events to build.
+    from overbrainer.events.recorded import Recorded
+    from overbrainer.events.types import event_from
+
+    found = []
+    for seq, topic, state in rows:
+        body = _envelope(topic, state)
+        found.append(
+            Recorded(
+                run_id=body["run_id"],
+                seq=int(seq),
+                at=_iso(body["timestamp"]),
+                actor=dict(body["actor"]),
+                event=event_from(body["name"], body["data"]),
+            )
+        )
+    return found
 
 
 class SqliteReader:
@@ -84,9 +112,13 @@ class SqliteReader:
         self._open_full = full
         self._full: RunStore | None = None
         self._db: sqlite3.Connection | None = None
+        # No log yet: every read is empty, as the store reads it (nothing is created).
+        self._empty = False
         self.where = describe_store(url)
         try:
             self._db = _connect(path)
+        except _Empty:
+            self._empty = True
         except (_NotPlain, sqlite3.Error, OSError, ValueError):
             self._db = None
 
@@ -109,6 +141,8 @@ class SqliteReader:
             self._full.close()
 
     def _rows(self, sql: str, args: Iterable[Any]) -> list[tuple[Any, ...]]:
+        if self._empty:
+            return []
         if self._db is None:
             raise _NotPlain
         try:
@@ -121,13 +155,14 @@ class SqliteReader:
             "SELECT originator_version, topic, state FROM stored_events "
             "WHERE originator_id = ? AND originator_version > ?"
         )
-        args: list[Any] = [_stream_key(run_id), after]
+        # The stream as eventsourcing's SQLite recorder stores it: hex, no dashes.
+        args: list[Any] = [stream_key(run_id), after]
         if until is not None:
             sql += " AND originator_version <= ?"
             args.append(until)
         rows = self._rows(sql + " ORDER BY originator_version", args)
         try:
-            return [_decode(int(seq), str(topic), bytes(state)) for seq, topic, state in rows]
+            return _decode(rows)
         except (ValueError, KeyError, TypeError):  # not an event of ours as we know them
             raise _NotPlain from None
 
@@ -164,6 +199,8 @@ class SqliteReader:
         """Like :meth:`state`, but an unknown run is an error naming the way out."""
         state = self.state(run_id)
         if not state.exists:
+            from overbrainer.events.errors import UnknownRun
+
             raise UnknownRun(
                 f"no run {run_id} in {self.where}; list the runs with `overbrainer runs ls`"
             )
@@ -172,10 +209,27 @@ class SqliteReader:
     def max_position(self) -> int:
         """The position of the newest event in the log."""
         try:
-            ((newest,),) = self._rows("SELECT MAX(rowid) FROM stored_events", ())
+            rows = self._rows("SELECT MAX(rowid) FROM stored_events", ())
         except _NotPlain:
             return self.full().max_position()
-        return int(newest or 0)
+        return int(rows[0][0] or 0) if rows else 0
+
+    def mark_at(self, position: int) -> tuple[str, int, str] | None:
+        """The run, sequence number and time of the event at ``position`` of the log (None
+        when none is there), read from its envelope alone: no event is built (an event of a
+        type this version does not know still has its place)."""
+        try:
+            rows = self._rows(
+                "SELECT originator_version, topic, state FROM stored_events WHERE rowid = ?",
+                (position,),
+            )
+            if not rows:
+                return None
+            seq, topic, state = rows[0]
+            body = _envelope(topic, state)
+            return str(body["run_id"]), int(seq), _iso(body["timestamp"])
+        except (_NotPlain, ValueError, KeyError, TypeError):
+            return self.full().mark_at(position)
 
     def notifications(self, after: int, limit: int = 1000) -> list[tuple[int, Recorded]]:
         """Events of all runs after position ``after``, in append order."""
@@ -185,20 +239,23 @@ class SqliteReader:
                 "WHERE rowid > ? ORDER BY rowid LIMIT ?",
                 (after, limit),
             )
-            return [
-                (int(rowid), _decode(int(seq), str(topic), bytes(state)))
-                for rowid, seq, topic, state in rows
-            ]
+            records = _decode([row[1:] for row in rows])
+            return [(int(row[0]), record) for row, record in zip(rows, records, strict=True)]
         except (_NotPlain, ValueError, KeyError, TypeError):
             return self.full().notifications(after, limit)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
     """The log opened for reading as the store would open it read-only (never written)."""
-    from overbrainer.events.sqlite_files import read_only_env
+    from overbrainer.events.sqlite_files import Unreadable, read_only_env
 
-    env = read_only_env(path)
+    try:
+        env = read_only_env(path)
+    except Unreadable:
+        raise _NotPlain from None  # the store refuses it, saying why and what to do
+    if env.get("PERSISTENCE_MODULE") == "eventsourcing.popo":
+        raise _Empty  # the store would read an empty log in memory
     uri = env.get("SQLITE_DBNAME", "")
     if env.get("PERSISTENCE_MODULE") != "eventsourcing.sqlite" or not uri.startswith("file:"):
-        raise _NotPlain  # no log yet, or one the store must open itself
+        raise _NotPlain  # one the store must open itself
     return sqlite3.connect(uri, uri=True, timeout=float(env.get("SQLITE_LOCK_TIMEOUT", "30")))

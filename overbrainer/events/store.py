@@ -19,7 +19,6 @@ import random
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -28,7 +27,12 @@ from overbrainer.errors import OverbrainerError
 from overbrainer.events.actor import Actor
 from overbrainer.events.aggregate import InvalidTransition, RunLog
 from overbrainer.events.errors import StoreError
+from overbrainer.events.errors import UnknownRun as UnknownRun
 from overbrainer.events.ids import check_run_id
+from overbrainer.events.locations import default_sqlite_path as default_sqlite_path
+from overbrainer.events.locations import describe_store as describe_store
+from overbrainer.events.locations import sqlite_path as sqlite_path
+from overbrainer.events.recorded import Recorded as Recorded
 from overbrainer.events.types import Event, RunCreated, UnknownEvent, event_from
 
 if TYPE_CHECKING:
@@ -41,49 +45,6 @@ Others = Callable[[Sequence["Recorded"]], None]
 
 _RETRIES = 50
 _OPTIMISTIC = 4  # PostgreSQL: conflicts before an append takes the log's write lock
-
-
-class UnknownRun(OverbrainerError):
-    """No run with that ID in this store."""
-
-
-@dataclass(frozen=True)
-class Recorded:
-    """One stored event: its sequence number in the run (from 1), time and actor."""
-
-    run_id: str
-    seq: int
-    at: str
-    actor: dict[str, Any]
-    event: Event
-
-    def to_json(self) -> dict[str, Any]:
-        """The form ``events --json`` prints."""
-        return {
-            "run": self.run_id,
-            "seq": self.seq,
-            "time": self.at,
-            "actor": self.actor,
-            "event": self.event.name,
-            "fields": self.event.fields(),
-        }
-
-
-def default_sqlite_path(project_dir: Path) -> Path:
-    """Where a project's log lives unless ``[store] url`` says otherwise."""
-    return project_dir / ".overbrainer" / "events.sqlite"
-
-
-def sqlite_path(url: str | None, project_dir: Path) -> Path | None:
-    """The SQLite file of the store at ``url`` (None: the project's), or None when the
-    store is not SQLite."""
-    if url is None:
-        return default_sqlite_path(project_dir)
-    if not url.startswith("sqlite:"):
-        return None
-    rest = url[len("sqlite:") :]
-    rest = rest[2:] if rest.startswith("//") else rest
-    return Path(rest) if Path(rest).is_absolute() else project_dir / rest
 
 
 def store_environment(
@@ -134,20 +95,6 @@ def _cannot_open(path: Path, error: BaseException) -> str:
         f"{type(error).__name__}: {error}; check [store] url and the file's permissions"
     )
     return f"cannot open the event store: {reason}"
-
-
-def describe_store(url: str | None) -> str:
-    """The store's location for messages (never a password)."""
-    if url is None:
-        return ".overbrainer/events.sqlite"
-    if url.startswith(("postgresql://", "postgres://")):
-        from overbrainer.events.pg import parse_url
-
-        try:
-            return parse_url(url, {}).describe
-        except OverbrainerError:
-            return "PostgreSQL (a malformed [store] url)"
-    return url
 
 
 class Changes(Protocol):
@@ -362,6 +309,15 @@ class RunStore:
             return [(note.id, self.record_of(note)) for note in notes]
         except Exception as error:
             raise self._failure("cannot read the event log", error) from None
+
+    def mark_at(self, position: int) -> tuple[str, int, str] | None:
+        """The run, sequence number and time of the event at ``position`` of the log (None
+        when none is there): what tells this log's event there from another log's."""
+        found = self.notifications(position - 1, 1)
+        if not found or found[0][0] != position:
+            return None
+        record = found[0][1]
+        return record.run_id, record.seq, record.at
 
     def record_of(self, stored: Any, run_id: str = "") -> Recorded:
         """A stored event (eventsourcing's ``StoredEvent`` or ``Notification``) decoded.

@@ -7,56 +7,17 @@ store wraps each in an envelope with its time and actor. A name (``run.Created``
 
 import dataclasses
 from dataclasses import dataclass, field
-from enum import Enum, StrEnum
+from enum import Enum
 from typing import Any, ClassVar, Literal
 
+# The states live apart (a reader of the runs view needs them, not the events); named here
+# too, as they always were.
+from overbrainer.events.states import ALIVE as ALIVE
+from overbrainer.events.states import FINAL_STATES as FINAL_STATES
+from overbrainer.events.states import PodState as PodState
+from overbrainer.events.states import RunState as RunState
+
 JsonValue = str | int | float | bool | None | list[Any] | dict[str, Any]
-
-
-class RunState(StrEnum):
-    """Where a run stands. ``none``: not created (an empty log)."""
-
-    none = "none"
-    preparing = "preparing"
-    running = "running"
-    succeeded = "succeeded"
-    failed = "failed"
-    cancelled = "cancelled"
-    stopped = "stopped"  # asked to save and stop (`train stop`): it can be resumed
-
-
-FINAL_STATES: frozenset[RunState] = frozenset(
-    {RunState.succeeded, RunState.failed, RunState.cancelled, RunState.stopped}
-)
-
-
-class PodState(StrEnum):
-    """Where a run's pod stands, as its log tells it (not Runpod's own status)."""
-
-    none = "none"  # no pod yet, or none being created
-    creating = "creating"  # a create was sent, not answered yet
-    created = "created"
-    ready = "ready"  # SSH answered with the pinned key and the watchdog said ready
-    job_running = "job_running"
-    awaiting_retrieval = "awaiting_retrieval"  # the job ended, its results are not home
-    kept = "kept"  # --keep-pod: only `pod rm` deletes it
-    deleting = "deleting"  # a delete was recorded before it was sent
-    deleted = "deleted"  # confirmed gone
-    stray = "stray"  # a pod of the run that is not its current one (a duplicate)
-
-
-ALIVE: frozenset[PodState] = frozenset(
-    {
-        PodState.creating,
-        PodState.created,
-        PodState.ready,
-        PodState.job_running,
-        PodState.awaiting_retrieval,
-        PodState.kept,
-        PodState.deleting,
-    }
-)
-"""The pod states in which a pod may exist (and bill)."""
 
 # Why a pod was deleted (each produced by one or more paths of
 # ``overbrainer.targets.runpod.delete``, whose docstring says which), and who deleted it.
@@ -77,9 +38,28 @@ DeletedBy = Literal["client", "watchdog", "pod_rm", "found_gone"]
 
 @dataclass(frozen=True, kw_only=True)
 class Event:
-    """Base of every event: ``name`` is its stable identifier in the log."""
+    """Base of every event: ``name`` is its stable identifier in the log.
+
+    Each event type is a frozen dataclass whose equality, hash and repr are these, written
+    once as a dataclass would generate them: generating them for every type of the
+    catalogue cost `events RUN` a third of what it adds to Python's start-up.
+    """
 
     name: ClassVar[str] = ""
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return _compared(self) == _compared(other)
+
+    def __hash__(self) -> int:
+        return hash(_compared(self))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self) if f.repr
+        )
+        return f"{self.__class__.__qualname__}({shown})"
 
     def fields(self) -> dict[str, Any]:
         """The event's payload as JSON primitives (a state given as an enum: its value)."""
@@ -88,10 +68,14 @@ class Event:
         }
 
 
+def _compared(event: object) -> tuple[Any, ...]:
+    return tuple(getattr(event, f.name) for f in dataclasses.fields(event) if f.compare)  # type: ignore[arg-type]
+
+
 # ---- run -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class RunCreated(Event):
     """A run was created: what it trains, where, and a digest of the settings used."""
 
@@ -108,7 +92,7 @@ class RunCreated(Event):
     """The checkpoint the run starts from, ``{"run": ID, "step": N}`` (None: from scratch)."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class JobStarted(Event):
     """The job was spawned on the target and its pid recorded."""
 
@@ -118,7 +102,7 @@ class JobStarted(Event):
     container: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class RunEnded(Event):
     """The run reached a final state."""
 
@@ -129,7 +113,7 @@ class RunEnded(Event):
     metrics: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CancelRequested(Event):
     """Somebody asked for the run's job to stop.
 
@@ -143,7 +127,7 @@ class CancelRequested(Event):
     relay: str = ""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class StopRequested(Event):
     """Somebody asked the run's job to save a checkpoint and stop (``train stop``).
 
@@ -156,7 +140,7 @@ class StopRequested(Event):
     relay: str = ""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CheckpointRetrieved(Event):
     """A checkpoint of the job (``path``, run-relative, saved at ``step``) came home and
     matched the target's manifest: the run can be resumed from it."""
@@ -166,7 +150,7 @@ class CheckpointRetrieved(Event):
     path: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CheckpointPruned(Event):
     """A checkpoint brought home earlier (``path``, run-relative, saved at ``step``) was
     removed from this machine: only the last ``[training] keep_checkpoints`` stay. Recorded
@@ -177,7 +161,7 @@ class CheckpointPruned(Event):
     path: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Interrupted(Event):
     """Ctrl-C before the job existed: ``stage`` says where it stopped."""
 
@@ -185,7 +169,7 @@ class Interrupted(Event):
     stage: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Detached(Event):
     """The command stopped following; the job keeps running."""
 
@@ -194,7 +178,7 @@ class Detached(Event):
     metrics: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ArtifactsRetrieved(Event):
     """The job's results came home and matched the target's manifest."""
 
@@ -204,7 +188,7 @@ class ArtifactsRetrieved(Event):
     manifest_digest: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class NoteAdded(Event):
     """A note on the run (for instance: artifacts not retrieved)."""
 
@@ -212,14 +196,14 @@ class NoteAdded(Event):
     note: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class NoteCleared(Event):
     """The run's note no longer holds."""
 
     name: ClassVar[str] = "run.NoteCleared"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ClockOffset(Event):
     """The clock of the machine running a command is far from Runpod's (by the ``Date`` of
     its API's answers): the times this command records are off by ``offset_seconds``
@@ -232,7 +216,7 @@ class ClockOffset(Event):
 # ---- pod -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class KeysGenerated(Event):
     """The run's client key and pod host key exist; only the host's public key is here."""
 
@@ -240,7 +224,7 @@ class KeysGenerated(Event):
     host_public_key: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class AttemptSent(Event):
     """A create request is about to leave (appended durably before it does).
 
@@ -262,7 +246,7 @@ class AttemptSent(Event):
     max_cost_usd: float | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class AttemptResolved(Event):
     """What became of attempt ``n``."""
 
@@ -273,7 +257,7 @@ class AttemptResolved(Event):
     pod_id: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PodCreated(Event):
     """Runpod placed the pod: the run's current pod from now on."""
 
@@ -287,7 +271,7 @@ class PodCreated(Event):
     """When the pod must be gone: Runpod's ``createdAt`` plus ``max_hours`` (Runpod's clock)."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class EndpointSeen(Event):
     """The pod's direct SSH endpoint (it may change across restarts)."""
 
@@ -298,7 +282,7 @@ class EndpointSeen(Event):
     user: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PodReady(Event):
     """SSH answered with the pinned key and the watchdog's verdict was read."""
 
@@ -307,7 +291,7 @@ class PodReady(Event):
     verdict: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PodJobRunning(Event):
     """The run's job runs on the pod."""
 
@@ -315,7 +299,7 @@ class PodJobRunning(Event):
     pod_id: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class AwaitingRetrieval(Event):
     """The job ended but its results are not home: the pod waits (bounded by its watchdog)."""
 
@@ -324,7 +308,7 @@ class AwaitingRetrieval(Event):
     detail: str = ""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PodKept(Event):
     """--keep-pod: the pod stays until ``pod rm``."""
 
@@ -332,7 +316,7 @@ class PodKept(Event):
     pod_id: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CostCapNear(Event):
     """The pod has cost 95 % of its cap (``max_cost_usd`` at ``cost_per_hour``, counted on
     Runpod's clock from its creation): at its cap it is deleted."""
@@ -343,7 +327,7 @@ class CostCapNear(Event):
     cost_per_hour: float
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PodDeleting(Event):
     """A delete is about to be sent (appended before it leaves)."""
 
@@ -352,7 +336,7 @@ class PodDeleting(Event):
     reason: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PodDeleted(Event):
     """The pod is confirmed gone."""
 
@@ -366,7 +350,7 @@ class PodDeleted(Event):
     (``deadline``, ``cost_cap``), inferred from Runpod's clock when the pod was found gone."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class StrayRecorded(Event):
     """A pod of this run that is not its current pod (a duplicate of an ambiguous create)."""
 
@@ -375,7 +359,7 @@ class StrayRecorded(Event):
     reason: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class StrayDropped(Event):
     """A stray pod is gone."""
 
@@ -386,7 +370,7 @@ class StrayDropped(Event):
 # ---- pod: GPU candidates ----------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CandidatesChosen(Event):
     """The GPU types the pod will be tried on, in order, and why each other one was left out
     (appended before the first create).
@@ -412,7 +396,7 @@ class CandidatesChosen(Event):
 # ---- what Runpod billed ----------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PodBilled(Event):
     """What Runpod's billing says a pod of the run cost (USD), beside overbrainer's own
     estimate on ``pod.Deleted``: the sum of the pod's billing records over the window
@@ -475,5 +459,13 @@ def event_from(name: str, data: dict[str, Any]) -> Event:
     cls = CATALOGUE.get(name)
     if cls is None:
         raise UnknownEvent(name)
-    known = {f.name for f in dataclasses.fields(cls)}
+    known = _FIELDS.get(cls)
+    if known is None:
+        known = _FIELDS[cls] = frozenset(f.name for f in dataclasses.fields(cls))
+    if known.issuperset(data):
+        return cls(**data)
     return cls(**{k: v for k, v in data.items() if k in known})
+
+
+# Each event type's field names, found once (``events RUN`` rebuilds thousands of events).
+_FIELDS: dict[type[Event], frozenset[str]] = {}

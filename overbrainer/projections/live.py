@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from overbrainer.events.aggregate import RunLog
-from overbrainer.events.types import RunState
+from overbrainer.events.states import RunState
 from overbrainer.projections.files import write_json_atomic
 from overbrainer.train.metrics import MetricsEvent, MetricsSummary, parse_metrics_lines
 

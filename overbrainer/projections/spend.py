@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from overbrainer.events.aggregate import RunLog
-from overbrainer.events.types import ALIVE, PodState
+from overbrainer.events.states import ALIVE, PodState
 
 __all__ = ["Spend", "money", "recorded_spend", "run_spend"]
 

@@ -1,7 +1,7 @@
 """A run's state told in a few lines, for ``runs show`` and ``events RUN --at N``."""
 
 from overbrainer.events.aggregate import RunLog
-from overbrainer.events.types import RunState
+from overbrainer.events.states import RunState
 from overbrainer.projections.spend import recorded_spend
 from overbrainer.projections.words import (
     duration_text,

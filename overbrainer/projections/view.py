@@ -7,7 +7,6 @@ file cannot be read or written (a read-only or full disk), the view is kept in m
 the command and built from the log, and the file is left as it is.
 """
 
-import hashlib
 import json
 import sqlite3
 from pathlib import Path
@@ -15,10 +14,12 @@ from typing import TYPE_CHECKING
 
 from overbrainer.events.aggregate import InvalidTransition, RunLog
 from overbrainer.events.sqlite_files import is_damage
+from overbrainer.plain_hashes import sha256_hex
 
 if TYPE_CHECKING:
     # Not loaded at run time: a listing whose view is current never opens the store.
-    from overbrainer.events.store import Recorded, RunStore
+    from overbrainer.events.recorded import Recorded
+    from overbrainer.events.store import RunStore
 
 _BATCH = 2000
 
@@ -100,7 +101,7 @@ class RunsView:
     def __init__(self, path: Path, store_identity: str) -> None:
         self._store: RunStore | None = None
         # A view built from another store (the url changed) is thrown away.
-        self._identity = hashlib.sha256(store_identity.encode()).hexdigest()
+        self._identity = sha256_hex(store_identity.encode())
         self._path = path
         self._db = _open_file(path)
         try:
@@ -201,8 +202,8 @@ class RunsView:
 
     def _continues(self, store: "RunStore", position: int) -> bool:
         """Whether the log still holds, at ``position``, the event the view folded there."""
-        found = store.notifications(position - 1, 1)
-        return bool(found) and found[0][0] == position and _mark_of(found[0][1]) == self._mark()
+        found = store.mark_at(position)
+        return found is not None and _mark_text(*found) == self._mark()
 
     def _catch_up(self, store: "RunStore") -> int:
         try:
@@ -294,9 +295,13 @@ class _Damaged(Exception):
     """A row of the view does not hold a run's state (or a table is of another shape)."""
 
 
-def _mark_of(record: "Recorded") -> str:
+def _mark_text(run_id: str, seq: int, at: str) -> str:
     """What identifies the event at a position of the log: its run, number and time."""
-    return f"{record.run_id}/{record.seq}/{record.at}"
+    return f"{run_id}/{seq}/{at}"
+
+
+def _mark_of(record: "Recorded") -> str:
+    return _mark_text(record.run_id, record.seq, record.at)
 
 
 def _decode(text: object) -> RunLog:

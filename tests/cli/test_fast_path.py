@@ -353,6 +353,61 @@ def test_the_read_commands_start_without_cyclopts_or_any_heavy_library(
     assert json.loads(done.stderr.splitlines()[-1]) == {"code": 0, "loaded": []}, done.stderr
 
 
+@pytest.mark.parametrize(
+    ("line", "code"),
+    [
+        ("runs ls", 0),
+        ("runs ls --json", 0),
+        (f"events {RUN}", 1),
+        (f"runs show {RUN}", 1),
+        ("events 5a0e", 1),
+    ],
+)
+def test_a_project_with_no_log_yet_is_read_as_empty_without_eventsourcing_or_a_new_log(
+    tmp_path: Path, line: str, code: int
+) -> None:
+    project = tmp_path / "project"
+    assert main(["init", str(project)]) == 0
+    log = project / ".overbrainer" / "events.sqlite"
+    assert not log.exists()
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, "-C", str(project), *line.split()],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert json.loads(done.stderr.splitlines()[-1]) == {"code": code, "loaded": []}, done.stderr
+    assert not log.exists()
+    if code:
+        assert done.stderr.startswith("error: no run "), done.stderr
+
+
+_MODULES = """
+import json, sys
+from overbrainer.cli.main import main
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stderr)
+"""
+
+
+def test_runs_ls_on_a_view_up_to_date_builds_no_event(tmp_path: Path) -> None:
+    # The runs view holds every run's state: the event types, the store's code, the socket
+    # module (for this machine's name) and hashlib (OpenSSL) are not loaded to list them.
+    project = _project(tmp_path)
+    for _ in range(2):  # the first run builds the view
+        done = subprocess.run(
+            [sys.executable, "-c", _MODULES, "-C", str(project), "runs", "ls"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    found = json.loads(done.stderr.splitlines()[-1])
+    assert found["code"] == 0, done.stderr
+    unwanted = {"overbrainer.events.types", "overbrainer.events.store", "socket", "uuid", "hashlib"}
+    assert unwanted & set(found["modules"]) == set()
+    assert RUN in done.stdout
+
+
 def test_config_check_starts_without_cyclopts_and_says_the_same_either_way(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,13 +1,15 @@
 """``python -m tests.team.as_host HOST ARGS…``: the real ``overbrainer`` command, on a machine
 named HOST. Two checkouts of a team store on one test machine then act as two hosts would:
-the actor of every event and ``this_host()`` both read ``socket.gethostname``."""
+the actor of every event and every comparison with this machine read
+``overbrainer.events.actor.this_host``, replaced before any command module is loaded."""
 
-import socket
 import sys
 
-from overbrainer.cli.main import main
+from overbrainer.events import actor
 
 if __name__ == "__main__":
     name = sys.argv[1]
-    socket.gethostname = lambda: name
+    actor.this_host = lambda: name
+    from overbrainer.cli.main import main
+
     sys.exit(main(sys.argv[2:]))
