@@ -106,13 +106,16 @@ def after_create_error(error: "CreateFailed") -> CreateDecision:
     Ambiguous (transport error, 408, 5xx, unreadable answer) → reconcile: a pod may exist.
     400 (no capacity, or a rule this candidate breaks) and 403 (no access to that pool) →
     the next GPU type. 429 → wait ``Retry-After`` and send the same type again. Anything
-    else (402 balance, 422 malformed request, 401 key, …) → stop at once.
+    else (402 balance, 422 malformed request, 401 key, …) → stop at once; so does a create
+    that never reached Runpod (no answer and not ambiguous: Runpod could not be reached).
     """
     text = str(error)
     detail = error.detail or text
     if error.ambiguous:
         return CreateDecision(Step.RECONCILE, "ambiguous", detail, text)
     status = error.status
+    if status is None:
+        return CreateDecision(Step.STOP, "not_sent", detail, text)
     if status in _NEXT_TYPE:
         return CreateDecision(Step.NEXT_TYPE, _NEXT_TYPE[status], detail, text)
     if status == 429:
