@@ -536,3 +536,51 @@ async def test_pod_rm_and_billing_of_runs_that_never_had_a_pod_say_so_without_a_
         asked = await _keyless(project, *args)
         assert asked.returncode != 0, args
         assert b"OVERBRAINER_RUNPOD__API_KEY: not set" in asked.stderr, asked.stderr
+
+
+async def test_pod_rm_with_runpod_out_of_reach_fails_at_once_naming_the_command_again(
+    tmp_path: Path,
+) -> None:
+    import socket
+
+    project = tmp_path / "project"
+    project.mkdir()
+    write_project(project)
+    run_id = new_run_id()
+    store = RunStore(None, project, Actor.here("test"))
+    try:
+        store.create(
+            ev.RunCreated(
+                run_id=run_id, target="gpu", kind="runpod", remote_dir="r", settings_digest="d"
+            )
+        )
+        store.append(
+            run_id,
+            lambda _s: [
+                ev.AttemptSent(n=1, pod_name=f"overbrainer-{run_id}-1", gpu_type=A40),
+                ev.AttemptResolved(n=1, result="created", pod_id="abc123xyz"),
+                ev.PodCreated(pod_id="abc123xyz", gpu_type=A40, cost_per_hour=0.4),
+                ev.RunEnded(state="failed", message="boom"),
+            ],
+        )
+    finally:
+        store.close()
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    url = f"http://127.0.0.1:{port}/v2"
+    removed = await _cli(project, url, "pod", "rm", run_id)
+    assert removed.returncode == 1
+    assert removed.stderr.decode() == (
+        f"error: cannot reach Runpod (127.0.0.1:{port} refused the connection): check the "
+        f"network and the Runpod API's address ({url}: [runpod] base_url, or "
+        f"OVERBRAINER_RUNPOD__BASE_URL); no pod of run {run_id} was deleted: run "
+        f"`overbrainer pod rm {run_id}` again once Runpod can be reached\n"
+    )
+    # The pod still counts as one that may bill: nothing was recorded deleted.
+    store = RunStore(None, project, Actor.here("test"))
+    try:
+        assert store.get(run_id).pod.may_bill()
+    finally:
+        store.close()
