@@ -120,7 +120,7 @@ def test_the_plugin_switch_is_put_back_as_the_user_had_it(tmp_path: Path) -> Non
     assert type(Settings.__pydantic_validator__) is SchemaValidator
 
 
-def test_settings_are_checked_the_same_with_pydantic_own_loader(tmp_path: Path) -> None:
+def test_settings_are_checked_the_same_whatever_the_users_plugin_switch(tmp_path: Path) -> None:
     # With the user's own plugin switch set either way, config check says the same.
     project = tmp_path / "project"
     assert main(["init", str(project)]) == 0
