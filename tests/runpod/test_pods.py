@@ -10,10 +10,10 @@ import trio.testing
 
 from overbrainer.events import types as ev
 from overbrainer.runpod.client import RunpodApiError
-from overbrainer.runpod.decide import iso_utc
 from overbrainer.targets.runpod.delete import DeleteUnconfirmed, delete_pod
 from overbrainer.targets.runpod.pods import confirm_gone
 from overbrainer.testing.fake_executor import PodRig, pod_rig
+from overbrainer.utc import iso_utc
 
 A40 = "NVIDIA A40"
 FOREVER = 10**9
