@@ -204,10 +204,10 @@ def test_without_root_or_sudo_dev_stops_before_any_setup_or_test_naming_the_one_
     assert done.returncode == 1, done.stdout + done.stderr
     packages = " ".join(missing)
     assert done.stderr == (
-        f"error: ./dev {recipe} drives system programs for real that this machine lacks "
-        f"(Debian packages: {packages}; .ci/system-packages says why), and cannot install "
-        f"them: it is not root and has no passwordless sudo. Install them, then run ./dev "
-        f"{recipe} again:\n"
+        f"error: ./dev {recipe} needs system programs that this machine lacks, the Debian "
+        f"packages {packages} (the suite drives them for real; .ci/system-packages says why). "
+        "It installs them itself only as root or with passwordless sudo, and has neither here. "
+        f"Run this, then ./dev {recipe} again:\n"
         f"    su -c 'apt-get install -y {packages}'\n"
     )
     assert done.stdout == ""
@@ -226,8 +226,7 @@ def test_with_a_sudo_that_asks_for_a_password_dev_test_stops_naming_sudo_apt_get
     done = machine.dev("test", "-q", FAKE_SUDO="password")
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stderr.endswith(
-        "Install them, then run ./dev test again:\n"
-        f"    sudo apt-get install -y {' '.join(missing)}\n"
+        f"Run this, then ./dev test again:\n    sudo apt-get install -y {' '.join(missing)}\n"
     ), done.stderr
     # It asked sudo whether it may, without a prompt, and never ran a test.
     assert machine.calls() == ["sudo -n true"]
@@ -313,6 +312,24 @@ def test_when_apt_get_installs_but_a_program_is_still_not_found_dev_test_stops(
         f"{' '.join(missing)} are still not found (.ci/system-packages says what is looked "
         "for); install them, then run ./dev test again\n"
     ), done.stderr
+    assert machine.recipe_ran() is None
+
+
+def test_without_apt_get_dev_test_stops_asking_for_the_system_package_manager(
+    machine: Machine,
+) -> None:
+    missing = expected_missing(machine)
+    machine.set_up()
+    (machine.bin / "apt-get").unlink()
+    machine.user = root()
+    done = machine.dev("test")
+    assert done.returncode == 1
+    assert done.stderr == (
+        "error: ./dev test needs system programs that this machine lacks, the Debian "
+        f"packages {' '.join(missing)} (the suite drives them for real; .ci/system-packages "
+        "says why). There is no apt-get here: install them with this system's package "
+        "manager, then run ./dev test again\n"
+    )
     assert machine.recipe_ran() is None
 
 
