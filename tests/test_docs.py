@@ -192,6 +192,41 @@ def test_options_are_read_from_the_panels_of_a_help() -> None:
     assert options_of_command_help(text) == ["--to", "--dry-run", "--tail", "-n"]
 
 
+def test_every_option_a_synopsis_of_docs_commands_shows_is_one_the_command_has() -> None:
+    wanted = wanted_by_help()
+    stale = []
+    for command, text in documented_sections(COMMANDS.read_text()).items():
+        blocks = fenced_blocks(text)
+        synopsis = blocks[0][1] if blocks and blocks[0][1].startswith("overbrainer") else ""
+        for option in re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", synopsis):
+            if option not in wanted.get(command, []):
+                stale.append(f"`overbrainer {command}`: {option}")
+    assert stale == [], "docs/commands.md shows options the command does not have"
+
+
+def test_every_setting_has_its_entry_in_docs_configuration() -> None:
+    from overbrainer.config import model
+
+    text = (DOCS / "configuration.md").read_text()
+    missing = []
+    for settings in (
+        model.Settings,
+        model.TrainingSettings,
+        model.LocalTarget,
+        model.SshTarget,
+        model.RunpodTarget,
+        model.StoreSettings,
+        model.RunpodSettings,
+    ):
+        for key in settings.model_fields:
+            # A key (`epochs`, `[runpod] base_url`) or a section of its own (`[training]`).
+            shown = rf"`(?:\[[\w.]+\] )?{key}(?: = [^`]*)?`|`\[{key}[\].]"
+            if not re.search(shown, text):
+                missing.append(f"{settings.__name__}.{key}")
+    assert len(model.RunpodTarget.model_fields) > 10  # the models were read
+    assert missing == [], "document these keys in docs/configuration.md"
+
+
 # --- every README command parses ------------------------------------------------------------
 
 
