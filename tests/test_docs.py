@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 import trio
 
 from overbrainer.cli.helps import command_paths
@@ -155,6 +156,8 @@ def wanted_by_help() -> dict[str, list[str]]:
     return wanted
 
 
+# Each command's --help in a process of its own: slow on a busy machine.
+@pytest.mark.timeout(900)
 def test_every_command_and_option_that_help_lists_has_its_section_in_docs() -> None:
     wanted = wanted_by_help()
     # The lists were read: the commands and options every user meets are among them.
@@ -192,6 +195,7 @@ def test_options_are_read_from_the_panels_of_a_help() -> None:
     assert options_of_command_help(text) == ["--to", "--dry-run", "--tail", "-n"]
 
 
+@pytest.mark.timeout(900)
 def test_every_option_a_synopsis_of_docs_commands_shows_is_one_the_command_has() -> None:
     wanted = wanted_by_help()
     stale = []
@@ -393,6 +397,7 @@ def troubleshooting() -> Iterator[tuple[str, str, list[str]]]:
         yield heading, command.removeprefix("$ "), printed
 
 
+@pytest.mark.timeout(900)
 async def test_each_troubleshooting_error_is_what_the_command_prints(tmp_path: Path) -> None:
     quoted = list(troubleshooting())
     assert [heading for heading, _, _ in quoted] == list(MEET)
