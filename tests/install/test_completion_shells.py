@@ -46,7 +46,7 @@ def user_env(home: Path, shell: str) -> dict[str, str]:
     """A user whose home is ``home``, whose shell is ``shell``, with overbrainer on the PATH."""
     assert shutil.which(shell), (
         f"{shell} is not installed; the suite drives it for real: apt-get install {shell} "
-        "(the README's system packages)"
+        "(docs/development.md lists every system package the suite drives)"
     )
     keep = ("LANG", "LC_ALL", "LC_CTYPE")
     env = {k: v for k, v in os.environ.items() if k in keep}
