@@ -8,9 +8,9 @@ A phase is reached deterministically with a checkpoint plan that pauses the comm
 the signal or closes the terminal; then it lets the command go on.
 
 Each used to leave a pod billing or a run half-recorded: with ``2>&1 | tee log`` and
-Ctrl-C, the next line written raised and aborted the cleanup (findings 1 and 8); SIGTERM
-and SIGHUP killed the command outright (finding 2); and the results' collection could not
-be interrupted for up to an hour (finding 11).
+Ctrl-C, the next line written raised and aborted the cleanup; SIGTERM
+and SIGHUP killed the command outright; and the results' collection could not
+be interrupted for up to an hour.
 """
 
 from __future__ import annotations
@@ -232,7 +232,7 @@ async def _retrieved_once(w: World, deletes: list[tuple[str, bool]]) -> str:
     return run_id
 
 
-# ---- finding 1: `overbrainer train 2>&1 | tee log`, and Ctrl-C ---------------------------
+# ---- `overbrainer train 2>&1 | tee log`, and Ctrl-C ---------------------------
 
 
 async def test_ctrl_c_with_stderr_piped_into_tee_while_provisioning_deletes_the_pod(
@@ -282,7 +282,7 @@ async def test_ctrl_c_with_output_piped_into_tee_during_retrieval_finishes_it_an
         assert "Traceback" not in command.said()
 
 
-# ---- finding 2: SIGTERM and SIGHUP at each phase -------------------------------------------
+# ---- SIGTERM and SIGHUP at each phase -------------------------------------------
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
@@ -404,7 +404,7 @@ async def test_a_terminal_closed_during_retrieval_still_brings_the_results_home(
         await _retrieved_once(w, deletes)
 
 
-# ---- finding 11: the collection of results can be stopped ----------------------------------
+# ---- the collection of results can be stopped ----------------------------------
 
 
 async def test_a_second_ctrl_c_during_retrieval_stops_it_leaving_the_pod_for_attach(
