@@ -366,3 +366,47 @@ def test_the_loser_of_a_race_reloads_redecides_and_learns_what_the_other_did(
     assert names == ["run.Created", "run.JobStarted", "run.CancelRequested"]
     here.close()
     there.close()
+
+
+def test_a_writer_that_lost_four_races_appends_under_the_write_lock_and_others_wait(
+    team: Team, tmp_path: Path
+) -> None:
+    here = RunStore(team.url, team.checkout(tmp_path / "a"), Actor.here("train attach"))
+    there = RunStore(team.url, team.checkout(tmp_path / "b"), LAPTOP)
+    here.create(_created(kind="local"))
+    decisions: list[int] = []
+    waited: list[bool] = []
+    finished = threading.Event()
+
+    def their_append() -> None:
+        there.append(RUN, lambda _s: [ev.NoteAdded(note="theirs, after the lock")])
+        finished.set()
+
+    blocked = threading.Thread(target=their_append)
+
+    def decide(state: RunLog) -> list[ev.Event]:
+        decisions.append(state.run.version)
+        if len(decisions) <= 4:
+            # The other checkout appends between our read and our write: we lose the race.
+            there.append(RUN, lambda _s: [ev.NoteAdded(note=f"theirs {len(decisions)}")])
+        else:
+            # Under the log's write lock now: the other checkout's append has to wait.
+            blocked.start()
+            waited.append(not finished.wait(timeout=2.0))
+        return [ev.NoteAdded(note="ours")]
+
+    here.append(RUN, decide)
+    blocked.join(timeout=60)
+    assert decisions == [1, 2, 3, 4, 5], "decided again on each fresh state"
+    assert waited == [True], "another checkout could append while the write lock was held"
+    notes = [r.event.note for r in there.history(RUN) if isinstance(r.event, ev.NoteAdded)]
+    assert notes == [
+        "theirs 1",
+        "theirs 2",
+        "theirs 3",
+        "theirs 4",
+        "ours",
+        "theirs, after the lock",
+    ]
+    here.close()
+    there.close()
