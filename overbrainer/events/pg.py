@@ -509,6 +509,12 @@ def latest_position(target: PgTarget) -> int | None:
     trips), so this speaks to libpq — the copy psycopg's binary wheel ships, else the
     system's — directly through ctypes, over one connection and one query. Where no libpq
     loads that way it uses plain psycopg (no pool, no eventsourcing).
+
+    The query names eventsourcing's table and its ``notification_id`` column: what its public
+    ``max_notification_id`` reads, but not itself part of eventsourcing's documented API. So
+    the answer only ever spares the opening: on a table of another layout (a later
+    eventsourcing) the query fails and the answer is None, and the caller opens the store and
+    asks eventsourcing. The tests check that the two agree on the eventsourcing installed.
     """
     import importlib.util
 
