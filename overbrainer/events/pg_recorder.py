@@ -109,8 +109,9 @@ class TeamDatastore(PostgresDatastore):
         the command when the server is down or when it is the call's second."""
         held: Connection[Any] | None = getattr(self.calls, "held", None)
         if held is not None:
-            # Inside the locked transaction: every statement belongs to it, and none is
-            # retried (the transaction is lost with its connection).
+            # Inside the locked transaction: every statement belongs to it. Its errors reach
+            # locked() as psycopg raised them, which eventsourcing's retry lets through: a
+            # lost transaction cannot be retried statement by statement.
             yield held
             return
         try:
@@ -136,7 +137,9 @@ class TeamDatastore(PostgresDatastore):
         with super().get_connection() as conn, conn.transaction():
             # Our own statements on the table we name. PostgreSQL's EXCLUSIVE mode conflicts
             # with the ROW EXCLUSIVE lock every INSERT takes, so nobody appends until this
-            # commits, while reads go on.
+            # commits, while reads go on. The rows are then written by eventsourcing's public
+            # insert_events inside this transaction, not by an INSERT of ours: the table's
+            # columns are eventsourcing's to define.
             conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(f"{LOCK_TIMEOUT}s"))
             conn.execute(sql.SQL("LOCK TABLE {} IN EXCLUSIVE MODE").format(name))
             self.calls.held = conn
