@@ -410,3 +410,40 @@ def test_a_writer_that_lost_four_races_appends_under_the_write_lock_and_others_w
     ]
     here.close()
     there.close()
+
+
+def test_a_call_failing_while_the_server_answers_is_tried_twice_not_ten_times(
+    team: Team, tmp_path: Path
+) -> None:
+    from eventsourcing.persistence import InterfaceError, OperationalError
+    from eventsourcing.utils import retry
+
+    from overbrainer.events.pg import StoreUnavailable
+    from overbrainer.events.pg_recorder import TeamDatastore
+
+    store = RunStore(team.url, team.checkout(tmp_path / "a"), Actor.here("test"))
+    datastore = store.recorder.datastore
+    assert isinstance(datastore, TeamDatastore)
+    attempts: list[int] = []
+
+    # Decorated as eventsourcing decorates its recorder's methods (ten attempts).
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def cut_off() -> None:
+        attempts.append(1)
+        with datastore.get_connection() as conn:
+            # The server ends this session: the call fails although the server is up.
+            conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+    try:
+        with pytest.raises(StoreUnavailable) as failure, datastore.call():
+            cut_off()
+        assert len(attempts) == 2, "one retry after the pool replaced its connections"
+        message = str(failure.value)
+        assert f"127.0.0.1:{team.cluster.port}/{team.db}" in message
+        assert "closed the connection" in message, message
+        assert team.cluster.password not in message
+        # The store goes on with a fresh connection.
+        store.create(_created(kind="local"))
+        assert [r.event.name for r in store.history(RUN)] == ["run.Created"]
+    finally:
+        store.close()
