@@ -137,6 +137,14 @@ def _pod_created(e: ev.PodCreated, s: RunLog | None) -> str:
     return f"created pod {e.pod_id} ({where}){deadline}; waiting for SSH"
 
 
+def _jumped(e: ev.ClockJumped, s: RunLog | None) -> str:
+    pod = f"pod {s.pod.pod_id}" if s and s.pod.pod_id else "the pod"
+    return (
+        f"this machine's clock jumped ({offset_text(e.seconds)} Runpod's); {pod} is within "
+        "its bound by Runpod's clock: following went on"
+    )
+
+
 def _endpoint(e: ev.EndpointSeen, s: RunLog | None) -> str:
     return f"pod {e.pod_id} answers SSH at {e.user}@{e.host}:{e.port}"
 
@@ -189,6 +197,7 @@ _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
     ev.NoteAdded: lambda e, s: f"note: {e.note}",
     ev.NoteCleared: lambda e, s: "note cleared",
     ev.ClockOffset: _clock,
+    ev.ClockJumped: _jumped,
     ev.KeysGenerated: lambda e, s: "generated the run's SSH client key and pod host key",
     ev.AttemptSent: _attempt_sent,
     ev.AttemptResolved: _attempt_resolved,
