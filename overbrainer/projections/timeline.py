@@ -71,14 +71,16 @@ def _ended(e: ev.RunEnded, s: RunLog | None) -> str:
 
 def _detached(e: ev.Detached, s: RunLog | None) -> str:
     numbers = _metrics(e.metrics)
-    # The log is where a user whose terminal went away learns how to go on.
-    hint = (
-        f": `overbrainer train attach {s.run.run_id}` follows it again"
-        if s and s.run.run_id
-        else ""
-    )
+    # The log is where a user whose terminal went away learns how to go on: the same words
+    # as the command's last ones (where the job runs, and both ways on).
+    run_id = s.run.run_id if s else None
+    pod_id = s.pod.pod_id if s else None
+    hint = f": `overbrainer train attach {run_id}` follows it again" if run_id else ""
+    if run_id and pod_id:
+        hint += f", `overbrainer pod rm {run_id}` deletes the pod"
     return (
         f"stopped following ({e.reason}); the job keeps running"
+        + (f" on pod {pod_id}" if pod_id else "")
         + (f" at {numbers}" if numbers else "")
         + hint
     )

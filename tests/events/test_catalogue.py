@@ -294,8 +294,9 @@ EXPECTED_SENTENCES_A = [
     "pod k3x9 has cost 95 % of its cap of $3.00 at $0.53/h (cost_cap_near)",
     "this machine's clock jumped (2 h 0 min ahead of Runpod's); pod k3x9 is within its bound "
     "by Runpod's clock: following went on",
-    "stopped following (interrupted); the job keeps running at step 3/10: "
-    f"`overbrainer train attach {RUN_A}` follows it again",
+    "stopped following (interrupted); the job keeps running on pod k3x9 at step 3/10: "
+    f"`overbrainer train attach {RUN_A}` follows it again, `overbrainer pod rm {RUN_A}` "
+    "deletes the pod",
     "pod k3x9 awaits retrieval of the results (output/adapter.bin did not verify)",
     "retrieved 4 files (1.2 kB), every checksum verified",
     "run succeeded (step 10/10, loss 0.5000, eval_loss 0.7000)",
@@ -512,7 +513,8 @@ def _check_everything(
     code, out, _ = _cli(capsys, project, "events", RUN_A)
     assert code == 0
     assert _sentences(out) == EXPECTED_SENTENCES_A
-    assert all(len(text) <= 200 for text in out.splitlines())  # short lines by default
+    # Short lines by default: the longest names where a detached job runs and both ways on.
+    assert all(len(text) <= 260 for text in out.splitlines())
     code, out, _ = _cli(capsys, project, "events", RUN_A, "-v")
     assert code == 0
     assert _sentences(out, verbose=True) == EXPECTED_SENTENCES_A
