@@ -435,13 +435,12 @@ def _deleted(s: RunLog, e: ev.PodDeleted, at: str) -> None:
 
 
 def _plus(iso: str, seconds: float) -> str | None:
-    from datetime import datetime, timedelta
+    from datetime import timedelta
 
-    try:
-        moment = datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (moment + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+    from overbrainer.utc import iso_utc, parse_utc
+
+    moment = parse_utc(iso)
+    return None if moment is None else iso_utc(moment + timedelta(seconds=seconds))
 
 
 def _stray(s: RunLog, e: ev.StrayRecorded, at: str) -> None:

@@ -4,13 +4,13 @@ terminal's Ctrl-C kills the whole pipeline) or a real pseudo-terminal that goes 
 real signals.
 
 A phase is reached deterministically with a checkpoint plan that pauses the command
-(``overbrainer/front/checkpoints.py``): while it is paused, the test kills ``tee``, sends
+(``overbrainer/front/fault_injection.py``): while it is paused, the test kills ``tee``, sends
 the signal or closes the terminal; then it lets the command go on.
 
 Each used to leave a pod billing or a run half-recorded: with ``2>&1 | tee log`` and
-Ctrl-C, the next line written raised and aborted the cleanup (findings 1 and 8); SIGTERM
-and SIGHUP killed the command outright (finding 2); and the results' collection could not
-be interrupted for up to an hour (finding 11).
+Ctrl-C, the next line written raised and aborted the cleanup; SIGTERM
+and SIGHUP killed the command outright; and the results' collection could not
+be interrupted for up to an hour.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def _plan(tmp_path: Path, containing: str | None) -> dict[str, str]:
     if containing is None:
         return {}
     plan = {"containing": containing, "action": "pause", "pause_file": str(pause_file)}
-    return {"OVERBRAINER_CHECKPOINTS": json.dumps(plan)}
+    return {"OVERBRAINER_FAULT_PLAN": json.dumps(plan)}
 
 
 def _args(w: World, *args: str) -> list[str]:
@@ -248,7 +248,7 @@ async def _retrieved_once(w: World, deletes: list[tuple[str, bool]]) -> str:
     return run_id
 
 
-# ---- finding 1: `overbrainer train 2>&1 | tee log`, and Ctrl-C ---------------------------
+# ---- `overbrainer train 2>&1 | tee log`, and Ctrl-C ---------------------------
 
 
 async def test_ctrl_c_with_stderr_piped_into_tee_while_provisioning_deletes_the_pod(
@@ -356,7 +356,7 @@ async def test_ctrl_c_with_output_piped_into_tee_during_retrieval_finishes_it_an
         assert "Traceback" not in command.said()
 
 
-# ---- finding 2: SIGTERM and SIGHUP at each phase -------------------------------------------
+# ---- SIGTERM and SIGHUP at each phase -------------------------------------------
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
@@ -478,7 +478,7 @@ async def test_a_terminal_closed_during_retrieval_still_brings_the_results_home(
         await _retrieved_once(w, deletes)
 
 
-# ---- finding 11: the collection of results can be stopped ----------------------------------
+# ---- the collection of results can be stopped ----------------------------------
 
 
 async def test_a_second_ctrl_c_during_retrieval_stops_it_leaving_the_pod_for_attach(
@@ -489,7 +489,7 @@ async def test_a_second_ctrl_c_during_retrieval_stops_it_leaving_the_pod_for_att
     async with world(tmp_path, output_mb=16) as w:
         deletes = _track_deletes(w)
         plan = {"containing": RETRIEVAL, "action": "sigint2"}
-        done = await w.run("train", env={"OVERBRAINER_CHECKPOINTS": json.dumps(plan)})
+        done = await w.run("train", env={"OVERBRAINER_FAULT_PLAN": json.dumps(plan)})
         assert done.returncode == 130, done.stderr
         assert "Traceback" not in done.stderr
         (run_id,) = w.runs()

@@ -28,11 +28,12 @@ from overbrainer.events import types as ev
 from overbrainer.events.aggregate import PodView, RunLog
 from overbrainer.projections.summary import resume_clause
 from overbrainer.runpod import clocks, cost_cap, messages
-from overbrainer.runpod.decide import parse_utc, uptime_and_spend
+from overbrainer.runpod.decide import uptime_and_spend
 from overbrainer.targets.runpod.delete import delete_pod, forget_key_if_done
 from overbrainer.targets.runpod.pods import PodContext, confirm_gone, note_clock
 from overbrainer.targets.runpod.reach import record_gone
 from overbrainer.train.metrics import MetricsSummary, summary_line
+from overbrainer.utc import parse_utc
 
 __all__ = [
     "DEADLINE_SLACK",
