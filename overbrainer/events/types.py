@@ -213,6 +213,17 @@ class ClockOffset(Event):
     offset_seconds: float
 
 
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+class FilesRemoved(Event):
+    """The run's directory on this machine (``runs/<id>/``: its output, checkpoints, logs
+    and keys; ``bytes`` on disk) is removed by ``runs rm`` or ``runs gc``. Recorded before
+    the directory goes: a removal cut short (a killed process) is finished by running the
+    command again. The run's events stay; ``runs ls`` lists it only with ``--all``."""
+
+    name: ClassVar[str] = "run.FilesRemoved"
+    bytes: int
+
+
 # ---- pod -----------------------------------------------------------------------------
 
 
@@ -429,6 +440,7 @@ CATALOGUE: dict[str, type[Event]] = {
         NoteAdded,
         NoteCleared,
         ClockOffset,
+        FilesRemoved,
         KeysGenerated,
         AttemptSent,
         AttemptResolved,
