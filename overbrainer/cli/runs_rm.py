@@ -36,6 +36,11 @@ REMOVE_LIMIT = 3600.0
 """How long removing one run's directory may take (a large output on a slow disk)."""
 
 
+def clock() -> datetime:
+    """This machine's time now, which runs' ages are measured against (tests replace it)."""
+    return datetime.now(UTC)
+
+
 @dataclass
 class _Door:
     """What removing needs: the project, its log and the command's Ctrl-C state."""
@@ -189,7 +194,7 @@ async def collect_garbage(
         }
         plan = removal.collect(
             states,
-            now=datetime.now(UTC),
+            now=clock(),
             older_than=span,
             keep_best=keep_best,
             elsewhere=elsewhere,

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from overbrainer.events.aggregate import RunLog
-from overbrainer.events.states import FINAL_STATES, PodState, RunState
+from overbrainer.events.states import ALIVE, FINAL_STATES, PodState, RunState
+from overbrainer.projections.words import pod_status_text
 
 _UNITS = {"h": 1, "d": 24, "w": 24 * 7}
 
@@ -62,19 +63,16 @@ def refusal(state: RunLog, *, elsewhere: str | None = None) -> str | None:
 
 
 def _pods_alive(state: RunLog) -> str:
+    """The pods of the run that may still exist, each with what the log says of it."""
     pod = state.pod
-    alive = sorted(
-        pod_id
-        for pod_id, status in pod.pods.items()
-        if status not in (PodState.deleted, PodState.none)
-    )
-    if pod.status == PodState.creating and not alive:
-        return "a pod being created"
-    if len(alive) == 1:
-        return f"pod {alive[0]} ({pod.pods[alive[0]]})"
-    if alive:
-        return "pods " + ", ".join(alive)
-    return "a pod"
+
+    def status(pod_id: str) -> PodState:
+        return pod.status if pod_id == pod.pod_id else pod.pods[pod_id]
+
+    alive = sorted(pod_id for pod_id in pod.pods if status(pod_id) in ALIVE or pod_id in pod.strays)
+    if not alive:
+        return "a pod being created" if pod.status == PodState.creating else "a pod"
+    return ", ".join(f"pod {pod_id} ({pod_status_text(status(pod_id))})" for pod_id in alive)
 
 
 def created_at(state: RunLog) -> datetime | None:
