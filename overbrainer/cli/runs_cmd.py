@@ -124,6 +124,13 @@ async def logs(
     invocation = current()
     run = resolve_run(invocation, run)
     state = _recorded_state(invocation, run)
+    if state.run.files_removed is not None and state.run.kind == "local" and not pod:
+        from overbrainer.errors import OverbrainerError
+
+        raise OverbrainerError(
+            f"the job's log of run {run} was removed with its files (`overbrainer runs rm`); "
+            f"`overbrainer events {run}` still tells what happened"
+        )
     if pod and state.run.kind != "runpod":
         raise UsageError(
             f"--pod reads a Runpod pod's own log; run {run} ran on target {state.run.target} "

@@ -159,6 +159,8 @@ def came_to(state: RunLog) -> str:
         text += f"; {metrics}"
     if r.note:
         text += f"; {r.note}"
+    elif r.files_removed is not None:
+        text += "; its files were removed from this machine"
     elif r.state == RunState.succeeded and r.artifacts is not None:
         text += f"; output in runs/{r.run_id}/output"
     if r.checkpoint is not None:

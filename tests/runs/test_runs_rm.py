@@ -48,10 +48,22 @@ def test_rm_removes_a_finished_runs_files_records_it_and_ls_lists_it_only_with_a
     assert kept in listed.stdout and gone not in listed.stdout
     every = project.run("runs", "ls", "--all")
     assert f"{gone}  succeeded (files removed)" in every.stdout, every.stdout
-    # No checkpoint of it is home any more: none to resume from.
+    # No checkpoint of it is home any more: none to resume from; no output, no job log.
     resumed = project.run("train", "--resume-from", gone)
     assert resumed.returncode == 1
-    assert "checkpoint" in resumed.stderr and len(project.runs()) == 1
+    assert resumed.stderr.strip() == (
+        f"error: run {gone} has no checkpoint to resume from: its files were removed from "
+        "this machine (`overbrainer runs rm`); `overbrainer runs ls` lists the runs whose "
+        "files are here"
+    )
+    assert len(project.runs()) == 1
+    attach = project.run("train", "attach", gone)
+    assert attach.returncode == 0, attach.stderr
+    assert "output in" not in attach.stdout, attach.stdout
+    logs = project.run("runs", "logs", gone)
+    assert logs.returncode == 1
+    assert f"the job's log of run {gone} was removed with its files" in logs.stderr
+    assert not directory.exists()
     # Again: nothing to do, said so.
     again = project.run("runs", "rm", gone)
     assert again.returncode == 0, again.stderr
