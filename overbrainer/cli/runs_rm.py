@@ -237,7 +237,7 @@ async def collect_garbage(
                     "stay (`overbrainer runs ls --all` lists them)"
                 )
             else:
-                print(f"no run's files to remove: none created more than {older_than} ago")
+                print(_nothing(plan, older_than))
     return 0
 
 
@@ -296,4 +296,11 @@ def _show_plan(
             "them (their events stay)"
         )
     else:
-        print(f"no run's files to remove: none created more than {older_than.strip()} ago")
+        print(_nothing(plan, older_than))
+
+
+def _nothing(plan: removal.Collection, older_than: str) -> str:
+    span = older_than.strip()
+    if plan.left:
+        return f"no other run's files to remove: those created more than {span} ago are left"
+    return f"no run's files to remove: none whose files are here was created more than {span} ago"

@@ -222,6 +222,14 @@ def test_gc_delete_keeps_the_best_and_removes_the_rest_recording_each(
     # Done: the next collection finds nothing more to remove but what it leaves.
     code, out, _ = _cli(capsys, scripted, *args, "--delete")
     assert "removed" not in out and f"left {BEST}" in out and f"left {POD}" in out
+    assert out.splitlines()[-1] == (
+        "no other run's files to remove: those created more than 30d ago are left"
+    )
+    code, out, _ = _cli(capsys, scripted, "runs", "gc", "--older-than", "100w")
+    assert (code, out) == (
+        0,
+        "no run's files to remove: none whose files are here was created more than 100w ago\n",
+    )
 
 
 def test_rm_finishes_a_removal_cut_short_and_refuses_a_run_whose_pod_may_bill(
