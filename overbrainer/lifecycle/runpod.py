@@ -429,6 +429,11 @@ class PodTarget:
         """Until the pod's deadline plus the slack (see ``targets/runpod/following.py``)."""
         return following.seconds_left(self.ctx, state)
 
+    async def confirm_left(self, state: RunLog) -> float:
+        """Until the pod's deadline plus the slack, or its cost cap, on Runpod's clock read
+        afresh (``following.confirm_left``)."""
+        return await following.confirm_left(self.ctx, state)
+
     def spend(self, state: RunLog) -> Callable[[], float | None] | None:
         """The pod's rate times its uptime, on Runpod's clock."""
         return partial(following.spend_so_far, state.pod, self.ctx)

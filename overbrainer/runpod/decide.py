@@ -18,6 +18,7 @@ from overbrainer.events.types import PodState
 from overbrainer.runpod.models import Pod, PodStatus, SshEndpoint
 from overbrainer.runpod.pod_scripts import RUN_MARKER
 from overbrainer.runpod.redact import one_line
+from overbrainer.utc import parse_utc
 
 if TYPE_CHECKING:
     from overbrainer.runpod.client import CreateFailed
@@ -43,24 +44,6 @@ def deadline(created: datetime, max_hours: float) -> datetime:
     if moment.microsecond:
         moment += timedelta(seconds=1)
     return moment.replace(microsecond=0)
-
-
-def iso_utc(moment: datetime) -> str:
-    """``2026-01-01T16:00:00Z``: how times are written in events."""
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def parse_utc(text: str | None) -> datetime | None:
-    """The inverse of :func:`iso_utc`, tolerant of any ISO form; None if unreadable."""
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
 
 
 class Step(StrEnum):

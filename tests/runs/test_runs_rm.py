@@ -17,7 +17,7 @@ from overbrainer.cli.main import main
 from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
 from overbrainer.events.store import RunStore
-from overbrainer.front.checkpoints import ENV as CHECKPOINTS_ENV
+from overbrainer.front.fault_injection import ENV as FAULT_PLAN_ENV
 from overbrainer.lifecycle.run_files import REMOVING_PREFIX
 from tests.runs.conftest import Project, job_pid, kill_group
 
@@ -98,7 +98,7 @@ def test_a_ctrl_c_during_rm_finishes_the_run_in_hand_and_says_what_is_left(
     first, second = _train(project), _train(project)
     # The signal lands as the first removal has just been recorded.
     plan = json.dumps({"at": "append-after run.FilesRemoved", "action": "sigint"})
-    done = project.run("runs", "rm", first, second, **{CHECKPOINTS_ENV: plan})
+    done = project.run("runs", "rm", first, second, **{FAULT_PLAN_ENV: plan})
     assert done.returncode == 128 + signal.SIGINT, done.stderr
     assert not (project.path / "runs" / first).exists()
     assert (project.path / "runs" / second / "run.json").is_file()

@@ -30,7 +30,7 @@ from overbrainer.events.aggregate import RunLog
 from overbrainer.events.store import UnknownRun
 from overbrainer.events.types import PodState, RunState
 from overbrainer.runpod.client import RunpodError
-from overbrainer.runpod.decide import iso_utc, parse_utc, rate_text
+from overbrainer.runpod.decide import rate_text
 from overbrainer.runpod.models import Pod, PodStatus
 from overbrainer.runpod.orphans import Note, Row, classify, orphan_warnings, rows, run_of
 from overbrainer.targets.runpod.delete import (
@@ -41,6 +41,7 @@ from overbrainer.targets.runpod.delete import (
 )
 from overbrainer.targets.runpod.pods import PodContext, confirm_gone
 from overbrainer.targets.runpod.starting import Start, look, start_of
+from overbrainer.utc import iso_utc, parse_utc
 
 __all__ = [
     "Deleted",
