@@ -105,7 +105,7 @@ async def logs(
     ] = None,
 ) -> int:
     """Print the job's log of a run (the trainer's output), read where it is: this machine,
-    the SSH host, the pod; from runs/<id>/job.log once the run ended with it home."""
+    the SSH host, the pod; from `runs/<id>/job.log` once the run ended with it home."""
     from overbrainer.errors import UsageError
     from overbrainer.front.interrupts import open_interrupts, print_notice
 
@@ -313,8 +313,8 @@ def report(
         Path | None,
         Parameter(
             name=["--output", "-o"],
-            help="Where to write the page (default: runs/<id>/report.html for one run, "
-            "reports/compare-<id>-<id>….html for several, by the IDs' last four characters).",
+            help="Where to write the page (default: `runs/<id>/report.html` for one run, "
+            "`reports/compare-<id>-<id>….html` for several, by the IDs' last four characters).",
         ),
     ] = None,
 ) -> int:
