@@ -12,33 +12,11 @@ from overbrainer.cli.main import _HELP
 
 WIDTH = 80
 # Words an English sentence does not end on: an entry ending on one was cut.
-_DANGLING = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "for",
-        "of",
-        "to",
-        "with",
-        "and",
-        "or",
-        "in",
-        "on",
-        "by",
-        "from",
-        "its",
-        "their",
-        "as",
-        "than",
-        "at",
-        "into",
-        "when",
-        "where",
-        "which",
-        "whose",
-    ]
-)
+_DANGLING = {
+    *("a", "an", "the", "its", "their"),
+    *("for", "of", "to", "with", "in", "on", "by", "from", "as", "than", "at", "into"),
+    *("and", "or", "when", "where", "which", "whose"),
+}
 
 
 def _texts() -> list[tuple[str, str]]:
