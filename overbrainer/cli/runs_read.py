@@ -334,5 +334,7 @@ def draw(series: "list[Series]") -> str:
     if not sys.stdout.isatty():
         return "\n".join(table(series))
     width = shutil.get_terminal_size((100, 24)).columns - 1
-    lines = chart(series, width=max(30, width), height=12)
-    return plain_text(lines) if os.environ.get("NO_COLOR") else ansi_text(lines)
+    # Without colour each series is drawn with a character of its own (see chart()).
+    plain = bool(os.environ.get("NO_COLOR"))
+    lines = chart(series, width=max(30, width), height=12, plain=plain)
+    return plain_text(lines) if plain else ansi_text(lines)
