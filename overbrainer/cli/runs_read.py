@@ -18,6 +18,7 @@ from overbrainer.cli.context import current
 from overbrainer.cli.listing import listing, resolve_run
 from overbrainer.events.actor import this_host
 from overbrainer.events.states import RunState
+from overbrainer.plurals import plural
 
 if TYPE_CHECKING:
     from overbrainer.projections.chart import Series
@@ -78,8 +79,7 @@ def total_line(spends: "list[Spend]", since: str) -> str:
 
     total = sum(s.total for s in spends)
     estimated = sum(s.estimated for s in spends)
-    runs = f"{len(spends)} run{'s' if len(spends) != 1 else ''}"
-    line = f"total {money(total)} for {runs} created in the last {since}"
+    line = f"total {money(total)} for {plural(len(spends), 'run')} created in the last {since}"
     unknown = sum(s.unknown for s in spends)
     if estimated > 0 or unknown:
         line += f", {money(estimated)} of it estimated (`overbrainer pod billing` reads what "
@@ -87,7 +87,7 @@ def total_line(spends: "list[Spend]", since: str) -> str:
     else:
         line += ", all as Runpod billed it"
     if unknown:
-        line += f"; the cost of {unknown} pod{'s' if unknown != 1 else ''} is unknown"
+        line += f"; the cost of {plural(unknown, 'pod')} is unknown"
     return line
 
 

@@ -2,11 +2,11 @@
 
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.states import RunState
+from overbrainer.plurals import plural, word
 from overbrainer.projections.spend import recorded_spend
 from overbrainer.projections.words import (
     duration_text,
     metrics_text,
-    plural,
     pod_status_text,
     size_text,
 )
@@ -27,7 +27,7 @@ def summary_lines(state: RunLog, checkpoints_bytes: int | None = None) -> list[s
     if r.base_model:
         lines.append(f"  model      {r.adapter} of {r.base_model}")
     lines.append(f"  created    {r.created_at}")
-    lines.append(f"  updated    {r.updated_at} (after {r.version} events)")
+    lines.append(f"  updated    {r.updated_at} (after {plural(r.version, 'event')})")
     if r.job:
         lines.append(
             f"  job        pid {r.job['pid']} in {r.job['dir']}"
@@ -105,11 +105,11 @@ def checkpoints_text(home: list[int], pruned: list[int], size: int | None) -> st
     steps = ", ".join(str(step) for step in home)
     text = f"{len(home)} home"
     if home:
-        text += f" (step{'s' if len(home) > 1 else ''} {steps}"
+        text += f" ({word(len(home), 'step')} {steps}"
         text += f"; {size_text(size)})" if size is not None else ")"
     if pruned:
         removed = ", ".join(str(step) for step in pruned)
-        text += f"; {len(pruned)} removed (step{'s' if len(pruned) > 1 else ''} {removed})"
+        text += f"; {len(pruned)} removed ({word(len(pruned), 'step')} {removed})"
     return text
 
 

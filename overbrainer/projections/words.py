@@ -5,6 +5,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from overbrainer.plurals import plural
 from overbrainer.train.metrics import MetricsSummary, format_epoch, format_loss, format_rate
 
 _POD_STATUS = {
@@ -19,11 +20,6 @@ _POD_STATUS = {
     "deleted": "deleted",
     "stray": "stray",
 }
-
-
-def plural(count: int, word: str, words: str | None = None) -> str:
-    """``1 file``, ``2 files`` (``words`` when the plural is not ``word + "s"``)."""
-    return f"{count} {word if count == 1 else (words or word + 's')}"
 
 
 def size_text(count: int) -> str:

@@ -27,6 +27,7 @@ import httpx
 import trio
 
 from overbrainer.errors import OverbrainerError
+from overbrainer.plurals import plural
 from overbrainer.runpod.clocks import ServerClock, parse_http_date
 from overbrainer.runpod.models import (
     BadBillingData,
@@ -898,7 +899,7 @@ class RunpodClient:
         else:
             reason = f"HTTP {status}"
         if attempts > 1:
-            reason += f" after {attempts} attempts"
+            reason += f" after {plural(attempts, 'attempt')}"
         detail = self._detail(answer)
         if detail:
             reason += f" (Runpod said: {detail})" if problem else f" (answer: {detail})"
@@ -931,7 +932,7 @@ class RunpodClient:
                 if may_retry and await self._wait(attempt, start, None):
                     continue
                 kind = type(error).__name__
-                tries = f" after {attempt} attempts" if attempt > 1 else ""
+                tries = f" after {plural(attempt, 'attempt')}" if attempt > 1 else ""
                 raise RunpodApiError(
                     self._redact(
                         f"cannot {op}: {kind} talking to {self._host}{tries} "

@@ -8,7 +8,7 @@ import pytest
 
 from overbrainer.cli.help_texts import HELP
 from overbrainer.cli.helps import command_paths, render
-from overbrainer.cli.main import _HELP
+from overbrainer.cli.main import main
 
 WIDTH = 80
 # Words an English sentence does not end on: an entry ending on one was cut.
@@ -19,8 +19,19 @@ _DANGLING = {
 }
 
 
+def _top_help() -> str:
+    """What ``overbrainer --help`` prints."""
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["--help"]) == 0
+    return out.getvalue()
+
+
 def _texts() -> list[tuple[str, str]]:
-    return [("overbrainer --help", _HELP)] + [
+    return [("overbrainer --help", _top_help())] + [
         (f"overbrainer {command} --help", render(command)) for command in command_paths()
     ]
 
@@ -86,4 +97,4 @@ def test_a_run_directory_is_named_with_its_id_placeholder_in_the_kept_helps() ->
     report = _words(HELP["runs report"])
     assert "runs/<id>/report.html" in report
     assert "reports/compare-<id>-<id>….html" in report
-    assert "or runs/<id>/ -h" in _words(_HELP)
+    assert "or runs/<id>/ -h" in _words(_top_help())
