@@ -244,5 +244,5 @@ def _through_cyclopts(rest: list[str]) -> object:
     except CycloptsError as refused:
         from overbrainer.cli.usage import usage_text
 
-        print(f"error: {usage_text(refused)}", file=sys.stderr)
+        print(f"error: {usage_text(refused, rest)}", file=sys.stderr)
         return 2

@@ -87,10 +87,9 @@ async def _with_run(run: str, name: str) -> int:
     run = resolve_run(current(), run)
     async with _session() as (settings, session):
         state = await session.journal.state(run)
+        ended = came_to(state, session.project_dir) if state.final else ""
         if state.final and name == "stop":
-            session.front.result(
-                f"train: run {run} has already ended ({came_to(state)}); nothing to stop"
-            )
+            session.front.result(f"train: run {run} has already ended ({ended}); nothing to stop")
             return session.interrupts.finish(0)
         if state.final and (name == "cancel" or nothing_left(state)):
             # Nothing to stop; attach of a run with nothing left to do only tells its end.
@@ -105,12 +104,11 @@ async def _with_run(run: str, name: str) -> int:
                         "deletes it"
                     )
                 session.front.result(
-                    f"train: run {run} has already ended ({came_to(state)}); nothing to "
-                    f"cancel{collect}"
+                    f"train: run {run} has already ended ({ended}); nothing to cancel{collect}"
                 )
                 return session.interrupts.finish(0)
             if state.run.state in (RunState.succeeded, RunState.cancelled, RunState.stopped):
-                session.front.result(f"train: run {run} {came_to(state)}")
+                session.front.result(f"train: run {run} {ended}")
                 return session.interrupts.finish(0)
         from overbrainer.lifecycle import elsewhere
 
