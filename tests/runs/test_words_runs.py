@@ -1,6 +1,5 @@
-"""What the commands say about runs on this machine, word for word: a signal sent twice at
-once (``timeout -s INT``) is one request to stop, a run's directory on this machine is no
-remote one, a total of runs without a pod says so, and paths read from where the user is."""
+"""A stop signal sent twice at once, as ``timeout -s INT`` sends it, is one request to
+stop: ``train`` on this machine detaches once and says so, never 'already stopping'."""
 
 import os
 import signal
