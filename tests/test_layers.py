@@ -22,17 +22,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # Bottom to top. ``version`` is the installed version, ``overbrainer`` the package's own
-# ``__init__`` (which hands it out), ``errors`` the base error class, ``plain_hashes``
-# SHA-1 and SHA-256 without OpenSSL and ``plurals`` the words that agree with a count:
-# everything may use them.
+# ``__init__`` (which hands it out), ``errors`` the base error class, ``utc`` how times
+# are written and read and ``plurals`` the words that agree with a count: everything may
+# use them.
 LAYERS: list[set[str]] = [
     {"version"},
-    {"overbrainer", "errors", "plain_hashes", "plurals"},
+    {"overbrainer", "errors", "utc", "plurals"},
     {"config"},  # overbrainer.toml, the environment, .env
     {"events"},  # the typed events, their fold, the store (SQLite, PostgreSQL), run IDs
     {"exec", "runpod", "train"},  # executors; the Runpod API client; Axolotl's job
     {"projections"},  # what the log folds to: run.json, views, summaries, timelines
-    {"front"},  # the terminal, Ctrl-C, the reliability checkpoints
+    {"front"},  # the terminal, Ctrl-C, the campaigns' fault injection
     {"session"},  # the journal, and what one command's run operations share
     {"targets", "preflight"},  # a run's pod; the checks made before a run exists
     {"lifecycle"},  # a run's life: train, attach, cancel

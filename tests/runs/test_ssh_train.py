@@ -114,7 +114,7 @@ def test_a_run_trains_merges_and_brings_verified_output_home(ssh_project: SshPro
         assert name in done.stderr
 
 
-def test_finding_4_a_project_at_a_non_ascii_quoted_spaced_path_trains(tmp_path: Path) -> None:
+def test_a_project_at_a_non_ascii_quoted_spaced_path_trains(tmp_path: Path) -> None:
     # Issue 12: non-ASCII, a quote, a space, a double quote and a backslash in the project's
     # path (the local side of the upload, the download and the run's files).
     with ssh_project_at(tmp_path, tmp_path / "josé p'q \"r\\s" / "project") as project:
@@ -383,7 +383,7 @@ def test_a_second_ctrl_c_during_retrieval_stops_it_and_attach_collects_later(
     # `kill`. The second Ctrl-C now stops it, recording nothing as retrieved.
     ssh_project.knobs(FAKE_AXOLOTL_OUTPUT_MB="16")
     plan = {"containing": ".download:", "action": "sigint2"}
-    done = ssh_project.run("train", OVERBRAINER_CHECKPOINTS=json.dumps(plan))
+    done = ssh_project.run("train", OVERBRAINER_FAULT_PLAN=json.dumps(plan))
     assert done.returncode == 130, done.stderr
     assert "Traceback" not in done.stderr
     (run_id,) = ssh_project.runs()
