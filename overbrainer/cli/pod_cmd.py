@@ -115,7 +115,7 @@ async def rm(
         str,
         Parameter(
             help="The run whose pods to delete: its ID, a unique prefix or suffix "
-            "of it, or runs/<id>/ (never a pod ID)."
+            "of it, or `runs/<id>/` (never a pod ID)."
         ),
     ],
     /,

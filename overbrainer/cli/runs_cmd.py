@@ -2,7 +2,6 @@
 them. ``runs ls`` and ``runs show`` are declared here and done in ``runs_read.py``, which
 the command line also reaches without cyclopts."""
 
-import contextlib
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -113,7 +112,7 @@ async def logs(
     ] = None,
 ) -> int:
     """Print the job's log of a run (the trainer's output), read where it is: this machine,
-    the SSH host, the pod; from runs/<id>/job.log once the run ended with it home."""
+    the SSH host, the pod; from `runs/<id>/job.log` once the run ended with it home."""
     from overbrainer.errors import UsageError
     from overbrainer.front.interrupts import open_interrupts, print_notice
 
@@ -328,8 +327,8 @@ def report(
         Path | None,
         Parameter(
             name=["--output", "-o"],
-            help="Where to write the page (default: runs/<id>/report.html for one run, "
-            "reports/compare-<id>-<id>….html for several, by the IDs' last four characters).",
+            help="Where to write the page (default: `runs/<id>/report.html` for one run, "
+            "`reports/compare-<id>-<id>….html` for several, by the IDs' last four characters).",
         ),
     ] = None,
 ) -> int:
@@ -340,6 +339,7 @@ def report(
     from overbrainer.errors import OverbrainerError, UsageError
     from overbrainer.projections.files import write_text_atomic
     from overbrainer.projections.report import report_html
+    from overbrainer.projections.words import shown_path
 
     if not runs:
         raise UsageError("runs report needs a run: overbrainer runs report RUN [RUN…] [-o FILE]")
@@ -352,18 +352,14 @@ def report(
         else:
             name = "compare-" + "-".join(f.run_id[-4:] for f in facts) + ".html"
             output = invocation.project_dir / "reports" / name
-    elif not output.is_absolute():
-        output = Path.cwd() / output
+    shown = shown_path(output, invocation.project_dir)
     try:
-        write_text_atomic(output, page)
+        write_text_atomic(Path.cwd() / output, page)
     except OSError as error:
         raise OverbrainerError(
-            f"cannot write the report to {output} ({error.strerror or error}); name another "
+            f"cannot write the report to {shown} ({error.strerror or error}); name another "
             "file with -o FILE"
         ) from None
-    shown = output
-    with contextlib.suppress(ValueError):
-        shown = output.relative_to(Path.cwd())
     print(f"wrote {shown}")
     return 0
 

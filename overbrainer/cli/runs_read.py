@@ -18,6 +18,7 @@ from overbrainer.cli.context import current
 from overbrainer.cli.listing import listing, resolve_run
 from overbrainer.events.actor import this_host
 from overbrainer.events.states import RunState
+from overbrainer.plurals import plural, word
 
 if TYPE_CHECKING:
     from overbrainer.projections.chart import Series
@@ -74,16 +75,19 @@ def total_line(spends: "list[Spend]", since: str) -> str:
 
     total = sum(s.total for s in spends)
     estimated = sum(s.estimated for s in spends)
-    runs = f"{len(spends)} run{'s' if len(spends) != 1 else ''}"
-    line = f"total {money(total)} for {runs} created in the last {since}"
+    line = f"total {money(total)} for {plural(len(spends), 'run')} created in the last {since}"
     unknown = sum(s.unknown for s in spends)
+    pods = sum(s.pods for s in spends)
+    if pods == 0:
+        # Runs on this machine or over SSH: nothing was billed, nor estimated.
+        return line + f": no Runpod pod among {word(len(spends), 'it', 'them')}"
     if estimated > 0 or unknown:
         line += f", {money(estimated)} of it estimated (`overbrainer pod billing` reads what "
         line += "Runpod billed)"
     else:
-        line += ", all as Runpod billed it"
+        line += f", all as Runpod billed it for {word(pods, 'its pod', 'their pods')}"
     if unknown:
-        line += f"; the cost of {unknown} pod{'s' if unknown != 1 else ''} is unknown"
+        line += f"; the cost of {plural(unknown, 'pod')} is unknown"
     return line
 
 
@@ -285,7 +289,7 @@ def show_run(run: str, /, *, json: bool = False, no_plot: bool = False) -> int:
         data["lives"] = home.to_json() if home is not None else None
         print_json(data)
         return 0
-    from overbrainer.projections.summary import summary_lines
+    from overbrainer.projections.summary import job_dir_label, summary_lines
 
     lines = summary_lines(state, on_disk)
     if standing is not None and standing.seen_at is not None:
@@ -295,7 +299,7 @@ def show_run(run: str, /, *, json: bool = False, no_plot: bool = False) -> int:
     if home is not None:
         lines.append(
             f"  lives      on host {home.host} (started by `{home.command}` as {home.user}), "
-            f"remote dir {home.remote_dir}"
+            f"{job_dir_label(state.run.kind)} {home.remote_dir}"
         )
         if (home.last_host, home.last_command) != (home.host, home.command):
             lines.append(
@@ -346,5 +350,7 @@ def draw(series: "list[Series]") -> str:
     if not sys.stdout.isatty():
         return "\n".join(table(series))
     width = shutil.get_terminal_size((100, 24)).columns - 1
-    lines = chart(series, width=max(30, width), height=12)
-    return plain_text(lines) if os.environ.get("NO_COLOR") else ansi_text(lines)
+    # Without colour each series is drawn with a character of its own (see chart()).
+    plain = bool(os.environ.get("NO_COLOR"))
+    lines = chart(series, width=max(30, width), height=12, plain=plain)
+    return plain_text(lines) if plain else ansi_text(lines)

@@ -28,8 +28,9 @@ from overbrainer.events.home import has_local_files, this_host
 from overbrainer.front.interrupts import Interrupts, open_interrupts, print_notice
 from overbrainer.lifecycle import removal
 from overbrainer.lifecycle.run_files import clear_leftovers, disk_usage, remove_run_dir
+from overbrainer.plurals import plural
 from overbrainer.projections.files import run_dir
-from overbrainer.projections.words import plural, size_text
+from overbrainer.projections.words import size_text
 from overbrainer.session.journal import Journal
 
 REMOVE_LIMIT = 3600.0

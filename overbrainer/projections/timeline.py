@@ -9,7 +9,8 @@ from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.recorded import Recorded
-from overbrainer.projections.words import duration_text, plural, size_text
+from overbrainer.plurals import plural
+from overbrainer.projections.words import duration_text, size_text
 from overbrainer.runpod.clocks import offset_text
 from overbrainer.train.metrics import MetricsSummary, format_loss
 

@@ -27,7 +27,7 @@ def test_a_run_trains_merges_and_brings_verified_output_home(project: Project) -
     assert done.returncode == 0, done.stderr
     run_id, state = _final(done.stdout)
     assert state == "succeeded"
-    assert f"; output in runs/{run_id}/output" in done.stdout
+    assert f"; output in {project.path}/runs/{run_id}/output" in done.stdout
     assert re.search(r"step 5/5, epoch 3, loss [0-9.]+, eval_loss [0-9.]+", done.stdout)
     out = project.path / "runs" / run_id / "output"
     assert (out / "adapter_model.safetensors").is_file()
@@ -251,7 +251,8 @@ def test_cancelling_an_ended_job_leaves_its_real_result(project: Project) -> Non
     assert cancel.returncode == 0
     assert cancel.stdout == (
         f"train: run {run_id} has already ended (succeeded; step 5/5, epoch 3, loss "
-        f"{done.stdout.split(', loss ')[1].split(';')[0]}; output in runs/{run_id}/output); "
+        f"{done.stdout.split(', loss ')[1].split(';')[0]}; output in "
+        f"{project.path}/runs/{run_id}/output); "
         "nothing to cancel\n"
     )
     assert project.run_json(run_id)["state"] == "succeeded"
