@@ -224,8 +224,9 @@ HELP: dict[str, str] = {
         "╰──────────────────────────────────────────────────────────────────────────────╯\n"
         "╭─ Parameters ─────────────────────────────────────────────────────────────────╮\n"
         "│ --output -o PATH  Where to write the page (default: runs/<id>/report.html    │\n"
-        "│                   for one run, reports/compare-<id>-<id>….html for several,  │\n"
-        "│                   by the IDs' last four characters).                         │\n"
+        "│                   for one run, reports/<id>.html for one whose files were    │\n"
+        "│                   removed, reports/compare-<id>-<id>….html for several, by   │\n"
+        "│                   the IDs' last four characters).                            │\n"
         "╰──────────────────────────────────────────────────────────────────────────────╯\n"
     ),
     "runs rm": (
@@ -238,7 +239,7 @@ HELP: dict[str, str] = {
         "\n"
         "╭─ Arguments ──────────────────────────────────────────────────────────────────╮\n"
         "│ RUNS  One run or more: its ID, a unique prefix or suffix of it (ab12), or    │\n"
-        "│       runs//.                                                                │\n"
+        "│       runs/<id>/.                                                            │\n"
         "╰──────────────────────────────────────────────────────────────────────────────╯\n"
     ),
     "runs gc": (

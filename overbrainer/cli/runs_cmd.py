@@ -328,6 +328,7 @@ def report(
         Parameter(
             name=["--output", "-o"],
             help="Where to write the page (default: `runs/<id>/report.html` for one run, "
+            "`reports/<id>.html` for one whose files were removed, "
             "`reports/compare-<id>-<id>….html` for several, by the IDs' last four characters).",
         ),
     ] = None,
@@ -347,8 +348,10 @@ def report(
     facts = _facts(invocation, runs)
     page = report_html(facts, generated_at=datetime.now(UTC), version=__version__)
     if output is None:
-        if len(facts) == 1:
+        if len(facts) == 1 and facts[0].state.run.files_removed is None:
             output = invocation.project_dir / "runs" / facts[0].run_id / "report.html"
+        elif len(facts) == 1:  # its directory was removed (`runs rm`): not made again
+            output = invocation.project_dir / "reports" / f"{facts[0].run_id}.html"
         else:
             name = "compare-" + "-".join(f.run_id[-4:] for f in facts) + ".html"
             output = invocation.project_dir / "reports" / name

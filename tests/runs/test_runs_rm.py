@@ -63,6 +63,11 @@ def test_rm_removes_a_finished_runs_files_records_it_and_ls_lists_it_only_with_a
     logs = project.run("runs", "logs", gone)
     assert logs.returncode == 1
     assert f"the job's log of run {gone} was removed with its files" in logs.stderr
+    # Its report still can be had, written beside the others, not in a directory made again.
+    report = project.run("runs", "report", gone)
+    assert report.returncode == 0, report.stderr
+    assert report.stdout.strip() == f"wrote {project.path}/reports/{gone}.html"
+    assert (project.path / "reports" / f"{gone}.html").is_file()
     assert not directory.exists()
     # Again: nothing to do, said so.
     again = project.run("runs", "rm", gone)
