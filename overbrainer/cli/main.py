@@ -176,15 +176,19 @@ def _run(tokens: list[str]) -> int:
     from overbrainer.cli.command_words import COMMAND_WORDS
     from overbrainer.cli.context import Invocation, set_current
     from overbrainer.cli.fast_path import parse
+    from overbrainer.config.project import find_project
 
     try:
-        project_dir, rest = _split_global(tokens)
+        start, rest = _split_global(tokens)
     except _Usage as usage:
         print(f"error: {usage}", file=sys.stderr)
         return 2
+    # The project is found as git finds a repository: here or in the nearest directory
+    # above. Where there is none, commands that need one say so, naming where they looked.
     set_current(
         Invocation(
-            project_dir=project_dir,
+            project_dir=find_project(start) or start,
+            start_dir=start,
             command=command_name(rest, COMMAND_WORDS),
             argv=tuple(tokens),
         )
