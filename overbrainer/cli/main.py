@@ -204,17 +204,30 @@ def _run(tokens: list[str]) -> int:
         print("error: interrupted", file=sys.stderr)
         return 130
     except OverbrainerError as error:
-        return report(error)
+        return report(_explained(error))
     except BaseExceptionGroup as group:
         inner = _flatten(group)
         known = [e for e in inner if isinstance(e, OverbrainerError)]
         if known and len(known) == len(inner):
-            return report(known[0])
+            return report(_explained(known[0]))
         if inner and all(isinstance(e, KeyboardInterrupt) for e in inner):
             print("error: interrupted", file=sys.stderr)
             return 130
         raise
     return result if isinstance(result, int) else 0
+
+
+def _explained(error: OverbrainerError) -> OverbrainerError:
+    """``error``, or for a run the log does not hold, what the project's ``runs/`` tells of
+    it (a log emptied or replaced): looked at only once a command failed so."""
+    from overbrainer.events.errors import UnknownRun
+
+    if not isinstance(error, UnknownRun):
+        return error
+    from overbrainer.cli.context import current
+    from overbrainer.cli.unlogged import explained
+
+    return explained(current(), error)
 
 
 def _through_cyclopts(rest: list[str]) -> object:

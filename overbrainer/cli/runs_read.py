@@ -174,6 +174,11 @@ def list_runs(
     span = parse_since(since) if since is not None else None
     invocation = current()
     states, hosts = listing(invocation)
+    if not states:
+        # "No runs" from a log emptied or replaced while runs/ holds runs is refused.
+        from overbrainer.cli.unlogged import check_listing
+
+        check_listing(invocation)
     now = clock()
     if span is not None:
         states = [s for s in states if _created_since(s, now - span)]
