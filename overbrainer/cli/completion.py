@@ -279,14 +279,14 @@ def _matching(pairs: Iterable[tuple[str, str]], prefix: str) -> Reply:
 
 def project_root(start: str) -> str:
     """The project a command started in ``start`` runs in, found as ``config/project.py``
-    finds it (``start`` or the nearest directory above holding ``overbrainer.toml`` or
-    ``.overbrainer/``), with ``os.path`` alone; ``start`` when there is none."""
-    if not os.path.isdir(start):
+    finds it (``start``, or the nearest directory above holding ``overbrainer.toml`` or
+    ``.overbrainer/events.sqlite``), with ``os.path`` alone; ``start`` when there is none."""
+    if not os.path.isdir(start) or os.path.isdir(os.path.join(start, ".overbrainer")):
         return start
     probe, here = start, os.path.realpath(start)
     while True:
-        if os.path.isfile(os.path.join(probe, "overbrainer.toml")) or os.path.isdir(
-            os.path.join(probe, ".overbrainer")
+        if os.path.isfile(os.path.join(probe, "overbrainer.toml")) or os.path.isfile(
+            os.path.join(probe, ".overbrainer", "events.sqlite")
         ):
             return probe
         parent = os.path.dirname(here)

@@ -4,7 +4,8 @@ and what to say when there is none.
 A project is a directory holding ``overbrainer.toml`` (what ``overbrainer init`` writes) or
 an ``.overbrainer/`` log written by an earlier command (its history stays readable if the
 file was lost). A command finds its project as git finds a repository: in the current
-directory (or ``-C DIR``) or the nearest directory above it. A store URL in the environment
+directory (or ``-C DIR``) or the nearest directory above it with ``overbrainer.toml`` or the
+log ``.overbrainer/events.sqlite``. A store URL in the environment
 alone does not make one: commands that only read (``runs``, ``events``) refuse elsewhere
 rather than leave files in a directory that was never a project. Loaded by the fastest
 commands: nothing heavy is imported here.
@@ -17,6 +18,7 @@ from overbrainer.errors import OverbrainerError
 
 PROJECT_FILE = "overbrainer.toml"
 STATE_DIR = ".overbrainer"
+LOG_FILE = f"{STATE_DIR}/events.sqlite"
 
 
 class NotAProject(OverbrainerError):
@@ -26,6 +28,13 @@ class NotAProject(OverbrainerError):
 def is_project(directory: Path) -> bool:
     """Whether ``directory`` holds an overbrainer project (its file or its log)."""
     return (directory / PROJECT_FILE).is_file() or (directory / STATE_DIR).is_dir()
+
+
+def _is_project_above(directory: Path) -> bool:
+    """Whether ``directory``, above where a command started, is a project: its file, or
+    the log an earlier command wrote there. A bare ``.overbrainer/`` (a cache, say) does not
+    make a home directory the project of everything below it."""
+    return (directory / PROJECT_FILE).is_file() or (directory / LOG_FILE).is_file()
 
 
 def looked_at(start: Path) -> list[Path]:
@@ -54,7 +63,7 @@ def find_project(start: Path) -> Path | None:
         return start
     for directory in looked_at(start)[1:]:
         try:
-            if is_project(directory):
+            if _is_project_above(directory):
                 return directory
         except OSError:
             continue
@@ -106,7 +115,7 @@ def not_a_project(directory: Path) -> str:
     names = ", ".join(str(d) for d in searched)
     return (
         f"{directory} is not an overbrainer project yet, nor is any directory above it "
-        f"(looked for {PROJECT_FILE} or {STATE_DIR}/ in {names}); create one with: {command}"
+        f"(looked for {PROJECT_FILE} or {LOG_FILE} in {names}); create one with: {command}"
     )
 
 

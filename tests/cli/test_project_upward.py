@@ -101,10 +101,10 @@ def test_no_project_upward_names_every_directory_looked_in(tmp_path: Path) -> No
     nowhere.mkdir(parents=True)
     refused = _run(nowhere, "runs", "ls")
     assert refused.returncode == 1
-    looked = [nowhere.resolve(), *nowhere.resolve().parents]
+    looked = ", ".join(map(str, [nowhere.resolve(), *nowhere.resolve().parents]))
     assert (
         f"{nowhere.resolve()} is not an overbrainer project yet, nor is any directory above it "
-        f"(looked for overbrainer.toml or .overbrainer/ in {', '.join(map(str, looked))}); "
+        f"(looked for overbrainer.toml or .overbrainer/events.sqlite in {looked}); "
         "create one with: overbrainer init\n"
     ) in refused.stderr, refused.stderr
     assert list(nowhere.iterdir()) == []
@@ -130,3 +130,23 @@ def test_init_inside_a_project_refuses_naming_it(project: Path) -> None:
     # The project itself may be initialised again: it keeps every file.
     again = _run(project, "init")
     assert again.returncode == 0 and "kept" in again.stdout, again.stderr
+
+
+def test_above_a_bare_overbrainer_directory_is_no_project_but_a_log_is(tmp_path: Path) -> None:
+    # A cache directory in a home directory must not make it the project of all below it.
+    (tmp_path / ".overbrainer" / "cache").mkdir(parents=True)
+    below = tmp_path / "work"
+    below.mkdir()
+    refused = _run(below, "runs", "ls")
+    assert refused.returncode == 1 and "is not an overbrainer project yet" in refused.stderr
+    # A project that lost its overbrainer.toml keeps its log: it is still found upward.
+    store = RunStore(None, tmp_path, Actor.here("test"))
+    store.create(
+        ev.RunCreated(
+            run_id=RUN, target="local", kind="local", remote_dir=f"runs/{RUN}", settings_digest="d"
+        )
+    )
+    store.close()
+    listed = _run(below, "runs", "ls", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [json.loads(line)["id"] for line in listed.stdout.splitlines()] == [RUN]

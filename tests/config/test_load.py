@@ -220,7 +220,7 @@ def test_missing_file(tmp_path: Path) -> None:
     looked = ", ".join(map(str, [tmp_path, *tmp_path.resolve().parents]))
     assert caught.value.problems == [
         f"{tmp_path} is not an overbrainer project yet, nor is any directory above it (looked "
-        f"for overbrainer.toml or .overbrainer/ in {looked}); create one with: "
+        f"for overbrainer.toml or .overbrainer/events.sqlite in {looked}); create one with: "
         f"overbrainer init {tmp_path}"
     ]
     # A project that lost its file (its log is there) is told what is missing.
