@@ -18,7 +18,7 @@
                JSONL, hand-edited caches, hostile Runpod answers.
 
 The checkpoints are derived by running each command once with the recorder of
-``overbrainer/front/checkpoints.py``: code that adds an await or an append adds cases.
+``overbrainer/front/fault_injection.py``: code that adds an await or an append adds cases.
 By default, on the ssh and runpod targets two Ctrl-C in a row (and a crash inside a
 transfer) are delivered once per call site rather than at every await under it, and each
 code site of each target gets one of the signals and outputs faults, in turn (SIGTERM at

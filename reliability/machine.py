@@ -2,7 +2,7 @@
 machine target (local or ssh), through the real ``overbrainer`` command.
 
 Each command is first run once with a *trace* plan: the checkpoints it passes through are
-the cases (see ``overbrainer/front/checkpoints.py``). A case then runs the command with an
+the cases (see ``overbrainer/front/fault_injection.py``). A case then runs the command with an
 *inject* plan acting at one checkpoint, recovers the run with ``train attach`` when it is
 not final, and checks every invariant.
 """

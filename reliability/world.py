@@ -147,7 +147,7 @@ class Project:
         """The environment of a command, with a checkpoint plan if given."""
         env = {**self.env, **extra}
         if plan is not None:
-            env["OVERBRAINER_CHECKPOINTS"] = json.dumps(plan)
+            env["OVERBRAINER_FAULT_PLAN"] = json.dumps(plan)
         return env
 
     def run(

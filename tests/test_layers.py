@@ -22,11 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # Bottom to top. ``version`` is the installed version, ``overbrainer`` the package's own
-# ``__init__`` (which hands it out), ``errors`` the base error class and ``plain_hashes``
-# SHA-1 and SHA-256 without OpenSSL: everything may use them.
+# ``__init__`` (which hands it out) and ``errors`` the base error class: everything may use
+# them.
 LAYERS: list[set[str]] = [
     {"version"},
-    {"overbrainer", "errors", "plain_hashes"},
+    {"overbrainer", "errors"},
     {"config"},  # overbrainer.toml, the environment, .env
     {"events"},  # the typed events, their fold, the store (SQLite, PostgreSQL), run IDs
     {"exec", "runpod", "train"},  # executors; the Runpod API client; Axolotl's job

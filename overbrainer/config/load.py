@@ -64,8 +64,8 @@ ENV_PREFIX = "OVERBRAINER_"
 # OVERBRAINER_* variables that are not settings, so not refused as unknown:
 # OVERBRAINER_METRICS is where the metrics plugin writes inside a job, OVERBRAINER_STOP
 # where it looks for a save-and-stop request (train/overbrainer_metrics.py);
-# OVERBRAINER_CHECKPOINTS is the reliability campaigns' plan (front/checkpoints.py).
-NON_CONFIG_ENV = frozenset({"OVERBRAINER_METRICS", "OVERBRAINER_STOP", "OVERBRAINER_CHECKPOINTS"})
+# OVERBRAINER_FAULT_PLAN is the reliability campaigns' plan (front/fault_injection.py).
+NON_CONFIG_ENV = frozenset({"OVERBRAINER_METRICS", "OVERBRAINER_STOP", "OVERBRAINER_FAULT_PLAN"})
 
 MASK = "****"
 

@@ -15,9 +15,9 @@ from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from overbrainer.config.pydantic_plugins import without_plugins
+from overbrainer.config.pydantic_plugins import PluginsOff
 
-without_plugins()  # before pydantic builds a model: see the module's docstring
+_plugins_off = PluginsOff()  # until the models below are built: see its module
 
 from pydantic import (  # noqa: E402
     BaseModel,
@@ -807,3 +807,6 @@ def undeclared_target(name: str, declared: Iterable[str]) -> str:
         f"no target named {name!r} is declared (declared: {known}); add [targets.{name}] to "
         "overbrainer.toml or name a declared one"
     )
+
+
+_plugins_off.restore()

@@ -1,31 +1,31 @@
 """pydantic without its plugins: the settings are validated by pydantic alone.
 
 pydantic looks up plugins among every installed package's entry points (the ``pydantic``
-group) when it builds its first model, and hands each plugin every validation. The settings
-hold the Runpod API key and the Hugging Face token, so no plugin of whatever happens to be
-installed may watch them; and the lookup (importing ``importlib.metadata`` and reading every
-package's metadata) costs a fifth of ``config check``.
+group) and hands each plugin every validation of a model built while they are on. The
+settings hold the Runpod API key and the Hugging Face token, so no plugin of whatever
+happens to be installed may watch them; and the lookup (importing ``importlib.metadata``
+and reading every package's metadata) costs a fifth of ``config check``.
 
-:func:`without_plugins` puts in pydantic's plugin loader one that finds none, before pydantic
-loads its own. pydantic reads the loader only through ``get_plugins`` (a test holds it to
-that). It applies to the whole process;
-overbrainer has no other pydantic models, and Axolotl runs in a process of its own.
+pydantic's public switch for this is the ``PYDANTIC_DISABLE_PLUGINS`` environment variable,
+read each time a model's validator is built. It is set only while the settings' models are
+built, then put back as it was, so the processes overbrainer starts (Axolotl among them)
+inherit the user's environment unchanged.
 """
 
-import sys
-from types import ModuleType
+import os
 
-LOADER = "pydantic.plugin._loader"
-
-
-def _no_plugins() -> tuple[()]:
-    return ()
+SWITCH = "PYDANTIC_DISABLE_PLUGINS"
 
 
-def without_plugins() -> None:
-    """Have pydantic find no plugin, unless its own loader already ran in this process."""
-    if LOADER in sys.modules:
-        return
-    loader = ModuleType(LOADER, "overbrainer: pydantic plugins are not loaded")
-    loader.get_plugins = _no_plugins  # type: ignore[attr-defined]
-    sys.modules[LOADER] = loader
+class PluginsOff:
+    """Keeps pydantic's plugins off from creation until :meth:`restore`."""
+
+    def __init__(self) -> None:
+        self._before = os.environ.get(SWITCH)
+        os.environ[SWITCH] = "__all__"
+
+    def restore(self) -> None:
+        if self._before is None:
+            os.environ.pop(SWITCH, None)
+        else:
+            os.environ[SWITCH] = self._before

@@ -6,6 +6,6 @@
   gone, a full disk) never aborts a command;
 - :mod:`overbrainer.front.interrupts`: Ctrl-C, SIGTERM and SIGHUP for a whole command, and
   ``shield``, ``race`` and ``stoppable``;
-- :mod:`overbrainer.front.checkpoints`: every place a command can be interrupted, for the
-  reliability campaigns to act at (inert unless ``OVERBRAINER_CHECKPOINTS`` is set).
+- :mod:`overbrainer.front.fault_injection`: every place a command can be interrupted, for the
+  reliability campaigns to act at (inert unless ``OVERBRAINER_FAULT_PLAN`` is set).
 """

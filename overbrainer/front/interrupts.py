@@ -45,7 +45,7 @@ from typing import Any, Generic, TypeVar
 import trio
 
 from overbrainer.errors import Interrupted, OverbrainerError
-from overbrainer.front import checkpoints
+from overbrainer.front import fault_injection
 
 T = TypeVar("T")
 
@@ -356,7 +356,7 @@ async def open_interrupts(
     """
     interrupts = Interrupts(notice)
     # The reliability campaigns' recorder of checkpoints (nothing unless they enable it).
-    uninstall = checkpoints.install(interrupts)
+    uninstall = fault_injection.install(interrupts)
     try:
         if not listen or threading.current_thread() is not threading.main_thread():
             yield interrupts

@@ -7,6 +7,7 @@ file cannot be read or written (a read-only or full disk), the view is kept in m
 the command and built from the log, and the file is left as it is.
 """
 
+import hashlib
 import json
 import sqlite3
 from pathlib import Path
@@ -14,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from overbrainer.events.aggregate import InvalidTransition, RunLog
 from overbrainer.events.sqlite_files import is_damage
-from overbrainer.plain_hashes import sha256_hex
 
 if TYPE_CHECKING:
     # Not loaded at run time: a listing whose view is current never opens the store.
@@ -101,7 +101,7 @@ class RunsView:
     def __init__(self, path: Path, store_identity: str) -> None:
         self._store: RunStore | None = None
         # A view built from another store (the url changed) is thrown away.
-        self._identity = sha256_hex(store_identity.encode())
+        self._identity = hashlib.sha256(store_identity.encode()).hexdigest()
         self._path = path
         self._db = _open_file(path)
         try:

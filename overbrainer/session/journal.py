@@ -19,7 +19,7 @@ from overbrainer.errors import OverbrainerError
 from overbrainer.events.aggregate import InvalidTransition, RunLog
 from overbrainer.events.store import Decision, Recorded, RunStore
 from overbrainer.events.types import Event, RunCreated
-from overbrainer.front import checkpoints
+from overbrainer.front import fault_injection
 from overbrainer.projections.files import refresh_projections, write_projections
 
 if TYPE_CHECKING:
@@ -73,11 +73,11 @@ class Journal:
         self._news: list[Recorded] = []
 
     def _append_sync(self, run_id: str, decide: Decision) -> tuple[RunLog, list[Recorded]]:
-        if checkpoints.PLAN is not None:  # the reliability campaigns act around appends
-            decide = checkpoints.before_append(decide)
+        if fault_injection.PLAN is not None:  # the reliability campaigns act around appends
+            decide = fault_injection.before_append(decide)
         state, records = self._store.append(run_id, decide, on_others=self._news.extend)
-        if checkpoints.PLAN is not None and records:
-            checkpoints.after_append([record.event for record in records])
+        if fault_injection.PLAN is not None and records:
+            fault_injection.after_append([record.event for record in records])
         try:
             if records:
                 write_projections(self.project_dir, state)

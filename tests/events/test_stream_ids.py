@@ -1,5 +1,5 @@
-"""A run's stream ID is the version-5 UUID of its run ID in overbrainer's namespace, the same
-whether computed by the uuid module or by the plain reader's own digest."""
+"""A run's stream ID is the version-5 UUID of its run ID in overbrainer's namespace: a log
+written by any version of overbrainer finds its runs by the same IDs."""
 
 import uuid
 

@@ -1,7 +1,7 @@
 """One test per defect the reliability campaigns found, named after its scenario.
 
 The end-to-end ones run the real ``overbrainer`` with a checkpoint plan (see
-``overbrainer/front/checkpoints.py``): a SIGINT, a SIGKILL or a fault delivered at one
+``overbrainer/front/fault_injection.py``): a SIGINT, a SIGKILL or a fault delivered at one
 append, deterministically.
 """
 

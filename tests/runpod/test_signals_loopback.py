@@ -4,7 +4,7 @@ terminal's Ctrl-C kills the whole pipeline) or a real pseudo-terminal that goes 
 real signals.
 
 A phase is reached deterministically with a checkpoint plan that pauses the command
-(``overbrainer/front/checkpoints.py``): while it is paused, the test kills ``tee``, sends
+(``overbrainer/front/fault_injection.py``): while it is paused, the test kills ``tee``, sends
 the signal or closes the terminal; then it lets the command go on.
 
 Each used to leave a pod billing or a run half-recorded: with ``2>&1 | tee log`` and
@@ -79,7 +79,7 @@ def _plan(tmp_path: Path, containing: str | None) -> dict[str, str]:
     if containing is None:
         return {}
     plan = {"containing": containing, "action": "pause", "pause_file": str(pause_file)}
-    return {"OVERBRAINER_CHECKPOINTS": json.dumps(plan)}
+    return {"OVERBRAINER_FAULT_PLAN": json.dumps(plan)}
 
 
 def _args(w: World, *args: str) -> list[str]:
@@ -415,7 +415,7 @@ async def test_a_second_ctrl_c_during_retrieval_stops_it_leaving_the_pod_for_att
     async with world(tmp_path, output_mb=16) as w:
         deletes = _track_deletes(w)
         plan = {"containing": RETRIEVAL, "action": "sigint2"}
-        done = await w.run("train", env={"OVERBRAINER_CHECKPOINTS": json.dumps(plan)})
+        done = await w.run("train", env={"OVERBRAINER_FAULT_PLAN": json.dumps(plan)})
         assert done.returncode == 130, done.stderr
         assert "Traceback" not in done.stderr
         (run_id,) = w.runs()

@@ -381,7 +381,7 @@ def test_a_second_ctrl_c_during_retrieval_stops_it_and_attach_collects_later(
     # `kill`. The second Ctrl-C now stops it, recording nothing as retrieved.
     ssh_project.knobs(FAKE_AXOLOTL_OUTPUT_MB="16")
     plan = {"containing": ".download:", "action": "sigint2"}
-    done = ssh_project.run("train", OVERBRAINER_CHECKPOINTS=json.dumps(plan))
+    done = ssh_project.run("train", OVERBRAINER_FAULT_PLAN=json.dumps(plan))
     assert done.returncode == 130, done.stderr
     assert "Traceback" not in done.stderr
     (run_id,) = ssh_project.runs()

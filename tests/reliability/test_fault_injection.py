@@ -15,8 +15,8 @@ import trio
 from overbrainer.events.actor import Actor
 from overbrainer.events.store import RunStore
 from overbrainer.events.types import JobStarted, RunCreated
-from overbrainer.front import checkpoints
-from overbrainer.front.checkpoints import Plan, enumerate_checkpoints
+from overbrainer.front import fault_injection
+from overbrainer.front.fault_injection import Plan, enumerate_checkpoints
 from overbrainer.session.journal import Journal
 from overbrainer.testing.stand_in import AXOLOTL
 
@@ -103,17 +103,17 @@ def test_a_new_append_adds_two_checkpoints_by_itself(tmp_path: Path) -> None:
 
 
 def test_off_by_default_no_instrument_and_appends_untouched() -> None:
-    assert checkpoints.PLAN is None
+    assert fault_injection.PLAN is None
 
     async def main() -> None:
-        remove = checkpoints.install()
+        remove = fault_injection.install()
         remove()
 
     trio.run(main)
 
 
 def test_a_malformed_plan_is_refused_naming_the_variable() -> None:
-    with pytest.raises(ValueError, match="OVERBRAINER_CHECKPOINTS is not a valid checkpoint"):
+    with pytest.raises(ValueError, match="OVERBRAINER_FAULT_PLAN is not a valid checkpoint"):
         Plan.parse('{"action": "explode"}')
     plan = Plan.parse('{"at": "append-before run.Ended", "action": "kill", "nth": 2}')
     assert (plan.at, plan.action, plan.nth) == ("append-before run.Ended", "kill", 2)
@@ -136,7 +136,7 @@ def test_the_real_train_command_is_traced_end_to_end(tmp_path: Path) -> None:
     plan = json.dumps({"trace": str(trace)})
     done = subprocess.run(
         [*ob, "-C", str(project), "train"],
-        env={**env, "OVERBRAINER_CHECKPOINTS": plan},
+        env={**env, "OVERBRAINER_FAULT_PLAN": plan},
         capture_output=True,
         text=True,
         check=False,
@@ -151,7 +151,7 @@ def test_the_real_train_command_is_traced_end_to_end(tmp_path: Path) -> None:
     )
     # The job does not inherit the plan (its environment drops OVERBRAINER_*).
     assert (
-        "OVERBRAINER_CHECKPOINTS"
+        "OVERBRAINER_FAULT_PLAN"
         not in (project / "runs")
         .joinpath(sorted(p.name for p in (project / "runs").iterdir())[0], "job.cmds")
         .read_text()

@@ -1,6 +1,8 @@
-"""Checkpoints: every place a command can be interrupted, derived from the code as it runs.
+"""Fault injection for the reliability campaigns: every place a command can be interrupted,
+derived from the code as it runs, and a fault delivered at one of them.
 
-A *checkpoint* is either an ``await`` at which a task of overbrainer suspends (keyed by the
+These places are the campaigns' *checkpoints* (nothing to do with a model's checkpoints). A
+checkpoint is either an ``await`` at which a task of overbrainer suspends (keyed by the
 chain of overbrainer frames it is suspended in, outermost first, each as
 ``path:function:line``) or the moment just before or just after an event append (keyed by
 the appended event names). Nothing lists them by hand: the reliability campaigns
@@ -55,7 +57,7 @@ if TYPE_CHECKING:
     from overbrainer.events.aggregate import RunLog
     from overbrainer.events.types import Event
 
-ENV = "OVERBRAINER_CHECKPOINTS"
+ENV = "OVERBRAINER_FAULT_PLAN"
 """The environment variable holding the plan (unset: checkpoints are off)."""
 
 PAUSE_LIMIT = 30.0
