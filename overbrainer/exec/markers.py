@@ -86,21 +86,39 @@ def _group_gone(directory: Path) -> bool:
         return False
     if not text.isdigit() or int(text) <= 1:
         return False
+    group = int(text)
     try:
-        os.killpg(int(text), 0)
+        os.killpg(group, 0)
     except ProcessLookupError:
         return True
     except OSError:
         return False  # another user's, or cannot tell: alive as far as we know
-    return False
+
+    # A group whose processes are all zombies (a leader nobody reaps: its parent exited
+    # and the container's init does not reap) is gone as ``ctl.sh`` judges it: Linux's
+    # /proc tells; elsewhere it counts as alive.
+    def lives(stat: Path) -> bool:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            return int(fields[2]) == group and fields[0] not in ("Z", "X")
+        return False
+
+    proc = Path("/proc")
+    if lives(proc / str(group) / "stat"):
+        return False  # its leader runs: the common case, answered without a scan
+    try:
+        entries = [e for e in proc.iterdir() if e.name.isdigit()]
+    except OSError:
+        return False
+    return not any(lives(entry / "stat") for entry in entries)
 
 
 def job_end(directory: Path) -> JobEnd | None:
     """How the job in ``directory`` on this machine ended; None while it runs (or is being
     cancelled), or when its directory tells nothing."""
     found = _from_markers(directory)
-    if found is not None:
-        return found
+    if found is not None or (directory / CANCELLING).exists():
+        return found  # a cancel in progress says when the job is gone (``cancelled``)
     # The group is looked at before the markers again: a job writes its exit code while
     # its group still lives, so a group seen gone has left its markers already.
     if _group_gone(directory):

@@ -7,7 +7,7 @@ import json
 import signal
 import time
 
-from tests.runs.conftest import Project, alive, job_pid
+from tests.runs.conftest import Project, alive, job_pid, kill_group
 
 
 def _interrupted_run(project: Project, steps: str = "20") -> str:
@@ -110,3 +110,26 @@ def test_a_job_still_running_unfollowed_is_shown_running(project: Project) -> No
     assert " running " in f" {row} " and "not collected" not in listed.stdout + listed.stderr
     cancel = project.run("train", "cancel", run_id, timeout=120)
     assert cancel.returncode == 0, cancel.stderr
+
+
+def test_a_job_killed_unfollowed_is_shown_lost(project: Project) -> None:
+    train = project.start("train", FAKE_AXOLOTL_STEPS="600", FAKE_AXOLOTL_STEP_SECONDS="0.1")
+    run_id = project.wait_for_state("running", timeout=120)
+    time.sleep(0.3)
+    train.send_signal(signal.SIGINT)
+    assert train.wait(timeout=60) == 130
+    pid = job_pid(project, run_id)
+    kill_group(pid)  # the machine's OOM killer, say: no exit code is written
+    deadline = time.monotonic() + 60
+    while alive(pid):
+        assert time.monotonic() < deadline, "the job did not die"
+        time.sleep(0.1)
+    listed = project.run("runs", "ls")
+    row = next(line for line in listed.stdout.splitlines() if line.startswith(run_id))
+    assert "job lost, not collected" in row
+    assert listed.stderr == (
+        f"run {run_id}: its job is gone without an exit code; not collected yet: "
+        f"`overbrainer train attach {run_id}` brings its results home and ends the run\n"
+    )
+    attach = project.run("train", "attach", run_id, timeout=120)
+    assert attach.returncode == 1 and "vanished without an exit code" in attach.stderr
