@@ -71,7 +71,7 @@ def _fix(invocation: Invocation, where: str) -> str:
     restore = (
         f"restore {project_path(invocation, path)} from a backup"
         if path is not None
-        else f"restore the runs into {where}"
+        else f"restore {where} from its backup"
     )
     return (
         f"{restore}, or point [store] url (overbrainer.toml or OVERBRAINER_STORE__URL) at "
@@ -99,7 +99,7 @@ def no_runs(invocation: Invocation, store: Any) -> UnloggedRuns | None:
         return None
     return UnloggedRuns(
         f"{_empty_log_text(_log_name(invocation, store.where), dirs)}; "
-        f"{_fix(invocation, store.where)}" + _UNTOUCHED
+        f"{_fix(invocation, store.where)} (or, to start afresh, move runs/ aside)" + _UNTOUCHED
     )
 
 

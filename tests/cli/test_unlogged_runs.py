@@ -63,12 +63,15 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
-EMPTIED = (
+_HOLDS_NONE = (
     "holds no runs, yet runs/ holds 2 run directories (20260101-000000-5a0e, "
     "20260102-000000-aaaa): the log was emptied or replaced since they were made; restore "
     ".overbrainer/events.sqlite from a backup, or point [store] url (overbrainer.toml or "
-    "OVERBRAINER_STORE__URL) at the store that holds them; nothing was written to the log\n"
+    "OVERBRAINER_STORE__URL) at the store that holds them"
 )
+EMPTIED = _HOLDS_NONE + "; nothing was written to the log\n"
+# A listing also says how to start afresh (a run named is wanted, so not then).
+LISTED = _HOLDS_NONE + " (or, to start afresh, move runs/ aside); nothing was written to the log\n"
 
 
 @pytest.mark.parametrize(
@@ -82,7 +85,7 @@ def test_runs_ls_of_an_emptied_log_names_the_runs_directories_not_no_runs_yet(
     listed = _run(project, *args)
     assert listed.returncode == 1 and listed.stdout == ""
     assert "no runs yet" not in listed.stderr
-    assert listed.stderr == f"error: the event log .overbrainer/events.sqlite {EMPTIED}"
+    assert listed.stderr == f"error: the event log .overbrainer/events.sqlite {LISTED}"
     assert _log_files(project) == {"events.sqlite": 0}
 
 
@@ -115,7 +118,7 @@ def test_a_run_of_an_emptied_log_is_explained_and_the_file_stays_empty(
 def test_a_run_named_by_a_suffix_of_an_emptied_log_is_explained(project: Path) -> None:
     shown = _run(project, "runs", "show", "5a0e")
     assert shown.returncode == 1
-    assert shown.stderr == f"error: the event log .overbrainer/events.sqlite {EMPTIED}"
+    assert shown.stderr == f"error: the event log .overbrainer/events.sqlite {LISTED}"
     assert _log_files(project) == {"events.sqlite": 0}
 
 
