@@ -182,7 +182,7 @@ def before_train(invocation: Invocation) -> str | None:
     except OverbrainerError:
         return None
     return (
-        f"{_empty_log_text(_log_name(invocation, where), dirs)}; this run is recorded in it "
+        f"{_empty_log_text(_log_name(invocation, where), dirs)}; a new run is recorded in it "
         "all the same "
         f"(to have their history back: {_fix(invocation, where)})"
     )

@@ -150,7 +150,7 @@ def test_train_warns_before_appending_to_an_emptied_log(project: Path) -> None:
     assert (
         "warning: the event log .overbrainer/events.sqlite holds no runs, yet runs/ holds 2 "
         "run directories (20260101-000000-5a0e, 20260102-000000-aaaa): the log was emptied or "
-        "replaced since they were made; this run is recorded in it all the same (to have "
+        "replaced since they were made; a new run is recorded in it all the same (to have "
         "their history back: restore .overbrainer/events.sqlite from a backup, or point "
         "[store] url (overbrainer.toml or OVERBRAINER_STORE__URL) at the store that holds "
         "them)\n"
