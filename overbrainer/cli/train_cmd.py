@@ -301,9 +301,12 @@ def _logged(given: str) -> None:
     """Refuse, reading the log only, a run to resume from that it does not hold (so an
     emptied log file is not made a new log by a command that then fails)."""
     from overbrainer.cli.listing import resolve_run
-    from overbrainer.cli.unlogged import require_logged
+    from overbrainer.cli.unlogged import bare_log, require_logged
 
-    require_logged(current(), resolve_run(current(), given))
+    # Only a log missing or emptied needs it: reading any other first would leave SQLite's
+    # -wal and -shm files that the command's own opening of the log does not.
+    if bare_log(current()):
+        require_logged(current(), resolve_run(current(), given))
 
 
 async def _resume_source(

@@ -40,13 +40,9 @@ def run_dirs(project_dir: Path) -> list[str]:
 def _log_name(invocation: Invocation, where: str) -> str:
     """The log as a message names it: its file (relative to the project when inside it),
     else the store's description."""
-    from overbrainer.cli.common import project_path, store_url
-    from overbrainer.events.locations import sqlite_path
+    from overbrainer.cli.common import project_path
 
-    try:
-        path = sqlite_path(store_url(invocation), invocation.project_dir)
-    except OverbrainerError:
-        path = None
+    path = _sqlite_log(invocation)
     if path is None:
         return f"the event store {where}"
     return f"the event log {project_path(invocation, path)}"
@@ -61,13 +57,9 @@ def _dirs_text(dirs: Sequence[str]) -> str:
 def _fix(invocation: Invocation, where: str) -> str:
     """What to do about a log that lacks runs whose directories are here (no comma or
     semicolon ends it, so a caller may go on)."""
-    from overbrainer.cli.common import project_path, store_url
-    from overbrainer.events.locations import sqlite_path
+    from overbrainer.cli.common import project_path
 
-    try:
-        path = sqlite_path(store_url(invocation), invocation.project_dir)
-    except OverbrainerError:
-        path = None
+    path = _sqlite_log(invocation)
     restore = (
         f"restore {project_path(invocation, path)} from a backup"
         if path is not None
@@ -148,9 +140,38 @@ def explained(invocation: Invocation, error: UnknownRun) -> UnknownRun:
     return UnknownRun.of(run_id, where, f"{why}; {_fix(invocation, where)}{_UNTOUCHED}")
 
 
+def _sqlite_log(invocation: Invocation) -> Path | None:
+    """The project's SQLite log file, None for a team store (or a url not read here)."""
+    from overbrainer.cli.common import store_url
+    from overbrainer.events.locations import sqlite_path
+
+    try:
+        return sqlite_path(store_url(invocation), invocation.project_dir)
+    except OverbrainerError:
+        return None
+
+
+def bare_log(invocation: Invocation) -> bool | None:
+    """Whether the SQLite log is missing or 0 bytes (so it holds no runs, and a command
+    opening it to write would make it a new log); None for a team store."""
+    path = _sqlite_log(invocation)
+    if path is None:
+        return None
+    try:
+        return path.stat().st_size == 0
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
 def require_logged(invocation: Invocation, run_id: str) -> None:
     """Refuse, read-only, a run the log does not hold, before a command opens the log for
-    writing (which would make an emptied file a new, empty log)."""
+    writing (which would make an emptied file a new, empty log). Only a log file missing or
+    emptied is read first: reading a log in write-ahead mode leaves SQLite's -wal and -shm
+    files beside it, which the command's own opening would not."""
+    if bare_log(invocation) is not True:
+        return
     from overbrainer.cli.common import open_store
 
     store = open_store(invocation, read_only=True)
@@ -168,6 +189,12 @@ def before_train(invocation: Invocation) -> str | None:
     the command's own opening of it says why)."""
     dirs = run_dirs(invocation.project_dir)
     if not dirs:
+        return None
+    bare = bare_log(invocation)
+    if bare is False:
+        # A SQLite log with content is not opened here (reading it would leave SQLite's
+        # -wal and -shm files, and `train --check` creates nothing); read commands tell
+        # of one that holds no runs.
         return None
     from overbrainer.cli.common import open_store
 

@@ -167,3 +167,17 @@ def test_a_project_without_runs_still_has_no_runs_yet(tmp_path: Path) -> None:
     assert listed.stderr == "no runs yet: start one with `overbrainer train`\n"
     checked = _run(root, "train", "--check")
     assert "emptied" not in checked.stderr
+
+
+def test_resuming_from_a_run_of_an_emptied_log_is_explained_and_writes_nothing(
+    project: Path,
+) -> None:
+    for args in (
+        ("train", "--resume-from", RUNS[0]),
+        ("train", "--check", "--resume-from", "aaaa"),
+    ):
+        ran = _run(project, *args)
+        assert ran.returncode == 1
+        said = ran.stdout + ran.stderr
+        assert "the log was emptied or replaced since they were made" in said, said
+        assert _log_files(project) == {"events.sqlite": 0}
