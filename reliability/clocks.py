@@ -1,6 +1,7 @@
 """The clocks campaign: the real ``overbrainer`` on a machine whose clock is 3 h behind or
 2 years ahead (every command of the case, set-up and recovery included), or jumps 2 h
-either way while ``train`` or ``train attach`` runs — through libfaketime, so what the real
+either way while ``train`` or ``train attach`` runs (its monotonic clock with it, once: 2 h
+ahead while ``train`` follows its job) — through libfaketime, so what the real
 code reads as the time is shifted, Python's and every library's. The fake Runpod and its
 pods keep the right time, as Runpod's and a pod's clocks would; so does an SSH host.
 
@@ -72,6 +73,18 @@ def cases(world: Any) -> list[Case]:
                 weight=4.0,
             )
         )
+    # Both clocks jump ahead, the monotonic one too (a VM restored): by them the pod is past
+    # its deadline; by Runpod's, read again before anything is done, it is not.
+    slug = "runpod-clock-train-monotonic-jump+2h-job_running"
+    out.append(
+        Case(
+            "clocks",
+            "runpod train: this machine's wall and monotonic clocks jump +2h while its pod is "
+            "job_running",
+            partial(_jump_case, world, "train", "job_running", "+2h", 7200.0, slug, monotonic=True),
+            weight=4.0,
+        )
+    )
     return out
 
 
@@ -167,12 +180,19 @@ def _skewed_case(world: Any, command: str, offset: str, seconds: float, name: st
 
 
 def _jump_case(
-    world: Any, command: str, phase: str, jump: str, seconds: float, name: str
+    world: Any,
+    command: str,
+    phase: str,
+    jump: str,
+    seconds: float,
+    name: str,
+    *,
+    monotonic: bool = False,
 ) -> list[str]:
     project = world.project(name)
     try:
         args, _ = world.setup(project, command)  # on the right clock
-        clock = Jumping(project.path.parent / "faketime")
+        clock = Jumping(project.path.parent / "faketime", monotonic=monotonic)
         project.env.update(clock.env)
         if command == "train attach":
             project.hold.unlink(missing_ok=True)

@@ -22,16 +22,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # Bottom to top. ``version`` is the installed version, ``overbrainer`` the package's own
-# ``__init__`` (which hands it out) and ``errors`` the base error class: everything may use
-# them.
+# ``__init__`` (which hands it out), ``errors`` the base error class and ``utc`` how times
+# are written and read: everything may use them.
 LAYERS: list[set[str]] = [
     {"version"},
-    {"overbrainer", "errors"},
+    {"overbrainer", "errors", "utc"},
     {"config"},  # overbrainer.toml, the environment, .env
     {"events"},  # the typed events, their fold, the store (SQLite, PostgreSQL), run IDs
     {"exec", "runpod", "train"},  # executors; the Runpod API client; Axolotl's job
     {"projections"},  # what the log folds to: run.json, views, summaries, timelines
-    {"front"},  # the terminal, Ctrl-C, the reliability checkpoints
+    {"front"},  # the terminal, Ctrl-C, the campaigns' fault injection
     {"session"},  # the journal, and what one command's run operations share
     {"targets", "preflight"},  # a run's pod; the checks made before a run exists
     {"lifecycle"},  # a run's life: train, attach, cancel

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TOPS = ("overbrainer", "tests", "bench", "reliability", "demo", "e2e", ".ci")
+TOPS = ("overbrainer", "tests", "bench", "reliability", "demo", "e2e", ".ci", "docs")
 FILES = ("README.md", "justfile", "pyproject.toml")
 SKIPPED = {".venv", ".e2e", "__pycache__", ".git"}
 

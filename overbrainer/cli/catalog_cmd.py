@@ -1,5 +1,6 @@
 """``pod gpus`` and ``pod datacenters``: Runpod's catalog of GPU types (memory, prices, stock)
-and of data centers, read once per command (or from a copy under a minute old)."""
+and of data centers, read once per command (or from a copy under a minute old), in a
+project or outside one (the key then comes from the environment)."""
 
 from typing import TYPE_CHECKING, Annotated
 
@@ -9,35 +10,39 @@ from overbrainer.cli.common import JSON_HELP
 from overbrainer.cli.context import current
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from overbrainer.runpod.client import RunpodClient
     from overbrainer.runpod.models import GpuType
 
 
 async def _read(kind: str, query: dict[str, str], fetch: "_Fetch") -> list[object]:
-    """The catalog's entries of ``kind``: the project's cached copy when it is fresh and
-    answers the same API and query, else one read of Runpod (kept for the next command)."""
-    from overbrainer.cli.common import require_project
-    from overbrainer.config.load import load_settings
+    """The catalog's entries of ``kind``: the cached copy when it is fresh and answers the
+    same API and query, else one read of Runpod (kept for the next command). In a project
+    its settings and ``.env`` give the key and the copy lives in its ``.overbrainer/``;
+    outside one (the catalog belongs to no project), the environment alone and the user's
+    cache directory."""
     from overbrainer.errors import Interrupted, OverbrainerError
+    from overbrainer.front.console import Front
     from overbrainer.front.interrupts import open_interrupts
-    from overbrainer.runpod.catalog_cache import cache_path, read_cached, write_cached
-    from overbrainer.runpod.client import RunpodApiError, RunpodClient
+    from overbrainer.runpod.catalog_cache import read_cached, write_cached
+    from overbrainer.runpod.client import RunpodApiError, RunpodClient, RunpodUnreachable
 
-    invocation = current()
-    require_project(invocation)
-    settings = load_settings(invocation.project_dir, invocation.environ())
-    key = settings.require_runpod_api_key()
-    base = settings.runpod.base_url
-    path = cache_path(invocation.project_dir, kind)
+    key, base, path = _where(kind)
     cached = read_cached(path, base, query)
     if cached is not None:
         return cached
+    front = Front()
     async with (
         open_interrupts() as interrupts,
-        RunpodClient(key, base, timeout=10.0, max_retry_seconds=10.0) as client,
+        RunpodClient(
+            key, base, timeout=10.0, max_retry_seconds=10.0, on_wait=front.notice
+        ) as client,
     ):
         try:
             got = await interrupts.race(lambda: fetch(client))
+        except RunpodUnreachable as error:
+            raise OverbrainerError(str(error)) from None  # it names the cause and the fix
         except RunpodApiError as error:
             if error.status is not None:
                 raise
@@ -50,6 +55,37 @@ async def _read(kind: str, query: dict[str, str], fetch: "_Fetch") -> list[objec
         entries = got.value
     write_cached(path, base, query, entries)
     return entries
+
+
+def _where(kind: str) -> "tuple[str, str, Path]":
+    """The API key, the API's address and the cached copy's path of this invocation."""
+    from overbrainer.config.load import load_runpod_environment, load_settings
+    from overbrainer.config.model import ConfigError
+    from overbrainer.config.project import is_project
+    from overbrainer.runpod.catalog_cache import cache_path, user_cache_path
+
+    invocation = current()
+    try:
+        in_project = is_project(invocation.project_dir)
+    except OSError:
+        in_project = True  # cannot look: reading the project says what is wrong there
+    if in_project:
+        settings = load_settings(invocation.project_dir, invocation.environ())
+        key = settings.require_runpod_api_key()
+        return key, settings.runpod.base_url, cache_path(invocation.project_dir, kind)
+    environ = invocation.base_environ
+    runpod = load_runpod_environment(environ)
+    if runpod.api_key is None:
+        raise ConfigError(
+            [
+                f"OVERBRAINER_RUNPOD__API_KEY: not set, and {invocation.project_dir} is in no "
+                "overbrainer project whose .env could hold it; export it to read Runpod's "
+                "catalog here (create a key at https://www.runpod.io/console/user/settings), "
+                "or run the command in a project"
+            ]
+        )
+    key = runpod.api_key.get_secret_value()
+    return key, runpod.base_url, user_cache_path(environ, kind)
 
 
 if TYPE_CHECKING:

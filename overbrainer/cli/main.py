@@ -50,8 +50,11 @@ def _flatten(error: BaseException) -> list[BaseException]:
 
 
 def report(error: OverbrainerError) -> int:
-    """Print ``error`` the way every command does and return its exit code."""
-    print(f"error: {error}", file=sys.stderr, flush=True)
+    """Print ``error`` the way every command does and return its exit code (on the
+    terminal itself when stdout and stderr are gone: ``front/streams.py``)."""
+    from overbrainer.front.streams import final_words
+
+    final_words(f"error: {error}")
     return error.exit_code
 
 

@@ -12,6 +12,7 @@ from overbrainer.cli.common import JSON_HELP, RUN_HELP
 from overbrainer.cli.context import current
 
 if TYPE_CHECKING:
+    from overbrainer.events.aggregate import RunLog
     from overbrainer.front.console import Front
     from overbrainer.targets.runpod.pods import PodContext
 
@@ -25,10 +26,13 @@ app.command("overbrainer.cli.catalog_cmd:datacenters", name="datacenters")
 
 
 @asynccontextmanager
-async def _pod_context(*, read_only: bool = False) -> AsyncIterator["tuple[PodContext, Front]"]:
+async def _pod_context(
+    *, read_only: bool = False, unchanged: str = "nothing was changed"
+) -> AsyncIterator["tuple[PodContext, Front]"]:
     """Settings, store (``read_only`` for a listing: it reads on a read-only disk, and its
     API client gives up within seconds), front end, journal, Ctrl-C controller and Runpod
-    client."""
+    client. ``unchanged`` says what Runpod being unreachable left as it was, and what
+    to do then."""
     from overbrainer.config.load import load_settings
     from overbrainer.errors import OverbrainerError
     from overbrainer.events.actor import Actor
@@ -36,7 +40,7 @@ async def _pod_context(*, read_only: bool = False) -> AsyncIterator["tuple[PodCo
     from overbrainer.front.console import Front
     from overbrainer.front.interrupts import open_interrupts
     from overbrainer.lifecycle.runpod import open_pod_context
-    from overbrainer.runpod.client import RunpodApiError
+    from overbrainer.runpod.client import RunpodApiError, RunpodUnreachable
     from overbrainer.session.journal import Journal
     from overbrainer.session.session import Session
 
@@ -55,9 +59,14 @@ async def _pod_context(*, read_only: bool = False) -> AsyncIterator["tuple[PodCo
         journal = Journal(store, invocation.project_dir, listener=front.event, others=front.other)
         async with open_interrupts(front.notice) as interrupts:
             session = Session(journal, front, interrupts, invocation.project_dir)
-            async with open_pod_context(session, settings, quick=read_only) as ctx:
+            async with open_pod_context(
+                session, settings, quick=read_only, on_wait=front.notice
+            ) as ctx:
                 try:
                     yield ctx, front
+                except RunpodUnreachable as error:
+                    # It names the cause and the fix; nothing could reach Runpod.
+                    raise OverbrainerError(f"{error}; {unchanged}") from None
                 except RunpodApiError as error:
                     if not read_only or error.status is not None:
                         raise
@@ -124,7 +133,12 @@ async def rm(
     longer shows them; one line per deleted pod with its uptime and spend."""
     from overbrainer.errors import OverbrainerError, UsageError
     from overbrainer.events.ids import check_run_id, looks_like_run_id, matching_runs, run_ref
-    from overbrainer.targets.runpod.podrm import deleted_line, remove_run_pods
+    from overbrainer.targets.runpod.podrm import (
+        deleted_line,
+        never_had_pod,
+        not_in_store,
+        remove_run_pods,
+    )
 
     run = check_run_id(run_ref(run))
     if not looks_like_run_id(run):
@@ -145,7 +159,21 @@ async def rm(
             f"{run!r} is not a run ID: pod rm takes the run ID (like 20260101-120000-ab12) "
             "whose pods to delete, never a pod ID; `overbrainer pod ls` shows each pod's run"
         )
-    async with _pod_context() as (ctx, front):
+    # What the log alone answers needs no API key (nor Runpod).
+    state = _logged_states([run]).get(run)
+    if state is None and not force:
+        raise OverbrainerError(not_in_store(run))
+    never = never_had_pod(state) if state is not None else None
+    if never is not None:
+        from overbrainer.front.console import Front
+
+        Front().result(f"pod rm: run {run} never had a pod ({never}); nothing to delete")
+        return 0
+    unchanged = (
+        f"no pod of run {run} was deleted: run `overbrainer pod rm {run}"
+        f"{' --force' if force else ''}` again once Runpod can be reached"
+    )
+    async with _pod_context(unchanged=unchanged) as (ctx, front):
         removal = await remove_run_pods(ctx, run, force=force)
         for deleted in removal.deleted:
             front.result(deleted_line(run, deleted))
@@ -159,6 +187,18 @@ async def rm(
         if not removal.deleted:
             front.result(f"pod rm: run {run} has no pod left")
         return ctx.session.interrupts.finish(0)
+
+
+def _logged_states(run_ids: "list[str]") -> "dict[str, RunLog]":
+    """What this project's log says of each run of ``run_ids`` it holds (read only)."""
+    from overbrainer.cli.common import open_store
+
+    store = open_store(current(), read_only=True)
+    try:
+        states = {run_id: store.state(run_id) for run_id in run_ids}
+    finally:
+        store.close()
+    return {run_id: state for run_id, state in states.items() if state.exists}
 
 
 # --- pod billing ---------------------------------------------------------------------------
@@ -177,30 +217,61 @@ async def billing(
     amount is not final yet, and record it beside overbrainer's estimate; one line per pod.
     An amount is final once Runpod's clock is past the end of the hour the pod ended in and
     10 minutes past its end; until then it is what Runpod billed so far."""
+    from datetime import UTC, datetime
     from functools import partial
 
     from overbrainer.cli.common import print_json
     from overbrainer.cli.listing import listing, resolve_run
     from overbrainer.errors import Interrupted, OverbrainerError
+    from overbrainer.events.errors import UnknownRun
     from overbrainer.projections.spend import money
+    from overbrainer.runpod.billing import asks
     from overbrainer.targets.runpod.billing import Reading, read_billing
+    from overbrainer.targets.runpod.podrm import never_had_pod
 
     invocation = current()
     if runs:
         run_ids = list(dict.fromkeys(resolve_run(invocation, ref) for ref in runs))
     else:
-        states, _ = listing(invocation)
+        listed, _ = listing(invocation)
         run_ids = [
             s.run.run_id
-            for s in states
+            for s in listed
             if any(
                 s.pod.deleted(pod_id) and not cost.get("billed_final")
                 for pod_id, cost in s.pod.costs.items()
             )
         ]
+    # What the log alone answers needs no API key: runs that never had a pod, and runs
+    # with no pod whose billing is left to read (which pods to ask for depends on the log
+    # only, not on the time).
+    states = _logged_states(run_ids)
+    unknown = [run_id for run_id in run_ids if run_id not in states]
+    if unknown:
+        raise UnknownRun(
+            f"run {unknown[0]} is not in this store (another checkout may own it): nothing "
+            "of its billing can be recorded here; `overbrainer runs ls` lists this project's runs"
+        )
+    told: list[str] = []
+    for run_id in run_ids:
+        never = never_had_pod(states[run_id])
+        if never is not None and runs and not json:
+            told.append(f"pod billing: run {run_id} never had a pod ({never}): nothing billed")
+    run_ids = [r for r in run_ids if asks(states[r], datetime.now(UTC))]
+    if not run_ids:
+        from overbrainer.front.console import Front
+
+        for line in told:
+            Front().result(line)
+        if not told and not json:
+            which = "these runs" if runs else "this project's runs"
+            Front().result(f"pod billing: no pod of {which} is gone with its billing still to read")
+        return 0
     readings: list[Reading] = []
     estimates: dict[tuple[str, str], float | None] = {}
     async with _pod_context() as (ctx, front):
+        for line in told:
+            front.result(line)
         for run_id in run_ids:
             done = await ctx.session.interrupts.race(
                 partial(read_billing, ctx, run_id, limit=_BILLING_LIMIT)

@@ -61,14 +61,10 @@ def parse_since(text: str) -> timedelta:
 
 
 def _created_since(state: Any, cutoff: datetime) -> bool:
-    created = state.run.created_at
-    try:
-        moment = datetime.fromisoformat(str(created).replace("Z", "+00:00"))
-    except ValueError:
-        return False
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment >= cutoff
+    from overbrainer.utc import parse_utc
+
+    moment = parse_utc(state.run.created_at)
+    return moment is not None and moment >= cutoff
 
 
 def total_line(spends: "list[Spend]", since: str) -> str:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic_core import ErrorDetails
 
 from overbrainer.config.model import (
@@ -54,6 +54,7 @@ __all__ = [
     "ConfigError",
     "Resolved",
     "load_resolved",
+    "load_runpod_environment",
     "load_settings",
     "masked",
 ]
@@ -142,6 +143,34 @@ def load_resolved(project_dir: Path, environ: Mapping[str, str]) -> Resolved:
         path=path,
         sources={".".join(key): name for key, name in sorted(sources.items())},
     )
+
+
+class _RunpodOnly(BaseModel):
+    """The ``[runpod]`` table alone, so that errors name ``runpod.…`` as in a project."""
+
+    model_config = ConfigDict(extra="forbid")
+    runpod: RunpodSettings = Field(default_factory=RunpodSettings)
+
+
+def load_runpod_environment(environ: Mapping[str, str]) -> RunpodSettings:
+    """``[runpod]`` from ``OVERBRAINER_RUNPOD__*`` alone, for a command that works outside a
+    project (Runpod's catalog); other variables are left alone (they belong to projects).
+    Raises :class:`ConfigError` for a value the settings refuse."""
+    prefix = f"{ENV_PREFIX}RUNPOD__"
+    data: dict[str, Any] = {}
+    problems: list[str] = []
+    sources: dict[_KeyPath, str] = {}
+    _apply_env(
+        data, {k: v for k, v in environ.items() if k.upper().startswith(prefix)}, problems, sources
+    )
+    found: _RunpodOnly | None = None
+    try:
+        found = _RunpodOnly.model_validate(data)
+    except ValidationError as error:
+        problems.extend(_explain(error, sources))
+    if problems or found is None:
+        raise ConfigError(list(dict.fromkeys(problems)))
+    return found.runpod
 
 
 def masked(settings: Settings) -> dict[str, Any]:

@@ -289,6 +289,10 @@ def _clock_offset(s: RunLog, e: ev.ClockOffset, at: str) -> None:
     s.run.clock_offset = e.offset_seconds
 
 
+def _nothing(s: RunLog, e: ev.Event, at: str) -> None:
+    """An event that says what happened and changes no state (the log keeps it)."""
+
+
 def _keys(s: RunLog, e: ev.KeysGenerated, at: str) -> None:
     s.pod.host_public_key = e.host_public_key
 
@@ -431,13 +435,12 @@ def _deleted(s: RunLog, e: ev.PodDeleted, at: str) -> None:
 
 
 def _plus(iso: str, seconds: float) -> str | None:
-    from datetime import datetime, timedelta
+    from datetime import timedelta
 
-    try:
-        moment = datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (moment + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+    from overbrainer.utc import iso_utc, parse_utc
+
+    moment = parse_utc(iso)
+    return None if moment is None else iso_utc(moment + timedelta(seconds=seconds))
 
 
 def _stray(s: RunLog, e: ev.StrayRecorded, at: str) -> None:
@@ -487,6 +490,7 @@ def _rules() -> dict[type[ev.Event], Any]:
         ev.NoteAdded: _note_added,
         ev.NoteCleared: _note_cleared,
         ev.ClockOffset: _clock_offset,
+        ev.ClockJumped: _nothing,
         ev.KeysGenerated: _keys,
         ev.AttemptSent: _attempt_sent,
         ev.AttemptResolved: _attempt_resolved,

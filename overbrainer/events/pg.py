@@ -34,6 +34,16 @@ CONNECT_TIMEOUT = 5
 LOCK_TIMEOUT = 15
 """Seconds an append waits for the log's table lock (held only while others append)."""
 
+POOL_SIZE = 1
+"""Pooled connections a command keeps: it makes one call at a time."""
+
+MAX_OVERFLOW = 2
+"""Connections beyond the pool (creating the log takes two at once)."""
+
+SCHEMA = "public"
+"""The schema of the log's table (eventsourcing's default: ``eventsourcing_env`` sets none; the
+datastore names it)."""
+
 CHANNEL = "overbrainer_events"
 """The table of the team's events, which is also the channel eventsourcing notifies on."""
 
@@ -323,8 +333,8 @@ def eventsourcing_env(target: PgTarget) -> dict[str, str]:
         "POSTGRES_CONNECT_TIMEOUT": str(CONNECT_TIMEOUT),
         "POSTGRES_LOCK_TIMEOUT": str(LOCK_TIMEOUT),
         # A command makes one call at a time (a follower adds its own LISTEN connection).
-        "POSTGRES_POOL_SIZE": "1",
-        "POSTGRES_MAX_OVERFLOW": "2",
+        "POSTGRES_POOL_SIZE": str(POOL_SIZE),
+        "POSTGRES_MAX_OVERFLOW": str(MAX_OVERFLOW),
         "APPLICATION_RECORDER_TOPIC": "overbrainer.events.pg_recorder:TeamRecorder",
     }
 
@@ -479,9 +489,6 @@ class Listener:
 
 # ---- the log's newest position, cheaply -------------------------------------------------
 
-SCHEMA = "public"
-"""The schema of the log's table (eventsourcing's default: ``eventsourcing_env`` sets none)."""
-
 # libpq's enums (libpq-fe.h), stable since PostgreSQL 7.
 _CONNECTION_BAD = 1
 _POLLING_FAILED, _POLLING_READING, _POLLING_WRITING, _POLLING_OK = 0, 1, 2, 3
@@ -502,6 +509,12 @@ def latest_position(target: PgTarget) -> int | None:
     trips), so this speaks to libpq — the copy psycopg's binary wheel ships, else the
     system's — directly through ctypes, over one connection and one query. Where no libpq
     loads that way it uses plain psycopg (no pool, no eventsourcing).
+
+    The query names eventsourcing's table and its ``notification_id`` column: what its public
+    ``max_notification_id`` reads, but not itself part of eventsourcing's documented API. So
+    the answer only ever spares the opening: on a table of another layout (a later
+    eventsourcing) the query fails and the answer is None, and the caller opens the store and
+    asks eventsourcing. The tests check that the two agree on the eventsourcing installed.
     """
     import importlib.util
 

@@ -179,7 +179,12 @@ class RunStore:
         self._where = source.target.describe
         try:
             from overbrainer.events.pg_recorder import TeamApplication
-        except ImportError:
+        except ImportError as error:
+            # Only a missing driver is the user's to install; any other failure is ours.
+            if error.name not in ("psycopg", "psycopg_pool") and not str(error.name).startswith(
+                ("psycopg.", "psycopg_pool.")
+            ):
+                raise
             raise missing_driver() from None
         try:
             return TeamApplication(env=env)

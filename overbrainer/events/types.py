@@ -213,6 +213,17 @@ class ClockOffset(Event):
     offset_seconds: float
 
 
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+class ClockJumped(Event):
+    """The monotonic clock of the machine following the run jumped (a laptop waking, a VM
+    restored): Runpod's time carried on it since Runpod's last answer was ``seconds`` off
+    (positive: ahead) when Runpod's clock was read again. A bound that seemed due by it was
+    not by Runpod's clock, and nothing was done about it."""
+
+    name: ClassVar[str] = "run.ClockJumped"
+    seconds: float
+
+
 # ---- pod -----------------------------------------------------------------------------
 
 
@@ -429,6 +440,7 @@ CATALOGUE: dict[str, type[Event]] = {
         NoteAdded,
         NoteCleared,
         ClockOffset,
+        ClockJumped,
         KeysGenerated,
         AttemptSent,
         AttemptResolved,

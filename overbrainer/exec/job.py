@@ -12,6 +12,8 @@ from importlib import resources
 from overbrainer.exec.base import (
     ContainerRuntime,
     ExecError,
+    Executor,
+    JobAlreadyRunning,
     JobState,
     JobStatus,
     NativeRuntime,
@@ -102,11 +104,36 @@ def job_commands(
     runtime: Runtime,
     container: str | None,
 ) -> str:
-    """``job.cmds`` for a spawn, after checking the secrets (both executors start here)."""
+    """``job.cmds`` for a spawn, after checking the secrets."""
     check_secrets(secrets, env)
     return render_commands(
         commands, env=env, secret_names=list(secrets), runtime=runtime, container=container
     )
+
+
+async def job_files(
+    executor: Executor,
+    remote_dir: str,
+    commands: Sequence[Sequence[str]],
+    *,
+    env: Mapping[str, str],
+    secrets: Mapping[str, str],
+    runtime: Runtime,
+    container: str | None,
+    where: str,
+) -> dict[str, str]:
+    """The files a spawn writes in ``remote_dir`` (the job script, ``job.cmds`` and
+    ``job.container``), once the secrets are checked and no job runs there (``where`` names
+    the directory in the refusal). Every executor's spawn starts here."""
+    text = job_commands(commands, env=env, secrets=secrets, runtime=runtime, container=container)
+    state = await executor.status(remote_dir)
+    if state.status in (JobStatus.running, JobStatus.cancelling):
+        raise JobAlreadyRunning(f"a job is still running in {where}")
+    return {
+        JOB_SCRIPT: script(JOB_SCRIPT),
+        COMMANDS_FILE: text,
+        CONTAINER_FILE: container_marker(runtime, container),
+    }
 
 
 def _container_head(runtime: ContainerRuntime, container: str, names: Sequence[str]) -> str:

@@ -21,21 +21,16 @@ import trio
 from overbrainer.exec.base import (
     ExecError,
     Executor,
-    JobAlreadyRunning,
     JobHandle,
     JobState,
-    JobStatus,
     NativeRuntime,
     Runtime,
 )
 from overbrainer.exec.job import (
-    COMMANDS_FILE,
-    CONTAINER_FILE,
     CONTROL_SCRIPT,
     JOB_SCRIPT,
     STALE_MARKERS,
-    container_marker,
-    job_commands,
+    job_files,
     parse_state,
     script,
 )
@@ -111,14 +106,17 @@ class LocalExecutor:
     ) -> JobHandle:
         """Start the job detached in ``remote_dir``; return once it recorded its pid."""
         directory = self._path(remote_dir, "the run directory")
-        text = job_commands(
-            commands, env=env, secrets=secrets, runtime=self.runtime, container=container
+        files = await job_files(
+            self,
+            remote_dir,
+            commands,
+            env=env,
+            secrets=secrets,
+            runtime=self.runtime,
+            container=container,
+            where=str(directory),
         )
-        state = await self.status(remote_dir)
-        if state.status in (JobStatus.running, JobStatus.cancelling):
-            raise JobAlreadyRunning(f"a job is still running in {directory}")
-        marker = container_marker(self.runtime, container)
-        await trio.to_thread.run_sync(_write_job_files, directory, text, marker)
+        await trio.to_thread.run_sync(_write_job_files, directory, files)
         process = await trio.to_thread.run_sync(
             _launch, self._shell, directory, job_environment(self._base_env, secrets)
         )
@@ -208,13 +206,12 @@ def _copy_tree(source: Path, target: Path) -> None:
             destination.chmod(entry.mode)
 
 
-def _write_job_files(directory: Path, commands: str, container: str) -> None:
+def _write_job_files(directory: Path, files: Mapping[str, str]) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     for name in STALE_MARKERS:
         remove(directory / name)
-    (directory / JOB_SCRIPT).write_text(script(JOB_SCRIPT))
-    (directory / COMMANDS_FILE).write_text(commands)
-    (directory / CONTAINER_FILE).write_text(container)
+    for name, text in files.items():
+        (directory / name).write_text(text)
 
 
 def _launch(shell: str, directory: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:

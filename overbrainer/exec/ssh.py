@@ -38,22 +38,17 @@ from overbrainer.exec.base import (
     ExecError,
     Executor,
     HostKeyRefused,
-    JobAlreadyRunning,
     JobHandle,
     JobState,
-    JobStatus,
     LoginRefused,
     NativeRuntime,
     Runtime,
     TargetUnreachable,
 )
 from overbrainer.exec.job import (
-    COMMANDS_FILE,
-    CONTAINER_FILE,
     CONTROL_SCRIPT,
     JOB_SCRIPT,
-    container_marker,
-    job_commands,
+    job_files,
     parse_pid,
     parse_size,
     parse_state,
@@ -577,18 +572,18 @@ class SshExecutor:
     ) -> JobHandle:
         """Start the job detached (``setsid``) in ``remote_dir``; secrets go on stdin."""
         target = self._remote(remote_dir, "the run directory")
-        text = job_commands(
-            commands, env=env, secrets=secrets, runtime=self.runtime, container=container
+        files = await job_files(
+            self,
+            remote_dir,
+            commands,
+            env=env,
+            secrets=secrets,
+            runtime=self.runtime,
+            container=container,
+            where=f"{target} on {self.location}",
         )
-        state = await self.status(remote_dir)
-        if state.status in (JobStatus.running, JobStatus.cancelling):
-            raise JobAlreadyRunning(f"a job is still running in {target} on {self.location}")
-        files = [
-            Entry(JOB_SCRIPT, script(JOB_SCRIPT).encode()),
-            Entry(COMMANDS_FILE, text.encode()),
-            Entry(CONTAINER_FILE, container_marker(self.runtime, container).encode()),
-        ]
-        await self._untar(target, files, what="writing the job's files")
+        entries = [Entry(name, text.encode()) for name, text in files.items()]
+        await self._untar(target, entries, what="writing the job's files")
         where = quote(target, name="the run directory")
         out = await self._exec(
             f"cd {where} && sh {JOB_SCRIPT} start",

@@ -13,6 +13,10 @@ pointed at ``/dev/null``, so what Python still holds in its buffer, its own flus
 any child process that inherited the descriptor write nowhere instead of failing (no
 "Exception ignored … BrokenPipeError" at exit). The loss is kept (:func:`loss_of`): a read
 command stops early, and :func:`exit_code` decides what it means for the exit code.
+
+A command's last words (its error: what keeps running, and the command that goes on) are
+written by :func:`final_words`: when stdout and stderr are both gone — ``| tee log`` killed
+by the same Ctrl-C — they reach the controlling terminal itself (``/dev/tty``), if any.
 """
 
 import contextlib
@@ -234,6 +238,40 @@ def stdout_gone() -> bool:
     if isinstance(sys.stdout, GuardedStream):
         sys.stdout.check()
     return loss_of(sys.stdout) is not None
+
+
+def final_words(text: str) -> None:
+    """Write ``text``, a command's last words (its error: what keeps running, and the
+    command that goes on), to stderr. When neither stderr nor stdout can be written any
+    more — ``overbrainer train 2>&1 | tee log`` whose ``tee`` died with the same Ctrl-C —
+    they go to the process's controlling terminal instead (:func:`reach_terminal`): the
+    user who pressed Ctrl-C still reads what keeps running."""
+    print(text, file=sys.stderr, flush=True)
+    if loss_of(sys.stderr) is None:
+        return
+    if isinstance(sys.stdout, GuardedStream):
+        sys.stdout.check()
+    if loss_of(sys.stdout) is not None:
+        reach_terminal(text)
+
+
+def reach_terminal(text: str) -> bool:
+    """Write ``text`` (a line) to the process's controlling terminal, ``/dev/tty``;
+    whether it was written (not without a controlling terminal: a CI job, a cron job)."""
+    try:
+        # O_NOCTTY: a process without one must not acquire a terminal by this open.
+        fd = os.open("/dev/tty", os.O_WRONLY | os.O_NOCTTY)
+    except OSError:
+        return False
+    data = (text.rstrip("\n") + "\n").encode("utf-8", "replace")
+    try:
+        while data:
+            data = data[os.write(fd, data) :]
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
 
 
 def exit_code(command: str, code: int, stdout_loss: Loss | None) -> tuple[int, str | None]:

@@ -229,6 +229,10 @@ class MachineTarget:
         """No bound: the job ends when it ends."""
         return math.inf
 
+    async def confirm_left(self, state: RunLog) -> float:
+        """No bound to confirm."""
+        return math.inf
+
     def spend(self, state: RunLog) -> Callable[[], float | None] | None:
         """A machine costs nothing here."""
         return None

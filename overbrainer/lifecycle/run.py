@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import math
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TypeVar
 
 import trio
@@ -36,6 +37,7 @@ from overbrainer.events.ids import new_run_id
 from overbrainer.events.types import PodState, RunState
 from overbrainer.exec.base import ExecError
 from overbrainer.lifecycle import service
+from overbrainer.lifecycle.bounds import until_bound
 from overbrainer.lifecycle.checkpoints_home import CheckpointFetcher, prune
 from overbrainer.lifecycle.report import (
     already_ended,
@@ -237,11 +239,14 @@ async def _watch(
             await fetcher.finish()
             return followed
 
-        with trio.move_on_after(min(left, stop_within)) as bounded:
+        async def followed() -> Followed:
             # Checkpoints come home beside following, never in its way.
             return await _beside(follow, fetcher.run)
-        assert bounded.cancelled_caught
-        return Stop.stop_overdue if stop_within < left else Stop.past_deadline
+
+        # The bound is confirmed on the target's clock before it ends anything (bounds.py).
+        return await _first(
+            followed, partial(until_bound, target, state, left, stop_within=stop_within)
+        )
 
     try:
         finished = await session.interrupts.race(work)
@@ -270,6 +275,22 @@ async def _beside(main: Callable[[], Awaitable[T]], background: Callable[[], Awa
     if failed:
         raise failed[0]
     return done[0]
+
+
+async def _first(
+    main: Callable[[], Awaitable[T]], bound: Callable[[], Awaitable[Stop]]
+) -> T | Stop:
+    """``main``'s result (or error, as it is), unless ``bound`` returns first: then its
+    :class:`Stop`, ``main`` cancelled. ``bound`` must not fail."""
+    stopped: list[Stop] = []
+    with trio.CancelScope() as scope:
+
+        async def watch_bound() -> None:
+            stopped.append(await bound())
+            scope.cancel()
+
+        return await _beside(main, watch_bound)
+    return stopped[0]
 
 
 async def _ended(job: Job) -> bool:

@@ -144,21 +144,34 @@ def pod_commands(settings: Settings, spec: RunpodTarget) -> list[list[str]]:
 
 @contextlib.asynccontextmanager
 async def open_pod_context(
-    session: Session, settings: Settings, spec: RunpodTarget | None = None, *, quick: bool = False
+    session: Session,
+    settings: Settings,
+    spec: RunpodTarget | None = None,
+    *,
+    quick: bool = False,
+    on_wait: Callable[[str], None] | None = None,
 ) -> AsyncIterator[PodContext]:
     """The API client (the key from the settings) and, given the run's target ``spec``,
     the pinned SSH connector of one command, for as long as the block runs.
 
     ``quick``: a command that only reads (``pod ls``) gives up on an API it cannot reach
-    within a few seconds, instead of retrying for as long as a pod's delete would."""
+    within a few seconds, instead of retrying for as long as a pod's delete would.
+    ``on_wait`` is told each wait on Runpod of more than a second (``RunpodClient``)."""
     from overbrainer.runpod.client import RunpodClient
 
     key = settings.require_runpod_api_key()
     base = settings.runpod.base_url
     if quick:
-        client = RunpodClient(key, base, timeout=5.0, max_retry_seconds=3.0, backoff_initial=0.5)
+        client = RunpodClient(
+            key,
+            base,
+            timeout=5.0,
+            max_retry_seconds=3.0,
+            backoff_initial=0.5,
+            on_wait=on_wait,
+        )
     else:
-        client = RunpodClient(key, base)
+        client = RunpodClient(key, base, on_wait=on_wait)
     async with client:
         yield PodContext(
             client=client,
@@ -428,6 +441,11 @@ class PodTarget:
     def seconds_left(self, state: RunLog) -> float:
         """Until the pod's deadline plus the slack (see ``targets/runpod/following.py``)."""
         return following.seconds_left(self.ctx, state)
+
+    async def confirm_left(self, state: RunLog) -> float:
+        """Until the pod's deadline plus the slack, or its cost cap, on Runpod's clock read
+        afresh (``following.confirm_left``)."""
+        return await following.confirm_left(self.ctx, state)
 
     def spend(self, state: RunLog) -> Callable[[], float | None] | None:
         """The pod's rate times its uptime, on Runpod's clock."""

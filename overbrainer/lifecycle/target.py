@@ -139,6 +139,12 @@ class Target(Protocol):
     def seconds_left(self, state: RunLog) -> float:
         """How long following may still go on (``math.inf``: no bound)."""
 
+    async def confirm_left(self, state: RunLog) -> float:
+        """How long following may still go on, read afresh on the target's own clock once
+        :meth:`seconds_left` seemed to run out (``lifecycle/bounds.py``): a jump of this
+        machine's clocks never ends a job whose bound is not reached. Never raises: what
+        cannot be read afresh is answered by what the target knows."""
+
     def spend(self, state: RunLog) -> Callable[[], float | None] | None:
         """What the target has cost so far, shown while following (None: nothing)."""
 

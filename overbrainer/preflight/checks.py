@@ -79,10 +79,12 @@ def skipped(name: str, why: str) -> Check:
 @dataclass(frozen=True)
 class ApiFailure:
     """A call to Runpod that failed: its HTTP status (None: no answer) and the client's
-    message (which never holds the key)."""
+    message (which never holds the key). ``unreachable``: Runpod could not be reached at
+    all, and ``message`` says why and what to check (``cannot reach Runpod (…): …``)."""
 
     status: int | None
     message: str
+    unreachable: bool = False
 
 
 # --- configuration and data ------------------------------------------------------------
@@ -279,6 +281,8 @@ def runpod_key_check(base_url: str, answer: int | ApiFailure | str) -> Check:
             "OVERBRAINER_RUNPOD__API_KEY: the key may not list the account's pods (HTTP 403); "
             "give it read and write access to pods, or use another key"
         )
+    elif answer.unreachable:
+        problem = f"{answer.message}, then check again"
     else:
         problem = (
             f"cannot reach Runpod at {base_url} ({answer.message}); check the connection and "

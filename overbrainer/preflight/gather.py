@@ -312,7 +312,7 @@ async def _runpod(
     stock for the pod's GPU count), the candidates they give, the image; the pods listed,
     Runpod's clock as the answers told it and the catalog read."""
     from overbrainer.runpod.candidates import wanted_of
-    from overbrainer.runpod.client import RunpodClient, RunpodError
+    from overbrainer.runpod.client import RunpodClient, RunpodError, RunpodUnreachable
 
     base = settings.runpod.base_url
     pods: list[Pod] | None = None
@@ -333,7 +333,8 @@ async def _runpod(
                 pods = await client.list_pods()
                 answer = len(pods)
             except RunpodError as error:
-                answer = ApiFailure(error.status, str(error))
+                unreachable = isinstance(error, RunpodUnreachable)
+                answer = ApiFailure(error.status, str(error), unreachable=unreachable)
             found.append(checks.runpod_key_check(base, answer))
             if isinstance(answer, ApiFailure):
                 found.append(checks.skipped("gpu types", "not checked: see runpod key"))

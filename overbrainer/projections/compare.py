@@ -21,6 +21,7 @@ from overbrainer.projections.live import curve_events
 from overbrainer.projections.spend import recorded_spend
 from overbrainer.projections.words import duration_text
 from overbrainer.train.metrics import format_loss
+from overbrainer.utc import parse_utc
 
 CONFIG_FILE = "axolotl.yaml"
 DATA_FILES = ("data/train.jsonl", "data/eval.jsonl")
@@ -74,12 +75,7 @@ class RunFacts:
 
 
 def _time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+    return parse_utc(text)
 
 
 def flatten(config: object, prefix: str = "") -> dict[str, str]:

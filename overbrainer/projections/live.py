@@ -29,6 +29,7 @@ from overbrainer.events.aggregate import RunLog
 from overbrainer.events.states import RunState
 from overbrainer.projections.files import write_json_atomic
 from overbrainer.train.metrics import MetricsEvent, MetricsSummary, parse_metrics_lines
+from overbrainer.utc import parse_utc
 
 if TYPE_CHECKING:
     from overbrainer.exec.markers import JobEnd
@@ -81,13 +82,7 @@ def _iso(moment: datetime) -> str:
 
 
 def _parse_time(text: object) -> datetime | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return parse_utc(text)
 
 
 # --- where a run stands ----------------------------------------------------------------

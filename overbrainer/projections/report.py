@@ -21,6 +21,7 @@ from overbrainer.projections.curves import thin
 from overbrainer.projections.spend import recorded_spend
 from overbrainer.projections.timeline import describe
 from overbrainer.projections.words import duration_text
+from overbrainer.utc import parse_utc
 
 COLOURS = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000")
 """The series' colours (Okabe and Ito's, told apart by people with any colour vision)."""
@@ -178,10 +179,7 @@ def phases(run: RunFacts) -> list[tuple[str, datetime, datetime]]:
 
 
 def _at(text: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+    return parse_utc(text)
 
 
 def svg_timeline(run: RunFacts, chart_id: str) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.states import ALIVE, PodState
+from overbrainer.utc import parse_utc
 
 __all__ = ["Spend", "money", "recorded_spend", "run_spend"]
 
@@ -79,9 +80,8 @@ def _live(rate: object, created_at: object, now: datetime, offset: float | None)
     clock, less its recorded ``offset`` from Runpod's)."""
     if not isinstance(rate, int | float) or not isinstance(created_at, str) or not created_at:
         return None
-    try:
-        started = datetime.fromisoformat(created_at.replace("Z", "+00:00"))
-    except ValueError:
+    started = parse_utc(created_at)
+    if started is None:
         return None
     if offset is not None and math.isfinite(offset):
         now -= timedelta(seconds=offset)

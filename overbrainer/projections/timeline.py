@@ -71,14 +71,16 @@ def _ended(e: ev.RunEnded, s: RunLog | None) -> str:
 
 def _detached(e: ev.Detached, s: RunLog | None) -> str:
     numbers = _metrics(e.metrics)
-    # The log is where a user whose terminal went away learns how to go on.
-    hint = (
-        f": `overbrainer train attach {s.run.run_id}` follows it again"
-        if s and s.run.run_id
-        else ""
-    )
+    # The log is where a user whose terminal went away learns how to go on: the same words
+    # as the command's last ones (where the job runs, and both ways on).
+    run_id = s.run.run_id if s else None
+    pod_id = s.pod.pod_id if s else None
+    hint = f": `overbrainer train attach {run_id}` follows it again" if run_id else ""
+    if run_id and pod_id:
+        hint += f", `overbrainer pod rm {run_id}` deletes the pod"
     return (
         f"stopped following ({e.reason}); the job keeps running"
+        + (f" on pod {pod_id}" if pod_id else "")
         + (f" at {numbers}" if numbers else "")
         + hint
     )
@@ -137,6 +139,14 @@ def _pod_created(e: ev.PodCreated, s: RunLog | None) -> str:
     return f"created pod {e.pod_id} ({where}){deadline}; waiting for SSH"
 
 
+def _jumped(e: ev.ClockJumped, s: RunLog | None) -> str:
+    pod = f"pod {s.pod.pod_id}" if s and s.pod.pod_id else "the pod"
+    return (
+        f"this machine's clock jumped ({offset_text(e.seconds)} Runpod's); {pod} is within "
+        "its bound by Runpod's clock: following went on"
+    )
+
+
 def _endpoint(e: ev.EndpointSeen, s: RunLog | None) -> str:
     return f"pod {e.pod_id} answers SSH at {e.user}@{e.host}:{e.port}"
 
@@ -189,6 +199,7 @@ _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
     ev.NoteAdded: lambda e, s: f"note: {e.note}",
     ev.NoteCleared: lambda e, s: "note cleared",
     ev.ClockOffset: _clock,
+    ev.ClockJumped: _jumped,
     ev.KeysGenerated: lambda e, s: "generated the run's SSH client key and pod host key",
     ev.AttemptSent: _attempt_sent,
     ev.AttemptResolved: _attempt_resolved,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from overbrainer.runpod.decide import parse_utc
+from overbrainer.utc import parse_utc
 
 if TYPE_CHECKING:
     from overbrainer.events.aggregate import RunLog

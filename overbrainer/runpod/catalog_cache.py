@@ -1,5 +1,6 @@
-"""A short-lived copy of one Runpod catalog answer under the project's ``.overbrainer/``, so
-that ``pod gpus`` and ``pod datacenters`` run again within a minute read Runpod once.
+"""A short-lived copy of one Runpod catalog answer under the project's ``.overbrainer/`` (or,
+outside a project, the user's cache directory), so that ``pod gpus`` and ``pod
+datacenters`` run again within a minute read Runpod once.
 
 The file holds what Runpod listed (the raw entries: they are parsed and sanitized again on
 every read, exactly as a fresh answer is), the API address and the query it answers, and
@@ -17,9 +18,10 @@ import os
 import stat
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["MAX_AGE", "cache_path", "read_cached", "write_cached"]
+__all__ = ["MAX_AGE", "cache_path", "read_cached", "user_cache_path", "write_cached"]
 
 MAX_AGE = 60.0
 """Seconds a cached answer is used for (stock changes quickly)."""
@@ -31,6 +33,15 @@ _VERSION = 1
 def cache_path(project_dir: Path, kind: str) -> Path:
     """``.overbrainer/cache/catalog-<kind>.json`` of the project."""
     return project_dir / ".overbrainer" / "cache" / f"catalog-{kind}.json"
+
+
+def user_cache_path(environ: Mapping[str, str], kind: str) -> Path:
+    """``$XDG_CACHE_HOME/overbrainer/catalog-<kind>.json`` (``~/.cache`` when it is unset or
+    not absolute, as the XDG spec says): the copy of a command run outside a project."""
+    base = environ.get("XDG_CACHE_HOME", "")
+    home = Path(environ.get("HOME") or Path.home())
+    root = Path(base) if base and Path(base).is_absolute() else home / ".cache"
+    return root / "overbrainer" / f"catalog-{kind}.json"
 
 
 def read_cached(path: Path, base_url: str, query: dict[str, str]) -> list[object] | None:
@@ -92,7 +103,8 @@ def write_cached(path: Path, base_url: str, query: dict[str, str], entries: list
     if len(payload) > _MAX_BYTES:
         return
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        # Private from the start: the user's cache directory may be shared with others.
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, temp = tempfile.mkstemp(prefix=".catalog-", dir=path.parent)
     except OSError:
         return

@@ -1,10 +1,13 @@
 """The Runpod REST API v2 client (async, trio, httpx).
 
 Creates are sent once and never retried: a failed create raises :class:`CreateFailed`
-with a fixed text per status, or :class:`AmbiguousCreate` when a pod may exist anyway.
+with a fixed text per status, :class:`CreateNotSent` when it could not leave this machine,
+or :class:`AmbiguousCreate` when a pod may exist anyway.
 Reads (pods, the GPU catalog, pod billing), deletes and ``terminate`` are retried on
 transport errors, 408, 429 (honouring ``Retry-After``) and 5xx with jittered exponential
-backoff, bounded in attempts and time.
+backoff, bounded in attempts and time. A host that does not resolve, refuses the
+connection or has no route is not retried: :class:`RunpodUnreachable` at once
+(``reachability``). A wait of more than a second is told to ``on_wait``, when given.
 Redirects are never followed. No message or exception this module raises holds the API
 key, nor any piece of it of :data:`~overbrainer.runpod.redact.MIN_FRAGMENT` characters.
 """
@@ -46,6 +49,7 @@ from overbrainer.runpod.models import (
     parse_problem,
 )
 from overbrainer.runpod.pod_logs import TAIL_MAX, LogLine, LogSource, SseReader, log_lines
+from overbrainer.runpod.reachability import unreachable_reason, unreachable_text
 from overbrainer.runpod.redact import Redactor, one_line
 from overbrainer.version import installed
 
@@ -54,6 +58,7 @@ __all__ = [
     "ActionRefused",
     "AmbiguousCreate",
     "CreateFailed",
+    "CreateNotSent",
     "CreatePod",
     "InvalidPodSpec",
     "PodActionName",
@@ -62,6 +67,7 @@ __all__ = [
     "RunpodApiError",
     "RunpodClient",
     "RunpodError",
+    "RunpodUnreachable",
     "create_body",
     "data_centers_of",
 ]
@@ -84,6 +90,7 @@ _UNSENT: tuple[type[httpx.TransportError], ...] = (
 )
 
 _Retry = Literal["always", "unsent", "never"]
+_NOTICE_AFTER = 1.0  # seconds: a wait longer than this is told to ``on_wait``
 
 
 # --- errors -------------------------------------------------------------------------
@@ -113,6 +120,16 @@ class RunpodError(OverbrainerError):
 
 class RunpodApiError(RunpodError):
     """A read, delete or action failed (after its retries, when it has any)."""
+
+
+class RunpodUnreachable(RunpodApiError):
+    """Runpod's API could not be reached at all (its name does not resolve, the connection
+    was refused, no route): not retried, and nothing reached Runpod. ``reason`` names the
+    host (``api.runpod.io does not resolve``)."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class PodNotFound(RunpodApiError):
@@ -147,6 +164,16 @@ class AmbiguousCreate(CreateFailed):
     """
 
     ambiguous = True
+
+
+class CreateNotSent(CreateFailed):
+    """A create that never reached Runpod (see :class:`RunpodUnreachable`): definitely no
+    pod, and sending it again would fail the same way until the network is back. Its
+    ``status`` is None, and it is not ``ambiguous``."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class InvalidPodSpec(OverbrainerError):
@@ -439,7 +466,9 @@ class RunpodClient:
 
     ``transport`` replaces the network (tests pass the fake server's transport). Waits
     between retries use ``sleep`` (``trio.sleep``: a MockClock drives them) and ``rng`` for
-    jitter. Use ``async with`` or call :meth:`aclose`.
+    jitter. ``on_wait`` is told, in a line for the user, each wait longer than a second: a
+    pause before a retry, or an answer that is slow to come. Use ``async with`` or call
+    :meth:`aclose`.
     """
 
     def __init__(
@@ -455,6 +484,7 @@ class RunpodClient:
         backoff_max: float = 20.0,
         rng: random.Random | None = None,
         sleep: Callable[[float], Awaitable[None]] = trio.sleep,
+        on_wait: Callable[[str], None] | None = None,
     ) -> None:
         if not api_key or not all("!" <= c <= "~" for c in api_key):
             # It becomes a header: printable ASCII without spaces, else httpx fails to send.
@@ -472,6 +502,15 @@ class RunpodClient:
                 "the Runpod base URL is not an http(s) URL; check OVERBRAINER_RUNPOD__BASE_URL"
             )
         self._host = url.host
+        self._port = url.port
+        self._address_hint = ""
+        if str(url) != DEFAULT_BASE_URL:
+            # Not Runpod's own address: it may be the thing to fix.
+            self._address_hint = (
+                f"the Runpod API's address ({url}: [runpod] base_url, or "
+                "OVERBRAINER_RUNPOD__BASE_URL)"
+            )
+        self._on_wait = on_wait
         self._max_attempts = max(1, max_attempts)
         self._max_retry_seconds = max_retry_seconds
         self._backoff_initial = backoff_initial
@@ -529,6 +568,12 @@ class RunpodClient:
         try:
             answer = await self._send("POST", "/pods", spec.to_json(), None)
         except httpx.TransportError as error:
+            reason = unreachable_reason(error, self._host, self._port)
+            if reason is not None:
+                # Nothing left this machine: no pod, for sure.
+                raise CreateNotSent(
+                    unreachable_text(reason, self._address_hint), reason=reason
+                ) from None
             kind = type(error).__name__
             if isinstance(error, httpx.TimeoutException):
                 text = "Runpod did not answer the create in time"
@@ -763,6 +808,7 @@ class RunpodClient:
         try:
             response = await self._http.send(request, stream=True)
         except httpx.TransportError as error:
+            self._raise_unreachable(error)
             kind = type(error).__name__
             raise RunpodApiError(
                 self._redact(
@@ -925,12 +971,14 @@ class RunpodClient:
         while True:
             attempt += 1
             try:
-                answer = await self._send(method, path, json_body, params)
+                answer = await self._send_telling(op, method, path, json_body, params)
             except httpx.TransportError as error:
-                may_retry = retry == "always" or (retry == "unsent" and isinstance(error, _UNSENT))
-                if may_retry and await self._wait(attempt, start, None):
-                    continue
+                self._raise_unreachable(error)
                 kind = type(error).__name__
+                may_retry = retry == "always" or (retry == "unsent" and isinstance(error, _UNSENT))
+                why = f"{kind} talking to {self._host}"
+                if may_retry and await self._wait(attempt, start, None, op, why):
+                    continue
                 tries = f" after {attempt} attempts" if attempt > 1 else ""
                 raise RunpodApiError(
                     self._redact(
@@ -940,16 +988,60 @@ class RunpodClient:
                 ) from None
             status = answer.status
             transient = status == 429 or (retry == "always" and (status == 408 or status >= 500))
+            why = "rate limited, HTTP 429" if status == 429 else f"HTTP {status}"
             if (
                 retry != "never"
                 and transient
-                and await self._wait(attempt, start, answer.retry_after)
+                and await self._wait(attempt, start, answer.retry_after, op, why)
             ):
                 continue
             return answer, attempt
 
-    async def _wait(self, attempt: int, start: float, retry_after: float | None) -> bool:
-        """Sleep before the next attempt; False when attempts or time are used up."""
+    def _raise_unreachable(self, error: httpx.TransportError) -> None:
+        """Raise :class:`RunpodUnreachable` when ``error`` says the API cannot be reached
+        at all (retrying would only make the user wait to learn it)."""
+        reason = unreachable_reason(error, self._host, self._port)
+        if reason is not None:
+            raise RunpodUnreachable(
+                self._redact(unreachable_text(reason, self._address_hint)), reason=reason
+            ) from None
+
+    async def _send_telling(
+        self,
+        op: str,
+        method: str,
+        path: str,
+        json_body: object,
+        params: Mapping[str, str] | None,
+    ) -> _Answer:
+        """:meth:`_send`, telling ``on_wait`` once when the answer takes over a second."""
+        if self._on_wait is None:
+            return await self._send(method, path, json_body, params)
+        tell = self._on_wait
+        answers: list[_Answer] = []
+        failures: list[Exception] = []
+
+        async def notice() -> None:
+            await trio.sleep(_NOTICE_AFTER)
+            tell(f"waiting for {self._host} to answer (to {op})")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(notice)
+            try:
+                answers.append(await self._send(method, path, json_body, params))
+            except Exception as error:  # re-raised as it is, outside the nursery's group
+                failures.append(error)
+            finally:
+                nursery.cancel_scope.cancel()
+        if failures:
+            raise failures[0]
+        return answers[0]
+
+    async def _wait(
+        self, attempt: int, start: float, retry_after: float | None, op: str, why: str
+    ) -> bool:
+        """Sleep before the next attempt (told to ``on_wait`` when over a second); False
+        when attempts or time are used up."""
         if attempt >= self._max_attempts:
             return False
         if retry_after is not None:
@@ -959,6 +1051,11 @@ class RunpodClient:
             delay = base / 2 + self._rng.random() * base / 2
         if trio.current_time() + delay - start > self._max_retry_seconds:
             return False
+        if self._on_wait is not None and delay > _NOTICE_AFTER:
+            self._on_wait(
+                f"waiting for Runpod ({why}): trying again in {delay:.0f} s to {op} "
+                f"(attempt {attempt + 1} of {self._max_attempts})"
+            )
         await self._sleep(delay)
         return True
 

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from overbrainer.events.aggregate import PodView
-from overbrainer.runpod.decide import parse_utc
+from overbrainer.utc import parse_utc
 
 NEAR = 0.95
 """The share of the cap at which it is near (the watchdog writes ``.pod/cost_cap_near``)."""

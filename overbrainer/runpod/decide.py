@@ -18,6 +18,7 @@ from overbrainer.events.types import PodState
 from overbrainer.runpod.models import Pod, PodStatus, SshEndpoint
 from overbrainer.runpod.pod_scripts import RUN_MARKER
 from overbrainer.runpod.redact import one_line
+from overbrainer.utc import parse_utc
 
 if TYPE_CHECKING:
     from overbrainer.runpod.client import CreateFailed
@@ -43,24 +44,6 @@ def deadline(created: datetime, max_hours: float) -> datetime:
     if moment.microsecond:
         moment += timedelta(seconds=1)
     return moment.replace(microsecond=0)
-
-
-def iso_utc(moment: datetime) -> str:
-    """``2026-01-01T16:00:00Z``: how times are written in events."""
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def parse_utc(text: str | None) -> datetime | None:
-    """The inverse of :func:`iso_utc`, tolerant of any ISO form; None if unreadable."""
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
 
 
 class Step(StrEnum):
@@ -106,13 +89,16 @@ def after_create_error(error: "CreateFailed") -> CreateDecision:
     Ambiguous (transport error, 408, 5xx, unreadable answer) → reconcile: a pod may exist.
     400 (no capacity, or a rule this candidate breaks) and 403 (no access to that pool) →
     the next GPU type. 429 → wait ``Retry-After`` and send the same type again. Anything
-    else (402 balance, 422 malformed request, 401 key, …) → stop at once.
+    else (402 balance, 422 malformed request, 401 key, …) → stop at once; so does a create
+    that never reached Runpod (no answer and not ambiguous: Runpod could not be reached).
     """
     text = str(error)
     detail = error.detail or text
     if error.ambiguous:
         return CreateDecision(Step.RECONCILE, "ambiguous", detail, text)
     status = error.status
+    if status is None:
+        return CreateDecision(Step.STOP, "not_sent", detail, text)
     if status in _NEXT_TYPE:
         return CreateDecision(Step.NEXT_TYPE, _NEXT_TYPE[status], detail, text)
     if status == 429:

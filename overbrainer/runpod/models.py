@@ -14,12 +14,13 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Literal, NoReturn
 
 from overbrainer.errors import OverbrainerError
 from overbrainer.runpod.redact import one_line
+from overbrainer.utc import parse_utc
 
 __all__ = [
     "Availability",
@@ -244,15 +245,7 @@ def _cost(value: object) -> float:
 
 
 def _time(value: object) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
+    return parse_utc(value)
 
 
 def _ssh_direct(ssh: object) -> tuple[SshEndpoint | None, str | None]:

@@ -11,10 +11,11 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Literal
 
 from overbrainer.runpod.redact import one_line
+from overbrainer.utc import parse_utc
 
 LogSource = Literal["system", "container"]
 SOURCES: tuple[LogSource, ...] = ("system", "container")
@@ -44,13 +45,7 @@ class LogLine:
 
 
 def _time(text: object) -> datetime | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return parse_utc(text)
 
 
 class SseReader:

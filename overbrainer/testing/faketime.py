@@ -6,7 +6,10 @@ real code reads as the time, in Python, in a shell, in ``date`` and ``curl``, is
   changes no span of time (and keeps Python's ``time.sleep`` working).
 - :class:`Jumping`: the environment of a process whose wall clock can be made to jump
   while it runs (:meth:`Jumping.jump`), as a laptop waking up or a clock set by hand; its
-  monotonic clock is left alone, as a real jump leaves it. With libfaketime 0.9.10,
+  monotonic clock is left alone, as a real step of the wall clock leaves it — or jumps
+  with it (``monotonic=True``), as a VM restored or a machine whose monotonic clock counts
+  its sleep moves it (only forward: nothing goes on waiting right once a monotonic clock
+  went back, and none does). With libfaketime 0.9.10,
   Python's ``time.sleep`` (an absolute ``clock_nanosleep``) fails with EINVAL in such a
   process: nothing that ``train`` on a pod runs sleeps that way (trio waits on ``epoll``).
 """
@@ -42,6 +45,7 @@ class Jumping:
     """A wall clock that starts right and jumps when told; ``file`` holds its offset."""
 
     file: Path
+    monotonic: bool = False
 
     def __post_init__(self) -> None:
         self.file.write_text("+0\n")
@@ -54,7 +58,7 @@ class Jumping:
             "FAKETIME_TIMESTAMP_FILE": str(self.file),
             # Read at every look at the clock: the jump shows at once.
             "FAKETIME_NO_CACHE": "1",
-            "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+            "FAKETIME_DONT_FAKE_MONOTONIC": "0" if self.monotonic else "1",
         }
 
     def jump(self, offset: str) -> None:

@@ -199,6 +199,8 @@ def _since_0_3_0(script: list[tuple[str, ev.Event]]) -> list[tuple[str, ev.Event
         if run_id == RUN_A and isinstance(event, ev.PodJobRunning):
             near = ev.CostCapNear(pod_id="k3x9", max_cost_usd=3.0, cost_per_hour=0.53)
             out.append((RUN_A, near))
+            # This machine's monotonic clock jumped 2 h while following: nothing was done.
+            out.append((RUN_A, ev.ClockJumped(seconds=7200.0)))
         if run_id == RUN_A and isinstance(event, ev.PodDeleted):
             # What Runpod billed: final for the run's pod, not yet for its stray.
             out.append(

@@ -472,10 +472,22 @@ async def test_a_cancelled_download_has_its_channel_closed(
     count = tmp_path / "count"
     command = _endless("head -c 512 /dev/zero", count)
     async with _connect(sshd_server, tmp_path / "remote") as executor:
-        with trio.move_on_after(0.6) as scope:
-            await executor._unpack_output(
-                command, b"", ["output"], tmp_path / "unpacked", what="fetching"
-            )
+        with trio.CancelScope() as scope:
+
+            async def cancel_once_it_streams() -> None:
+                # On a busy machine the channel may take a while to open: cancel only once
+                # the remote command is writing.
+                with trio.fail_after(30):
+                    while not count.exists():
+                        await trio.sleep(0.01)
+                await trio.sleep(0.2)
+                scope.cancel()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(cancel_once_it_streams)
+                await executor._unpack_output(
+                    command, b"", ["output"], tmp_path / "unpacked", what="fetching"
+                )
         assert scope.cancelled_caught
         before = await _stops_counting(count)
         assert int(before) < 200

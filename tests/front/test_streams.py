@@ -204,3 +204,74 @@ def test_python_flushing_at_exit_prints_nothing_once_guarded(tmp_path: Path) -> 
     os.close(writer)
     assert done.returncode == 0
     assert done.stderr == b""
+
+
+# A command's last words, from a process in a session of its own: with the terminal
+# (``tty``) as its controlling one or none, its stdout and stderr the write end of a pipe
+# (``pipe``) whose reader is gone or a file.
+_LAST_WORDS = """
+import fcntl, os, sys, termios
+from overbrainer.front import streams
+if sys.argv[1] == "tty":
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+streams.install()
+streams.final_words("error: interrupted: run R keeps running on pod P")
+"""
+
+
+def _last_words(tmp_path: Path, *, controlling: bool, gone: bool) -> tuple[int, str, str]:
+    """The exit code, what the terminal showed, and what the output file got."""
+    master, slave = os.openpty()
+    out_file = tmp_path / "out"
+    reader, writer = os.pipe()
+    if gone:
+        os.close(reader)
+        output = writer
+    else:
+        os.close(reader)
+        os.close(writer)
+        output = os.open(out_file, os.O_WRONLY | os.O_CREAT)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _LAST_WORDS, "tty" if controlling else "none"],
+            stdin=slave,
+            stdout=output,
+            stderr=output,
+            start_new_session=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(slave)
+        os.close(output)
+    shown = b""
+    os.set_blocking(master, False)
+    try:
+        while chunk := os.read(master, 65536):
+            shown += chunk
+    except (BlockingIOError, OSError):
+        pass
+    os.close(master)
+    written = out_file.read_text() if out_file.exists() else ""
+    return done.returncode, shown.decode(errors="replace"), written
+
+
+def test_last_words_whose_streams_are_gone_reach_the_controlling_terminal(
+    tmp_path: Path,
+) -> None:
+    code, shown, _ = _last_words(tmp_path, controlling=True, gone=True)
+    assert code == 0
+    assert "error: interrupted: run R keeps running on pod P\r\n" in shown
+
+
+def test_last_words_whose_stderr_works_go_there_and_not_to_the_terminal(tmp_path: Path) -> None:
+    code, shown, written = _last_words(tmp_path, controlling=True, gone=False)
+    assert code == 0
+    assert written == "error: interrupted: run R keeps running on pod P\n"
+    assert "keeps running" not in shown
+
+
+def test_last_words_without_a_controlling_terminal_are_lost_quietly(tmp_path: Path) -> None:
+    code, shown, _ = _last_words(tmp_path, controlling=False, gone=True)
+    assert code == 0
+    assert "keeps running" not in shown

@@ -45,8 +45,8 @@ def project(tmp_path: Path) -> Path:
 def user_env(home: Path, shell: str) -> dict[str, str]:
     """A user whose home is ``home``, whose shell is ``shell``, with overbrainer on the PATH."""
     assert shutil.which(shell), (
-        f"{shell} is not installed; the suite drives it for real: apt-get install {shell} "
-        "(the README's system packages)"
+        f"{shell} is not installed; the suite drives it for real: run the suite with "
+        "`./dev test`, which installs what .ci/system-packages lists"
     )
     keep = ("LANG", "LC_ALL", "LC_CTYPE")
     env = {k: v for k, v in os.environ.items() if k in keep}

@@ -70,13 +70,14 @@ def test_the_sdist_and_the_wheel_carry_every_file_of_the_package(dist: Dist) -> 
     assert {n for n in names if not n.startswith(f"overbrainer-{dist.version}.dist-info/")} == (
         files
     )
+    assert f"overbrainer-{dist.version}.dist-info/licenses/LICENSE" in names
     assert "overbrainer = overbrainer.__main__:main" in entry_points.decode()
     assert "overbrainer-demo = overbrainer.testing.demo:main" in entry_points.decode()
     assert stand_in_mode & 0o111, "the stand-in trainer is executable once installed"
     with tarfile.open(dist.sdist) as sdist:
         inside = {m.name.split("/", 1)[1] for m in sdist.getmembers() if m.isfile()}
     assert files <= inside
-    assert {"pyproject.toml", "README.md"} <= inside
+    assert {"pyproject.toml", "README.md", "LICENSE"} <= inside
     assert not any(name.startswith(("tests/", "bench/", "reliability/", "e2e/")) for name in inside)
 
 

@@ -237,3 +237,137 @@ def test_the_view_filters_and_orders_by_the_secure_price() -> None:
     ]
     # Without stock in the catalog, --in-stock keeps nothing it cannot vouch for.
     assert gpu_rows(catalog, GpuFilter(in_stock=True)) == []
+
+
+# --- offline, and outside a project --------------------------------------------------------
+
+NOWHERE = "https://nonexistent.invalid/v2"  # RFC 6761: never resolves, on any network
+
+
+def _env(tmp_path: Path, base_url: str, **more: str) -> dict[str, str]:
+    """The environment of a user with the key exported and no project settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OVERBRAINER_", "XDG_"))}
+    env.update(
+        OVERBRAINER_RUNPOD__API_KEY=CANARY_KEY,
+        OVERBRAINER_RUNPOD__BASE_URL=base_url,
+        PYTHONPATH=str(ROOT),
+        COLUMNS="200",
+        HOME=str(tmp_path / "home"),
+    )
+    env.update(more)
+    return env
+
+
+_TIMED = """
+import json, sys, time
+from overbrainer.cli.main import main
+first = main(sys.argv[1:])  # loads every module the command needs
+started = time.monotonic()
+second = main(sys.argv[1:])
+print(json.dumps({"first": first, "second": second, "took": time.monotonic() - started}))
+"""
+
+
+@pytest.mark.parametrize("what", ["gpus", "datacenters"])
+def test_offline_the_catalog_fails_within_a_second_saying_the_name_does_not_resolve(
+    tmp_path: Path, what: str
+) -> None:
+    project = _project(tmp_path)
+    said = (
+        "error: cannot reach Runpod (nonexistent.invalid does not resolve): check the network "
+        f"and the Runpod API's address ({NOWHERE}: [runpod] base_url, or "
+        "OVERBRAINER_RUNPOD__BASE_URL)\n"
+    )
+    # The real command: one line, the reason, no retry (no wait said, no "after N attempts").
+    started = time.monotonic()
+    failed = _cli(project, NOWHERE, "pod", what)
+    assert time.monotonic() - started < 20  # was 6 to 10 s of retries, on an idle machine
+    assert failed.returncode == 1 and failed.stdout == ""
+    assert failed.stderr == said
+    # The command's own work, its modules loaded (the machine may be busy: the bound is
+    # generous against the first retry's pause alone, 0.5 to 1 s, and 4 more after it).
+    timed = subprocess.run(
+        [sys.executable, "-c", _TIMED, "-C", str(project), "pod", what],
+        env=_env(tmp_path, NOWHERE),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    result = json.loads(timed.stdout)
+    assert result["first"] == result["second"] == 1
+    assert timed.stderr == said * 2
+    assert result["took"] < 1.0, result
+
+
+async def test_the_catalog_works_outside_a_project_with_the_key_in_the_environment(
+    tmp_path: Path,
+) -> None:
+    import trio
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    fake = FakeRunpod(gpu_types=CATALOG)
+    fake.add_account(CANARY_KEY)
+
+    def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "overbrainer", *args],
+            cwd=elsewhere,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+
+    async with serve_loopback(fake) as base_url:
+        env = _env(tmp_path, base_url)
+        shown = await trio.to_thread.run_sync(lambda: run(env, "pod", "gpus"))
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.splitlines()[1].startswith("NVIDIA A40")
+        again = await trio.to_thread.run_sync(lambda: run(env, "pod", "gpus", "--json"))
+        assert again.returncode == 0 and len(again.stdout.splitlines()) == len(CATALOG)
+        # The copy is the user's (~/.cache, private): read once for both commands.
+        assert len(_reads(fake, "/catalog/gpus")) == 1
+        copy = tmp_path / "home" / ".cache" / "overbrainer" / "catalog-gpus.json"
+        assert copy.stat().st_mode & 0o777 == 0o600
+        assert copy.parent.stat().st_mode & 0o777 == 0o700
+        assert CANARY_KEY not in copy.read_text()
+        centers = await trio.to_thread.run_sync(lambda: run(env, "pod", "datacenters"))
+        assert centers.returncode == 0, centers.stderr
+        assert [line.split()[0] for line in centers.stdout.splitlines()[1:]] == [
+            "EU-RO-1", "US-KS-2", "US-TX-3"
+        ]  # fmt: skip
+        # XDG_CACHE_HOME is where the user keeps caches, when set.
+        xdg = _env(tmp_path, base_url, XDG_CACHE_HOME=str(tmp_path / "xdg"))
+        moved = await trio.to_thread.run_sync(lambda: run(xdg, "pod", "datacenters"))
+        assert moved.returncode == 0, moved.stderr
+        assert (tmp_path / "xdg" / "overbrainer" / "catalog-datacenters.json").is_file()
+        # Without the key: said, with where to put it; nothing asked of Runpod.
+        keyless = {k: v for k, v in env.items() if k != "OVERBRAINER_RUNPOD__API_KEY"}
+        asked = len(fake.requests)
+        refused = await trio.to_thread.run_sync(lambda: run(keyless, "pod", "gpus"))
+        assert refused.returncode != 0 and refused.stdout == ""
+        assert refused.stderr.startswith(
+            f"error: OVERBRAINER_RUNPOD__API_KEY: not set, and {elsewhere} is in no "
+            "overbrainer project"
+        ), refused.stderr
+        assert len(fake.requests) == asked
+    # Nothing of a project was made where the commands ran.
+    assert list(elsewhere.iterdir()) == []
+
+
+async def test_a_catalog_read_that_waits_says_what_it_waits_for(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    fake = FakeRunpod(gpu_types=CATALOG)
+    fake.add_account(CANARY_KEY)
+    fake.fail_next("GET /catalog/gpus", 429, retry_after=2)
+    async with serve_loopback(fake) as base_url:
+        shown = await _trio_cli(project, base_url, "pod", "gpus")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stderr == (
+        "waiting for Runpod (rate limited, HTTP 429): trying again in 2 s to read Runpod's "
+        "GPU catalog (attempt 2 of 5)\n"
+    )
+    assert len(_reads(fake, "/catalog/gpus")) == 2

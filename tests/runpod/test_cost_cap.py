@@ -10,7 +10,7 @@ from overbrainer.events.aggregate import PodView, RunLog, fold
 from overbrainer.events.types import PodState
 from overbrainer.runpod import cost_cap
 from overbrainer.runpod.cost_cap import Bound
-from overbrainer.runpod.decide import parse_utc
+from overbrainer.utc import parse_utc
 
 CREATED = "2026-01-01T10:00:00Z"
 T0 = parse_utc(CREATED)

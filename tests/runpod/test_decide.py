@@ -155,10 +155,6 @@ def test_attempt_names_numbers_and_deadlines() -> None:
     # Never before the bound the watchdog keeps (max_hours rounded up to whole seconds).
     assert decide.deadline(T0 + timedelta(microseconds=5), 1.5) == moment + timedelta(seconds=1)
     assert decide.deadline(T0, 0.002) == T0 + timedelta(seconds=8)
-    assert decide.iso_utc(moment) == "2026-01-01T11:30:00Z"
-    assert decide.parse_utc("2026-01-01T11:30:00Z") == moment
-    assert decide.parse_utc("2026-01-01T11:30:00") == moment
-    assert decide.parse_utc("yesterday") is None and decide.parse_utc(None) is None
 
 
 def test_uptime_and_spend() -> None:

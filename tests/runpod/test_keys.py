@@ -245,7 +245,7 @@ def test_real_ssh_is_refused_once_the_client_key_is_forgotten(tmp_path):
     assert "Permission denied" in done.stderr
 
 
-# Finding 4 of issue 12: a project path that an ASCII-only, quote-refusing config writer
+# A project path that an ASCII-only, quote-refusing config writer
 # could not hold was discovered only once the pod existed (a traceback, a pod paid for).
 @pytest.mark.parametrize(
     ("name", "absolute"),
@@ -257,7 +257,7 @@ def test_real_ssh_is_refused_once_the_client_key_is_forgotten(tmp_path):
         ("tab\there", False),
     ],
 )
-def test_finding_4_any_project_path_survives_in_the_ssh_config(tmp_path, name, absolute):
+def test_any_project_path_survives_in_the_ssh_config(tmp_path, name, absolute):
     project = tmp_path / name / "project"
     keys = _keys(project)
     user = "root" if os.geteuid() == 0 else os.environ.get("USER", "root")

@@ -10,10 +10,10 @@ import trio.testing
 
 from overbrainer.events import types as ev
 from overbrainer.runpod.client import RunpodApiError
-from overbrainer.runpod.decide import iso_utc
 from overbrainer.targets.runpod.delete import DeleteUnconfirmed, delete_pod
 from overbrainer.targets.runpod.pods import confirm_gone
 from overbrainer.testing.fake_executor import PodRig, pod_rig
+from overbrainer.utc import iso_utc
 
 A40 = "NVIDIA A40"
 FOREVER = 10**9
@@ -226,7 +226,7 @@ async def test_a_404_not_in_runpods_shape_confirms_nothing(
         await confirm_gone(rig.context, pod_id)
 
 
-async def test_finding_6_two_commands_deleting_one_pod_record_one_deleting_and_one_deleted(
+async def test_two_commands_deleting_one_pod_record_one_deleting_and_one_deleted(
     rig: PodRig, autojump_clock: trio.testing.MockClock
 ) -> None:
     # Issue 12: two followers ending the same pod each appended pod.Deleting.

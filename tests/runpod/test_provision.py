@@ -15,7 +15,6 @@ import trio.testing
 
 from overbrainer.events import types as ev
 from overbrainer.events.errors import StoreError
-from overbrainer.runpod import decide
 from overbrainer.runpod.pod_scripts import ENV_HOST_KEY, ENV_MAX_SECONDS, RUN_MARKER
 from overbrainer.runpod.timing import Timing
 from overbrainer.targets.runpod.delete import DeleteUnconfirmed
@@ -39,6 +38,7 @@ from overbrainer.testing.fake_executor import (
     runpod_target,
 )
 from overbrainer.testing.runpod_api import NO_CAPACITY, FakeRunpod
+from overbrainer.utc import parse_utc
 
 A40 = "NVIDIA A40"
 RTX = "NVIDIA GeForce RTX 4090"
@@ -146,8 +146,8 @@ async def test_the_create_body_carries_the_marker_and_only_schema_fields(
     assert isinstance(created, ev.PodCreated)
     pod = rig.fake.live_pods()[0]
     assert created.created_at == rig.fake.wall(pod.created_at).isoformat().replace("+00:00", "Z")
-    made = decide.parse_utc(created.created_at)
-    deadline = decide.parse_utc(created.deadline)
+    made = parse_utc(created.created_at)
+    deadline = parse_utc(created.deadline)
     assert made is not None and deadline is not None
     assert deadline - made == timedelta(hours=2)
     assert rig.state(run_id).pod.deadline == created.deadline

@@ -163,7 +163,8 @@ async def test_the_cap_shortens_the_pods_bound_and_says_so(
     assert created.deadline is not None
     (made,) = rig.events(run_id, ev.PodCreated)
     assert made.deadline is not None and made.created_at is not None  # type: ignore[attr-defined]
-    from overbrainer.runpod.decide import deadline, parse_utc
+    from overbrainer.runpod.decide import deadline
+    from overbrainer.utc import parse_utc
 
     born = parse_utc(made.created_at)  # type: ignore[attr-defined]
     assert born is not None and made.deadline == deadline(born, 2.5).isoformat().replace(  # type: ignore[attr-defined]

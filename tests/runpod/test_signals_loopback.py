@@ -8,9 +8,9 @@ A phase is reached deterministically with a checkpoint plan that pauses the comm
 the signal or closes the terminal; then it lets the command go on.
 
 Each used to leave a pod billing or a run half-recorded: with ``2>&1 | tee log`` and
-Ctrl-C, the next line written raised and aborted the cleanup (findings 1 and 8); SIGTERM
-and SIGHUP killed the command outright (finding 2); and the results' collection could not
-be interrupted for up to an hour (finding 11).
+Ctrl-C, the next line written raised and aborted the cleanup; SIGTERM
+and SIGHUP killed the command outright; and the results' collection could not
+be interrupted for up to an hour.
 """
 
 from __future__ import annotations
@@ -39,6 +39,22 @@ CONTROLLING_TTY = (
     "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
     "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
 )
+# A shell's job on a terminal it controls: `overbrainer train 2>&1 | tee LOG` in a process
+# group of its own, the terminal's foreground one (a Ctrl-C typed reaches both, and tee's
+# output shows on the terminal); it waits for both, as a shell does before its prompt.
+PIPELINE_ON_A_TERMINAL = """
+import fcntl, os, subprocess, sys, termios
+fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+log, command = sys.argv[1], sys.argv[2:]
+reader, writer = os.pipe()
+train = subprocess.Popen(command, stdout=writer, stderr=writer, process_group=0)
+tee = subprocess.Popen(["tee", log], stdin=reader, process_group=train.pid)
+os.close(reader)
+os.close(writer)
+os.tcsetpgrp(0, train.pid)
+train.wait()
+tee.wait()
+"""
 CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
 
@@ -232,7 +248,7 @@ async def _retrieved_once(w: World, deletes: list[tuple[str, bool]]) -> str:
     return run_id
 
 
-# ---- finding 1: `overbrainer train 2>&1 | tee log`, and Ctrl-C ---------------------------
+# ---- `overbrainer train 2>&1 | tee log`, and Ctrl-C ---------------------------
 
 
 async def test_ctrl_c_with_stderr_piped_into_tee_while_provisioning_deletes_the_pod(
@@ -267,6 +283,64 @@ async def test_ctrl_c_with_output_piped_into_tee_while_following_detaches_and_lo
         assert w.fake.status(_pod_id(w, run_id)) == "TERMINATED"
 
 
+async def test_ctrl_c_of_train_piped_into_tee_on_a_terminal_shows_the_terminal_what_keeps_running(
+    tmp_path: Path,
+) -> None:
+    # `overbrainer train 2>&1 | tee train.log`, Ctrl-C typed once the job runs: tee dies
+    # with it, and with it both of train's output streams; the terminal still shows where
+    # the job runs and the ways on.
+    async with world(tmp_path, steps=60, step_seconds=0.1) as w:
+        log = tmp_path / "train.log"
+        master, slave = os.openpty()
+        process = await trio.lowlevel.open_process(
+            [
+                sys.executable,
+                "-c",
+                PIPELINE_ON_A_TERMINAL,
+                str(log),
+                sys.executable,
+                *_args(w, "train"),
+            ],
+            env=w.env,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            start_new_session=True,
+        )
+        os.close(slave)
+        terminal = trio.lowlevel.FdStream(master)
+        shown = bytearray()
+
+        async def show() -> None:
+            try:
+                while data := await terminal.receive_some(65536):
+                    shown.extend(data)
+            except (trio.BrokenResourceError, OSError):
+                pass  # EIO: every process on the terminal is gone
+
+        with trio.fail_after(90):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(show)
+                run_id = await w.wait_for("job_running")
+                await trio.sleep(0.5)
+                await terminal.send_all(b"\x03")  # Ctrl-C, typed
+                assert await process.wait() == 0, shown.decode(errors="replace")
+        await terminal.aclose()
+        await _detached_while_following(w, signal.SIGINT)
+        pod_id = _pod_id(w, run_id)
+        said = shown.decode(errors="replace")
+        assert f"error: interrupted: run {run_id} keeps running on pod {pod_id}" in said, said
+        assert f"`overbrainer train attach {run_id}`" in said, said
+        assert f"`overbrainer pod rm {run_id}`" in said, said
+        assert "keeps running" not in log.read_text()  # tee had died: the words came direct
+        # The run's log says it too.
+        story = (await w.run("events", run_id)).stdout
+        assert f"the job keeps running on pod {pod_id}" in story, story
+        assert f"`overbrainer pod rm {run_id}` deletes the pod" in story, story
+        attach = await w.run("train", "attach", run_id)
+        assert attach.returncode == 0, attach.stderr
+
+
 async def test_ctrl_c_with_output_piped_into_tee_during_retrieval_finishes_it_and_marks_the_pod(
     tmp_path: Path,
 ) -> None:
@@ -282,7 +356,7 @@ async def test_ctrl_c_with_output_piped_into_tee_during_retrieval_finishes_it_an
         assert "Traceback" not in command.said()
 
 
-# ---- finding 2: SIGTERM and SIGHUP at each phase -------------------------------------------
+# ---- SIGTERM and SIGHUP at each phase -------------------------------------------
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
@@ -404,7 +478,7 @@ async def test_a_terminal_closed_during_retrieval_still_brings_the_results_home(
         await _retrieved_once(w, deletes)
 
 
-# ---- finding 11: the collection of results can be stopped ----------------------------------
+# ---- the collection of results can be stopped ----------------------------------
 
 
 async def test_a_second_ctrl_c_during_retrieval_stops_it_leaving_the_pod_for_attach(

@@ -1,7 +1,7 @@
-"""A run still starting its pod, and the other commands that act on it (issue 12, item 5):
+"""A run still starting its pod, and the other commands that act on it:
 whether its starter is provably gone (a pure table), ``pod ls``/``train`` calling it
 abandoned, ``pod rm``/``train attach``/``train cancel`` ending it without ``--force``, a
-cancel relayed through the log to the walk, and ``pod rm --force`` under a walk (finding 5).
+cancel relayed through the log to the walk, and ``pod rm --force`` under a walk.
 
 On the MockClock rig of ``test_train_pod``: every command runs in this process, so a dead
 starter is scripted (``rig.gone``) and another host's starter is another store's actor."""
@@ -324,7 +324,7 @@ def _shifted(hours: float) -> type[datetime]:
     return Shifted
 
 
-# --- finding 5: another command acts on a walk -------------------------------------------
+# --- another command acts on a walk -------------------------------------------
 
 
 async def _train_until(t: Train, ready: Callable[[RunLog], bool]) -> tuple[str, list[str]]:
@@ -348,7 +348,7 @@ async def _train_until(t: Train, ready: Callable[[RunLog], bool]) -> tuple[str, 
 
 
 @pytest.mark.parametrize("stage", ["booting", "ambiguous create"])
-async def test_finding_5_pod_rm_force_while_train_provisions_stops_it_cleanly(
+async def test_pod_rm_force_while_train_provisions_stops_it_cleanly(
     tmp_path: Path, autojump_clock: trio.testing.MockClock, stage: str
 ) -> None:
     async with training(tmp_path) as t:

@@ -22,11 +22,11 @@ import trio.testing
 
 from overbrainer.errors import OverbrainerError
 from overbrainer.events import types as ev
-from overbrainer.runpod.decide import parse_utc
 from overbrainer.runpod.pod_scripts import ENV_MAX_SECONDS
 from overbrainer.targets.runpod.following import DEADLINE_SLACK
 from overbrainer.testing.pod_training import JobScript, Train, training
 from overbrainer.testing.runpod_api import FakeRunpod
+from overbrainer.utc import parse_utc
 
 HOUR = 3600.0
 SKEWS = {"3h-behind": timedelta(hours=-3), "2y-ahead": timedelta(days=730)}

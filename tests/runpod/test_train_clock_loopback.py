@@ -225,3 +225,109 @@ async def test_a_clock_jumping_2h_mid_run_deletes_no_healthy_pod(tmp_path: Path)
         # The jump really reached the command: its later events are stamped 2 h on.
         times = [_at(e["time"]) for e in events]
         assert (times[-1] - times[0]).total_seconds() > 2 * 3600 - 60
+
+
+async def _following(w: World) -> None:
+    """Until the newest run's job runs on its pod and its first steps were followed."""
+    with trio.fail_after(60):
+        while True:
+            for run_id in w.runs()[-1:]:
+                try:
+                    if w.pod_json(run_id).get("status") == "job_running":
+                        await trio.sleep(1.0)
+                        return
+                except (OSError, ValueError):
+                    pass
+            await trio.sleep(0.02)
+
+
+async def _train_while(
+    w: World, clock: Jumping, steps: Any, *, env: dict[str, str] | None = None
+) -> tuple[int, str]:
+    """``train`` on ``clock``, with ``steps`` (an async function of the world) run beside
+    it once its job is followed; its exit code and what it said."""
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "overbrainer", "-C", str(w.project), "train"],
+        env={**w.env, **clock.env, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    assert process.stdout is not None
+    said = bytearray()
+
+    async def drain() -> None:
+        assert process.stdout is not None
+        async for chunk in process.stdout:
+            said.extend(chunk)
+
+    with trio.fail_after(120):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(drain)
+            await _following(w)
+            assert process.poll() is None, said.decode()
+            await steps()
+            await process.wait()
+    return process.returncode, said.decode()
+
+
+def _succeeded_and_deleted_once(w: World) -> tuple[str, str]:
+    """The run succeeded and its pod was deleted once, by the client, its results home."""
+    (run_id,) = w.runs()
+    pod = w.pod_json(run_id)
+    pod_id = str(pod["pod_id"])
+    assert w.run_json(run_id)["state"] == "succeeded"
+    assert (pod["delete_reason"], pod["deleted_by"]) == ("retrieved", "client")
+    assert len(_creates_and_deletes(w, pod_id)[1]) == 1
+    return run_id, pod_id
+
+
+async def test_a_monotonic_clock_jumping_2h_ahead_while_following_ends_no_healthy_pod(
+    tmp_path: Path,
+) -> None:
+    # A VM restored, or a machine whose monotonic clock counts its sleep: both of this
+    # machine's clocks jump 2 h ahead while train follows the job. By them, the pod is past
+    # its deadline (max_hours 1) and its cost cap ($0.50 at $0.40/h: 1 h 15 min); by
+    # Runpod's clock, read again before acting, it is minutes old.
+    async with world(tmp_path, steps=150, step_seconds=0.1, max_hours=1.0) as w:
+        clock = Jumping(tmp_path / "faketime", monotonic=True)
+
+        async def jump() -> None:
+            clock.jump("+2h")
+
+        code, said = await _train_while(
+            w, clock, jump, env={"OVERBRAINER_TARGETS__GPU__MAX_COST_USD": "0.5"}
+        )
+        assert code == 0, said
+        assert "past the deadline" not in said and "cost cap" not in said, said
+        run_id, pod_id = _succeeded_and_deleted_once(w)
+        assert (
+            f"warning: run {run_id}: this machine's clock jumped (2 h 0 min ahead of Runpod's "
+            f"since its last answer); by Runpod's clock pod {pod_id} has not reached its bound: "
+            "following goes on"
+        ) in said, said
+        events = _events(w, run_id)
+        (jumped,) = _fields(events, "run.ClockJumped")
+        assert abs(jumped["seconds"] - 2 * 3600) < 60, jumped
+        assert not _fields(events, "pod.CostCapNear")
+        (created,) = _fields(events, "pod.Created")
+        assert _at(created["deadline"]) - _at(created["created_at"]) == timedelta(hours=1)
+
+
+async def test_a_wall_clock_stepped_2h_forward_then_back_while_following_ends_no_healthy_pod(
+    tmp_path: Path,
+) -> None:
+    # An NTP step, a clock set by hand: the wall clock alone moves, 2 h ahead, then back.
+    async with world(tmp_path, steps=150, step_seconds=0.1, max_hours=1.0) as w:
+        clock = Jumping(tmp_path / "faketime")
+
+        async def forward_and_back() -> None:
+            clock.jump("+2h")
+            await trio.sleep(2.0)
+            clock.jump("-2h")
+
+        code, said = await _train_while(w, clock, forward_and_back)
+        assert code == 0, said
+        assert "past the deadline" not in said, said
+        run_id, _ = _succeeded_and_deleted_once(w)
+        # Nothing jumped on the clock that carries Runpod's between its answers.
+        assert not _fields(_events(w, run_id), "run.ClockJumped")

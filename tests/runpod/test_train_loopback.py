@@ -438,7 +438,7 @@ async def test_attach_reaches_a_restarted_pod_through_its_new_endpoint(tmp_path:
     ["josé p'q #%h", "josé p'q \"r\\s"],
     ids=["quoted-in-the-config", "relative-in-the-config"],
 )
-async def test_finding_4_a_project_at_a_non_ascii_quoted_spaced_path_trains(
+async def test_a_project_at_a_non_ascii_quoted_spaced_path_trains(
     tmp_path: Path, where: str
 ) -> None:
     # Issue 12: such a path used to be found unwritable into runs/<id>/ssh/config only once
@@ -470,7 +470,7 @@ async def test_finding_4_a_project_at_a_non_ascii_quoted_spaced_path_trains(
         assert w.fake.status(pod_id) == "TERMINATED"
 
 
-async def test_finding_6_train_and_a_cancel_from_another_terminal_agree_on_the_outcome(
+async def test_train_and_a_cancel_from_another_terminal_agree_on_the_outcome(
     tmp_path: Path,
 ) -> None:
     # Issue 12: the cancel ended the pod and forgot the run's key; the `train` following
@@ -494,7 +494,7 @@ async def test_finding_6_train_and_a_cancel_from_another_terminal_agree_on_the_o
         assert w.run_json(run_id)["state"] == "cancelled"
 
 
-async def test_finding_6_two_attaches_both_report_the_success_and_delete_the_pod_once(
+async def test_two_attaches_both_report_the_success_and_delete_the_pod_once(
     tmp_path: Path,
 ) -> None:
     async with world(tmp_path, steps=30, step_seconds=0.1) as w:
@@ -522,7 +522,7 @@ async def test_finding_6_two_attaches_both_report_the_success_and_delete_the_pod
         assert w.fake.status(str(w.pod_json(run_id)["pod_id"])) == "TERMINATED"
 
 
-async def test_finding_5_pod_rm_force_while_train_provisions_never_gives_a_traceback(
+async def test_pod_rm_force_while_train_provisions_never_gives_a_traceback(
     tmp_path: Path,
 ) -> None:
     # Issue 12: `pod rm --force` during provisioning crashed that train with an

@@ -51,11 +51,11 @@ def test_a_run_trains_merges_and_brings_verified_output_home(project: Project) -
         assert name in done.stderr
 
 
-# Issue 12, finding 4: non-ASCII, a quote, a space, a double quote and a backslash.
+# A project path with non-ASCII, a quote, a space, a double quote and a backslash.
 HOSTILE_DIR = "josé p'q \"r\\s"
 
 
-def test_finding_4_a_project_at_a_non_ascii_quoted_spaced_path_trains(tmp_path: Path) -> None:
+def test_a_project_at_a_non_ascii_quoted_spaced_path_trains(tmp_path: Path) -> None:
     with local_project(tmp_path, tmp_path / HOSTILE_DIR / "project") as project:
         done = project.run("train")
         assert done.returncode == 0, done.stderr

@@ -1,7 +1,7 @@
 """``runs report``: one self-contained HTML page, opened in a real headless Chromium — it
 loads with no console error and no request but its own file, and its charts are drawn (the
 drawn SVG elements measured by the browser) — for one run and for a comparison of three;
-and ``runs compare`` of the same three. The screenshot in the README is the one this test
+and ``runs compare`` of the same three. The screenshot in docs/commands.md is the one this test
 takes (``OVERBRAINER_SCREENSHOT=docs/report.png`` writes it there)."""
 
 import json

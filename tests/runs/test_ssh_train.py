@@ -114,7 +114,7 @@ def test_a_run_trains_merges_and_brings_verified_output_home(ssh_project: SshPro
         assert name in done.stderr
 
 
-def test_finding_4_a_project_at_a_non_ascii_quoted_spaced_path_trains(tmp_path: Path) -> None:
+def test_a_project_at_a_non_ascii_quoted_spaced_path_trains(tmp_path: Path) -> None:
     # Issue 12: non-ASCII, a quote, a space, a double quote and a backslash in the project's
     # path (the local side of the upload, the download and the run's files).
     with ssh_project_at(tmp_path, tmp_path / "josé p'q \"r\\s" / "project") as project:

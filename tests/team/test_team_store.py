@@ -366,3 +366,84 @@ def test_the_loser_of_a_race_reloads_redecides_and_learns_what_the_other_did(
     assert names == ["run.Created", "run.JobStarted", "run.CancelRequested"]
     here.close()
     there.close()
+
+
+def test_a_writer_that_lost_four_races_appends_under_the_write_lock_and_others_wait(
+    team: Team, tmp_path: Path
+) -> None:
+    here = RunStore(team.url, team.checkout(tmp_path / "a"), Actor.here("train attach"))
+    there = RunStore(team.url, team.checkout(tmp_path / "b"), LAPTOP)
+    here.create(_created(kind="local"))
+    decisions: list[int] = []
+    waited: list[bool] = []
+    finished = threading.Event()
+
+    def their_append() -> None:
+        there.append(RUN, lambda _s: [ev.NoteAdded(note="theirs, after the lock")])
+        finished.set()
+
+    blocked = threading.Thread(target=their_append)
+
+    def decide(state: RunLog) -> list[ev.Event]:
+        decisions.append(state.run.version)
+        if len(decisions) <= 4:
+            # The other checkout appends between our read and our write: we lose the race.
+            there.append(RUN, lambda _s: [ev.NoteAdded(note=f"theirs {len(decisions)}")])
+        else:
+            # Under the log's write lock now: the other checkout's append has to wait.
+            blocked.start()
+            waited.append(not finished.wait(timeout=2.0))
+        return [ev.NoteAdded(note="ours")]
+
+    here.append(RUN, decide)
+    blocked.join(timeout=60)
+    assert decisions == [1, 2, 3, 4, 5], "decided again on each fresh state"
+    assert waited == [True], "another checkout could append while the write lock was held"
+    notes = [r.event.note for r in there.history(RUN) if isinstance(r.event, ev.NoteAdded)]
+    assert notes == [
+        "theirs 1",
+        "theirs 2",
+        "theirs 3",
+        "theirs 4",
+        "ours",
+        "theirs, after the lock",
+    ]
+    here.close()
+    there.close()
+
+
+def test_a_call_failing_while_the_server_answers_is_tried_twice_not_ten_times(
+    team: Team, tmp_path: Path
+) -> None:
+    from eventsourcing.persistence import InterfaceError, OperationalError
+    from eventsourcing.utils import retry
+
+    from overbrainer.events.pg import StoreUnavailable
+    from overbrainer.events.pg_recorder import TeamDatastore
+
+    store = RunStore(team.url, team.checkout(tmp_path / "a"), Actor.here("test"))
+    datastore = store.recorder.datastore
+    assert isinstance(datastore, TeamDatastore)
+    attempts: list[int] = []
+
+    # Decorated as eventsourcing decorates its recorder's methods (ten attempts).
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def cut_off() -> None:
+        attempts.append(1)
+        with datastore.get_connection() as conn:
+            # The server ends this session: the call fails although the server is up.
+            conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+    try:
+        with pytest.raises(StoreUnavailable) as failure, datastore.call():
+            cut_off()
+        assert len(attempts) == 2, "one retry after the pool replaced its connections"
+        message = str(failure.value)
+        assert f"127.0.0.1:{team.cluster.port}/{team.db}" in message
+        assert "closed the connection" in message, message
+        assert team.cluster.password not in message
+        # The store goes on with a fresh connection.
+        store.create(_created(kind="local"))
+        assert [r.event.name for r in store.history(RUN)] == ["run.Created"]
+    finally:
+        store.close()

@@ -87,6 +87,17 @@ def test_the_check_reads_the_log_the_store_writes(team: Team, tmp_path: Path, wa
         store.close()
 
 
+def test_a_log_table_of_a_layout_the_check_does_not_know_reads_as_cannot_tell(
+    team: Team, way: str
+) -> None:
+    # The check names eventsourcing's table and column, which eventsourcing does not document:
+    # if a release laid them out otherwise, the check must answer "cannot tell" (the listing
+    # then opens the store, through eventsourcing's public API), never a wrong position.
+    team.cluster.psql(f"CREATE TABLE {pg.SCHEMA}.{pg.CHANNEL} (position bigint)", db=team.db)
+    team.cluster.psql(f"INSERT INTO {pg.SCHEMA}.{pg.CHANNEL} VALUES (7)", db=team.db)
+    assert pg.latest_position(pg.parse_url(team.url)) is None
+
+
 def test_an_up_to_date_view_is_listed_without_the_store_and_catches_up_with_other_checkouts(
     team: Team,
     tmp_path: Path,

@@ -20,8 +20,8 @@ from overbrainer.events.aggregate import RunLog
 from overbrainer.events.store import UnknownRun
 from overbrainer.runpod import billing
 from overbrainer.runpod.client import RunpodError
-from overbrainer.runpod.decide import iso_utc
 from overbrainer.targets.runpod.pods import PodContext
+from overbrainer.utc import iso_utc
 
 __all__ = ["READ_LIMIT", "Reading", "after_end", "read_billing"]
 

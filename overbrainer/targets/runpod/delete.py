@@ -44,10 +44,11 @@ from overbrainer.events.aggregate import RunLog
 from overbrainer.events.errors import StoreError
 from overbrainer.front.interrupts import ShieldTimeout
 from overbrainer.runpod.client import RunpodError
-from overbrainer.runpod.decide import iso_utc, rate_text, uptime_and_spend
+from overbrainer.runpod.decide import rate_text, uptime_and_spend
 from overbrainer.runpod.keys import forget_client_key
 from overbrainer.runpod.models import Pod, PodStatus
 from overbrainer.targets.runpod.pods import PodContext, note_clock, pod_ls_hint
+from overbrainer.utc import iso_utc
 
 __all__ = [
     "DeleteUnconfirmed",

@@ -5,7 +5,9 @@ Following never calls the API. It is bounded by the pod's deadline plus
 deleted, so the client deletes it and fails the run. The deadline is Runpod's
 ``createdAt`` plus ``max_hours``, counted on Runpod's clock (the ``Date`` of the API's last
 answer carried forward on the monotonic clock): this machine's wall clock being hours off,
-or jumping, neither deletes a healthy pod nor lets one run unbounded. When following loses
+or jumping, neither deletes a healthy pod nor lets one run unbounded. The monotonic clock
+itself can jump (a laptop waking up, a VM restored): a bound that seems due is read again
+on Runpod's clock before anything is done about it (:func:`confirm_left`). When following loses
 the pod, the run fails only once the pod is confirmed gone (``pods.confirm_gone``).
 
 A pod created with a cost cap is also bounded by it (``runpod/cost_cap.py``): following
@@ -18,21 +20,26 @@ from dataclasses import dataclass
 from functools import partial
 from typing import NoReturn
 
+import trio
+
 from overbrainer.errors import OverbrainerError
 from overbrainer.events import decisions
+from overbrainer.events import types as ev
 from overbrainer.events.aggregate import PodView, RunLog
 from overbrainer.projections.summary import resume_clause
-from overbrainer.runpod import cost_cap, messages
-from overbrainer.runpod.decide import parse_utc, uptime_and_spend
+from overbrainer.runpod import clocks, cost_cap, messages
+from overbrainer.runpod.decide import uptime_and_spend
 from overbrainer.targets.runpod.delete import delete_pod, forget_key_if_done
-from overbrainer.targets.runpod.pods import PodContext, confirm_gone
+from overbrainer.targets.runpod.pods import PodContext, confirm_gone, note_clock
 from overbrainer.targets.runpod.reach import record_gone
 from overbrainer.train.metrics import MetricsSummary, summary_line
+from overbrainer.utc import parse_utc
 
 __all__ = [
     "DEADLINE_SLACK",
     "CostCapWatch",
     "at_cost_cap",
+    "confirm_left",
     "cost_cap_message",
     "lost",
     "max_hours",
@@ -58,6 +65,61 @@ def seconds_left(ctx: PodContext, state: RunLog) -> float:
     now = ctx.server_now()
     by_deadline = max(0.0, (deadline - now).total_seconds() + DEADLINE_SLACK)
     return min(by_deadline, cost_cap.seconds_until(cost_cap.follow_until(state.pod), now))
+
+
+CONFIRM_LIMIT = 60.0
+"""How long reading Runpod's clock again may take, before a bound that seems due is acted
+on as this machine carried Runpod's clock (well within :data:`DEADLINE_SLACK`)."""
+
+
+async def confirm_left(ctx: PodContext, state: RunLog) -> float:
+    """:func:`seconds_left`, once Runpod's clock was read again (the ``Date`` of one read of
+    the pod): following's bound is carried on this machine's monotonic clock, which a
+    laptop waking up or a VM restored can move hours at once. When Runpod's clock says the
+    carried one ran off (:data:`clocks.LARGE_OFFSET` or more), the jump is recorded in the
+    run's log (``run.ClockJumped``) and said, and nothing else is done with it. A read
+    that fails leaves the bound as carried. Never raises."""
+    run_id, pod_id = state.run.run_id, state.pod.pod_id
+    if pod_id is None:
+        return seconds_left(ctx, state)
+    session = ctx.session
+    carried = ctx.server_now()
+    problem = await _read_clock_again(ctx, pod_id)
+    if problem is not None:
+        session.front.warn(
+            f"could not read Runpod's clock to confirm the bound of pod {pod_id} ({problem}): "
+            "acting on it as this machine counted it"
+        )
+        return seconds_left(ctx, state)
+    jumped = (carried - ctx.server_now()).total_seconds()
+    left = seconds_left(ctx, state)
+    if not clocks.large(jumped):
+        return left
+    try:
+        await session.journal.append(run_id, [ev.ClockJumped(seconds=float(round(jumped)))])
+        # This machine's wall clock may have moved with it: said once, as at any answer.
+        await note_clock(ctx, run_id)
+    except OverbrainerError as error:
+        session.front.warn(f"{error} (while recording that this machine's clock jumped)")
+    if left > 0:
+        session.front.warn(
+            f"run {run_id}: this machine's clock jumped ({clocks.offset_text(jumped)} "
+            f"Runpod's since its last answer); by Runpod's clock pod {pod_id} has not "
+            f"reached its bound: following goes on (for at most {clocks.span(left)})"
+        )
+    return left
+
+
+async def _read_clock_again(ctx: PodContext, pod_id: str) -> OverbrainerError | None:
+    """Read the pod once, for the ``Date`` of Runpod's answer (``ctx.server_now`` then
+    carries it); the error when that read failed (none when it took too long: the clock
+    stays as carried)."""
+    try:
+        with trio.move_on_after(CONFIRM_LIMIT):
+            await ctx.client.get_pod(pod_id)
+    except OverbrainerError as error:
+        return error
+    return None
 
 
 def cost_cap_message(pod: PodView) -> str:
@@ -92,6 +154,12 @@ class CostCapWatch:
             return
         if not self.at_bound and self.ctx.server_now() < at:
             return
+        if not self.at_bound:
+            # Said only once Runpod's clock, read again, agrees: this machine's monotonic
+            # clock may have jumped since Runpod's last answer.
+            await _read_clock_again(self.ctx, pod.pod_id)
+            if self.ctx.server_now() < at:
+                return
         self.done = True
         pod_id, rate = pod.pod_id, pod.cost_per_hour
         session = self.ctx.session

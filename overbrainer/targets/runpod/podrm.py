@@ -30,7 +30,7 @@ from overbrainer.events.aggregate import RunLog
 from overbrainer.events.store import UnknownRun
 from overbrainer.events.types import PodState, RunState
 from overbrainer.runpod.client import RunpodError
-from overbrainer.runpod.decide import iso_utc, parse_utc, rate_text
+from overbrainer.runpod.decide import rate_text
 from overbrainer.runpod.models import Pod, PodStatus
 from overbrainer.runpod.orphans import Note, Row, classify, orphan_warnings, rows, run_of
 from overbrainer.targets.runpod.delete import (
@@ -41,6 +41,7 @@ from overbrainer.targets.runpod.delete import (
 )
 from overbrainer.targets.runpod.pods import PodContext, confirm_gone
 from overbrainer.targets.runpod.starting import Start, look, start_of
+from overbrainer.utc import iso_utc, parse_utc
 
 __all__ = [
     "Deleted",
@@ -48,6 +49,8 @@ __all__ = [
     "duration_text",
     "end_abandoned",
     "list_rows",
+    "never_had_pod",
+    "not_in_store",
     "remove_run_pods",
     "row_json",
     "still_starting",
@@ -256,6 +259,15 @@ def _force_hint(run_id: str) -> str:
     return f"`overbrainer pod rm {run_id} --force`"
 
 
+def not_in_store(run_id: str) -> str:
+    """Why ``pod rm`` refuses a run this store does not hold, and the way to go on."""
+    return (
+        f"run {run_id} is not in this store: another checkout may own it "
+        f"(`overbrainer pod ls` shows its pods as not in this store). To delete its "
+        f"pods anyway: {_force_hint(run_id)}"
+    )
+
+
 def still_starting(start: Start) -> str:
     """Why a run whose starter may be alive is left alone, and the ways to end it."""
     run_id = start.run_id
@@ -264,6 +276,45 @@ def still_starting(start: Start) -> str:
         f"deletes the pod itself if it fails or is stopped. Stop it with `overbrainer train "
         f"cancel {run_id}`, or delete the run's pods anyway with {_force_hint(run_id)}"
     )
+
+
+# What a create attempt may end in when Runpod certainly made no pod for it: refusals it
+# answered, and creates that never left this machine. ("not_created" is a reading of
+# listings after an ambiguous create, so it is not among them.)
+_NO_POD = frozenset(
+    {
+        "no_capacity",
+        "no_access",
+        "rate_limited",
+        "bad_api_key",
+        "insufficient_balance",
+        "not_found",
+        "conflict",
+        "invalid_request",
+        "refused",
+        "not_sent",
+    }
+)
+
+
+def never_had_pod(state: RunLog) -> str | None:
+    """Why run ``state`` never had a pod, from its log alone (so that saying it needs no
+    API key), or None when a pod of it may exist. It never had one when it ran on another
+    kind of target, or when it ended on Runpod with no create that could have made one.
+    The reason reads after "never had a pod": ``it ran on target `local` (local), not on
+    Runpod``."""
+    run, pod = state.run, state.pod
+    if run.kind and run.kind != "runpod":
+        return f"it ran on target `{run.target}` ({run.kind}), not on Runpod"
+    if not state.final or pod.pod_id is not None or pod.pods or pod.strays:
+        return None  # while it is not ended, a command may still create its pod
+    if any(attempt.get("result") not in _NO_POD for attempt in pod.attempts):
+        return None
+    tried = len(pod.attempts)
+    if not tried:
+        return f"it ended ({run.state}) before any pod was asked for"
+    creates = "its create" if tried == 1 else f"any of its {tried} creates"
+    return f"it ended ({run.state}), and Runpod made no pod for {creates}"
 
 
 async def remove_run_pods(
@@ -288,11 +339,7 @@ async def remove_run_pods(
     state = await _state_or_none(ctx, run_id)
     if state is None and not force:
         # Refused before any call to Runpod: a mistyped run ID gets this answer at once.
-        raise OverbrainerError(
-            f"run {run_id} is not in this store: another checkout may own it "
-            f"(`overbrainer pod ls` shows its pods as not in this store). To delete its "
-            f"pods anyway: {_force_hint(run_id)}"
-        )
+        raise OverbrainerError(not_in_store(run_id))
     listed = [
         p
         for p in await ctx.client.list_pods()

@@ -76,6 +76,7 @@ from overbrainer.runpod.pod_scripts import (
 from overbrainer.targets.runpod.delete import DeleteUnconfirmed, delete_pod, forget_key_if_done
 from overbrainer.targets.runpod.pods import Connect, PodAccess, PodContext, pod_ls_hint
 from overbrainer.targets.runpod.pull import show_pull, while_showing
+from overbrainer.utc import iso_utc
 
 __all__ = [
     "CreateStopped",
@@ -663,8 +664,8 @@ class _Walk:
                 gpu_type=pod.gpu_id or gpu_type,
                 data_center=pod.data_center_id,
                 cost_per_hour=self.rate,
-                created_at=decide.iso_utc(created),
-                deadline=decide.iso_utc(self.deadlines[pod.id]),
+                created_at=iso_utc(created),
+                deadline=iso_utc(self.deadlines[pod.id]),
             ),
         ]
         # A fact even for a run another command ended meanwhile (the pod exists and must be
@@ -736,7 +737,7 @@ class _Walk:
                 )
             ],
         )
-        created = decide.iso_utc(pod.created_at) if pod.created_at is not None else None
+        created = iso_utc(pod.created_at) if pod.created_at is not None else None
         try:
             await delete_pod(
                 self.ctx,

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.types import RunState
-from overbrainer.runpod.decide import parse_utc
 from overbrainer.runpod.timing import Timing
+from overbrainer.utc import parse_utc
 
 if TYPE_CHECKING:
     from overbrainer.targets.runpod.pods import PodContext

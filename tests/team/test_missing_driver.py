@@ -1,0 +1,65 @@
+"""A team store without psycopg says which extra to install; any other import failure of
+the store's own code is not disguised as a missing driver."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from overbrainer.cli.main import main
+from tests.team.conftest import Team
+
+_PROBE = """
+import sys
+{block}
+from overbrainer.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _project(tmp_path: Path) -> Path:
+    project = tmp_path / "project"
+    assert main(["init", str(project)]) == 0
+    with (project / "overbrainer.toml").open("a") as toml:
+        toml.write('\n[store]\nurl = "postgresql://someone@127.0.0.1:1/runs"\n')
+    return project
+
+
+def _events(
+    project: Path, block: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _PROBE.format(block=block),
+            "-C",
+            str(project),
+            "events",
+            "20260101-000000-aaaa",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        env=env,
+    )
+
+
+def test_a_team_store_without_psycopg_names_the_extra_to_install(tmp_path: Path) -> None:
+    done = _events(_project(tmp_path), "sys.modules['psycopg'] = None")
+    assert done.returncode != 0
+    assert "needs psycopg" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_broken_store_module_is_not_reported_as_a_missing_driver(
+    tmp_path: Path, team: Team
+) -> None:
+    # Our own module failing to import is a defect to see, not advice to install psycopg.
+    project = team.checkout(tmp_path / "project")
+    assert main(["-C", str(project), "runs", "ls"]) == 0  # the store is there and answers
+    env = {**team.env, "PATH": "/usr/bin:/bin"}
+    done = _events(project, "sys.modules['overbrainer.events.pg_recorder'] = None", env)
+    assert done.returncode != 0
+    assert "needs psycopg" not in done.stderr, done.stderr
+    assert "overbrainer.events.pg_recorder" in done.stderr
