@@ -77,13 +77,17 @@ Commands:
   train stop RUN             have the job save a checkpoint and stop; collect it, end its pod
   train --resume-from RUN[:STEP]
                              a new run that goes on from RUN's checkpoint
-  runs ls [--state S] [--last N] [--since 30d] [--json]
+  runs ls [--state S] [--last N] [--since 30d] [--all] [--json]
                              one line per run: state, progress, loss, ETA, pod, spend
-                             (as Runpod billed it, or ~estimated); --since ends with a total
+                             (as Runpod billed it, or ~estimated); --since ends with a total;
+                             --all also the runs whose files were removed
   runs show RUN [--no-plot] [--json]
                              a run's record, pod, progress and files, and its loss curves
   runs logs RUN [--follow] [--tail N] [--pod [--source system|container]]
                              the job's log (or the pod's own), wherever it is
+  runs rm RUN...             remove finished runs' files from this machine; events stay
+  runs gc --older-than 30d [--keep-best N] [--delete] [--json]
+                             the same for runs older than a span: a dry run unless --delete
   runs compare RUN RUN...    runs side by side: losses, durations, spend, settings that differ
   runs report RUN... [-o FILE]
                              one self-contained HTML page: curves, timeline, settings, events

@@ -44,13 +44,21 @@ def ls(
             "total they cost and how much of it is estimated."
         ),
     ] = None,
+    all_runs: Annotated[
+        bool,
+        Parameter(
+            name="--all",
+            negative=(),
+            help="Also the runs whose files were removed (runs rm, runs gc).",
+        ),
+    ] = False,
 ) -> int:
     """One line per run: id, state (with the checkpoint step a run can be resumed from),
     target, created, progress (step, percent), loss, ETA of a run in progress, pod and spend
     (and the host it runs from, when some run of a team store is not this machine's)."""
     from overbrainer.cli.runs_read import list_runs
 
-    return list_runs(json=json, state=state, last=last, since=since)
+    return list_runs(json=json, state=state, last=last, since=since, all_runs=all_runs)
 
 
 @app.command(name="show")
@@ -116,6 +124,13 @@ async def logs(
     invocation = current()
     run = resolve_run(invocation, run)
     state = _recorded_state(invocation, run)
+    if state.run.files_removed is not None and state.run.kind == "local" and not pod:
+        from overbrainer.errors import OverbrainerError
+
+        raise OverbrainerError(
+            f"the job's log of run {run} was removed with its files (`overbrainer runs rm`); "
+            f"`overbrainer events {run}` still tells what happened"
+        )
     if pod and state.run.kind != "runpod":
         raise UsageError(
             f"--pod reads a Runpod pod's own log; run {run} ran on target {state.run.target} "
@@ -351,3 +366,42 @@ def report(
         shown = output.relative_to(Path.cwd())
     print(f"wrote {shown}")
     return 0
+
+
+@app.command(name="rm")
+async def rm(*runs: Annotated[str, Parameter(help="One run or more: " + RUN_HELP[9:])]) -> int:
+    """Remove finished runs' files from this machine (each one's directory under runs/:
+    output, checkpoints, logs, keys); their events stay, and `runs ls --all` still lists
+    them. A run not ended, or whose pod may still exist, is refused with the command that
+    ends it."""
+    from overbrainer.cli.runs_rm import remove_runs
+
+    return await remove_runs(runs)
+
+
+@app.command(name="gc")
+async def gc(
+    *,
+    older_than: Annotated[
+        str,
+        Parameter(
+            help="Only runs created more than this span ago (12h, 7d, 30d, 2w).",
+        ),
+    ],
+    keep_best: Annotated[
+        int,
+        Parameter(help="Keep the N runs of lowest final loss (eval_loss, else loss), however old."),
+    ] = 0,
+    delete: Annotated[
+        bool, Parameter(negative=(), help="Remove them (without it: only show what would go).")
+    ] = False,
+    json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False,
+) -> int:
+    """Remove the files of the finished runs created more than a span ago, as runs rm does,
+    but the best ones: a dry run by default, listing each run, what it frees and what is
+    left and why; --delete removes them."""
+    from overbrainer.cli.runs_rm import collect_garbage
+
+    return await collect_garbage(
+        older_than=older_than, keep_best=keep_best, delete=delete, json=json
+    )

@@ -134,6 +134,7 @@ def _row(state: Any, now: datetime, host: str, project: Path) -> dict[str, Any]:
         "spend": spend.text(),
         **spend.to_json(),
         "note": run.note or "",
+        "files_removed": run.files_removed is not None,
         # The checkpoint `train --resume-from RUN` starts from, and where this run started.
         "checkpoint_step": run.checkpoint["step"] if run.checkpoint else None,
         "resumed_from": (
@@ -167,8 +168,10 @@ def list_runs(
     state: Sequence[str] | None = None,
     last: int | None = None,
     since: str | None = None,
+    all_runs: bool = False,
 ) -> int:
-    """``runs ls``: one line per run (see its help in ``runs_cmd.py``)."""
+    """``runs ls``: one line per run (see its help in ``runs_cmd.py``); a run whose files
+    were removed only with ``all_runs``."""
     from overbrainer.errors import UsageError
     from overbrainer.projections.words import pod_status_text
 
@@ -183,6 +186,9 @@ def list_runs(
 
         check_listing(invocation)
     now = clock()
+    removed = sum(1 for s in states if s.run.files_removed is not None)
+    if not all_runs:
+        states = [s for s in states if s.run.files_removed is None]
     if span is not None:
         states = [s for s in states if _created_since(s, now - span)]
     if state:
@@ -197,6 +203,12 @@ def list_runs(
     if not rows:
         if state or last is not None or since is not None:
             print("no run matches: `overbrainer runs ls` lists them all", file=sys.stderr)
+        elif removed:
+            print(
+                f"no runs with files here: the files of {removed} were removed "
+                "(`overbrainer runs ls --all` lists them too)",
+                file=sys.stderr,
+            )
         else:
             print("no runs yet: start one with `overbrainer train`", file=sys.stderr)
         return 0
@@ -265,6 +277,8 @@ def _state_text(row: dict[str, Any]) -> str:
         how = _ENDED_WORDS[end["how"]] + (f" (exit {code})" if code not in (0, None) else "")
         return f"job {how}, not collected"
     step = row["checkpoint_step"]
+    if row["files_removed"]:
+        return f"{row['state']} (files removed)"
     return f"{row['state']} (checkpoint {step})" if step is not None else str(row["state"])
 
 
@@ -339,7 +353,9 @@ def show_run(run: str, /, *, json: bool = False, no_plot: bool = False) -> int:
                 f"  last       `{home.last_command}` on {home.last_host} at "
                 f"{home.last_at[:19].replace('T', ' ')}Z"
             )
-    if local or home is None:
+    if state.run.files_removed is not None:
+        pass  # said by the summary: the directory is gone
+    elif local or home is None:
         lines.append(f"  files      {directory}")
     else:
         lines.append(

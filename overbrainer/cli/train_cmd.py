@@ -327,6 +327,12 @@ async def _resume_source(
             f"run {run_id} is {state.run.state}: a run is resumed once it has ended; "
             f"`overbrainer train stop {run_id}` saves a checkpoint and stops it"
         )
+    if state.run.files_removed is not None:
+        raise ResumeError(
+            f"run {run_id} has no checkpoint to resume from: its files were removed from "
+            f"this machine (`overbrainer runs rm`); `overbrainer runs ls` lists the runs "
+            "whose files are here"
+        )
     run_dir = session.run_dir(run_id)
     source = pick_checkpoint(run_id, checkpoint_steps(run_dir), step, state.run.pruned)
     trained = trained_config(run_dir, run_id)

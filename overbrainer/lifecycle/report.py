@@ -32,7 +32,8 @@ def report(
             f"verified{why}; {attach_hint(run.run_id)} to collect them{more}"
         )
     done = run.state in (RunState.succeeded, RunState.stopped)
-    output = f"runs/{run.run_id}/output" if done and retrieved else None
+    home = retrieved and run.files_removed is None  # `runs rm` took the output away
+    output = f"runs/{run.run_id}/output" if done and home else None
     session.front.result(summary_line(run.run_id, run.state, summary, output))
     if run.state == RunState.succeeded:
         if run.stop_requested:

@@ -222,7 +222,11 @@ async def _watch(
     spend = target.spend(state)
     check = target.at_each_poll(state)
     fetcher = CheckpointFetcher(
-        session, job, keep=target.settings.training.keep_checkpoints, home=state.run.checkpoints
+        session,
+        job,
+        keep=target.settings.training.keep_checkpoints,
+        home=state.run.checkpoints,
+        pruned=state.run.pruned,
     )
 
     async def work() -> Followed | Stop:

@@ -66,6 +66,12 @@ def summary_lines(state: RunLog, checkpoints_bytes: int | None = None) -> list[s
         )
     if r.note:
         lines.append(f"  note       {r.note}")
+    if r.files_removed is not None:
+        when = str(r.files_removed.get("at") or "")[:16].replace("T", " ")
+        freed = size_text(int(r.files_removed.get("bytes") or 0))
+        lines.append(
+            f"  files      removed from this machine at {when} UTC ({freed} freed); the events stay"
+        )
     if r.clock_offset is not None:
         lines.append(f"  clock      {offset_text(r.clock_offset)} Runpod's (times recorded off)")
     if p.pod_id or p.attempts:
@@ -153,6 +159,8 @@ def came_to(state: RunLog) -> str:
         text += f"; {metrics}"
     if r.note:
         text += f"; {r.note}"
+    elif r.files_removed is not None:
+        text += "; its files were removed from this machine"
     elif r.state == RunState.succeeded and r.artifacts is not None:
         text += f"; output in runs/{r.run_id}/output"
     if r.checkpoint is not None:

@@ -193,6 +193,9 @@ _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
         f"checkpoint of step {e.step} removed from this machine ({e.path}): only the last "
         "ones are kept ([training] keep_checkpoints)"
     ),
+    ev.FilesRemoved: lambda e, s: (
+        f"the run's files removed from this machine ({size_text(e.bytes)} freed); its events stay"
+    ),
     ev.Interrupted: lambda e, s: f"interrupted before the job started ({e.stage})",
     ev.Detached: _detached,
     ev.ArtifactsRetrieved: _artifacts,

@@ -73,7 +73,9 @@ NEWEST_FIRST = sorted(RUNS, reverse=True)
         (["train", "--check", "--target"], "", ["box", "gpu", "my laptop"]),
         (["train", "attach"], "", NEWEST_FIRST),
         (["train", "cancel"], "2025", ["20251231-235959-0000"]),
-        (["runs"], "", ["ls", "show", "logs", "compare", "report"]),
+        (["runs"], "", ["ls", "show", "logs", "compare", "report", "rm", "gc"]),
+        (["runs", "rm", RUNS[0]], "", NEWEST_FIRST),  # any number of runs
+        (["runs", "gc"], "--", ["--older-than", "--keep-best", "--delete", "--json", "--help"]),
         (["runs", "show"], "", NEWEST_FIRST),
         (["runs", "logs", "--tail", "5"], "", NEWEST_FIRST),
         (["runs", "logs", RUNS[0]], "", []),  # its one run is given

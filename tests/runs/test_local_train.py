@@ -91,6 +91,21 @@ def test_a_job_without_metrics_fails_the_run(project: Project) -> None:
     assert project.run_json(run_id)["state"] == "failed"
 
 
+def test_a_job_without_metrics_fails_the_run_with_merge_too_and_is_not_merged(
+    project: Project,
+) -> None:
+    done = project.run("train", FAKE_AXOLOTL_NO_METRICS="1", OVERBRAINER_TRAINING__MERGE="true")
+    assert done.returncode == 1, done.stderr
+    run_id, state = _final(done.stdout)
+    assert state == "failed"
+    assert "the metrics plugin was not loaded" in done.stderr
+    assert project.run_json(run_id)["state"] == "failed"
+    home = project.path / "runs" / run_id
+    # The merge step saw no training recorded: it merged nothing and said why in job.log.
+    assert not (home / "output" / "merged").exists()
+    assert "merge skipped: the training wrote no metrics" in (home / "job.log").read_text()
+
+
 def test_a_lost_job_fails_the_run(project: Project) -> None:
     train = project.start("train", FAKE_AXOLOTL_STEPS="400", FAKE_AXOLOTL_STEP_SECONDS="0.1")
     run_id = project.wait_for_state("running")
