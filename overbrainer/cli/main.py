@@ -204,15 +204,19 @@ def _run(tokens: list[str]) -> int:
     from overbrainer.cli.command_words import COMMAND_WORDS
     from overbrainer.cli.context import Invocation, set_current
     from overbrainer.cli.fast_path import parse
+    from overbrainer.config.project import find_project
 
     try:
-        project_dir, rest = _split_global(tokens)
+        start, rest = _split_global(tokens)
     except _Usage as usage:
         print(f"error: {usage}", file=sys.stderr)
         return 2
+    # The project is found as git finds a repository: here or in the nearest directory
+    # above. Where there is none, commands that need one say so, naming where they looked.
     set_current(
         Invocation(
-            project_dir=project_dir,
+            project_dir=find_project(start) or start,
+            start_dir=start,
             command=command_name(rest, COMMAND_WORDS),
             argv=tuple(tokens),
         )
@@ -228,17 +232,30 @@ def _run(tokens: list[str]) -> int:
         print("error: interrupted", file=sys.stderr)
         return 130
     except OverbrainerError as error:
-        return report(error)
+        return report(_explained(error))
     except BaseExceptionGroup as group:
         inner = _flatten(group)
         known = [e for e in inner if isinstance(e, OverbrainerError)]
         if known and len(known) == len(inner):
-            return report(known[0])
+            return report(_explained(known[0]))
         if inner and all(isinstance(e, KeyboardInterrupt) for e in inner):
             print("error: interrupted", file=sys.stderr)
             return 130
         raise
     return result if isinstance(result, int) else 0
+
+
+def _explained(error: OverbrainerError) -> OverbrainerError:
+    """``error``, or for a run the log does not hold, what the project's ``runs/`` tells of
+    it (a log emptied or replaced): looked at only once a command failed so."""
+    from overbrainer.events.errors import UnknownRun
+
+    if not isinstance(error, UnknownRun):
+        return error
+    from overbrainer.cli.context import current
+    from overbrainer.cli.unlogged import explained
+
+    return explained(current(), error)
 
 
 def _through_cyclopts(rest: list[str]) -> object:

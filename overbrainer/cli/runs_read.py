@@ -116,11 +116,14 @@ def _eta_text(state: Any, standing: "Standing | None", now: datetime) -> str:
 
 def _row(state: Any, now: datetime, host: str, project: Path) -> dict[str, Any]:
     from overbrainer.projections.files import run_dir
+    from overbrainer.projections.live import ended_job
     from overbrainer.projections.live import standing as standing_of
     from overbrainer.projections.spend import run_spend
 
     run, pod = state.run, state.pod
-    standing = standing_of(state, run_dir(project, run.run_id))
+    directory = run_dir(project, run.run_id)
+    standing = standing_of(state, directory)
+    ended = ended_job(state, directory, here=host in ("", this_host()))
     spend = run_spend(state, now, here=host == this_host())
     row = {
         "id": run.run_id,
@@ -143,7 +146,11 @@ def _row(state: Any, now: datetime, host: str, project: Path) -> dict[str, Any]:
         ),
     }
     row.update(standing.to_json(now) if standing is not None else dict.fromkeys(_STANDING_KEYS))
-    row["eta"] = _eta_text(state, standing, now)
+    # A job that ended with nobody following it: no ETA, and the run is not shown running.
+    row["job_ended"] = ended.to_json() if ended is not None else None
+    row["eta"] = "" if ended is not None else _eta_text(state, standing, now)
+    if ended is not None:
+        row["eta_seconds"] = None
     return row
 
 
@@ -177,6 +184,11 @@ def list_runs(
     span = parse_since(since) if since is not None else None
     invocation = current()
     states, hosts = listing(invocation)
+    if not states:
+        # "No runs" from a log emptied or replaced while runs/ holds runs is refused.
+        from overbrainer.cli.unlogged import check_listing
+
+        check_listing(invocation)
     now = clock()
     removed = sum(1 for s in states if s.run.files_removed is not None)
     if not all_runs:
@@ -234,11 +246,40 @@ def list_runs(
         spends = [run_spend(s, now, here=hosts.get(s.run.run_id, "") == here) for s in states]
         out.append(total_line(spends, since.strip()))
     sys.stdout.write("\n".join(out) + "\n")
+    _ended_notes(rows)
     return 0
 
 
+def _ended_notes(rows: list[dict[str, Any]]) -> None:
+    """Under the table, on stderr: each run whose job ended unfollowed, and the command
+    that collects it."""
+    ended = [r for r in rows if r["job_ended"] is not None]
+    if not ended:
+        return
+    from overbrainer.exec.markers import JobEnd
+    from overbrainer.projections.live import collect_hint
+
+    sys.stdout.flush()
+    for r in ended:
+        end = r["job_ended"]
+        text = JobEnd(end["how"], end["exit_code"], None).text()
+        print(
+            f"run {r['id']}: its job {text}; not collected yet: {collect_hint(r['id'])}",
+            file=sys.stderr,
+        )
+
+
+_ENDED_WORDS = {"exited": "ended", "cancelled": "cancelled", "lost": "lost"}
+
+
 def _state_text(row: dict[str, Any]) -> str:
-    """The run's state, with the step of the checkpoint it can be resumed from."""
+    """The run's state, with the step of the checkpoint it can be resumed from; for a run
+    whose job ended unfollowed, that (the log says running until it is collected)."""
+    end = row.get("job_ended")
+    if end is not None:
+        code = end["exit_code"]
+        how = _ENDED_WORDS[end["how"]] + (f" (exit {code})" if code not in (0, None) else "")
+        return f"job {how}, not collected"
     step = row["checkpoint_step"]
     if row["files_removed"]:
         return f"{row['state']} (files removed)"
@@ -276,6 +317,9 @@ def show_run(run: str, /, *, json: bool = False, no_plot: bool = False) -> int:
     from overbrainer.projections.live import standing as standing_of
 
     standing = standing_of(state, directory) if state.run.state == RunState.running else None
+    from overbrainer.projections.live import collect_hint, ended_job
+
+    ended = ended_job(state, directory, here=home is None or home.on_this_host)
     now = datetime.now(UTC)
     data = state.to_json()
     from overbrainer.train.layout import checkpoints_size
@@ -287,6 +331,7 @@ def show_run(run: str, /, *, json: bool = False, no_plot: bool = False) -> int:
         data["files"] = str(directory)
         data["local_files"] = local
         data["lives"] = home.to_json() if home is not None else None
+        data["job_ended"] = ended.to_json() if ended is not None else None
         print_json(data)
         return 0
     from overbrainer.projections.summary import job_dir_label, summary_lines
@@ -295,7 +340,13 @@ def show_run(run: str, /, *, json: bool = False, no_plot: bool = False) -> int:
     if standing is not None and standing.seen_at is not None:
         from overbrainer.projections.live import standing_text
 
-        lines.insert(1, f"  progress   {standing_text(standing, now)}")
+        lines.insert(1, f"  progress   {standing_text(standing, now, eta=ended is None)}")
+    if ended is not None:
+        # The log says running until a command collects the run: the job's markers here
+        # already know it ended.
+        lines.insert(
+            1, f"  ended      its job {ended.text()}; not collected yet: {collect_hint(run)}"
+        )
     if home is not None:
         lines.append(
             f"  lives      on host {home.host} (started by `{home.command}` as {home.user}), "

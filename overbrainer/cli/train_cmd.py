@@ -82,9 +82,12 @@ async def _session() -> AsyncIterator["tuple[Settings, Session]"]:
 
 async def _with_run(run: str, name: str) -> int:
     from overbrainer.cli.listing import resolve_run
+    from overbrainer.cli.unlogged import require_logged
     from overbrainer.projections.summary import came_to, nothing_left
 
     run = resolve_run(current(), run)
+    # Read-only first: opening the log to write would make an emptied file a new log.
+    require_logged(current(), run)
     async with _session() as (settings, session):
         state = await session.journal.state(run)
         ended = came_to(state, session.project_dir) if state.final else ""
@@ -207,6 +210,11 @@ async def train(
             )
         found = checked.value
         report = found.report
+        from overbrainer.cli.unlogged import before_train
+
+        unlogged = before_train(current())
+        if unlogged is not None:
+            front.warn(unlogged)
         spec = found.settings.targets.get(found.target or "") if found.settings else None
         if check:
             if wanted is not None and found.settings is not None:
@@ -231,6 +239,8 @@ async def train(
         for warning in report.warnings:
             front.warn(warning)
         settings, name = found.settings, found.target
+        if wanted is not None:
+            _logged(wanted[0])
         async with _store(settings, front, interrupts) as session:
             if interrupts.interrupted:
                 raise Interrupted(
@@ -288,6 +298,7 @@ async def _resume_check(
     from overbrainer.preflight.checks import Check, Verdict
 
     try:
+        _logged(wanted[0])
         async with _store(settings, front, interrupts) as session:
             source, problems = await _resume_source(session, settings, wanted)
     except OverbrainerError as error:
@@ -308,6 +319,18 @@ async def _resume_check(
             ),
         )
     return Check("resume", Verdict.ok, f"{where}: the settings fit; the run would resume there")
+
+
+def _logged(given: str) -> None:
+    """Refuse, reading the log only, a run to resume from that it does not hold (so an
+    emptied log file is not made a new log by a command that then fails)."""
+    from overbrainer.cli.listing import resolve_run
+    from overbrainer.cli.unlogged import bare_log, require_logged
+
+    # Only a log missing or emptied needs it: reading any other first would leave SQLite's
+    # -wal and -shm files that the command's own opening of the log does not.
+    if bare_log(current()):
+        require_logged(current(), resolve_run(current(), given))
 
 
 async def _resume_source(
