@@ -99,6 +99,8 @@ def test_runs_ls_of_an_emptied_log_names_the_runs_directories_not_no_runs_yet(
         ("train", "attach", RUNS[0]),
         ("train", "cancel", RUNS[0]),
         ("train", "stop", RUNS[0]),
+        ("pod", "rm", RUNS[0]),
+        ("pod", "billing", RUNS[0]),
     ],
     ids=" ".join,
 )
