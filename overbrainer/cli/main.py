@@ -124,8 +124,9 @@ Commands:
                              your shell
 
 Options:
-  -C DIR                     the project directory (default: the current
-                             one); it goes before the command
+  -C DIR                     where to find the project (default: here; it is
+                             found there or in the nearest directory above);
+                             it goes before the command
   RUN                        a run ID, a unique prefix or suffix of it, or
                              runs/<id>/
   -h, --help                 this help; overbrainer COMMAND --help prints a
