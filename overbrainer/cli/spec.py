@@ -1,0 +1,649 @@
+"""The command tree, declared once: every command, its arguments and options, their help
+and what completes them.
+
+Everything else is derived from it: shell completion (``completion.py``), the words that
+name a command (``command_words.py``), the fast read path's parsing (``fast_path.py``) and
+the top-level help (``main.py``); the test suite holds the cyclopts app to it. A new option
+is added here (and to the parameters of the function that does the command).
+
+Plain classes and tuples, no dataclasses or enums: shell completion loads this module at
+every Tab and the read commands before they start, where those imports alone would cost
+more than the answer.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Literal
+
+    Takes = Literal["flag", "count", "number", "text", "path", "states", "choice"]
+    """What an option's value is: none (a flag); a whole number; a number; a text as it is;
+    a path; a run state, repeated for several; one of its ``choices``."""
+    Source = Literal["run", "target", "dir", "shell", "text"]
+    """What completes a value: run IDs, the project's target names, a directory (by the
+    shell), the shells, or nothing."""
+
+RUN_STATES = ("preparing", "running", "succeeded", "failed", "cancelled", "stopped")
+SHELLS = ("bash", "zsh", "fish")
+
+# Help texts are Markdown to cyclopts, where a bare <id> is an HTML tag and vanishes: a
+# path with <id> is written as code (`runs/<id>/`), which it prints as it is.
+RUN_HELP = "The run: its ID, a unique prefix or suffix of it (ab12), or `runs/<id>/`."
+JSON_HELP = "Print one JSON object per line instead of text."
+
+
+class Option:
+    """An option: its spellings (the first is its name), the parameter of the function
+    that does the command, its help, what its value is and what completes it, and a brief
+    description for completion menus."""
+
+    __slots__ = ("brief", "choices", "complete", "help", "names", "param", "takes")
+
+    def __init__(
+        self,
+        names: tuple[str, ...],
+        param: str,
+        help: str,
+        *,
+        takes: Takes = "flag",
+        choices: tuple[str, ...] = (),
+        complete: Source | None = None,
+        brief: str = "",
+    ) -> None:
+        self.names, self.param, self.help, self.takes = names, param, help, takes
+        self.choices, self.brief = choices, brief or help
+        self.complete: Source | None = (
+            None if takes == "flag" else complete if complete is not None else "text"
+        )
+
+    @property
+    def name(self) -> str:
+        return self.names[0]
+
+
+class Arg:
+    """A positional argument: its placeholder (``RUN``), parameter, help, what completes it,
+    and whether it takes any number of values."""
+
+    __slots__ = ("complete", "help", "many", "name", "param")
+
+    def __init__(
+        self, name: str, param: str, help: str, *, complete: Source, many: bool = False
+    ) -> None:
+        self.name, self.param, self.help, self.complete, self.many = (
+            name,
+            param,
+            help,
+            complete,
+            many,
+        )
+
+
+class Command:
+    """A command: its word, help (its first paragraph) and brief description, positional
+    arguments, options and subcommands; ``fast`` names the function (``module:function``)
+    the fast read path calls for it without cyclopts."""
+
+    __slots__ = ("args", "brief", "commands", "fast", "help", "name", "options")
+
+    def __init__(
+        self,
+        name: str,
+        help: str,
+        *,
+        brief: str = "",
+        args: tuple[Arg, ...] = (),
+        options: tuple[Option, ...] = (),
+        commands: tuple[Command, ...] = (),
+        fast: str | None = None,
+    ) -> None:
+        self.name, self.help, self.brief = name, help, brief or help
+        self.args, self.options, self.commands, self.fast = args, options, commands, fast
+
+    def command(self, name: str) -> Command | None:
+        return next((c for c in self.commands if c.name == name), None)
+
+    def option(self, spelling: str) -> Option | None:
+        return next((o for o in self.options if spelling in o.names), None)
+
+
+def walk(command: Command, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Command]]:
+    """``command`` and every command below it, each with its words (``("runs", "ls")``)."""
+    found = [(path, command)]
+    for sub in command.commands:
+        found += walk(sub, (*path, sub.name))
+    return found
+
+
+JSON = Option(("--json",), "json", JSON_HELP, brief="one JSON object per line")
+
+TREE = Command(
+    "overbrainer",
+    "Fine-tune language models with Axolotl on this machine, over SSH, or on a Runpod pod "
+    "that is deleted once its results are home.",
+    commands=(
+        Command(
+            "init",
+            "Write overbrainer.toml, .env.example, .gitignore and data/ into DIR.",
+            brief="write a new project",
+            args=(
+                Arg(
+                    "DIRECTORY",
+                    "directory",
+                    "The project directory (default: the one given with -C, else the current "
+                    "one). A relative DIR is taken relative to the -C directory.",
+                    complete="dir",
+                ),
+            ),
+        ),
+        Command(
+            "config",
+            "Inspect the project's configuration.",
+            brief="the project's configuration",
+            commands=(
+                Command(
+                    "check",
+                    "Print the resolved configuration with secrets masked, or every problem at "
+                    "once.",
+                    fast="overbrainer.cli.config_check:check_config",
+                    brief="the resolved configuration, or every problem",
+                    options=(
+                        Option(
+                            ("--json",),
+                            "json",
+                            "Print one JSON object instead of text.",
+                            brief="one JSON object per line",
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        Command(
+            "train",
+            "Create a run, start its job on the target, follow it to its end and bring the "
+            "results home verified.",
+            brief="check, create a run, train, bring the results home",
+            options=(
+                Option(
+                    ("--target",),
+                    "target",
+                    "The target to train on (default: training.target).",
+                    takes="text",
+                    complete="target",
+                    brief="the target to train on",
+                ),
+                Option(
+                    ("--keep-pod",),
+                    "keep_pod",
+                    "Runpod only: keep the pod once the job started, until `overbrainer pod rm "
+                    "RUN`.",
+                    brief="Runpod: keep the pod once the job started",
+                ),
+                Option(
+                    ("--check",),
+                    "check",
+                    "Only run the preflight checks (configuration, data, the target's trainer or "
+                    "Runpod account; with --resume-from, the checkpoint and the settings it "
+                    "needs) and print them; create no run.",
+                    brief="only the preflight checks; create nothing",
+                ),
+                Option(
+                    ("--resume-from",),
+                    "resume_from",
+                    "Go on from run RUN's last checkpoint at home (RUN:STEP: the one of that "
+                    "step): the base model, adapter, LoRA shape and sequence length must be the "
+                    "ones it trained with.",
+                    takes="text",
+                    complete="run",
+                    brief="go on from a run's checkpoint (RUN[:STEP])",
+                ),
+            ),
+            commands=(
+                Command(
+                    "attach",
+                    "Follow a started run again (after Ctrl-C, a lost connection, a reboot), then"
+                    " retrieve its results and end its pod.",
+                    brief="follow a started run again",
+                    args=(Arg("RUN", "run", RUN_HELP, complete="run"),),
+                ),
+                Command(
+                    "cancel",
+                    "Stop the run's job, retrieve what it left, end its pod.",
+                    brief="stop a run's job, collect it, end its pod",
+                    args=(Arg("RUN", "run", RUN_HELP, complete="run"),),
+                ),
+                Command(
+                    "stop",
+                    "Ask the run's job to save a checkpoint and stop, then retrieve its results "
+                    "with that checkpoint and end its pod: the run ends `stopped`, and "
+                    "`overbrainer train --resume-from RUN` goes on from it.",
+                    brief="have a run's job save a checkpoint and stop; collect it",
+                    args=(Arg("RUN", "run", RUN_HELP, complete="run"),),
+                ),
+            ),
+        ),
+        Command(
+            "runs",
+            "List and show this project's runs (no network).",
+            brief="this project's runs",
+            commands=(
+                Command(
+                    "ls",
+                    "One line per run: id, state (with the checkpoint step a run can be resumed "
+                    "from), target, created, progress (step, percent), loss, ETA of a run in "
+                    "progress, pod and spend (and the host it runs from, when some run of a team "
+                    "store is not this machine's).",
+                    fast="overbrainer.cli.runs_read:list_runs",
+                    brief="one line per run",
+                    options=(
+                        JSON,
+                        Option(
+                            ("--state",),
+                            "state",
+                            "Only runs in this state (preparing, running, succeeded, failed, "
+                            "cancelled, stopped); repeat it for several.",
+                            takes="states",
+                            choices=RUN_STATES,
+                            brief="only runs in this state",
+                        ),
+                        Option(
+                            ("--last",),
+                            "last",
+                            "Only the N newest runs (after --state).",
+                            takes="count",
+                            brief="only the N newest runs",
+                        ),
+                        Option(
+                            ("--since",),
+                            "since",
+                            "Only runs created in this last span of time (12h, 7d, 30d, 2w), then"
+                            " the total they cost and how much of it is estimated.",
+                            takes="text",
+                            brief="only runs created in 12h, 7d, 30d…; the total",
+                        ),
+                        Option(
+                            ("--all",),
+                            "all_runs",
+                            "Also the runs whose files were removed (runs rm, runs gc).",
+                            brief="also the runs whose files were removed",
+                        ),
+                    ),
+                ),
+                Command(
+                    "show",
+                    "The run's record, its pod, a metrics summary, where it lives and where its "
+                    "files are, then its training and evaluation loss against the step: drawn on "
+                    "a terminal, as a table elsewhere.",
+                    fast="overbrainer.cli.runs_read:show_run",
+                    brief="a run's record, progress, pod, files and loss curves",
+                    args=(Arg("RUN", "run", RUN_HELP, complete="run"),),
+                    options=(
+                        JSON,
+                        Option(
+                            ("--no-plot",),
+                            "no_plot",
+                            "Leave out the loss curves (drawn after the record).",
+                            brief="leave out the loss curves",
+                        ),
+                    ),
+                ),
+                Command(
+                    "logs",
+                    "Print the job's log of a run (the trainer's output), read where it is: this "
+                    "machine, the SSH host, the pod; from `runs/<id>/job.log` once the run ended "
+                    "with it home.",
+                    brief="the job's log, or the pod's own",
+                    args=(Arg("RUN", "run", RUN_HELP, complete="run"),),
+                    options=(
+                        Option(
+                            ("--follow", "-f"),
+                            "follow",
+                            "Keep printing as the log grows, until the job (with --pod: the pod) "
+                            "ends.",
+                            brief="keep printing as it grows",
+                        ),
+                        Option(
+                            ("--tail", "-n"),
+                            "tail",
+                            "Only the last N lines (then more with --follow).",
+                            takes="count",
+                            brief="only the last N lines",
+                        ),
+                        Option(
+                            ("--pod",),
+                            "pod",
+                            "Runpod only: the pod's own log from Runpod's API (its image pull, "
+                            "its container's output), even while it starts.",
+                            brief="Runpod: the pod's own log",
+                        ),
+                        Option(
+                            ("--source",),
+                            "source",
+                            "With --pod: only Runpod's system log (image pull, container start) "
+                            "or only the container's output (default: both).",
+                            takes="choice",
+                            choices=("system", "container"),
+                            brief="with --pod: system or container",
+                        ),
+                    ),
+                ),
+                Command(
+                    "compare",
+                    "Compare runs side by side: their loss curves overlaid, their final and best "
+                    "losses, durations and spend, and the settings that differ between them.",
+                    brief="runs side by side",
+                    args=(
+                        Arg(
+                            "RUNS",
+                            "runs",
+                            "Two runs or more: its ID, a unique prefix or suffix of it (ab12), or"
+                            " `runs/<id>/`.",
+                            complete="run",
+                            many=True,
+                        ),
+                    ),
+                    options=(
+                        JSON,
+                        Option(
+                            ("--no-plot",),
+                            "no_plot",
+                            "Leave out the overlaid loss curves.",
+                            brief="leave out the loss curves",
+                        ),
+                    ),
+                ),
+                Command(
+                    "report",
+                    "Write one self-contained HTML page (no network needed to view it) with the "
+                    "runs' loss and eval-loss curves, timelines, what they came to, settings and "
+                    "events; one run, or several compared.",
+                    brief="one self-contained HTML page",
+                    args=(
+                        Arg(
+                            "RUNS",
+                            "runs",
+                            "One run or more: its ID, a unique prefix or suffix of it (ab12), or "
+                            "`runs/<id>/`.",
+                            complete="run",
+                            many=True,
+                        ),
+                    ),
+                    options=(
+                        Option(
+                            ("--output", "-o"),
+                            "output",
+                            "Where to write the page (default: `runs/<id>/report.html` for one "
+                            "run, `reports/<id>.html` for one whose files were removed, "
+                            "`reports/compare-<id>-<id>….html` for several, by the IDs' last four"
+                            " characters).",
+                            takes="path",
+                            brief="the file to write",
+                        ),
+                    ),
+                ),
+                Command(
+                    "rm",
+                    "Remove finished runs' files from this machine (each one's directory under "
+                    "runs/: output, checkpoints, logs, keys); their events stay, and `runs ls "
+                    "--all` still lists them. A run not ended, or whose pod may still exist, is "
+                    "refused with the command that ends it.",
+                    brief="remove finished runs' files (their events stay)",
+                    args=(
+                        Arg(
+                            "RUNS",
+                            "runs",
+                            "One run or more: its ID, a unique prefix or suffix of it (ab12), or "
+                            "`runs/<id>/`.",
+                            complete="run",
+                            many=True,
+                        ),
+                    ),
+                ),
+                Command(
+                    "gc",
+                    "Remove the files of the finished runs created more than a span ago, as runs "
+                    "rm does, but the best ones: a dry run by default, listing each run, what it "
+                    "frees and what is left and why; --delete removes them.",
+                    brief="remove the files of runs older than a span",
+                    options=(
+                        Option(
+                            ("--older-than",),
+                            "older_than",
+                            "Only runs created more than this span ago (12h, 7d, 30d, 2w).",
+                            takes="text",
+                            brief="runs created more than 12h, 7d, 30d… ago",
+                        ),
+                        Option(
+                            ("--keep-best",),
+                            "keep_best",
+                            "Keep the N runs of lowest final loss (eval_loss, else loss), however"
+                            " old.",
+                            takes="count",
+                            brief="keep the N runs of lowest final loss",
+                        ),
+                        Option(
+                            ("--delete",),
+                            "delete",
+                            "Remove them (without it: only show what would go).",
+                            brief="remove them (default: a dry run)",
+                        ),
+                        JSON,
+                    ),
+                ),
+            ),
+        ),
+        Command(
+            "events",
+            "Replay a run's events: sequence, UTC time, name and what happened (with -v, the "
+            "fields and the actor too).",
+            fast="overbrainer.cli.events_read:replay",
+            brief="a run's audit log",
+            args=(Arg("RUN", "run", RUN_HELP, complete="run"),),
+            options=(
+                JSON,
+                Option(
+                    ("--at",),
+                    "at",
+                    "Print the run and pod as they were after event N.",
+                    takes="count",
+                    brief="the run and pod after event N",
+                ),
+                Option(
+                    ("--follow",),
+                    "follow",
+                    "Keep printing events as they are appended, until the run has ended and no "
+                    "pod of it may bill.",
+                    brief="keep printing new events",
+                ),
+                Option(
+                    ("--verbose", "-v"),
+                    "verbose",
+                    "Also print each event's fields and who appended it.",
+                    brief="each event's fields and actor too",
+                ),
+            ),
+        ),
+        Command(
+            "pod",
+            "The account's overbrainer pods on Runpod, deleting every pod of a run, what Runpod "
+            "billed for them, and Runpod's catalog of GPU types and data centers.",
+            brief="the account's overbrainer pods and Runpod's catalog",
+            commands=(
+                Command(
+                    "ls",
+                    "The account's overbrainer pods, each with its run and a note: in progress, "
+                    "ended but not deleted, kept, awaiting retrieval, stray, not in this store, "
+                    "no marker, or gone.",
+                    brief="the pods, each classified",
+                    options=(JSON,),
+                ),
+                Command(
+                    "rm",
+                    "Delete every pod of run RUN (a run ID, never a pod ID) and wait until Runpod"
+                    " no longer shows them; one line per deleted pod with its uptime and spend.",
+                    brief="delete every pod of a run",
+                    args=(
+                        Arg(
+                            "RUN",
+                            "run",
+                            "The run whose pods to delete: its ID, a unique prefix or suffix of "
+                            "it, or `runs/<id>/` (never a pod ID).",
+                            complete="run",
+                        ),
+                    ),
+                    options=(
+                        Option(
+                            ("--force",),
+                            "force",
+                            "Delete every pod of the run whatever its state (a run not in this "
+                            "store, still starting, or in progress too); a run in progress is "
+                            "failed.",
+                            brief="whatever the run's state",
+                        ),
+                    ),
+                ),
+                Command(
+                    "gpus",
+                    "Runpod's GPU types, cheapest first: memory, price per GPU-hour on the secure"
+                    " and the community cloud, the most per pod and the stock, as the catalog "
+                    "says now (read once; a copy under a minute old is reused).",
+                    brief="Runpod's GPU types, cheapest first",
+                    options=(
+                        Option(
+                            ("--min-vram",),
+                            "min_vram",
+                            "Only types with at least this much memory per GPU, in GB.",
+                            takes="count",
+                            brief="at least this many GB per GPU",
+                        ),
+                        Option(
+                            ("--max-price",),
+                            "max_price",
+                            "Only types costing at most this much per GPU-hour on the secure "
+                            "cloud (where overbrainer creates pods), in USD.",
+                            takes="number",
+                            brief="at most this many USD per GPU-hour",
+                        ),
+                        Option(
+                            ("--in-stock",),
+                            "in_stock",
+                            "Only types Runpod has in stock now.",
+                            brief="only types in stock now",
+                        ),
+                        Option(
+                            ("--data-center",),
+                            "data_center",
+                            "Show (and with --in-stock, filter by) the stock in this data center "
+                            "(`overbrainer pod datacenters` lists them).",
+                            takes="text",
+                            brief="the stock in this data center",
+                        ),
+                        JSON,
+                    ),
+                ),
+                Command(
+                    "datacenters",
+                    "Runpod's data centers: id (what a target's data_center_ids takes), name, "
+                    "region, network volume types and compliance (read once; a copy under a "
+                    "minute old is reused).",
+                    brief="Runpod's data centers",
+                    options=(JSON,),
+                ),
+                Command(
+                    "billing",
+                    "Read what Runpod billed for the pods of these runs that are gone and whose "
+                    "billed amount is not final yet, and record it beside overbrainer's estimate;"
+                    " one line per pod. An amount is final once Runpod's clock is past the end of"
+                    " the hour the pod ended in and 10 minutes past its end; until then it is "
+                    "what Runpod billed so far.",
+                    brief="what Runpod billed for gone pods",
+                    args=(
+                        Arg(
+                            "RUNS",
+                            "runs",
+                            "Runs to read (default: every run of this project): its ID, a unique "
+                            "prefix or suffix of it (ab12), or `runs/<id>/`.",
+                            complete="run",
+                            many=True,
+                        ),
+                    ),
+                    options=(JSON,),
+                ),
+            ),
+        ),
+        Command(
+            "store",
+            "The event store: move this checkout's history to a team store.",
+            brief="the event store",
+            commands=(
+                Command(
+                    "migrate",
+                    "Copy this checkout's SQLite event log into a PostgreSQL team store.",
+                    brief="copy this history into a team store",
+                    options=(
+                        Option(
+                            ("--to",),
+                            "to",
+                            "The team store: postgresql://USER@HOST[:PORT]/DB (no password in it).",
+                            takes="text",
+                            brief="the team store's postgresql:// URL",
+                        ),
+                        Option(
+                            ("--dry-run",),
+                            "dry_run",
+                            "Show what would be copied; copy nothing.",
+                            brief="show what would be copied",
+                        ),
+                        JSON,
+                    ),
+                ),
+            ),
+        ),
+        Command(
+            "completion",
+            "Shell completion (bash, zsh, fish): commands, options, target names and run IDs. "
+            "Install it with `overbrainer completion install`.",
+            brief="shell completion",
+            commands=(
+                Command(
+                    "install",
+                    "Install completion for your shell: its script, and for bash and zsh one line"
+                    " in ~/.bashrc or ~/.zshrc that loads it. Running it again only refreshes the"
+                    " script.",
+                    brief="install completion for your shell",
+                    options=(
+                        Option(
+                            ("--shell",),
+                            "shell",
+                            "bash, zsh or fish (default: your $SHELL).",
+                            takes="choice",
+                            choices=SHELLS,
+                            complete="shell",
+                            brief="bash, zsh or fish",
+                        ),
+                    ),
+                ),
+                Command(
+                    "bash",
+                    "Print the bash completion script (`overbrainer completion install` installs "
+                    "it).",
+                    brief="print the bash completion script",
+                ),
+                Command(
+                    "zsh",
+                    "Print the zsh completion script (`overbrainer completion install` installs "
+                    "it).",
+                    brief="print the zsh completion script",
+                ),
+                Command(
+                    "fish",
+                    "Print the fish completion script (`overbrainer completion install` installs "
+                    "it).",
+                    brief="print the fish completion script",
+                ),
+            ),
+        ),
+    ),
+)
