@@ -4,12 +4,8 @@ import sys
 
 
 def main() -> int:
-    """Run the command line. A shell's completion request (at every Tab) is answered
-    before the command line's own modules are imported."""
-    if sys.argv[1:2] == ["__complete"]:
-        from overbrainer.cli.completion import complete
-
-        return complete(sys.argv[2:])
+    """Run the command line (``overbrainer/cli/main.py``, which answers a shell's completion
+    request before anything else is imported)."""
     from overbrainer.cli.main import main as command_line
 
     return command_line()

@@ -9,8 +9,7 @@ below, target names from the project's ``overbrainer.toml`` and run IDs from its
 as every command finds it: there or in the nearest directory above.
 
 A completion runs at every Tab, so this module imports nothing heavy: not the command
-tree's modules nor cyclopts. Their commands and options are written out in :data:`TREE`,
-and the test suite checks it against the real command tree, so it cannot drift.
+tree's modules nor cyclopts, only the plain declaration of the tree.
 """
 
 from __future__ import annotations
@@ -18,219 +17,24 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from overbrainer.cli.spec import HELP, SHELLS, TREE
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
     from typing import Literal
 
-    Value = Literal["run", "runs", "target", "dir", "shell", "text"]
-    """What a positional argument or an option's value is, for completion (``runs``: any
-    number of run IDs)."""
-    Shell = Literal["bash", "zsh", "fish"]
+    from overbrainer.cli.spec import Arg, Command, Option, Shell, Source
+
     Mode = Literal["words", "dirs"]
 
 # Plain classes, not dataclasses or pathlib: at every Tab, those imports alone would cost
 # more than the answer.
 
-SHELLS: tuple[Shell, ...] = ("bash", "zsh", "fish")
 
-
-class Option:
-    """An option of a command; ``value`` None for a flag."""
-
-    __slots__ = ("help", "name", "value")
-
-    def __init__(self, name: str, help: str, value: Value | None = None) -> None:
-        self.name, self.help, self.value = name, help, value
-
-
-class Command:
-    """A command: its options, what its positional argument is, its subcommands."""
-
-    __slots__ = ("help", "options", "positional", "subcommands")
-
-    def __init__(
-        self,
-        help: str,
-        options: tuple[Option, ...] = (),
-        positional: Value | None = None,
-        subcommands: dict[str, Command] | None = None,
-    ) -> None:
-        self.help, self.options, self.positional = help, options, positional
-        self.subcommands = subcommands or {}
-
-    def option(self, name: str) -> Option | None:
-        return next((o for o in self.options if o.name == name), None)
-
-
-_HELP = Option("--help", "show this command's help")
-_JSON = Option("--json", "one JSON object per line")
-
-TREE = Command(
-    help="overbrainer",
-    options=(
-        Option("-C", "the project directory", "dir"),
-        Option("--help", "overbrainer's help"),
-        Option("--version", "overbrainer's version"),
-    ),
-    subcommands={
-        "init": Command("write a new project", (_HELP,), positional="dir"),
-        "config": Command(
-            "the project's configuration",
-            (_HELP,),
-            subcommands={
-                "check": Command("the resolved configuration, or every problem", (_JSON, _HELP))
-            },
-        ),
-        "train": Command(
-            "check, create a run, train, bring the results home",
-            (
-                Option("--target", "the target to train on", "target"),
-                Option("--keep-pod", "Runpod: keep the pod once the job started"),
-                Option("--check", "only the preflight checks; create nothing"),
-                Option("--resume-from", "go on from a run's checkpoint (RUN[:STEP])", "run"),
-                _HELP,
-            ),
-            subcommands={
-                "attach": Command("follow a started run again", (_HELP,), positional="run"),
-                "cancel": Command(
-                    "stop a run's job, collect it, end its pod", (_HELP,), positional="run"
-                ),
-                "stop": Command(
-                    "have a run's job save a checkpoint and stop; collect it",
-                    (_HELP,),
-                    positional="run",
-                ),
-            },
-        ),
-        "runs": Command(
-            "this project's runs",
-            (_HELP,),
-            subcommands={
-                "ls": Command(
-                    "one line per run",
-                    (
-                        _JSON,
-                        Option("--state", "only runs in this state", "text"),
-                        Option("--last", "only the N newest runs", "text"),
-                        Option("--since", "only runs created in 12h, 7d, 30d…; the total", "text"),
-                        Option("--all", "also the runs whose files were removed"),
-                        _HELP,
-                    ),
-                ),
-                "show": Command(
-                    "a run's record, progress, pod, files and loss curves",
-                    (_JSON, Option("--no-plot", "leave out the loss curves"), _HELP),
-                    positional="run",
-                ),
-                "logs": Command(
-                    "the job's log, or the pod's own",
-                    (
-                        Option("--follow", "keep printing as it grows"),
-                        Option("--tail", "only the last N lines", "text"),
-                        Option("--pod", "Runpod: the pod's own log"),
-                        Option("--source", "with --pod: system or container", "text"),
-                        _HELP,
-                    ),
-                    positional="run",
-                ),
-                "compare": Command(
-                    "runs side by side",
-                    (_JSON, Option("--no-plot", "leave out the loss curves"), _HELP),
-                    positional="runs",
-                ),
-                "report": Command(
-                    "one self-contained HTML page",
-                    (Option("--output", "the file to write", "text"), _HELP),
-                    positional="runs",
-                ),
-                "rm": Command(
-                    "remove finished runs' files (their events stay)",
-                    (_HELP,),
-                    positional="runs",
-                ),
-                "gc": Command(
-                    "remove the files of runs older than a span",
-                    (
-                        Option("--older-than", "runs created more than 12h, 7d, 30d… ago", "text"),
-                        Option("--keep-best", "keep the N runs of lowest final loss", "text"),
-                        Option("--delete", "remove them (default: a dry run)"),
-                        _JSON,
-                        _HELP,
-                    ),
-                ),
-            },
-        ),
-        "events": Command(
-            "a run's audit log",
-            (
-                _JSON,
-                Option("--at", "the run and pod after event N", "text"),
-                Option("--follow", "keep printing new events"),
-                Option("--verbose", "each event's fields and actor too"),
-                _HELP,
-            ),
-            positional="run",
-        ),
-        "pod": Command(
-            "the account's overbrainer pods and Runpod's catalog",
-            (_HELP,),
-            subcommands={
-                "ls": Command("the pods, each classified", (_JSON, _HELP)),
-                "rm": Command(
-                    "delete every pod of a run",
-                    (Option("--force", "whatever the run's state"), _HELP),
-                    positional="run",
-                ),
-                "gpus": Command(
-                    "Runpod's GPU types, cheapest first",
-                    (
-                        Option("--min-vram", "at least this many GB per GPU", "text"),
-                        Option("--max-price", "at most this many USD per GPU-hour", "text"),
-                        Option("--in-stock", "only types in stock now"),
-                        Option("--data-center", "the stock in this data center", "text"),
-                        _JSON,
-                        _HELP,
-                    ),
-                ),
-                "datacenters": Command("Runpod's data centers", (_JSON, _HELP)),
-                "billing": Command(
-                    "what Runpod billed for gone pods",
-                    (_JSON, _HELP),
-                    positional="runs",
-                ),
-            },
-        ),
-        "store": Command(
-            "the event store",
-            (_HELP,),
-            subcommands={
-                "migrate": Command(
-                    "copy this history into a team store",
-                    (
-                        Option("--to", "the team store's postgresql:// URL", "text"),
-                        Option("--dry-run", "show what would be copied"),
-                        _JSON,
-                        _HELP,
-                    ),
-                )
-            },
-        ),
-        "completion": Command(
-            "shell completion",
-            (_HELP,),
-            subcommands={
-                **{
-                    shell: Command(f"print the {shell} completion script", (_HELP,))
-                    for shell in SHELLS
-                },
-                "install": Command(
-                    "install completion for your shell",
-                    (Option("--shell", "bash, zsh or fish", "shell"), _HELP),
-                ),
-            },
-        ),
-    },
-)
+def _options(command: Command) -> tuple[Option, ...]:
+    """What completes after a dash: the command's options, and --help (the top level
+    declares its own)."""
+    return command.options if command is TREE else (*command.options, HELP)
 
 
 class Reply:
@@ -263,29 +67,29 @@ def reply(words: Sequence[str], current: str, cwd: str | os.PathLike[str]) -> Re
     used: set[str] = set()
     for word in words:
         if expecting is not None:
-            if expecting.name == "-C":
+            if expecting.param == "project":
                 project = os.path.join(here, os.path.expanduser(word))
             expecting = None
         elif node is TREE and word.startswith("-C") and len(word) > 2:
             project = os.path.join(here, os.path.expanduser(word[2:]))
         elif word.startswith("-"):
-            option = node.option(word) or (node.option("-C") if word == "--project" else None)
+            option = next((o for o in _options(node) if word in o.names), None)
             if option is not None:
                 used.add(option.name)
-                expecting = option if option.value is not None else None
-        elif word in node.subcommands and positionals == 0:
-            node = node.subcommands[word]
+                expecting = option if option.complete is not None else None
+        elif node.command(word) is not None and positionals == 0:
+            node = node.command(word) or node
             used = set()
         else:
             positionals += 1
     if expecting is not None:
-        return _values(expecting.value, current, project)
+        return _values(expecting, current, project)
     if current.startswith("-"):
-        return _matching(((o.name, o.help) for o in node.options if o.name not in used), current)
-    if node.subcommands and positionals == 0:
-        return _matching(((n, c.help) for n, c in node.subcommands.items()), current)
-    if node.positional is not None and (positionals == 0 or node.positional == "runs"):
-        return _values(node.positional, current, project)
+        return _matching(((o.name, o.brief) for o in _options(node) if o.name not in used), current)
+    if node.commands and positionals == 0:
+        return _matching(((c.name, c.brief) for c in node.commands), current)
+    if node.args and (positionals < len(node.args) or node.args[-1].many):
+        return _values(node.args[min(positionals, len(node.args) - 1)], current, project)
     return Reply("words")
 
 
@@ -311,16 +115,17 @@ def project_root(start: str) -> str:
         probe = here = parent
 
 
-def _values(value: Value | None, current: str, project: str) -> Reply:
-    if value == "dir":
+def _values(what: Option | Arg, current: str, project: str) -> Reply:
+    source: Source | None = what.complete
+    if source == "dir":
         return Reply("dirs")
-    if value in ("run", "runs", "target"):
+    if source in ("run", "target"):
         project = project_root(project)
-    if value in ("run", "runs"):
+    if source == "run":
         return _matching([(r, "") for r in run_ids(project)], current)
-    if value == "target":
+    if source == "target":
         return _matching(targets(project), current)
-    if value == "shell":
+    if source == "shell":
         return _matching([(s, "") for s in SHELLS], current)
     return Reply("words")
 

@@ -58,83 +58,6 @@ def report(error: OverbrainerError) -> int:
     return error.exit_code
 
 
-_HELP = """\
-Usage: overbrainer [-C DIR] COMMAND [ARGS]
-
-Fine-tune language models with Axolotl on this machine, over SSH, or on a
-Runpod pod that is deleted once its results are home and verified.
-
-Commands:
-  init [DIR]                 write overbrainer.toml, .env.example, data/ and
-                             .gitignore
-  config check               print the resolved configuration (secrets
-                             masked) or every problem
-  train [--target NAME] [--keep-pod]
-                             check everything a run needs, then create a run,
-                             start its job, follow it, bring the results home
-  train --check [--target NAME]
-                             only those checks: print each with its verdict,
-                             create nothing
-  train attach RUN           follow a started run again, then collect it and
-                             end its pod
-  train cancel RUN           stop the run's job, collect what it left, end
-                             its pod
-  train stop RUN             have the job save a checkpoint and stop; collect
-                             it, end its pod
-  train --resume-from RUN[:STEP]
-                             a new run that goes on from RUN's checkpoint
-  runs ls [--state S] [--last N] [--since 30d] [--all] [--json]
-                             one line per run: state, progress, loss, ETA,
-                             pod, spend (as Runpod billed it, or ~estimated);
-                             --since ends with a total; --all also the runs
-                             whose files were removed
-  runs show RUN [--no-plot] [--json]
-                             a run's record, pod, progress and files, and its
-                             loss curves
-  runs logs RUN [--follow] [--tail N] [--pod [--source system|container]]
-                             the job's log (or the pod's own), wherever it is
-  runs rm RUN...             remove finished runs' files from this machine;
-                             their events stay
-  runs gc --older-than 30d [--keep-best N] [--delete] [--json]
-                             the same for runs older than a span: a dry run
-                             unless --delete
-  runs compare RUN RUN...    runs side by side: losses, durations, spend,
-                             settings that differ
-  runs report RUN... [-o FILE]
-                             one self-contained HTML page: curves, timeline,
-                             settings, events
-  events RUN [-v] [--json] [--at N] [--follow]
-                             the run's audit log: every transition, when, by
-                             whom
-  pod ls [--json]            the account's overbrainer pods, each classified
-  pod rm RUN [--force]       delete every pod of a run and wait until they
-                             are gone
-  pod gpus [--min-vram GB] [--max-price USD] [--in-stock] [--data-center ID]
-           [--json]
-                             Runpod's GPU types: memory, price per hour,
-                             stock; cheapest first
-  pod datacenters [--json]   Runpod's data centers
-  pod billing [RUN...] [--json]
-                             read what Runpod billed for the runs' gone pods
-  store migrate --to URL [--dry-run]
-                             copy this project's SQLite history into a team
-                             store
-  completion install [--shell bash|zsh|fish]
-                             complete commands, targets and run IDs at Tab in
-                             your shell
-
-Options:
-  -C DIR                     where to find the project (default: here; it is
-                             found there or in the nearest directory above);
-                             it goes before the command
-  RUN                        a run ID, a unique prefix or suffix of it, or
-                             runs/<id>/
-  -h, --help                 this help; overbrainer COMMAND --help prints a
-                             command's own
-  --version                  overbrainer's version
-"""
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``overbrainer`` command line and return its exit code.
 
@@ -179,7 +102,9 @@ def _main(tokens: list[str]) -> int:
     # The top-level help and version answer without importing the command tree: they must
     # stay fast (every shell completion and every newcomer starts here).
     if tokens in ([], ["--help"], ["-h"]):
-        sys.stdout.write(_HELP)
+        from overbrainer.cli.spec import top_help
+
+        sys.stdout.write(top_help())
         return 0
     if tokens == ["--version"]:
         from overbrainer.version import describe

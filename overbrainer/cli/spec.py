@@ -22,11 +22,12 @@ if TYPE_CHECKING:
     """What an option's value is: none (a flag); a whole number; a number; a text as it is;
     a path; a run state, repeated for several; one of its ``choices``."""
     Source = Literal["run", "target", "dir", "shell", "text"]
+    Shell = Literal["bash", "zsh", "fish"]
     """What completes a value: run IDs, the project's target names, a directory (by the
     shell), the shells, or nothing."""
 
 RUN_STATES = ("preparing", "running", "succeeded", "failed", "cancelled", "stopped")
-SHELLS = ("bash", "zsh", "fish")
+SHELLS: tuple[Shell, ...] = ("bash", "zsh", "fish")
 
 # Help texts are Markdown to cyclopts, where a bare <id> is an HTML tag and vanishes: a
 # path with <id> is written as code (`runs/<id>/`), which it prints as it is.
@@ -36,10 +37,10 @@ JSON_HELP = "Print one JSON object per line instead of text."
 
 class Option:
     """An option: its spellings (the first is its name), the parameter of the function
-    that does the command, its help, what its value is and what completes it, and a brief
-    description for completion menus."""
+    that does the command, its help, what its value is and what completes it, its
+    placeholder in the top-level help, and a brief description for completion menus."""
 
-    __slots__ = ("brief", "choices", "complete", "help", "names", "param", "takes")
+    __slots__ = ("brief", "choices", "complete", "help", "metavar", "names", "param", "takes")
 
     def __init__(
         self,
@@ -50,9 +51,11 @@ class Option:
         takes: Takes = "flag",
         choices: tuple[str, ...] = (),
         complete: Source | None = None,
+        metavar: str = "",
         brief: str = "",
     ) -> None:
         self.names, self.param, self.help, self.takes = names, param, help, takes
+        self.metavar = metavar
         self.choices, self.brief = choices, brief or help
         self.complete: Source | None = (
             None if takes == "flag" else complete if complete is not None else "text"
@@ -84,9 +87,10 @@ class Arg:
 class Command:
     """A command: its word, help (its first paragraph) and brief description, positional
     arguments, options and subcommands; ``fast`` names the function (``module:function``)
-    the fast read path calls for it without cyclopts."""
+    the fast read path calls for it without cyclopts; ``overview`` its lines in the
+    top-level help (a synopsis after ``overbrainer``, then what it does)."""
 
-    __slots__ = ("args", "brief", "commands", "fast", "help", "name", "options")
+    __slots__ = ("args", "brief", "commands", "fast", "help", "name", "options", "overview")
 
     def __init__(
         self,
@@ -98,8 +102,10 @@ class Command:
         options: tuple[Option, ...] = (),
         commands: tuple[Command, ...] = (),
         fast: str | None = None,
+        overview: tuple[tuple[str, str], ...] = (),
     ) -> None:
         self.name, self.help, self.brief = name, help, brief or help
+        self.overview = overview
         self.args, self.options, self.commands, self.fast = args, options, commands, fast
 
     def command(self, name: str) -> Command | None:
@@ -119,14 +125,45 @@ def walk(command: Command, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, 
 
 JSON = Option(("--json",), "json", JSON_HELP, brief="one JSON object per line")
 
+# The global options: taken by main() before the command's words.
+GLOBAL_OPTIONS = (
+    Option(
+        ("-C", "--project"),
+        "project",
+        "where to find the project (default: here; it is found there or in the nearest "
+        "directory above); it goes before the command",
+        takes="path",
+        complete="dir",
+        metavar="DIR",
+        brief="the project directory",
+    ),
+    Option(
+        ("--help", "-h"),
+        "help",
+        "this help; overbrainer COMMAND --help prints a command's own",
+        brief="overbrainer's help",
+    ),
+    Option(("--version",), "version", "overbrainer's version"),
+)
+
+# What the top-level help explains besides the options.
+GLOSSARY = (("RUN", "a run ID, a unique prefix or suffix of it, or runs/<id>/"),)
+
+# Every command offers it (cyclopts answers it; completion offers it).
+HELP = Option(("--help",), "help", "show this command's help")
+
 TREE = Command(
     "overbrainer",
     "Fine-tune language models with Axolotl on this machine, over SSH, or on a Runpod pod "
-    "that is deleted once its results are home.",
+    "that is deleted once its results are home and verified.",
+    options=GLOBAL_OPTIONS,
     commands=(
         Command(
             "init",
             "Write overbrainer.toml, .env.example, .gitignore and data/ into DIR.",
+            overview=(
+                ("init [DIR]", "write overbrainer.toml, .env.example, data/ and .gitignore"),
+            ),
             brief="write a new project",
             args=(
                 Arg(
@@ -147,6 +184,12 @@ TREE = Command(
                     "check",
                     "Print the resolved configuration with secrets masked, or every problem at "
                     "once.",
+                    overview=(
+                        (
+                            "config check",
+                            "print the resolved configuration (secrets masked) or every problem",
+                        ),
+                    ),
                     fast="overbrainer.cli.config_check:check_config",
                     brief="the resolved configuration, or every problem",
                     options=(
@@ -164,6 +207,18 @@ TREE = Command(
             "train",
             "Create a run, start its job on the target, follow it to its end and bring the "
             "results home verified.",
+            overview=(
+                (
+                    "train [--target NAME] [--keep-pod]",
+                    "check everything a run needs, then create a run, start its job, follow it,"
+                    " bring the results home",
+                ),
+                (
+                    "train --check [--target NAME]",
+                    "only those checks: print each with its verdict, create nothing",
+                ),
+                ("train --resume-from RUN[:STEP]", "a new run that goes on from RUN's checkpoint"),
+            ),
             brief="check, create a run, train, bring the results home",
             options=(
                 Option(
@@ -205,12 +260,24 @@ TREE = Command(
                     "attach",
                     "Follow a started run again (after Ctrl-C, a lost connection, a reboot), then"
                     " retrieve its results and end its pod.",
+                    overview=(
+                        (
+                            "train attach RUN",
+                            "follow a started run again, then collect it and end its pod",
+                        ),
+                    ),
                     brief="follow a started run again",
                     args=(Arg("RUN", "run", RUN_HELP, complete="run"),),
                 ),
                 Command(
                     "cancel",
                     "Stop the run's job, retrieve what it left, end its pod.",
+                    overview=(
+                        (
+                            "train cancel RUN",
+                            "stop the run's job, collect what it left, end its pod",
+                        ),
+                    ),
                     brief="stop a run's job, collect it, end its pod",
                     args=(Arg("RUN", "run", RUN_HELP, complete="run"),),
                 ),
@@ -219,6 +286,12 @@ TREE = Command(
                     "Ask the run's job to save a checkpoint and stop, then retrieve its results "
                     "with that checkpoint and end its pod: the run ends `stopped`, and "
                     "`overbrainer train --resume-from RUN` goes on from it.",
+                    overview=(
+                        (
+                            "train stop RUN",
+                            "have the job save a checkpoint and stop; collect it, end its pod",
+                        ),
+                    ),
                     brief="have a run's job save a checkpoint and stop; collect it",
                     args=(Arg("RUN", "run", RUN_HELP, complete="run"),),
                 ),
@@ -235,6 +308,14 @@ TREE = Command(
                     "from), target, created, progress (step, percent), loss, ETA of a run in "
                     "progress, pod and spend (and the host it runs from, when some run of a team "
                     "store is not this machine's).",
+                    overview=(
+                        (
+                            "runs ls [--state S] [--last N] [--since 30d] [--all] [--json]",
+                            "one line per run: state, progress, loss, ETA, pod, spend (as "
+                            "Runpod billed it, or ~estimated); --since ends with a total; --all"
+                            " also the runs whose files were removed",
+                        ),
+                    ),
                     fast="overbrainer.cli.runs_read:list_runs",
                     brief="one line per run",
                     options=(
@@ -276,6 +357,12 @@ TREE = Command(
                     "The run's record, its pod, a metrics summary, where it lives and where its "
                     "files are, then its training and evaluation loss against the step: drawn on "
                     "a terminal, as a table elsewhere.",
+                    overview=(
+                        (
+                            "runs show RUN [--no-plot] [--json]",
+                            "a run's record, pod, progress and files, and its loss curves",
+                        ),
+                    ),
                     fast="overbrainer.cli.runs_read:show_run",
                     brief="a run's record, progress, pod, files and loss curves",
                     args=(Arg("RUN", "run", RUN_HELP, complete="run"),),
@@ -294,6 +381,13 @@ TREE = Command(
                     "Print the job's log of a run (the trainer's output), read where it is: this "
                     "machine, the SSH host, the pod; from `runs/<id>/job.log` once the run ended "
                     "with it home.",
+                    overview=(
+                        (
+                            "runs logs RUN [--follow] [--tail N] [--pod [--source "
+                            "system|container]]",
+                            "the job's log (or the pod's own), wherever it is",
+                        ),
+                    ),
                     brief="the job's log, or the pod's own",
                     args=(Arg("RUN", "run", RUN_HELP, complete="run"),),
                     options=(
@@ -333,6 +427,12 @@ TREE = Command(
                     "compare",
                     "Compare runs side by side: their loss curves overlaid, their final and best "
                     "losses, durations and spend, and the settings that differ between them.",
+                    overview=(
+                        (
+                            "runs compare RUN RUN...",
+                            "runs side by side: losses, durations, spend, settings that differ",
+                        ),
+                    ),
                     brief="runs side by side",
                     args=(
                         Arg(
@@ -359,6 +459,12 @@ TREE = Command(
                     "Write one self-contained HTML page (no network needed to view it) with the "
                     "runs' loss and eval-loss curves, timelines, what they came to, settings and "
                     "events; one run, or several compared.",
+                    overview=(
+                        (
+                            "runs report RUN... [-o FILE]",
+                            "one self-contained HTML page: curves, timeline, settings, events",
+                        ),
+                    ),
                     brief="one self-contained HTML page",
                     args=(
                         Arg(
@@ -389,6 +495,12 @@ TREE = Command(
                     "runs/: output, checkpoints, logs, keys); their events stay, and `runs ls "
                     "--all` still lists them. A run not ended, or whose pod may still exist, is "
                     "refused with the command that ends it.",
+                    overview=(
+                        (
+                            "runs rm RUN...",
+                            "remove finished runs' files from this machine; their events stay",
+                        ),
+                    ),
                     brief="remove finished runs' files (their events stay)",
                     args=(
                         Arg(
@@ -406,6 +518,12 @@ TREE = Command(
                     "Remove the files of the finished runs created more than a span ago, as runs "
                     "rm does, but the best ones: a dry run by default, listing each run, what it "
                     "frees and what is left and why; --delete removes them.",
+                    overview=(
+                        (
+                            "runs gc --older-than 30d [--keep-best N] [--delete] [--json]",
+                            "the same for runs older than a span: a dry run unless --delete",
+                        ),
+                    ),
                     brief="remove the files of runs older than a span",
                     options=(
                         Option(
@@ -438,6 +556,12 @@ TREE = Command(
             "events",
             "Replay a run's events: sequence, UTC time, name and what happened (with -v, the "
             "fields and the actor too).",
+            overview=(
+                (
+                    "events RUN [-v] [--json] [--at N] [--follow]",
+                    "the run's audit log: every transition, when, by whom",
+                ),
+            ),
             fast="overbrainer.cli.events_read:replay",
             brief="a run's audit log",
             args=(Arg("RUN", "run", RUN_HELP, complete="run"),),
@@ -476,6 +600,9 @@ TREE = Command(
                     "The account's overbrainer pods, each with its run and a note: in progress, "
                     "ended but not deleted, kept, awaiting retrieval, stray, not in this store, "
                     "no marker, or gone.",
+                    overview=(
+                        ("pod ls [--json]", "the account's overbrainer pods, each classified"),
+                    ),
                     brief="the pods, each classified",
                     options=(JSON,),
                 ),
@@ -483,6 +610,12 @@ TREE = Command(
                     "rm",
                     "Delete every pod of run RUN (a run ID, never a pod ID) and wait until Runpod"
                     " no longer shows them; one line per deleted pod with its uptime and spend.",
+                    overview=(
+                        (
+                            "pod rm RUN [--force]",
+                            "delete every pod of a run and wait until they are gone",
+                        ),
+                    ),
                     brief="delete every pod of a run",
                     args=(
                         Arg(
@@ -509,6 +642,13 @@ TREE = Command(
                     "Runpod's GPU types, cheapest first: memory, price per GPU-hour on the secure"
                     " and the community cloud, the most per pod and the stock, as the catalog "
                     "says now (read once; a copy under a minute old is reused).",
+                    overview=(
+                        (
+                            "pod gpus [--min-vram GB] [--max-price USD] [--in-stock] [--data-"
+                            "center ID]\n[--json]",
+                            "Runpod's GPU types: memory, price per hour, stock; cheapest first",
+                        ),
+                    ),
                     brief="Runpod's GPU types, cheapest first",
                     options=(
                         Option(
@@ -548,6 +688,7 @@ TREE = Command(
                     "Runpod's data centers: id (what a target's data_center_ids takes), name, "
                     "region, network volume types and compliance (read once; a copy under a "
                     "minute old is reused).",
+                    overview=(("pod datacenters [--json]", "Runpod's data centers"),),
                     brief="Runpod's data centers",
                     options=(JSON,),
                 ),
@@ -558,6 +699,12 @@ TREE = Command(
                     " one line per pod. An amount is final once Runpod's clock is past the end of"
                     " the hour the pod ended in and 10 minutes past its end; until then it is "
                     "what Runpod billed so far.",
+                    overview=(
+                        (
+                            "pod billing [RUN...] [--json]",
+                            "read what Runpod billed for the runs' gone pods",
+                        ),
+                    ),
                     brief="what Runpod billed for gone pods",
                     args=(
                         Arg(
@@ -581,6 +728,12 @@ TREE = Command(
                 Command(
                     "migrate",
                     "Copy this checkout's SQLite event log into a PostgreSQL team store.",
+                    overview=(
+                        (
+                            "store migrate --to URL [--dry-run]",
+                            "copy this project's SQLite history into a team store",
+                        ),
+                    ),
                     brief="copy this history into a team store",
                     options=(
                         Option(
@@ -607,11 +760,26 @@ TREE = Command(
             "Install it with `overbrainer completion install`.",
             brief="shell completion",
             commands=(
+                *(
+                    Command(
+                        shell,
+                        f"Print the {shell} completion script (`overbrainer completion install` "
+                        "installs it).",
+                        brief=f"print the {shell} completion script",
+                    )
+                    for shell in SHELLS
+                ),
                 Command(
                     "install",
                     "Install completion for your shell: its script, and for bash and zsh one line"
                     " in ~/.bashrc or ~/.zshrc that loads it. Running it again only refreshes the"
                     " script.",
+                    overview=(
+                        (
+                            "completion install [--shell bash|zsh|fish]",
+                            "complete commands, targets and run IDs at Tab in your shell",
+                        ),
+                    ),
                     brief="install completion for your shell",
                     options=(
                         Option(
@@ -625,25 +793,59 @@ TREE = Command(
                         ),
                     ),
                 ),
-                Command(
-                    "bash",
-                    "Print the bash completion script (`overbrainer completion install` installs "
-                    "it).",
-                    brief="print the bash completion script",
-                ),
-                Command(
-                    "zsh",
-                    "Print the zsh completion script (`overbrainer completion install` installs "
-                    "it).",
-                    brief="print the zsh completion script",
-                ),
-                Command(
-                    "fish",
-                    "Print the fish completion script (`overbrainer completion install` installs "
-                    "it).",
-                    brief="print the fish completion script",
-                ),
             ),
         ),
     ),
 )
+
+
+def top_help() -> str:
+    """``overbrainer --help``: the commands' overview lines and the global options, in 80
+    columns."""
+    lines = ["Usage: overbrainer [-C DIR] COMMAND [ARGS]", ""]
+    lines += _wrapped(TREE.help, 78)
+    lines += ["", "Commands:"]
+    for _, command in walk(TREE):
+        for synopsis, text in command.overview:
+            first, *more = synopsis.split("\n")
+            hang = " " * (first.index(" [") + 1) if more else ""
+            lines += _entry([first, *(hang + line for line in more)], text)
+    lines += ["", "Options:"]
+    # The options that take a value (by their name), what those values are, then the flags
+    # (by every spelling).
+    valued = [o for o in GLOBAL_OPTIONS if o.metavar]
+    for option in valued:
+        lines += _entry([f"{option.name} {option.metavar}"], option.help)
+    for name, text in GLOSSARY:
+        lines += _entry([name], text)
+    for option in GLOBAL_OPTIONS:
+        if not option.metavar:
+            lines += _entry([", ".join(sorted(option.names, key=len))], option.help)
+    return "\n".join(lines) + "\n"
+
+
+_COLUMN = 29
+
+
+def _entry(synopsis: list[str], text: str) -> list[str]:
+    """One entry of a help list: its synopsis lines from column 3, ``text`` from column 30
+    (beside a short one-line synopsis, else below it)."""
+    described = _wrapped(text, 80 - _COLUMN - 3)
+    heads = [f"  {line}" for line in synopsis]
+    if len(heads) == 1 and len(heads[0]) <= _COLUMN - 2:
+        heads[0] = heads[0].ljust(_COLUMN) + described.pop(0)
+    return heads + [" " * _COLUMN + line for line in described]
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken between words (textwrap
+    would cost an import of re at every start)."""
+    lines: list[str] = []
+    line = ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return [*lines, line]

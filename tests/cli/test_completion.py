@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from overbrainer.cli.app import app
-from overbrainer.cli.completion import TREE, Command, Reply, complete, is_run_id, render, reply
+from overbrainer.cli.completion import Reply, complete, is_run_id, render, reply
 from overbrainer.cli.main import main
+from overbrainer.cli.spec import TREE, Command
 from overbrainer.events.ids import BadRunId, check_run_id, looks_like_run_id
 
 RUNS = ["20260101-100000-abcd", "20260102-093000-ab12", "20251231-235959-0000"]
@@ -189,15 +190,21 @@ def _cyclopts_tree(command: object, path: tuple[str, ...] = ()) -> dict[tuple[st
 
 
 def _completion_tree(command: Command, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], dict]:
+    """What completion offers of every command of the declared tree: its subcommands,
+    options (and whether each takes a value) and positional argument."""
+    positional = None
+    if command.args:
+        positional = "runs" if command.args[-1].many else command.args[0].complete
+    options = {o.name: o.complete is not None for o in command.options}
     found = {
         path: {
-            "subcommands": sorted(command.subcommands),
-            "options": {o.name: o.value is not None for o in command.options},
-            "positional": command.positional,
+            "subcommands": sorted(c.name for c in command.commands),
+            "options": options if command is TREE else {**options, "--help": False},
+            "positional": positional,
         }
     }
-    for name, sub in command.subcommands.items():
-        found.update(_completion_tree(sub, (*path, name)))
+    for sub in command.commands:
+        found.update(_completion_tree(sub, (*path, sub.name)))
     return found
 
 
