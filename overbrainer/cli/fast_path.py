@@ -7,25 +7,30 @@ options, each given as cyclopts binds it (``--last 3``, ``--last=3``, ``--state`
 ``--`` before the run). Anything else — an unknown or repeated option, a value it would
 have to convert as cyclopts does (``0x10``, ``-1``, ``=true``), a missing or extra word,
 ``--help`` — is None: cyclopts then parses the line, and refuses it in its own words.
-The tests hold this parse against cyclopts' own over a table of command lines and random
-ones, and its options against those cyclopts declares, so the two cannot drift apart.
+The commands, their options and what each option's value is come from the declaration of
+the command tree (``spec.py``); the tests hold this parse against cyclopts' own over a
+table of command lines and random ones.
 """
 
-from collections.abc import Sequence
-from typing import Any, Literal
+from __future__ import annotations
 
-# How an option takes its value: a flag none; a count a whole number in decimal digits; a
-# text the token as it is; states a run state, repeated for several. (Plain classes, no
-# enum or dataclass: this module is loaded before every read command.)
-Kind = Literal["flag", "count", "text", "states"]
+from typing import TYPE_CHECKING, Any
 
-RUN_STATES = ("preparing", "running", "succeeded", "failed", "cancelled", "stopped")
+from overbrainer.cli import spec
+from overbrainer.cli.spec import RUN_STATES
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from overbrainer.cli.spec import Takes
+
+__all__ = ["COMMANDS", "RUN_STATES", "Command", "Parsed", "parse"]
 
 
 class Command:
-    """A command the fast path serves: its words, the function that does it (as
-    ``module:function``), how many positional arguments it takes, and its options (each
-    spelling to its parameter and kind)."""
+    """A command the fast path serves (one of ``spec.py`` with a ``fast`` function): its
+    words, the function that does it (as ``module:function``), how many positional
+    arguments it takes, and its options (each spelling to its parameter and kind)."""
 
     __slots__ = ("options", "positional", "target", "words")
 
@@ -34,7 +39,7 @@ class Command:
         words: tuple[str, ...],
         target: str,
         positional: int,
-        options: dict[str, tuple[str, Kind]],
+        options: dict[str, tuple[str, Takes]],
     ) -> None:
         self.words = words
         self.target = target
@@ -42,40 +47,15 @@ class Command:
         self.options = options
 
 
-_JSON: dict[str, tuple[str, Kind]] = {"--json": ("json", "flag")}
-
-COMMANDS = (
+COMMANDS = tuple(
     Command(
-        ("runs", "ls"),
-        "overbrainer.cli.runs_read:list_runs",
-        0,
-        {
-            **_JSON,
-            "--state": ("state", "states"),
-            "--last": ("last", "count"),
-            "--since": ("since", "text"),
-            "--all": ("all_runs", "flag"),
-        },
-    ),
-    Command(
-        ("runs", "show"),
-        "overbrainer.cli.runs_read:show_run",
-        1,
-        {**_JSON, "--no-plot": ("no_plot", "flag")},
-    ),
-    Command(
-        ("events",),
-        "overbrainer.cli.events_read:replay",
-        1,
-        {
-            **_JSON,
-            "--at": ("at", "count"),
-            "--follow": ("follow", "flag"),
-            "--verbose": ("verbose", "flag"),
-            "-v": ("verbose", "flag"),
-        },
-    ),
-    Command(("config", "check"), "overbrainer.cli.config_check:check_config", 0, _JSON),
+        words,
+        declared.fast,
+        len(declared.args),
+        {name: (o.param, o.takes) for o in declared.options for name in o.names},
+    )
+    for words, declared in spec.walk(spec.TREE)
+    if declared.fast is not None and not any(a.many for a in declared.args)
 )
 
 # Answered by cyclopts wherever they stand.
@@ -102,16 +82,17 @@ class Parsed:
         return function(*self.args, **self.kwargs)
 
 
-def _value(kind: Kind, text: str) -> Any:
+def _value(kind: Takes, text: str) -> Any:
     """The value of an option as cyclopts converts it, or None when this parse leaves it
-    to cyclopts (empty, like an option, or a number not plainly in decimal)."""
+    to cyclopts (empty, like an option, a number not plainly in decimal, or a kind of value
+    this parse does not convert)."""
     if not text or text.startswith("-"):
         return None
     if kind == "count":
         return int(text) if text.isascii() and text.isdigit() else None
     if kind == "states":
         return text if text in RUN_STATES else None
-    return text
+    return text if kind == "text" else None
 
 
 def parse(tokens: Sequence[str]) -> Parsed | None:
