@@ -1,8 +1,10 @@
-"""The command tree. Every command is registered by import path, so ``--help`` and tab
-completion import none of the heavy modules (trio, httpx, asyncssh, eventsourcing)."""
+"""The command tree as cyclopts parses and documents it, built from ``spec.py``. Every
+top-level command is registered by import path, so ``--help`` and tab completion import
+none of the heavy modules (trio, httpx, asyncssh, eventsourcing)."""
 
 from cyclopts import App
 
+from overbrainer.cli import spec
 from overbrainer.version import describe
 
 app = App(
@@ -18,11 +20,7 @@ app = App(
     ),
 )
 
-app.command("overbrainer.cli.init_cmd:init", name="init")
-app.command("overbrainer.cli.config_cmd:app", name="config")
-app.command("overbrainer.cli.train_cmd:app", name="train")
-app.command("overbrainer.cli.runs_cmd:app", name="runs")
-app.command("overbrainer.cli.events_cmd:events", name="events")
-app.command("overbrainer.cli.pod_cmd:app", name="pod")
-app.command("overbrainer.cli.store_cmd:app", name="store")
-app.command("overbrainer.cli.completion_cmd:app", name="completion")
+for _command in spec.TREE.commands:
+    if _command.does is None:
+        raise LookupError(f"spec.py does not say which module does {_command.name!r}")
+    app.command(_command.does, name=_command.name)

@@ -2,12 +2,10 @@
 and of data centers, read once per command (or from a copy under a minute old), in a
 project or outside one (the key then comes from the environment)."""
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-from cyclopts import Parameter
-
-from overbrainer.cli.common import JSON_HELP
 from overbrainer.cli.context import current
+from overbrainer.cli.declare import command
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -94,38 +92,15 @@ if TYPE_CHECKING:
     _Fetch = Callable[[RunpodClient], Awaitable[list[object]]]
 
 
+@command(None, "pod", "gpus")
 async def gpus(
     *,
-    min_vram: Annotated[
-        int | None,
-        Parameter(
-            name="--min-vram", help="Only types with at least this much memory per GPU, in GB."
-        ),
-    ] = None,
-    max_price: Annotated[
-        float | None,
-        Parameter(
-            name="--max-price",
-            help="Only types costing at most this much per GPU-hour on the secure cloud "
-            "(where overbrainer creates pods), in USD.",
-        ),
-    ] = None,
-    in_stock: Annotated[
-        bool, Parameter(name="--in-stock", negative=(), help="Only types Runpod has in stock now.")
-    ] = False,
-    data_center: Annotated[
-        str | None,
-        Parameter(
-            name="--data-center",
-            help="Show (and with --in-stock, filter by) the stock in this data center "
-            "(`overbrainer pod datacenters` lists them).",
-        ),
-    ] = None,
-    json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False,
+    min_vram: int | None = None,
+    max_price: float | None = None,
+    in_stock: bool = False,
+    data_center: str | None = None,
+    json: bool = False,
 ) -> int:
-    """Runpod's GPU types, cheapest first: memory, price per GPU-hour on the secure and the
-    community cloud, the most per pod and the stock, as the catalog says now (read once; a
-    copy under a minute old is reused)."""
     import sys
 
     from overbrainer.cli.common import print_json
@@ -185,11 +160,8 @@ def _gpu_types(entries: list[object]) -> list["GpuType"]:
     return list(found.values())
 
 
-async def datacenters(
-    *, json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False
-) -> int:
-    """Runpod's data centers: id (what a target's data_center_ids takes), name, region,
-    network volume types and compliance (read once; a copy under a minute old is reused)."""
+@command(None, "pod", "datacenters")
+async def datacenters(*, json: bool = False) -> int:
     from overbrainer.cli.common import print_json
     from overbrainer.front.console import Front
     from overbrainer.runpod.catalog_view import center_json, centers_table

@@ -9,11 +9,6 @@ from typing import Any
 from overbrainer.cli.context import Invocation
 from overbrainer.errors import OverbrainerError
 
-# Help texts are Markdown to cyclopts, where a bare <id> is an HTML tag and vanishes: a
-# path with <id> is written as code (`runs/<id>/`), which it prints as it is.
-RUN_HELP = "The run: its ID, a unique prefix or suffix of it (ab12), or `runs/<id>/`."
-JSON_HELP = "Print one JSON object per line instead of text."
-
 
 def store_url(invocation: Invocation) -> str | None:
     """``[store] url`` (env over file), read leniently so listing runs never needs a valid

@@ -13,19 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
-from cyclopts import App, Parameter
-
+from overbrainer.cli.declare import command, group
 from overbrainer.errors import OverbrainerError, UsageError
 
-app = App(
-    name="completion",
-    help=(
-        "Shell completion (bash, zsh, fish): commands, options, target names and run IDs. "
-        "Install it with `overbrainer completion install`."
-    ),
-)
+app = group("completion")
 
 ShellName = Literal["bash", "zsh", "fish"]
 
@@ -138,37 +131,30 @@ def install_completion(plan: Installation) -> list[str]:
     return done
 
 
-@app.command(name="install")
+@command(app, "completion", "install")
 def install(
     *,
-    shell: Annotated[
-        ShellName | None, Parameter(help="bash, zsh or fish (default: your $SHELL).")
-    ] = None,
+    shell: ShellName | None = None,
 ) -> int:
-    """Install completion for your shell: its script, and for bash and zsh one line in
-    ~/.bashrc or ~/.zshrc that loads it. Running it again only refreshes the script."""
     environ = os.environ
     for sentence in install_completion(installation(shell or shell_of(environ), environ)):
         print(sentence)
     return 0
 
 
-@app.command(name="bash")
+@command(app, "completion", "bash")
 def bash() -> int:
-    """Print the bash completion script (`overbrainer completion install` installs it)."""
     sys.stdout.write(script_text("bash"))
     return 0
 
 
-@app.command(name="zsh")
+@command(app, "completion", "zsh")
 def zsh() -> int:
-    """Print the zsh completion script (`overbrainer completion install` installs it)."""
     sys.stdout.write(script_text("zsh"))
     return 0
 
 
-@app.command(name="fish")
+@command(app, "completion", "fish")
 def fish() -> int:
-    """Print the fish completion script (`overbrainer completion install` installs it)."""
     sys.stdout.write(script_text("fish"))
     return 0

@@ -1,9 +1,10 @@
 """Every command's ``--help`` without cyclopts: the texts cyclopts renders, kept in
 ``help_texts.py`` so ``overbrainer COMMAND --help`` answers as fast as Python starts.
 
-After changing a command's docstring, parameters or registration, regenerate them:
+After changing the command tree (``spec.py``) or a command's parameters, regenerate them:
 ``python -m overbrainer.cli.helps`` (a test compares them with what cyclopts renders now,
-and fails until they match). A command without a kept text gets cyclopts' help as before.
+and fails until they match); the file is never edited by hand. A command without a kept
+text gets cyclopts' help as before.
 The texts are Markdown to cyclopts: a placeholder in angle brackets is an HTML tag there
 and vanishes, so write it as code (`` `runs/<id>/` ``); a test checks every rendered text
 for that.

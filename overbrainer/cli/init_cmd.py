@@ -4,23 +4,15 @@ import shlex
 import sys
 from pathlib import Path
 
+from overbrainer.cli.declare import command
 from overbrainer.errors import OverbrainerError
 
 # Lines of a .gitignore that keep .env out of git.
 _IGNORES_ENV = {".env", "/.env", ".env*", "/.env*", "*.env"}
 
 
+@command(None, "init")
 def init(directory: Path | None = None) -> int:
-    """Write overbrainer.toml, .env.example, .gitignore and data/ into DIR.
-
-    Never overwrites a file that exists: it is kept as it is.
-
-    Parameters
-    ----------
-    directory
-        The project directory (default: the one given with -C, else the current one).
-        A relative DIR is taken relative to the -C directory.
-    """
     from overbrainer.cli.context import current
     from overbrainer.config.project import enclosing_project, reached_from_cwd
     from overbrainer.config.template import project_files

@@ -4,12 +4,10 @@ what Runpod billed for runs' pods that are gone (``overbrainer.targets.runpod.bi
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-from cyclopts import App, Parameter
-
-from overbrainer.cli.common import JSON_HELP, RUN_HELP
 from overbrainer.cli.context import current
+from overbrainer.cli.declare import command, group
 
 if TYPE_CHECKING:
     from overbrainer.events.aggregate import RunLog
@@ -17,11 +15,7 @@ if TYPE_CHECKING:
     from overbrainer.front.console import Front
     from overbrainer.targets.runpod.pods import PodContext
 
-app = App(
-    name="pod",
-    help="The account's overbrainer pods on Runpod, deleting every pod of a run, what "
-    "Runpod billed for them, and Runpod's catalog of GPU types and data centers.",
-)
+app = group("pod")
 app.command("overbrainer.cli.catalog_cmd:gpus", name="gpus")
 app.command("overbrainer.cli.catalog_cmd:datacenters", name="datacenters")
 
@@ -82,10 +76,8 @@ async def _pod_context(
         store.close()
 
 
-@app.command(name="ls")
-async def ls(*, json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False) -> int:
-    """The account's overbrainer pods, each with its run and a note: in progress, ended but
-    not deleted, kept, awaiting retrieval, stray, not in this store, no marker, or gone."""
+@command(app, "pod", "ls")
+async def ls(*, json: bool = False) -> int:
     import sys
 
     from overbrainer.cli.common import print_json
@@ -110,28 +102,13 @@ async def ls(*, json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = 
     return 0
 
 
-@app.command(name="rm")
+@command(app, "pod", "rm")
 async def rm(
-    run: Annotated[
-        str,
-        Parameter(
-            help="The run whose pods to delete: its ID, a unique prefix or suffix "
-            "of it, or `runs/<id>/` (never a pod ID)."
-        ),
-    ],
+    run: str,
     /,
     *,
-    force: Annotated[
-        bool,
-        Parameter(
-            negative=(),
-            help="Delete every pod of the run whatever its state (a run not in this store, "
-            "still starting, or in progress too); a run in progress is failed.",
-        ),
-    ] = False,
+    force: bool = False,
 ) -> int:
-    """Delete every pod of run RUN (a run ID, never a pod ID) and wait until Runpod no
-    longer shows them; one line per deleted pod with its uptime and spend."""
     from overbrainer.errors import OverbrainerError, UsageError
     from overbrainer.events.ids import check_run_id, looks_like_run_id, matching_runs, run_ref
     from overbrainer.targets.runpod.podrm import (
@@ -219,17 +196,11 @@ def _logged_states(run_ids: "list[str]") -> "dict[str, RunLog]":
 _BILLING_LIMIT = 60.0  # seconds for one run's reads, when asked for by name
 
 
-@app.command(name="billing")
+@command(app, "pod", "billing")
 async def billing(
-    *runs: Annotated[
-        str, Parameter(help="Runs to read (default: every run of this project): " + RUN_HELP[9:])
-    ],
-    json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False,
+    *runs: str,
+    json: bool = False,
 ) -> int:
-    """Read what Runpod billed for the pods of these runs that are gone and whose billed
-    amount is not final yet, and record it beside overbrainer's estimate; one line per pod.
-    An amount is final once Runpod's clock is past the end of the hour the pod ended in and
-    10 minutes past its end; until then it is what Runpod billed so far."""
     from datetime import UTC, datetime
     from functools import partial
 

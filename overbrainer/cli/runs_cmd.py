@@ -5,114 +5,60 @@ the command line also reaches without cyclopts."""
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from cyclopts import App, Parameter
-
-from overbrainer.cli.common import JSON_HELP, RUN_HELP, open_store, print_json
+from overbrainer.cli.common import open_store, print_json
 from overbrainer.cli.context import current
+from overbrainer.cli.declare import command, group
 from overbrainer.cli.listing import resolve_run
 
 if TYPE_CHECKING:
     from overbrainer.projections.chart import Series
     from overbrainer.projections.compare import RunFacts
 
-app = App(name="runs", help="List and show this project's runs (no network).")
+app = group("runs")
 
 
 _STATES = Literal["preparing", "running", "succeeded", "failed", "cancelled", "stopped"]
 
 
-@app.command(name="ls")
+@command(app, "runs", "ls")
 def ls(
     *,
-    json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False,
-    state: Annotated[
-        list[_STATES] | None,
-        Parameter(
-            negative=(),
-            help="Only runs in this state (preparing, running, succeeded, failed, "
-            "cancelled, stopped); repeat it for several.",
-        ),
-    ] = None,
-    last: Annotated[int | None, Parameter(help="Only the N newest runs (after --state).")] = None,
-    since: Annotated[
-        str | None,
-        Parameter(
-            help="Only runs created in this last span of time (12h, 7d, 30d, 2w), then the "
-            "total they cost and how much of it is estimated."
-        ),
-    ] = None,
-    all_runs: Annotated[
-        bool,
-        Parameter(
-            name="--all",
-            negative=(),
-            help="Also the runs whose files were removed (runs rm, runs gc).",
-        ),
-    ] = False,
+    json: bool = False,
+    state: list[_STATES] | None = None,
+    last: int | None = None,
+    since: str | None = None,
+    all_runs: bool = False,
 ) -> int:
-    """One line per run: id, state (with the checkpoint step a run can be resumed from),
-    target, created, progress (step, percent), loss, ETA of a run in progress, pod and spend
-    (and the host it runs from, when some run of a team store is not this machine's)."""
     from overbrainer.cli.runs_read import list_runs
 
     return list_runs(json=json, state=state, last=last, since=since, all_runs=all_runs)
 
 
-@app.command(name="show")
+@command(app, "runs", "show")
 def show(
-    run: Annotated[str, Parameter(help=RUN_HELP)],
+    run: str,
     /,
     *,
-    json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False,
-    no_plot: Annotated[
-        bool, Parameter(negative=(), help="Leave out the loss curves (drawn after the record).")
-    ] = False,
+    json: bool = False,
+    no_plot: bool = False,
 ) -> int:
-    """The run's record, its pod, a metrics summary, where it lives and where its files are,
-    then its training and evaluation loss against the step: drawn on a terminal, as a table
-    elsewhere."""
     from overbrainer.cli.runs_read import show_run
 
     return show_run(run, json=json, no_plot=no_plot)
 
 
-@app.command(name="logs")
+@command(app, "runs", "logs")
 async def logs(
-    run: Annotated[str, Parameter(help=RUN_HELP)],
+    run: str,
     /,
     *,
-    follow: Annotated[
-        bool,
-        Parameter(
-            name=["--follow", "-f"],
-            negative=(),
-            help="Keep printing as the log grows, until the job (with --pod: the pod) ends.",
-        ),
-    ] = False,
-    tail: Annotated[
-        int | None,
-        Parameter(name=["--tail", "-n"], help="Only the last N lines (then more with --follow)."),
-    ] = None,
-    pod: Annotated[
-        bool,
-        Parameter(
-            negative=(),
-            help="Runpod only: the pod's own log from Runpod's API (its image pull, its "
-            "container's output), even while it starts.",
-        ),
-    ] = False,
-    source: Annotated[
-        Literal["system", "container"] | None,
-        Parameter(
-            help="With --pod: only Runpod's system log (image pull, container start) "
-            "or only the container's output (default: both)."
-        ),
-    ] = None,
+    follow: bool = False,
+    tail: int | None = None,
+    pod: bool = False,
+    source: Literal["system", "container"] | None = None,
 ) -> int:
-    """Print the job's log of a run (the trainer's output), read where it is: this machine,
-    the SSH host, the pod; from `runs/<id>/job.log` once the run ended with it home."""
     from overbrainer.errors import UsageError
     from overbrainer.front.interrupts import open_interrupts, print_notice
 
@@ -282,16 +228,12 @@ def compared_series(runs: "list[RunFacts]", which: str) -> "list[Series]":
     return found
 
 
-@app.command(name="compare")
+@command(app, "runs", "compare")
 def compare(
-    *runs: Annotated[str, Parameter(help="Two runs or more: " + RUN_HELP[9:])],
-    json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False,
-    no_plot: Annotated[
-        bool, Parameter(negative=(), help="Leave out the overlaid loss curves.")
-    ] = False,
+    *runs: str,
+    json: bool = False,
+    no_plot: bool = False,
 ) -> int:
-    """Compare runs side by side: their loss curves overlaid, their final and best losses,
-    durations and spend, and the settings that differ between them."""
     from overbrainer.errors import UsageError
     from overbrainer.projections.compare import differing, side_by_side, summary_rows
 
@@ -320,22 +262,11 @@ def compare(
     return 0
 
 
-@app.command(name="report")
+@command(app, "runs", "report")
 def report(
-    *runs: Annotated[str, Parameter(help="One run or more: " + RUN_HELP[9:])],
-    output: Annotated[
-        Path | None,
-        Parameter(
-            name=["--output", "-o"],
-            help="Where to write the page (default: `runs/<id>/report.html` for one run, "
-            "`reports/<id>.html` for one whose files were removed, "
-            "`reports/compare-<id>-<id>….html` for several, by the IDs' last four characters).",
-        ),
-    ] = None,
+    *runs: str,
+    output: Path | None = None,
 ) -> int:
-    """Write one self-contained HTML page (no network needed to view it) with the runs' loss
-    and eval-loss curves, timelines, what they came to, settings and events; one run, or
-    several compared."""
     from overbrainer import __version__
     from overbrainer.errors import OverbrainerError, UsageError
     from overbrainer.projections.files import write_text_atomic
@@ -367,38 +298,21 @@ def report(
     return 0
 
 
-@app.command(name="rm")
-async def rm(*runs: Annotated[str, Parameter(help="One run or more: " + RUN_HELP[9:])]) -> int:
-    """Remove finished runs' files from this machine (each one's directory under runs/:
-    output, checkpoints, logs, keys); their events stay, and `runs ls --all` still lists
-    them. A run not ended, or whose pod may still exist, is refused with the command that
-    ends it."""
+@command(app, "runs", "rm")
+async def rm(*runs: str) -> int:
     from overbrainer.cli.runs_rm import remove_runs
 
     return await remove_runs(runs)
 
 
-@app.command(name="gc")
+@command(app, "runs", "gc")
 async def gc(
     *,
-    older_than: Annotated[
-        str,
-        Parameter(
-            help="Only runs created more than this span ago (12h, 7d, 30d, 2w).",
-        ),
-    ],
-    keep_best: Annotated[
-        int,
-        Parameter(help="Keep the N runs of lowest final loss (eval_loss, else loss), however old."),
-    ] = 0,
-    delete: Annotated[
-        bool, Parameter(negative=(), help="Remove them (without it: only show what would go).")
-    ] = False,
-    json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False,
+    older_than: str,
+    keep_best: int = 0,
+    delete: bool = False,
+    json: bool = False,
 ) -> int:
-    """Remove the files of the finished runs created more than a span ago, as runs rm does,
-    but the best ones: a dry run by default, listing each run, what it frees and what is
-    left and why; --delete removes them."""
     from overbrainer.cli.runs_rm import collect_garbage
 
     return await collect_garbage(

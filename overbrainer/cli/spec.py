@@ -85,12 +85,25 @@ class Arg:
 
 
 class Command:
-    """A command: its word, help (its first paragraph) and brief description, positional
-    arguments, options and subcommands; ``fast`` names the function (``module:function``)
-    the fast read path calls for it without cyclopts; ``overview`` its lines in the
-    top-level help (a synopsis after ``overbrainer``, then what it does)."""
+    """A command: its word, help (its first paragraph, then ``more`` paragraphs, each on one
+    line) and brief description, positional arguments, options and subcommands. ``does``
+    names (as ``module:name``) the function or cyclopts app of a top-level command, loaded
+    only when cyclopts needs it; ``fast`` the function the fast read path calls without
+    cyclopts; ``overview`` its lines in the top-level help (a synopsis after
+    ``overbrainer``, then what it does)."""
 
-    __slots__ = ("args", "brief", "commands", "fast", "help", "name", "options", "overview")
+    __slots__ = (
+        "args",
+        "brief",
+        "commands",
+        "does",
+        "fast",
+        "help",
+        "more",
+        "name",
+        "options",
+        "overview",
+    )
 
     def __init__(
         self,
@@ -101,11 +114,13 @@ class Command:
         args: tuple[Arg, ...] = (),
         options: tuple[Option, ...] = (),
         commands: tuple[Command, ...] = (),
+        more: str = "",
+        does: str | None = None,
         fast: str | None = None,
         overview: tuple[tuple[str, str], ...] = (),
     ) -> None:
-        self.name, self.help, self.brief = name, help, brief or help
-        self.overview = overview
+        self.name, self.help, self.brief, self.more = name, help, brief or help, more
+        self.does, self.overview = does, overview
         self.args, self.options, self.commands, self.fast = args, options, commands, fast
 
     def command(self, name: str) -> Command | None:
@@ -161,6 +176,8 @@ TREE = Command(
         Command(
             "init",
             "Write overbrainer.toml, .env.example, .gitignore and data/ into DIR.",
+            does="overbrainer.cli.init_cmd:init",
+            more="Never overwrites a file that exists: it is kept as it is.",
             overview=(
                 ("init [DIR]", "write overbrainer.toml, .env.example, data/ and .gitignore"),
             ),
@@ -178,12 +195,17 @@ TREE = Command(
         Command(
             "config",
             "Inspect the project's configuration.",
+            does="overbrainer.cli.config_cmd:app",
             brief="the project's configuration",
             commands=(
                 Command(
                     "check",
                     "Print the resolved configuration with secrets masked, or every problem at "
                     "once.",
+                    more=(
+                        "Reads overbrainer.toml, then the environment and .env (OVERBRAINER_* "
+                        "variables). Exit code 1 when anything is wrong."
+                    ),
                     overview=(
                         (
                             "config check",
@@ -207,6 +229,7 @@ TREE = Command(
             "train",
             "Create a run, start its job on the target, follow it to its end and bring the "
             "results home verified.",
+            does="overbrainer.cli.train_cmd:app",
             overview=(
                 (
                     "train [--target NAME] [--keep-pod]",
@@ -286,6 +309,11 @@ TREE = Command(
                     "Ask the run's job to save a checkpoint and stop, then retrieve its results "
                     "with that checkpoint and end its pod: the run ends `stopped`, and "
                     "`overbrainer train --resume-from RUN` goes on from it.",
+                    more=(
+                        "A job that has not stopped within `[training] stop_timeout_minutes` "
+                        "(default 5) is cancelled. A run followed from another checkout is asked "
+                        "through the log."
+                    ),
                     overview=(
                         (
                             "train stop RUN",
@@ -300,6 +328,7 @@ TREE = Command(
         Command(
             "runs",
             "List and show this project's runs (no network).",
+            does="overbrainer.cli.runs_cmd:app",
             brief="this project's runs",
             commands=(
                 Command(
@@ -556,6 +585,12 @@ TREE = Command(
             "events",
             "Replay a run's events: sequence, UTC time, name and what happened (with -v, the "
             "fields and the actor too).",
+            does="overbrainer.cli.events_cmd:events",
+            more=(
+                "--follow keeps printing events as other processes append them (woken by the "
+                "server's notifications on a PostgreSQL store), until the run has ended and no "
+                "pod of it may bill (or Ctrl-C)."
+            ),
             overview=(
                 (
                     "events RUN [-v] [--json] [--at N] [--follow]",
@@ -593,6 +628,7 @@ TREE = Command(
             "pod",
             "The account's overbrainer pods on Runpod, deleting every pod of a run, what Runpod "
             "billed for them, and Runpod's catalog of GPU types and data centers.",
+            does="overbrainer.cli.pod_cmd:app",
             brief="the account's overbrainer pods and Runpod's catalog",
             commands=(
                 Command(
@@ -723,11 +759,17 @@ TREE = Command(
         Command(
             "store",
             "The event store: move this checkout's history to a team store.",
+            does="overbrainer.cli.store_cmd:app",
             brief="the event store",
             commands=(
                 Command(
                     "migrate",
                     "Copy this checkout's SQLite event log into a PostgreSQL team store.",
+                    more=(
+                        "Every event keeps its time and actor. Idempotent: a second run copies "
+                        "only what is missing. Afterwards each run's event count and last event "
+                        "are compared on both sides."
+                    ),
                     overview=(
                         (
                             "store migrate --to URL [--dry-run]",
@@ -758,6 +800,7 @@ TREE = Command(
             "completion",
             "Shell completion (bash, zsh, fish): commands, options, target names and run IDs. "
             "Install it with `overbrainer completion install`.",
+            does="overbrainer.cli.completion_cmd:app",
             brief="shell completion",
             commands=(
                 *(

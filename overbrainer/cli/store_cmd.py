@@ -1,12 +1,11 @@
 """``store migrate --to URL``: copy this checkout's SQLite history into a team store."""
 
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-from cyclopts import App, Parameter
-
-from overbrainer.cli.common import JSON_HELP, print_json, store_url
+from overbrainer.cli.common import print_json, store_url
 from overbrainer.cli.context import current
+from overbrainer.cli.declare import command, group
 from overbrainer.errors import OverbrainerError, UsageError
 from overbrainer.plurals import plural, word
 
@@ -14,26 +13,16 @@ if TYPE_CHECKING:
     from overbrainer.events.migrate import Plan, RunPlan
     from overbrainer.events.store import RunStore
 
-app = App(name="store", help="The event store: move this checkout's history to a team store.")
+app = group("store")
 
 
-@app.command(name="migrate")
+@command(app, "store", "migrate")
 def migrate(
     *,
-    to: Annotated[
-        str,
-        Parameter(help="The team store: postgresql://USER@HOST[:PORT]/DB (no password in it)."),
-    ],
-    dry_run: Annotated[
-        bool, Parameter(negative=(), help="Show what would be copied; copy nothing.")
-    ] = False,
-    json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False,
+    to: str,
+    dry_run: bool = False,
+    json: bool = False,
 ) -> int:
-    """Copy this checkout's SQLite event log into a PostgreSQL team store.
-
-    Every event keeps its time and actor. Idempotent: a second run copies only what is
-    missing. Afterwards each run's event count and last event are compared on both sides.
-    """
     from urllib.parse import urlsplit
 
     from overbrainer.events.actor import Actor

@@ -4,12 +4,10 @@ import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-from cyclopts import App, Parameter
-
-from overbrainer.cli.common import RUN_HELP
 from overbrainer.cli.context import current
+from overbrainer.cli.declare import command, group
 from overbrainer.events.types import RunState
 from overbrainer.plurals import plural, word
 
@@ -24,11 +22,7 @@ if TYPE_CHECKING:
     from overbrainer.session.session import Session
     from overbrainer.train.resume import ResumeFrom
 
-app = App(
-    name="train",
-    help="Create a run, start its job on the target, follow it to its end and bring the "
-    "results home verified.",
-)
+app = group("train")
 
 
 @asynccontextmanager
@@ -151,45 +145,21 @@ def _follower_poll(settings: "Settings", state: "RunLog") -> float:
     return POLL_SECONDS
 
 
-@app.default
+@command(app, "train")
 async def train(
     *,
-    target: Annotated[
-        str | None, Parameter(help="The target to train on (default: training.target).")
-    ] = None,
-    keep_pod: Annotated[
-        bool,
-        Parameter(
-            negative=(),
-            help="Runpod only: keep the pod once the job started, until `overbrainer pod rm RUN`.",
-        ),
-    ] = False,
-    check: Annotated[
-        bool,
-        Parameter(
-            negative=(),
-            help="Only run the preflight checks (configuration, data, the target's trainer or "
-            "Runpod account; with --resume-from, the checkpoint and the settings it needs) "
-            "and print them; create no run.",
-        ),
-    ] = False,
-    resume_from: Annotated[
-        str | None,
-        Parameter(
-            help="Go on from run RUN's last checkpoint at home (RUN:STEP: the one of that "
-            "step): the base model, adapter, LoRA shape and sequence length must be the "
-            "ones it trained with.",
-        ),
-    ] = None,
+    target: str | None = None,
+    keep_pod: bool = False,
+    check: bool = False,
+    resume_from: str | None = None,
 ) -> int:
-    """Create a run, start its job, follow it to the end, retrieve and verify the results.
-
-    Every check a run would fail on runs first (`--check` runs only them): a problem
-    creates no run. Each checkpoint the trainer saves comes home verified while the job
-    runs; the last `[training] keep_checkpoints` (default 2) stay. With `--resume-from
-    RUN`, the new run starts from RUN's last checkpoint at home (from `overbrainer train
-    stop RUN`, or saved as it trained): a setting that would not fit it is refused first.
-    """
+    # Create a run, start its job, follow it to the end, retrieve and verify the results.
+    #
+    # Every check a run would fail on runs first (`--check` runs only them): a problem
+    # creates no run. Each checkpoint the trainer saves comes home verified while the job
+    # runs; the last `[training] keep_checkpoints` (default 2) stay. With `--resume-from
+    # RUN`, the new run starts from RUN's last checkpoint at home (from `overbrainer train
+    # stop RUN`, or saved as it trained): a setting that would not fit it is refused first.
     from overbrainer.config.model import RunpodTarget
     from overbrainer.errors import Interrupted, OverbrainerError
     from overbrainer.lifecycle import machine, run
@@ -447,26 +417,16 @@ async def _act(name: str, session: "Session", settings: "Settings", state: "RunL
     return await act(session, machine.MachineTarget(session, settings, plan), state)
 
 
-@app.command(name="attach")
-async def attach(run: Annotated[str, Parameter(help=RUN_HELP)], /) -> int:
-    """Follow a started run again (after Ctrl-C, a lost connection, a reboot), then retrieve
-    its results and end its pod."""
+@command(app, "train", "attach")
+async def attach(run: str, /) -> int:
     return await _with_run(run, "attach")
 
 
-@app.command(name="cancel")
-async def cancel(run: Annotated[str, Parameter(help=RUN_HELP)], /) -> int:
-    """Stop the run's job, retrieve what it left, end its pod."""
+@command(app, "train", "cancel")
+async def cancel(run: str, /) -> int:
     return await _with_run(run, "cancel")
 
 
-@app.command(name="stop")
-async def stop(run: Annotated[str, Parameter(help=RUN_HELP)], /) -> int:
-    """Ask the run's job to save a checkpoint and stop, then retrieve its results with that
-    checkpoint and end its pod: the run ends `stopped`, and `overbrainer train --resume-from
-    RUN` goes on from it.
-
-    A job that has not stopped within `[training] stop_timeout_minutes` (default 5) is
-    cancelled. A run followed from another checkout is asked through the log.
-    """
+@command(app, "train", "stop")
+async def stop(run: str, /) -> int:
     return await _with_run(run, "stop")

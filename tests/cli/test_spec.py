@@ -1,21 +1,14 @@
 """The command tree is declared once, in ``overbrainer/cli/spec.py``: the cyclopts app
-that parses and documents the commands declares exactly its commands, arguments, options
-and help."""
+built from it (``app.py``, ``declare.py``) parses and documents exactly its commands,
+arguments, options and help."""
 
 import inspect
 from typing import Any
 
 from overbrainer.cli.app import app
-from overbrainer.cli.helps import render
 from overbrainer.cli.spec import TREE, Command, walk
 
 _OWN = ("--help", "-h", "--version")
-
-
-def _words(text: str) -> str:
-    """``text`` as cyclopts prints it, its layout left out: box lines, code marks and
-    line breaks."""
-    return " ".join(text.replace("│", " ").replace("`", "").split())
 
 
 def _summary(help: str | None) -> str:
@@ -62,15 +55,7 @@ def test_the_cyclopts_app_declares_the_specs_commands_arguments_options_and_help
         node: Any = app
         for word in path:
             node = node[word]
-        declared, ours = _declared(node), _ours(command)
-        # A help cyclopts takes from the docstring's Parameters section is in the text it
-        # renders rather than on the argument.
-        shown = _words(render(" ".join(path)))
-        for key in ("args", "options"):
-            for i, entry in enumerate(declared[key]):
-                if entry[-1] is None and _words(ours[key][i][-1]) in shown:
-                    declared[key][i] = (*entry[:-1], ours[key][i][-1])
-        assert declared == ours, path
+        assert _declared(node) == _ours(command), path
 
 
 def test_every_option_value_kind_names_its_choices_where_it_has_some() -> None:
