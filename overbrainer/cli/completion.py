@@ -31,10 +31,10 @@ if TYPE_CHECKING:
 # more than the answer.
 
 
-def _options(command: Command) -> tuple[Option, ...]:
+def _options(command: Command, tree: Command) -> tuple[Option, ...]:
     """What completes after a dash: the command's options, and --help (the top level
     declares its own)."""
-    return command.options if command is TREE else (*command.options, HELP)
+    return command.options if command is tree else (*command.options, HELP)
 
 
 class Reply:
@@ -56,12 +56,15 @@ class Reply:
         return f"Reply({self.mode!r}, {self.candidates!r})"
 
 
-def reply(words: Sequence[str], current: str, cwd: str | os.PathLike[str]) -> Reply:
+def reply(
+    words: Sequence[str], current: str, cwd: str | os.PathLike[str], tree: Command = TREE
+) -> Reply:
     """What completes ``current`` after ``words`` (the words typed before it, the program's
-    name left out), in the project at ``cwd`` or the one ``-C DIR`` names."""
+    name left out), in the project at ``cwd`` or the one ``-C DIR`` names, by the command
+    tree ``tree`` declares."""
     here = os.fspath(cwd)
     project = here
-    node = TREE
+    node = tree
     expecting: Option | None = None
     positionals = 0
     used: set[str] = set()
@@ -70,10 +73,10 @@ def reply(words: Sequence[str], current: str, cwd: str | os.PathLike[str]) -> Re
             if expecting.param == "project":
                 project = os.path.join(here, os.path.expanduser(word))
             expecting = None
-        elif node is TREE and word.startswith("-C") and len(word) > 2:
+        elif node is tree and word.startswith("-C") and len(word) > 2:
             project = os.path.join(here, os.path.expanduser(word[2:]))
         elif word.startswith("-"):
-            option = next((o for o in _options(node) if word in o.names), None)
+            option = next((o for o in _options(node, tree) if word in o.names), None)
             if option is not None:
                 used.add(option.name)
                 expecting = option if option.complete is not None else None
@@ -85,7 +88,9 @@ def reply(words: Sequence[str], current: str, cwd: str | os.PathLike[str]) -> Re
     if expecting is not None:
         return _values(expecting, current, project)
     if current.startswith("-"):
-        return _matching(((o.name, o.brief) for o in _options(node) if o.name not in used), current)
+        return _matching(
+            ((o.name, o.brief) for o in _options(node, tree) if o.name not in used), current
+        )
     if node.commands and positionals == 0:
         return _matching(((c.name, c.brief) for c in node.commands), current)
     if node.args and (positionals < len(node.args) or node.args[-1].many):

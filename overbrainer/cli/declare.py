@@ -12,9 +12,9 @@ from overbrainer.cli import spec
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def declared(words: tuple[str, ...]) -> spec.Command:
-    """The declaration of the command ``words`` names (``("runs", "ls")``)."""
-    found = dict(spec.walk(spec.TREE)).get(words)
+def declared(words: tuple[str, ...], tree: spec.Command = spec.TREE) -> spec.Command:
+    """The declaration of the command ``words`` names (``("runs", "ls")``) in ``tree``."""
+    found = dict(spec.walk(tree)).get(words)
     if found is None:
         raise LookupError(f"spec.py declares no command {' '.join(words)!r}")
     return found
@@ -25,19 +25,19 @@ def text(command: spec.Command) -> str:
     return f"{command.help}\n\n{command.more}" if command.more else command.help
 
 
-def group(*words: str) -> App:
+def group(*words: str, tree: spec.Command = spec.TREE) -> App:
     """The cyclopts app of a command with subcommands."""
-    command = declared(words)
+    command = declared(words, tree)
     return App(name=command.name, help=text(command))
 
 
-def command(app: App | None, *words: str) -> Callable[[F], F]:
+def command(app: App | None, *words: str, tree: spec.Command = spec.TREE) -> Callable[[F], F]:
     """Give a command's function its options' and arguments' names and help, and its own
     help, from the declaration of ``words``; register it in ``app`` (as its default when
     the command has subcommands). ``app`` None: the top level loads it by its path."""
 
     def apply(function: F) -> F:
-        command = declared(words)
+        command = declared(words, tree)
         hints = function.__annotations__
         for option in command.options:
             # No --no-FLAG nor --empty-LIST: an option is given or left out.

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from overbrainer.cli.spec import Takes
 
-__all__ = ["COMMANDS", "RUN_STATES", "Command", "Parsed", "parse"]
+__all__ = ["COMMANDS", "RUN_STATES", "Command", "Parsed", "fast_commands", "parse"]
 
 
 class Command:
@@ -47,16 +47,22 @@ class Command:
         self.options = options
 
 
-COMMANDS = tuple(
-    Command(
-        words,
-        declared.fast,
-        len(declared.args),
-        {name: (o.param, o.takes) for o in declared.options for name in o.names},
+def fast_commands(tree: spec.Command) -> tuple[Command, ...]:
+    """The commands of ``tree`` the fast path serves: those with a ``fast`` function and a
+    fixed number of positional arguments."""
+    return tuple(
+        Command(
+            words,
+            declared.fast,
+            len(declared.args),
+            {name: (o.param, o.takes) for o in declared.options for name in o.names},
+        )
+        for words, declared in spec.walk(tree)
+        if declared.fast is not None and not any(a.many for a in declared.args)
     )
-    for words, declared in spec.walk(spec.TREE)
-    if declared.fast is not None and not any(a.many for a in declared.args)
-)
+
+
+COMMANDS = fast_commands(spec.TREE)
 
 # Answered by cyclopts wherever they stand.
 _CYCLOPTS_OWN = frozenset({"--help", "-h", "--version"})
@@ -95,12 +101,12 @@ def _value(kind: Takes, text: str) -> Any:
     return text if kind == "text" else None
 
 
-def parse(tokens: Sequence[str]) -> Parsed | None:
+def parse(tokens: Sequence[str], commands: Sequence[Command] = COMMANDS) -> Parsed | None:
     """``tokens`` (after the global options) as cyclopts would bind them, when they name a
-    command of :data:`COMMANDS` in a form this parse fully understands; None otherwise."""
+    command of ``commands`` in a form this parse fully understands; None otherwise."""
     if any(word in _CYCLOPTS_OWN for word in tokens):
         return None
-    for command in COMMANDS:
+    for command in commands:
         if tuple(tokens[: len(command.words)]) == command.words:
             break
     else:

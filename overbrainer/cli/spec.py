@@ -842,13 +842,13 @@ TREE = Command(
 )
 
 
-def top_help() -> str:
+def top_help(tree: Command = TREE) -> str:
     """``overbrainer --help``: the commands' overview lines and the global options, in 80
     columns."""
     lines = ["Usage: overbrainer [-C DIR] COMMAND [ARGS]", ""]
-    lines += _wrapped(TREE.help, 78)
+    lines += _wrapped(tree.help, 78)
     lines += ["", "Commands:"]
-    for _, command in walk(TREE):
+    for _, command in walk(tree):
         for synopsis, text in command.overview:
             first, *more = synopsis.split("\n")
             hang = " " * (first.index(" [") + 1) if more else ""
@@ -856,12 +856,12 @@ def top_help() -> str:
     lines += ["", "Options:"]
     # The options that take a value (by their name), what those values are, then the flags
     # (by every spelling).
-    valued = [o for o in GLOBAL_OPTIONS if o.metavar]
+    valued = [o for o in tree.options if o.metavar]
     for option in valued:
         lines += _entry([f"{option.name} {option.metavar}"], option.help)
     for name, text in GLOSSARY:
         lines += _entry([name], text)
-    for option in GLOBAL_OPTIONS:
+    for option in tree.options:
         if not option.metavar:
             lines += _entry([", ".join(sorted(option.names, key=len))], option.help)
     return "\n".join(lines) + "\n"

@@ -3,10 +3,19 @@ built from it (``app.py``, ``declare.py``) parses and documents exactly its comm
 arguments, options and help."""
 
 import inspect
+import io
+import re
+from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
+from overbrainer.cli import declare, spec
 from overbrainer.cli.app import app
-from overbrainer.cli.spec import TREE, Command, walk
+from overbrainer.cli.command_words import words_of
+from overbrainer.cli.completion import Reply, reply
+from overbrainer.cli.fast_path import fast_commands, parse
+from overbrainer.cli.spec import TREE, Command, Option, top_help, walk
 
 _OWN = ("--help", "-h", "--version")
 
@@ -63,3 +72,80 @@ def test_every_option_value_kind_names_its_choices_where_it_has_some() -> None:
         for option in command.options:
             assert bool(option.choices) == (option.takes in ("states", "choice")), path
             assert (option.complete is None) == (option.takes == "flag"), path
+
+
+# --- a new option, added in one place ------------------------------------------------------
+
+
+def _fixture_tree(*extra: Option) -> Command:
+    """A small command tree of the same shape as the real one: ``runs ls`` with ``--json``,
+    served by the fast path, and ``extra`` options."""
+    return Command(
+        "overbrainer",
+        "A fixture command line.",
+        options=spec.GLOBAL_OPTIONS,
+        commands=(
+            Command(
+                "runs",
+                "This project's runs.",
+                commands=(
+                    Command(
+                        "ls",
+                        "One line per run.",
+                        options=(spec.JSON, *extra),
+                        fast="tests.cli.test_spec:listed",
+                        overview=(("runs ls", "one line per run"),),
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
+def listed(*, json: bool = False, newest: int | None = None) -> dict[str, object]:
+    """The function that does the fixture's ``runs ls``: it hands back what it was given."""
+    return {"json": json, "newest": newest}
+
+
+NEWEST = Option(
+    ("--newest", "-N"),
+    "newest",
+    "Only the N newest runs.",
+    takes="count",
+    brief="only the N newest runs",
+)
+
+
+def test_an_option_added_to_the_spec_alone_is_parsed_documented_and_completed(
+    tmp_path: Path,
+) -> None:
+    before, after = _fixture_tree(), _fixture_tree(NEWEST)
+
+    # Completion offers it, with its brief description, and knows it takes a value.
+    assert reply(["runs", "ls"], "--", tmp_path, tree=before).candidates == (
+        ("--json", "one JSON object per line"),
+        ("--help", "show this command's help"),
+    )
+    assert reply(["runs", "ls"], "--n", tmp_path, tree=after).candidates == (
+        ("--newest", "only the N newest runs"),
+    )
+    assert reply(["runs", "ls", "--newest"], "", tmp_path, tree=after) == Reply("words")
+
+    # The fast path parses both spellings, as a whole number.
+    assert parse(["runs", "ls", "--newest", "3"], fast_commands(before)) is None
+    fast = parse(["runs", "ls", "-N", "3", "--json"], fast_commands(after))
+    assert fast is not None and fast.run() == {"json": True, "newest": 3}
+
+    # The cyclopts app built from it parses it and documents it in the command's --help.
+    app = declare.group("runs", tree=after)
+    declare.command(app, "runs", "ls", tree=after)(listed)
+    result = app(["ls", "--newest=2"], exit_on_error=False, result_action="return_value")
+    assert result == {"json": False, "newest": 2}
+    out = io.StringIO()
+    console = Console(file=out, width=80, color_system=None, force_terminal=False)
+    app(["ls", "--help"], console=console, exit_on_error=False, result_action="return_value")
+    assert re.search(r"--newest\s+-N\s+INT\s+Only the N newest runs\.", out.getvalue())
+
+    # The words that name a command and the top-level help come from the same tree.
+    assert words_of(after) == words_of(before) == {"runs", "ls"}
+    assert "  runs ls" in top_help(after) and "A fixture command line." in top_help(after)
