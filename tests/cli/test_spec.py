@@ -2,6 +2,7 @@
 built from it (``app.py``, ``declare.py``) parses and documents exactly its commands,
 arguments, options and help."""
 
+import ast
 import inspect
 import io
 import re
@@ -149,3 +150,21 @@ def test_an_option_added_to_the_spec_alone_is_parsed_documented_and_completed(
     # The words that name a command and the top-level help come from the same tree.
     assert words_of(after) == words_of(before) == {"runs", "ls"}
     assert "  runs ls" in top_help(after) and "A fixture command line." in top_help(after)
+
+
+def test_only_the_builders_of_the_cyclopts_app_make_its_apps_and_parameters() -> None:
+    # Names and help of commands and options come from spec.py alone: no command module
+    # declares its own (an App or a Parameter of cyclopts).
+    builders = {"declare.py", "app.py"}
+    found: list[str] = []
+    for path in sorted(Path(spec.__file__).parent.glob("*.py")):
+        if path.name in builders:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("App", "Parameter")
+            ):
+                found.append(f"{path.name}:{node.lineno} {node.func.id}(…)")
+    assert found == []
