@@ -22,11 +22,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # Bottom to top. ``version`` is the installed version, ``overbrainer`` the package's own
-# ``__init__`` (which hands it out), ``errors`` the base error class and ``utc`` how times
-# are written and read: everything may use them.
+# ``__init__`` (which hands it out), ``errors`` the base error class, ``utc`` how times
+# are written and read and ``plurals`` the words that agree with a count: everything may
+# use them.
 LAYERS: list[set[str]] = [
     {"version"},
-    {"overbrainer", "errors", "utc"},
+    {"overbrainer", "errors", "utc", "plurals"},
     {"config"},  # overbrainer.toml, the environment, .env
     {"events"},  # the typed events, their fold, the store (SQLite, PostgreSQL), run IDs
     {"exec", "runpod", "train"},  # executors; the Runpod API client; Axolotl's job

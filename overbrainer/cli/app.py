@@ -13,8 +13,8 @@ app = App(
     suppress_keyboard_interrupt=False,
     help=(
         "Fine-tune language models with Axolotl on this machine, over SSH, or on a Runpod "
-        "pod that is deleted once its results are home. Global option: -C DIR names the "
-        "project directory (default: the current one)."
+        "pod that is deleted once its results are home. Global option: -C DIR says where to "
+        "find the project (default: here; it is found there or in the nearest directory above)."
     ),
 )
 

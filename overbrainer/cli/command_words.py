@@ -20,6 +20,7 @@ COMMAND_WORDS = frozenset(
         "events",
         "pod",
         "rm",
+        "gc",
         "gpus",
         "datacenters",
         "billing",

@@ -9,7 +9,9 @@ from typing import Any
 from overbrainer.cli.context import Invocation
 from overbrainer.errors import OverbrainerError
 
-RUN_HELP = "The run: its ID, a unique prefix or suffix of it (ab12), or runs/<id>/."
+# Help texts are Markdown to cyclopts, where a bare <id> is an HTML tag and vanishes: a
+# path with <id> is written as code (`runs/<id>/`), which it prints as it is.
+RUN_HELP = "The run: its ID, a unique prefix or suffix of it (ab12), or `runs/<id>/`."
 JSON_HELP = "Print one JSON object per line instead of text."
 
 

@@ -5,7 +5,8 @@ and the word being completed; the answer is a first line saying how to complete 
 ``:words`` (the candidates follow, one a line) or ``:dirs`` (the shell completes a
 directory itself) — then the candidates: the commands and options of the command tree
 below, target names from the project's ``overbrainer.toml`` and run IDs from its
-``runs/``. The project is the current directory, or the one ``-C DIR`` names.
+``runs/``. The project is found from the current directory, or the one ``-C DIR`` names,
+as every command finds it: there or in the nearest directory above.
 
 A completion runs at every Tab, so this module imports nothing heavy: not the command
 tree's modules nor cyclopts. Their commands and options are written out in :data:`TREE`,
@@ -112,6 +113,7 @@ TREE = Command(
                         Option("--state", "only runs in this state", "text"),
                         Option("--last", "only the N newest runs", "text"),
                         Option("--since", "only runs created in 12h, 7d, 30d…; the total", "text"),
+                        Option("--all", "also the runs whose files were removed"),
                         _HELP,
                     ),
                 ),
@@ -140,6 +142,21 @@ TREE = Command(
                     "one self-contained HTML page",
                     (Option("--output", "the file to write", "text"), _HELP),
                     positional="runs",
+                ),
+                "rm": Command(
+                    "remove finished runs' files (their events stay)",
+                    (_HELP,),
+                    positional="runs",
+                ),
+                "gc": Command(
+                    "remove the files of runs older than a span",
+                    (
+                        Option("--older-than", "runs created more than 12h, 7d, 30d… ago", "text"),
+                        Option("--keep-best", "keep the N runs of lowest final loss", "text"),
+                        Option("--delete", "remove them (default: a dry run)"),
+                        _JSON,
+                        _HELP,
+                    ),
                 ),
             },
         ),
@@ -276,9 +293,29 @@ def _matching(pairs: Iterable[tuple[str, str]], prefix: str) -> Reply:
     return Reply("words", tuple(p for p in pairs if p[0].startswith(prefix)))
 
 
+def project_root(start: str) -> str:
+    """The project a command started in ``start`` runs in, found as ``config/project.py``
+    finds it (``start``, or the nearest directory above holding ``overbrainer.toml`` or
+    ``.overbrainer/events.sqlite``), with ``os.path`` alone; ``start`` when there is none."""
+    if not os.path.isdir(start) or os.path.isdir(os.path.join(start, ".overbrainer")):
+        return start
+    probe, here = start, os.path.realpath(start)
+    while True:
+        if os.path.isfile(os.path.join(probe, "overbrainer.toml")) or os.path.isfile(
+            os.path.join(probe, ".overbrainer", "events.sqlite")
+        ):
+            return probe
+        parent = os.path.dirname(here)
+        if parent == here:
+            return start
+        probe = here = parent
+
+
 def _values(value: Value | None, current: str, project: str) -> Reply:
     if value == "dir":
         return Reply("dirs")
+    if value in ("run", "runs", "target"):
+        project = project_root(project)
     if value in ("run", "runs"):
         return _matching([(r, "") for r in run_ids(project)], current)
     if value == "target":

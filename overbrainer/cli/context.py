@@ -1,5 +1,6 @@
-"""What every command knows about its invocation: the project directory, the environment
-(with the project's ``.env`` under it) and which command is running."""
+"""What every command knows about its invocation: the project directory (found upward from
+where it was started), the environment (with the project's ``.env`` under it) and which
+command is running."""
 
 import os
 from collections.abc import Mapping
@@ -17,6 +18,14 @@ class Invocation:
     command: str
     argv: tuple[str, ...] = ()
     base_environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    # Where the command was started (the current directory, or -C DIR): the project is
+    # there or above it. None: the project directory itself.
+    start_dir: Path | None = None
+
+    @property
+    def started_in(self) -> Path:
+        """The directory the command was started in (or -C DIR named)."""
+        return self.project_dir if self.start_dir is None else self.start_dir
 
     def environ(self) -> dict[str, str]:
         """The process environment over the project's ``.env`` (the process wins)."""

@@ -12,6 +12,7 @@ from overbrainer.cli.common import open_store, print_json
 from overbrainer.cli.context import current
 from overbrainer.cli.listing import resolve_run
 from overbrainer.errors import UsageError
+from overbrainer.plurals import plural
 
 if TYPE_CHECKING:
     from overbrainer.events.store import Recorded
@@ -50,7 +51,7 @@ def replay(
         if at is not None:
             if at > len(records):
                 raise UsageError(
-                    f"run {run} has {len(records)} events; --at takes 0..{len(records)}"
+                    f"run {run} has {plural(len(records), 'event')}; --at takes 0..{len(records)}"
                 )
             state = RunLog()
             for record in records[:at]:

@@ -54,6 +54,7 @@ COMMANDS = (
             "--state": ("state", "states"),
             "--last": ("last", "count"),
             "--since": ("since", "text"),
+            "--all": ("all_runs", "flag"),
         },
     ),
     Command(

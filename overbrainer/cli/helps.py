@@ -4,6 +4,9 @@
 After changing a command's docstring, parameters or registration, regenerate them:
 ``python -m overbrainer.cli.helps`` (a test compares them with what cyclopts renders now,
 and fails until they match). A command without a kept text gets cyclopts' help as before.
+The texts are Markdown to cyclopts: a placeholder in angle brackets is an HTML tag there
+and vanishes, so write it as code (`` `runs/<id>/` ``); a test checks every rendered text
+for that.
 """
 
 import sys

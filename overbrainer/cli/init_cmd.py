@@ -22,10 +22,20 @@ def init(directory: Path | None = None) -> int:
         A relative DIR is taken relative to the -C directory.
     """
     from overbrainer.cli.context import current
+    from overbrainer.config.project import enclosing_project, reached_from_cwd
     from overbrainer.config.template import project_files
 
-    base = current().project_dir
+    base = current().started_in
     project = base if directory is None else base / directory
+    enclosing = enclosing_project(project)
+    if enclosing is not None:
+        # Commands find the nearest project upward: a project nested in another would take
+        # over every command run below it, its runs apart from the outer one's.
+        raise OverbrainerError(
+            f"{project} is inside the overbrainer project {enclosing}, so init made no "
+            f"project there; use that one (every command finds it from any directory "
+            f"inside it), or init a directory outside it"
+        )
     if project.exists() and not project.is_dir():
         raise OverbrainerError(f"{project} is a file, not a directory; name a directory to init")
     try:
@@ -65,7 +75,7 @@ def init(directory: Path | None = None) -> int:
         )
     prefix = (
         "overbrainer"
-        if project.resolve() == Path.cwd().resolve()
+        if reached_from_cwd(project)
         else (f"overbrainer -C {shlex.quote(str(project))}")
     )
     print(

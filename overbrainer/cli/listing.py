@@ -81,6 +81,10 @@ def resolve_run(invocation: Invocation, text: str) -> str:
     if len(found) == 1:
         return found[0]
     if not found:
+        if not states:
+            from overbrainer.cli.unlogged import check_listing
+
+            check_listing(invocation)
         raise OverbrainerError(
             f"no run of this project has an ID that is, starts or ends with {ref!r}; list "
             "them with `overbrainer runs ls`"

@@ -61,50 +61,76 @@ def report(error: OverbrainerError) -> int:
 _HELP = """\
 Usage: overbrainer [-C DIR] COMMAND [ARGS]
 
-Fine-tune language models with Axolotl on this machine, over SSH, or on a Runpod pod
-that is deleted once its results are home and verified.
+Fine-tune language models with Axolotl on this machine, over SSH, or on a
+Runpod pod that is deleted once its results are home and verified.
 
 Commands:
-  init [DIR]                 write overbrainer.toml, .env.example, data/ and .gitignore
-  config check               print the resolved configuration (secrets masked) or every problem
+  init [DIR]                 write overbrainer.toml, .env.example, data/ and
+                             .gitignore
+  config check               print the resolved configuration (secrets
+                             masked) or every problem
   train [--target NAME] [--keep-pod]
-                             check everything a run needs, then create a run, start its
-                             job, follow it, bring the results home
+                             check everything a run needs, then create a run,
+                             start its job, follow it, bring the results home
   train --check [--target NAME]
-                             only those checks: print each with its verdict, create nothing
-  train attach RUN           follow a started run again, then collect it and end its pod
-  train cancel RUN           stop the run's job, collect what it left, end its pod
-  train stop RUN             have the job save a checkpoint and stop; collect it, end its pod
+                             only those checks: print each with its verdict,
+                             create nothing
+  train attach RUN           follow a started run again, then collect it and
+                             end its pod
+  train cancel RUN           stop the run's job, collect what it left, end
+                             its pod
+  train stop RUN             have the job save a checkpoint and stop; collect
+                             it, end its pod
   train --resume-from RUN[:STEP]
                              a new run that goes on from RUN's checkpoint
-  runs ls [--state S] [--last N] [--since 30d] [--json]
-                             one line per run: state, progress, loss, ETA, pod, spend
-                             (as Runpod billed it, or ~estimated); --since ends with a total
+  runs ls [--state S] [--last N] [--since 30d] [--all] [--json]
+                             one line per run: state, progress, loss, ETA,
+                             pod, spend (as Runpod billed it, or ~estimated);
+                             --since ends with a total; --all also the runs
+                             whose files were removed
   runs show RUN [--no-plot] [--json]
-                             a run's record, pod, progress and files, and its loss curves
+                             a run's record, pod, progress and files, and its
+                             loss curves
   runs logs RUN [--follow] [--tail N] [--pod [--source system|container]]
                              the job's log (or the pod's own), wherever it is
-  runs compare RUN RUN...    runs side by side: losses, durations, spend, settings that differ
+  runs rm RUN...             remove finished runs' files from this machine;
+                             their events stay
+  runs gc --older-than 30d [--keep-best N] [--delete] [--json]
+                             the same for runs older than a span: a dry run
+                             unless --delete
+  runs compare RUN RUN...    runs side by side: losses, durations, spend,
+                             settings that differ
   runs report RUN... [-o FILE]
-                             one self-contained HTML page: curves, timeline, settings, events
+                             one self-contained HTML page: curves, timeline,
+                             settings, events
   events RUN [-v] [--json] [--at N] [--follow]
-                             the run's audit log: every transition, when, by whom
+                             the run's audit log: every transition, when, by
+                             whom
   pod ls [--json]            the account's overbrainer pods, each classified
-  pod rm RUN [--force]       delete every pod of a run and wait until they are gone
-  pod gpus [--min-vram GB] [--max-price USD] [--in-stock] [--data-center ID] [--json]
-                             Runpod's GPU types: memory, price per hour, stock; cheapest first
+  pod rm RUN [--force]       delete every pod of a run and wait until they
+                             are gone
+  pod gpus [--min-vram GB] [--max-price USD] [--in-stock] [--data-center ID]
+           [--json]
+                             Runpod's GPU types: memory, price per hour,
+                             stock; cheapest first
   pod datacenters [--json]   Runpod's data centers
   pod billing [RUN...] [--json]
                              read what Runpod billed for the runs' gone pods
   store migrate --to URL [--dry-run]
-                             copy this project's SQLite history into a team store
+                             copy this project's SQLite history into a team
+                             store
   completion install [--shell bash|zsh|fish]
-                             complete commands, targets and run IDs at Tab in your shell
+                             complete commands, targets and run IDs at Tab in
+                             your shell
 
 Options:
-  -C DIR                     the project directory (default: the current one)
-  RUN                        a run ID, a unique prefix or suffix of it, or runs/<id>/
-  -h, --help                 this help; `overbrainer COMMAND --help` for a command's
+  -C DIR                     where to find the project (default: here; it is
+                             found there or in the nearest directory above);
+                             it goes before the command
+  RUN                        a run ID, a unique prefix or suffix of it, or
+                             runs/<id>/
+  -h, --help                 this help; overbrainer COMMAND --help prints a
+                             command's own
   --version                  overbrainer's version
 """
 
@@ -179,15 +205,19 @@ def _run(tokens: list[str]) -> int:
     from overbrainer.cli.command_words import COMMAND_WORDS
     from overbrainer.cli.context import Invocation, set_current
     from overbrainer.cli.fast_path import parse
+    from overbrainer.config.project import find_project
 
     try:
-        project_dir, rest = _split_global(tokens)
+        start, rest = _split_global(tokens)
     except _Usage as usage:
         print(f"error: {usage}", file=sys.stderr)
         return 2
+    # The project is found as git finds a repository: here or in the nearest directory
+    # above. Where there is none, commands that need one say so, naming where they looked.
     set_current(
         Invocation(
-            project_dir=project_dir,
+            project_dir=find_project(start) or start,
+            start_dir=start,
             command=command_name(rest, COMMAND_WORDS),
             argv=tuple(tokens),
         )
@@ -203,17 +233,30 @@ def _run(tokens: list[str]) -> int:
         print("error: interrupted", file=sys.stderr)
         return 130
     except OverbrainerError as error:
-        return report(error)
+        return report(_explained(error))
     except BaseExceptionGroup as group:
         inner = _flatten(group)
         known = [e for e in inner if isinstance(e, OverbrainerError)]
         if known and len(known) == len(inner):
-            return report(known[0])
+            return report(_explained(known[0]))
         if inner and all(isinstance(e, KeyboardInterrupt) for e in inner):
             print("error: interrupted", file=sys.stderr)
             return 130
         raise
     return result if isinstance(result, int) else 0
+
+
+def _explained(error: OverbrainerError) -> OverbrainerError:
+    """``error``, or for a run the log does not hold, what the project's ``runs/`` tells of
+    it (a log emptied or replaced): looked at only once a command failed so."""
+    from overbrainer.events.errors import UnknownRun
+
+    if not isinstance(error, UnknownRun):
+        return error
+    from overbrainer.cli.context import current
+    from overbrainer.cli.unlogged import explained
+
+    return explained(current(), error)
 
 
 def _through_cyclopts(rest: list[str]) -> object:
@@ -228,5 +271,5 @@ def _through_cyclopts(rest: list[str]) -> object:
     except CycloptsError as refused:
         from overbrainer.cli.usage import usage_text
 
-        print(f"error: {usage_text(refused)}", file=sys.stderr)
+        print(f"error: {usage_text(refused, rest)}", file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ from overbrainer.cli.context import current
 
 if TYPE_CHECKING:
     from overbrainer.events.aggregate import RunLog
+    from overbrainer.events.errors import UnknownRun
     from overbrainer.front.console import Front
     from overbrainer.targets.runpod.pods import PodContext
 
@@ -115,7 +116,7 @@ async def rm(
         str,
         Parameter(
             help="The run whose pods to delete: its ID, a unique prefix or suffix "
-            "of it, or runs/<id>/ (never a pod ID)."
+            "of it, or `runs/<id>/` (never a pod ID)."
         ),
     ],
     /,
@@ -162,7 +163,7 @@ async def rm(
     # What the log alone answers needs no API key (nor Runpod).
     state = _logged_states([run]).get(run)
     if state is None and not force:
-        raise OverbrainerError(not_in_store(run))
+        raise _unknown(run, not_in_store(run))
     never = never_had_pod(state) if state is not None else None
     if never is not None:
         from overbrainer.front.console import Front
@@ -187,6 +188,18 @@ async def rm(
         if not removal.deleted:
             front.result(f"pod rm: run {run} has no pod left")
         return ctx.session.interrupts.finish(0)
+
+
+def _unknown(run_id: str, text: str) -> "UnknownRun":
+    """The error for a run this store does not hold, keeping the run and the store so that
+    the project's runs/ can tell more (a log emptied or replaced)."""
+    from overbrainer.cli.common import store_url
+    from overbrainer.events.errors import UnknownRun
+    from overbrainer.events.locations import describe_store
+
+    error = UnknownRun(text)
+    error.run_id, error.where = run_id, describe_store(store_url(current()))
+    return error
 
 
 def _logged_states(run_ids: "list[str]") -> "dict[str, RunLog]":
@@ -223,7 +236,6 @@ async def billing(
     from overbrainer.cli.common import print_json
     from overbrainer.cli.listing import listing, resolve_run
     from overbrainer.errors import Interrupted, OverbrainerError
-    from overbrainer.events.errors import UnknownRun
     from overbrainer.projections.spend import money
     from overbrainer.runpod.billing import asks
     from overbrainer.targets.runpod.billing import Reading, read_billing
@@ -248,9 +260,10 @@ async def billing(
     states = _logged_states(run_ids)
     unknown = [run_id for run_id in run_ids if run_id not in states]
     if unknown:
-        raise UnknownRun(
+        raise _unknown(
+            unknown[0],
             f"run {unknown[0]} is not in this store (another checkout may own it): nothing "
-            "of its billing can be recorded here; `overbrainer runs ls` lists this project's runs"
+            "of its billing can be recorded here; `overbrainer runs ls` lists this project's runs",
         )
     told: list[str] = []
     for run_id in run_ids:

@@ -2,7 +2,6 @@
 them. ``runs ls`` and ``runs show`` are declared here and done in ``runs_read.py``, which
 the command line also reaches without cyclopts."""
 
-import contextlib
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,13 +43,21 @@ def ls(
             "total they cost and how much of it is estimated."
         ),
     ] = None,
+    all_runs: Annotated[
+        bool,
+        Parameter(
+            name="--all",
+            negative=(),
+            help="Also the runs whose files were removed (runs rm, runs gc).",
+        ),
+    ] = False,
 ) -> int:
     """One line per run: id, state (with the checkpoint step a run can be resumed from),
     target, created, progress (step, percent), loss, ETA of a run in progress, pod and spend
     (and the host it runs from, when some run of a team store is not this machine's)."""
     from overbrainer.cli.runs_read import list_runs
 
-    return list_runs(json=json, state=state, last=last, since=since)
+    return list_runs(json=json, state=state, last=last, since=since, all_runs=all_runs)
 
 
 @app.command(name="show")
@@ -105,7 +112,7 @@ async def logs(
     ] = None,
 ) -> int:
     """Print the job's log of a run (the trainer's output), read where it is: this machine,
-    the SSH host, the pod; from runs/<id>/job.log once the run ended with it home."""
+    the SSH host, the pod; from `runs/<id>/job.log` once the run ended with it home."""
     from overbrainer.errors import UsageError
     from overbrainer.front.interrupts import open_interrupts, print_notice
 
@@ -116,6 +123,13 @@ async def logs(
     invocation = current()
     run = resolve_run(invocation, run)
     state = _recorded_state(invocation, run)
+    if state.run.files_removed is not None and state.run.kind == "local" and not pod:
+        from overbrainer.errors import OverbrainerError
+
+        raise OverbrainerError(
+            f"the job's log of run {run} was removed with its files (`overbrainer runs rm`); "
+            f"`overbrainer events {run}` still tells what happened"
+        )
     if pod and state.run.kind != "runpod":
         raise UsageError(
             f"--pod reads a Runpod pod's own log; run {run} ran on target {state.run.target} "
@@ -313,8 +327,9 @@ def report(
         Path | None,
         Parameter(
             name=["--output", "-o"],
-            help="Where to write the page (default: runs/<id>/report.html for one run, "
-            "reports/compare-<id>-<id>….html for several, by the IDs' last four characters).",
+            help="Where to write the page (default: `runs/<id>/report.html` for one run, "
+            "`reports/<id>.html` for one whose files were removed, "
+            "`reports/compare-<id>-<id>….html` for several, by the IDs' last four characters).",
         ),
     ] = None,
 ) -> int:
@@ -325,6 +340,7 @@ def report(
     from overbrainer.errors import OverbrainerError, UsageError
     from overbrainer.projections.files import write_text_atomic
     from overbrainer.projections.report import report_html
+    from overbrainer.projections.words import shown_path
 
     if not runs:
         raise UsageError("runs report needs a run: overbrainer runs report RUN [RUN…] [-o FILE]")
@@ -332,22 +348,59 @@ def report(
     facts = _facts(invocation, runs)
     page = report_html(facts, generated_at=datetime.now(UTC), version=__version__)
     if output is None:
-        if len(facts) == 1:
+        if len(facts) == 1 and facts[0].state.run.files_removed is None:
             output = invocation.project_dir / "runs" / facts[0].run_id / "report.html"
+        elif len(facts) == 1:  # its directory was removed (`runs rm`): not made again
+            output = invocation.project_dir / "reports" / f"{facts[0].run_id}.html"
         else:
             name = "compare-" + "-".join(f.run_id[-4:] for f in facts) + ".html"
             output = invocation.project_dir / "reports" / name
-    elif not output.is_absolute():
-        output = Path.cwd() / output
+    shown = shown_path(output, invocation.project_dir)
     try:
-        write_text_atomic(output, page)
+        write_text_atomic(Path.cwd() / output, page)
     except OSError as error:
         raise OverbrainerError(
-            f"cannot write the report to {output} ({error.strerror or error}); name another "
+            f"cannot write the report to {shown} ({error.strerror or error}); name another "
             "file with -o FILE"
         ) from None
-    shown = output
-    with contextlib.suppress(ValueError):
-        shown = output.relative_to(Path.cwd())
     print(f"wrote {shown}")
     return 0
+
+
+@app.command(name="rm")
+async def rm(*runs: Annotated[str, Parameter(help="One run or more: " + RUN_HELP[9:])]) -> int:
+    """Remove finished runs' files from this machine (each one's directory under runs/:
+    output, checkpoints, logs, keys); their events stay, and `runs ls --all` still lists
+    them. A run not ended, or whose pod may still exist, is refused with the command that
+    ends it."""
+    from overbrainer.cli.runs_rm import remove_runs
+
+    return await remove_runs(runs)
+
+
+@app.command(name="gc")
+async def gc(
+    *,
+    older_than: Annotated[
+        str,
+        Parameter(
+            help="Only runs created more than this span ago (12h, 7d, 30d, 2w).",
+        ),
+    ],
+    keep_best: Annotated[
+        int,
+        Parameter(help="Keep the N runs of lowest final loss (eval_loss, else loss), however old."),
+    ] = 0,
+    delete: Annotated[
+        bool, Parameter(negative=(), help="Remove them (without it: only show what would go).")
+    ] = False,
+    json: Annotated[bool, Parameter(negative=(), help=JSON_HELP)] = False,
+) -> int:
+    """Remove the files of the finished runs created more than a span ago, as runs rm does,
+    but the best ones: a dry run by default, listing each run, what it frees and what is
+    left and why; --delete removes them."""
+    from overbrainer.cli.runs_rm import collect_garbage
+
+    return await collect_garbage(
+        older_than=older_than, keep_best=keep_best, delete=delete, json=json
+    )

@@ -18,6 +18,7 @@ from overbrainer.cli.context import current
 from overbrainer.cli.listing import listing, resolve_run
 from overbrainer.events.actor import this_host
 from overbrainer.events.states import RunState
+from overbrainer.plurals import plural, word
 
 if TYPE_CHECKING:
     from overbrainer.projections.chart import Series
@@ -74,16 +75,19 @@ def total_line(spends: "list[Spend]", since: str) -> str:
 
     total = sum(s.total for s in spends)
     estimated = sum(s.estimated for s in spends)
-    runs = f"{len(spends)} run{'s' if len(spends) != 1 else ''}"
-    line = f"total {money(total)} for {runs} created in the last {since}"
+    line = f"total {money(total)} for {plural(len(spends), 'run')} created in the last {since}"
     unknown = sum(s.unknown for s in spends)
+    pods = sum(s.pods for s in spends)
+    if pods == 0:
+        # Runs on this machine or over SSH: nothing was billed, nor estimated.
+        return line + f": no Runpod pod among {word(len(spends), 'it', 'them')}"
     if estimated > 0 or unknown:
         line += f", {money(estimated)} of it estimated (`overbrainer pod billing` reads what "
         line += "Runpod billed)"
     else:
-        line += ", all as Runpod billed it"
+        line += f", all as Runpod billed it for {word(pods, 'its pod', 'their pods')}"
     if unknown:
-        line += f"; the cost of {unknown} pod{'s' if unknown != 1 else ''} is unknown"
+        line += f"; the cost of {plural(unknown, 'pod')} is unknown"
     return line
 
 
@@ -112,11 +116,14 @@ def _eta_text(state: Any, standing: "Standing | None", now: datetime) -> str:
 
 def _row(state: Any, now: datetime, host: str, project: Path) -> dict[str, Any]:
     from overbrainer.projections.files import run_dir
+    from overbrainer.projections.live import ended_job
     from overbrainer.projections.live import standing as standing_of
     from overbrainer.projections.spend import run_spend
 
     run, pod = state.run, state.pod
-    standing = standing_of(state, run_dir(project, run.run_id))
+    directory = run_dir(project, run.run_id)
+    standing = standing_of(state, directory)
+    ended = ended_job(state, directory, here=host in ("", this_host()))
     spend = run_spend(state, now, here=host == this_host())
     row = {
         "id": run.run_id,
@@ -131,6 +138,7 @@ def _row(state: Any, now: datetime, host: str, project: Path) -> dict[str, Any]:
         "spend": spend.text(),
         **spend.to_json(),
         "note": run.note or "",
+        "files_removed": run.files_removed is not None,
         # The checkpoint `train --resume-from RUN` starts from, and where this run started.
         "checkpoint_step": run.checkpoint["step"] if run.checkpoint else None,
         "resumed_from": (
@@ -138,7 +146,11 @@ def _row(state: Any, now: datetime, host: str, project: Path) -> dict[str, Any]:
         ),
     }
     row.update(standing.to_json(now) if standing is not None else dict.fromkeys(_STANDING_KEYS))
-    row["eta"] = _eta_text(state, standing, now)
+    # A job that ended with nobody following it: no ETA, and the run is not shown running.
+    row["job_ended"] = ended.to_json() if ended is not None else None
+    row["eta"] = "" if ended is not None else _eta_text(state, standing, now)
+    if ended is not None:
+        row["eta_seconds"] = None
     return row
 
 
@@ -160,8 +172,10 @@ def list_runs(
     state: Sequence[str] | None = None,
     last: int | None = None,
     since: str | None = None,
+    all_runs: bool = False,
 ) -> int:
-    """``runs ls``: one line per run (see its help in ``runs_cmd.py``)."""
+    """``runs ls``: one line per run (see its help in ``runs_cmd.py``); a run whose files
+    were removed only with ``all_runs``."""
     from overbrainer.errors import UsageError
     from overbrainer.projections.words import pod_status_text
 
@@ -170,7 +184,15 @@ def list_runs(
     span = parse_since(since) if since is not None else None
     invocation = current()
     states, hosts = listing(invocation)
+    if not states:
+        # "No runs" from a log emptied or replaced while runs/ holds runs is refused.
+        from overbrainer.cli.unlogged import check_listing
+
+        check_listing(invocation)
     now = clock()
+    removed = sum(1 for s in states if s.run.files_removed is not None)
+    if not all_runs:
+        states = [s for s in states if s.run.files_removed is None]
     if span is not None:
         states = [s for s in states if _created_since(s, now - span)]
     if state:
@@ -185,6 +207,12 @@ def list_runs(
     if not rows:
         if state or last is not None or since is not None:
             print("no run matches: `overbrainer runs ls` lists them all", file=sys.stderr)
+        elif removed:
+            print(
+                f"no runs with files here: the files of {removed} were removed "
+                "(`overbrainer runs ls --all` lists them too)",
+                file=sys.stderr,
+            )
         else:
             print("no runs yet: start one with `overbrainer train`", file=sys.stderr)
         return 0
@@ -218,12 +246,43 @@ def list_runs(
         spends = [run_spend(s, now, here=hosts.get(s.run.run_id, "") == here) for s in states]
         out.append(total_line(spends, since.strip()))
     sys.stdout.write("\n".join(out) + "\n")
+    _ended_notes(rows)
     return 0
 
 
+def _ended_notes(rows: list[dict[str, Any]]) -> None:
+    """Under the table, on stderr: each run whose job ended unfollowed, and the command
+    that collects it."""
+    ended = [r for r in rows if r["job_ended"] is not None]
+    if not ended:
+        return
+    from overbrainer.exec.markers import JobEnd
+    from overbrainer.projections.live import collect_hint
+
+    sys.stdout.flush()
+    for r in ended:
+        end = r["job_ended"]
+        text = JobEnd(end["how"], end["exit_code"], None).text()
+        print(
+            f"run {r['id']}: its job {text}; not collected yet: {collect_hint(r['id'])}",
+            file=sys.stderr,
+        )
+
+
+_ENDED_WORDS = {"exited": "ended", "cancelled": "cancelled", "lost": "lost"}
+
+
 def _state_text(row: dict[str, Any]) -> str:
-    """The run's state, with the step of the checkpoint it can be resumed from."""
+    """The run's state, with the step of the checkpoint it can be resumed from; for a run
+    whose job ended unfollowed, that (the log says running until it is collected)."""
+    end = row.get("job_ended")
+    if end is not None:
+        code = end["exit_code"]
+        how = _ENDED_WORDS[end["how"]] + (f" (exit {code})" if code not in (0, None) else "")
+        return f"job {how}, not collected"
     step = row["checkpoint_step"]
+    if row["files_removed"]:
+        return f"{row['state']} (files removed)"
     return f"{row['state']} (checkpoint {step})" if step is not None else str(row["state"])
 
 
@@ -258,6 +317,9 @@ def show_run(run: str, /, *, json: bool = False, no_plot: bool = False) -> int:
     from overbrainer.projections.live import standing as standing_of
 
     standing = standing_of(state, directory) if state.run.state == RunState.running else None
+    from overbrainer.projections.live import collect_hint, ended_job
+
+    ended = ended_job(state, directory, here=home is None or home.on_this_host)
     now = datetime.now(UTC)
     data = state.to_json()
     from overbrainer.train.layout import checkpoints_size
@@ -269,26 +331,35 @@ def show_run(run: str, /, *, json: bool = False, no_plot: bool = False) -> int:
         data["files"] = str(directory)
         data["local_files"] = local
         data["lives"] = home.to_json() if home is not None else None
+        data["job_ended"] = ended.to_json() if ended is not None else None
         print_json(data)
         return 0
-    from overbrainer.projections.summary import summary_lines
+    from overbrainer.projections.summary import job_dir_label, summary_lines
 
     lines = summary_lines(state, on_disk)
     if standing is not None and standing.seen_at is not None:
         from overbrainer.projections.live import standing_text
 
-        lines.insert(1, f"  progress   {standing_text(standing, now)}")
+        lines.insert(1, f"  progress   {standing_text(standing, now, eta=ended is None)}")
+    if ended is not None:
+        # The log says running until a command collects the run: the job's markers here
+        # already know it ended.
+        lines.insert(
+            1, f"  ended      its job {ended.text()}; not collected yet: {collect_hint(run)}"
+        )
     if home is not None:
         lines.append(
             f"  lives      on host {home.host} (started by `{home.command}` as {home.user}), "
-            f"remote dir {home.remote_dir}"
+            f"{job_dir_label(state.run.kind)} {home.remote_dir}"
         )
         if (home.last_host, home.last_command) != (home.host, home.command):
             lines.append(
                 f"  last       `{home.last_command}` on {home.last_host} at "
                 f"{home.last_at[:19].replace('T', ' ')}Z"
             )
-    if local or home is None:
+    if state.run.files_removed is not None:
+        pass  # said by the summary: the directory is gone
+    elif local or home is None:
         lines.append(f"  files      {directory}")
     else:
         lines.append(
@@ -330,5 +401,7 @@ def draw(series: "list[Series]") -> str:
     if not sys.stdout.isatty():
         return "\n".join(table(series))
     width = shutil.get_terminal_size((100, 24)).columns - 1
-    lines = chart(series, width=max(30, width), height=12)
-    return plain_text(lines) if os.environ.get("NO_COLOR") else ansi_text(lines)
+    # Without colour each series is drawn with a character of its own (see chart()).
+    plain = bool(os.environ.get("NO_COLOR"))
+    lines = chart(series, width=max(30, width), height=12, plain=plain)
+    return plain_text(lines) if plain else ansi_text(lines)

@@ -8,6 +8,7 @@ from cyclopts import App, Parameter
 from overbrainer.cli.common import JSON_HELP, print_json, store_url
 from overbrainer.cli.context import current
 from overbrainer.errors import OverbrainerError, UsageError
+from overbrainer.plurals import plural, word
 
 if TYPE_CHECKING:
     from overbrainer.events.migrate import Plan, RunPlan
@@ -88,8 +89,9 @@ def _migrate(
         if not json:
             _print_plan(plan)
             print(
-                f"would copy {plan.to_copy} events of {len(plan.runs_to_copy)} runs from "
-                f"{here} to {there} ({len(plan.runs)} runs, {plan.events} events here)",
+                f"would copy {plural(plan.to_copy, 'event')} of "
+                f"{plural(len(plan.runs_to_copy), 'run')} from {here} to {there} "
+                f"({plural(len(plan.runs), 'run')}, {plural(plan.events, 'event')} here)",
                 file=sys.stderr,
             )
         _warn_conflicts(plan.conflicts, there)
@@ -107,7 +109,7 @@ def _migrate(
     problems = mig.verify(source, target, by_oid)
     if problems:
         raise mig.MigrationError(
-            f"copied {copied} events to {there}, but verification found differences: "
+            f"copied {plural(copied, 'event')} to {there}, but verification found differences: "
             + "; ".join(problems[:10])
             + ("; …" if len(problems) > 10 else "")
             + "; run `overbrainer store migrate --dry-run --to URL` to see each run"
@@ -124,12 +126,14 @@ def _migrate(
         )
     elif copied:
         print(
-            f"copied {copied} events of {len(plan.runs_to_copy)} runs from {here} to {there}; "
-            f"verified {verified} runs: same event counts, same last events"
+            f"copied {plural(copied, 'event')} of {plural(len(plan.runs_to_copy), 'run')} from "
+            f"{here} to {there}; verified {plural(verified, 'run')}: same event counts, same "
+            "last events"
         )
     else:
         print(
-            f"nothing to copy: the {verified} runs ({plan.events} events) of {here} are all in "
+            f"nothing to copy: the {plural(verified, 'run')} "
+            f"({plural(plan.events, 'event')}) of {here} {word(verified, 'is', 'are all')} in "
             f"{there} already (verified)"
         )
     if hint and not json and not plan.conflicts:

@@ -11,6 +11,7 @@ from cyclopts import App, Parameter
 from overbrainer.cli.common import RUN_HELP
 from overbrainer.cli.context import current
 from overbrainer.events.types import RunState
+from overbrainer.plurals import plural, word
 
 if TYPE_CHECKING:
     from overbrainer.config.model import Settings
@@ -81,15 +82,17 @@ async def _session() -> AsyncIterator["tuple[Settings, Session]"]:
 
 async def _with_run(run: str, name: str) -> int:
     from overbrainer.cli.listing import resolve_run
+    from overbrainer.cli.unlogged import require_logged
     from overbrainer.projections.summary import came_to, nothing_left
 
     run = resolve_run(current(), run)
+    # Read-only first: opening the log to write would make an emptied file a new log.
+    require_logged(current(), run)
     async with _session() as (settings, session):
         state = await session.journal.state(run)
+        ended = came_to(state, session.project_dir) if state.final else ""
         if state.final and name == "stop":
-            session.front.result(
-                f"train: run {run} has already ended ({came_to(state)}); nothing to stop"
-            )
+            session.front.result(f"train: run {run} has already ended ({ended}); nothing to stop")
             return session.interrupts.finish(0)
         if state.final and (name == "cancel" or nothing_left(state)):
             # Nothing to stop; attach of a run with nothing left to do only tells its end.
@@ -104,12 +107,11 @@ async def _with_run(run: str, name: str) -> int:
                         "deletes it"
                     )
                 session.front.result(
-                    f"train: run {run} has already ended ({came_to(state)}); nothing to "
-                    f"cancel{collect}"
+                    f"train: run {run} has already ended ({ended}); nothing to cancel{collect}"
                 )
                 return session.interrupts.finish(0)
             if state.run.state in (RunState.succeeded, RunState.cancelled, RunState.stopped):
-                session.front.result(f"train: run {run} {came_to(state)}")
+                session.front.result(f"train: run {run} {ended}")
                 return session.interrupts.finish(0)
         from overbrainer.lifecycle import elsewhere
 
@@ -208,6 +210,11 @@ async def train(
             )
         found = checked.value
         report = found.report
+        from overbrainer.cli.unlogged import before_train
+
+        unlogged = before_train(current())
+        if unlogged is not None:
+            front.warn(unlogged)
         spec = found.settings.targets.get(found.target or "") if found.settings else None
         if check:
             if wanted is not None and found.settings is not None:
@@ -217,19 +224,23 @@ async def train(
                 report = dataclasses.replace(report, checks=(*report.checks, resumed))
             for line in report.lines():
                 front.result(line)
+            again = _again(target, keep_pod, resume_from, check=True)
             if not report.ok:
-                raise OverbrainerError(report.summary())
-            front.result(report.summary())
+                raise OverbrainerError(report.summary(again))
+            front.result(report.summary(again))
             return interrupts.finish(0)
         if not report.ok or found.settings is None or found.target is None or spec is None:
-            from overbrainer.config.model import TARGET_NAME_RE
-
-            named = target is not None and TARGET_NAME_RE.fullmatch(target) is not None
-            command = "overbrainer train" + (f" --target {target}" if named else "")
-            raise OverbrainerError(report.failure(command))
+            raise OverbrainerError(
+                report.failure(
+                    _again(target, keep_pod, resume_from, check=False),
+                    _again(target, keep_pod, resume_from, check=True),
+                )
+            )
         for warning in report.warnings:
             front.warn(warning)
         settings, name = found.settings, found.target
+        if wanted is not None:
+            _logged(wanted[0])
         async with _store(settings, front, interrupts) as session:
             if interrupts.interrupted:
                 raise Interrupted(
@@ -258,6 +269,26 @@ async def train(
             return interrupts.finish(code)
 
 
+def _again(target: str | None, keep_pod: bool, resume_from: str | None, *, check: bool) -> str:
+    """The ``train`` command line as given (every option but ``-C``), with ``--check`` or
+    without: the command a message tells to run again. A target that is no valid name is
+    left out (the problem it makes names it)."""
+    import shlex
+
+    from overbrainer.config.model import TARGET_NAME_RE
+
+    words = ["overbrainer", "train"]
+    if check:
+        words.append("--check")
+    if target is not None and TARGET_NAME_RE.fullmatch(target) is not None:
+        words += ["--target", target]
+    if keep_pod:
+        words.append("--keep-pod")
+    if resume_from is not None:
+        words += ["--resume-from", resume_from]
+    return shlex.join(words)
+
+
 async def _resume_check(
     settings: "Settings", front: "Front", interrupts: "Interrupts", wanted: tuple[str, int | None]
 ) -> "Check":
@@ -267,6 +298,7 @@ async def _resume_check(
     from overbrainer.preflight.checks import Check, Verdict
 
     try:
+        _logged(wanted[0])
         async with _store(settings, front, interrupts) as session:
             source, problems = await _resume_source(session, settings, wanted)
     except OverbrainerError as error:
@@ -276,24 +308,40 @@ async def _resume_check(
         f"(runs/{source.run_id}/output/checkpoint-{source.step})"
     )
     if problems:
-        fix = "; set it back in overbrainer.toml (epochs and the learning rate may change)"
+        count = len(problems)
         return Check(
             "resume",
             Verdict.problem,
-            f"{where}: {len(problems)} setting{'' if len(problems) == 1 else 's'} differ",
-            tuple(problem + fix for problem in problems),
+            f"{where}: {plural(count, 'setting')} {word(count, 'differs', 'differ')}",
+            tuple(
+                f"{problem}; {fix} (epochs and the learning rate may change)"
+                for problem, fix in problems
+            ),
         )
     return Check("resume", Verdict.ok, f"{where}: the settings fit; the run would resume there")
 
 
+def _logged(given: str) -> None:
+    """Refuse, reading the log only, a run to resume from that it does not hold (so an
+    emptied log file is not made a new log by a command that then fails)."""
+    from overbrainer.cli.listing import resolve_run
+    from overbrainer.cli.unlogged import bare_log, require_logged
+
+    # Only a log missing or emptied needs it: reading any other first would leave SQLite's
+    # -wal and -shm files that the command's own opening of the log does not.
+    if bare_log(current()):
+        require_logged(current(), resolve_run(current(), given))
+
+
 async def _resume_source(
     session: "Session", settings: "Settings", wanted: tuple[str, int | None]
-) -> "tuple[ResumeFrom, list[str]]":
+) -> "tuple[ResumeFrom, list[tuple[str, str]]]":
     """The checkpoint ``--resume-from`` names and the settings that do not fit it (each
-    named); an error when there is none to resume from."""
+    named, with where to set it back); an error when there is none to resume from."""
     from overbrainer.cli.listing import resolve_run
+    from overbrainer.config.load import load_resolved
     from overbrainer.train.axolotl import render_config
-    from overbrainer.train.resume import ResumeError, mismatches, pick_checkpoint
+    from overbrainer.train.resume import ResumeError, mismatched, pick_checkpoint, put_back
     from overbrainer.train.resume_files import checkpoint_steps, trained_config
 
     given, step = wanted
@@ -304,10 +352,23 @@ async def _resume_source(
             f"run {run_id} is {state.run.state}: a run is resumed once it has ended; "
             f"`overbrainer train stop {run_id}` saves a checkpoint and stops it"
         )
+    if state.run.files_removed is not None:
+        raise ResumeError(
+            f"run {run_id} has no checkpoint to resume from: its files were removed from "
+            f"this machine (`overbrainer runs rm`); `overbrainer runs ls` lists the runs "
+            "whose files are here"
+        )
     run_dir = session.run_dir(run_id)
     source = pick_checkpoint(run_id, checkpoint_steps(run_dir), step, state.run.pruned)
     trained = trained_config(run_dir, run_id)
-    return source, mismatches(trained, render_config(settings.training, has_eval=False))
+    found = mismatched(trained, render_config(settings.training, has_eval=False))
+    if not found:
+        return source, []
+    invocation = current()
+    # Where each value comes from: a fix names the variable that set it, if one did.
+    sources = load_resolved(invocation.project_dir, invocation.environ()).sources
+    process = invocation.base_environ
+    return source, [(problem, put_back(name, sources, process)) for name, problem in found]
 
 
 async def _resume_checked(
@@ -319,7 +380,7 @@ async def _resume_checked(
 
     source, problems = await _resume_source(session, settings, wanted)
     if problems:
-        raise refusal(source, problems)
+        raise refusal(source, [f"{problem}; {fix}" for problem, fix in problems])
     run_id = source.run_id
     session.front.info(
         f"train: resuming from checkpoint-{source.step} of run {run_id} "

@@ -1,12 +1,18 @@
 """A command line cyclopts refused, told as every other error is: one ``error: …`` line
 naming what is wrong and how to see what the command takes."""
 
+import re
+from collections.abc import Sequence
 from typing import Any
 
+# The options that go before a command; which of them each command also takes is its own.
+_GLOBAL = ("-C", "--project")
+_TOP_OPTIONS = ("--help", "--version", "--project")
 
-def usage_text(error: Any) -> str:
+
+def usage_text(error: Any, argv: Sequence[str] = ()) -> str:
     """The message for a ``CycloptsError`` (exit code 2): what is wrong, and the help
-    command to read."""
+    command to read (``argv``: the whole command line, to show one put right)."""
     chain = " ".join(getattr(error, "command_chain", None) or ())
     command = f"overbrainer {chain}".strip()
     kind = type(error).__name__
@@ -19,11 +25,67 @@ def usage_text(error: Any) -> str:
         extra = " ".join(str(token) for token in getattr(error, "unused_tokens", ()) or ())
         unexpected = f" {extra!r}" if extra else ""
         return f"`{command}` takes no further argument{unexpected}; see `{command} --help`"
+    option = _offending_option(error, kind)
+    if option is not None and _is_global(option):
+        return _global_after_command(option, argv, command)
+    if option is not None and kind == "UnknownCommandError":
+        # An option where a command's name goes (``overbrainer --versoin``): no command.
+        return f"unknown option: {option}{_close(option, chain)}; see `{command} --help`"
     text = str(error).strip().rstrip(".")
     text = text[:1].lower() + text[1:] if text[:2] != text[:2].upper() else text
     text = " ".join(text.split())
-    first, maybe, suggestion = text.partition(". Did you mean ")
-    if maybe:
-        text = f"{first} (did you mean {suggestion.rstrip('?')}?)"
-    text = text.replace(". Available commands:", "; the commands are")
+    text = re.sub(r"([.?]) Available commands:", _commands_are, text)
+    text = re.sub(r"\. Did you mean (.+?)\?", r" (did you mean \1?)", text)
     return f"{text}; see `{command} --help`"
+
+
+def _commands_are(match: "re.Match[str]") -> str:
+    return ("?" if match.group(1) == "?" else "") + "; the commands are"
+
+
+def _offending_option(error: Any, kind: str) -> str | None:
+    """The option-like word cyclopts did not know, if that is what it refused."""
+    if kind == "UnknownOptionError":
+        token = getattr(error, "token", None)
+        value = getattr(token, "keyword", None) or getattr(token, "value", None)
+        return str(value) if value else None
+    if kind == "UnknownCommandError":
+        unused = getattr(error, "unused_tokens", None) or ()
+        if unused and str(unused[0]).startswith("-"):
+            return str(unused[0])
+    return None
+
+
+def _is_global(option: str) -> bool:
+    return option in _GLOBAL or option.startswith(("--project=", "-C"))
+
+
+def _global_after_command(option: str, argv: Sequence[str], command: str) -> str:
+    """``-C DIR`` given after the command: say where it goes, with the command line put
+    right when it is known."""
+    import shlex
+
+    words = list(argv)
+    rest_of = command.removeprefix("overbrainer").strip()
+    fixed = f"overbrainer -C DIR {rest_of} …"
+    name = "--project" if option.startswith("--project") else "-C"
+    at = next((i for i, w in enumerate(words) if w.startswith(name) and _is_global(w)), None)
+    if at is not None:
+        word = words[at]
+        if word in _GLOBAL:
+            given = words[at + 1 : at + 2]
+            rest = words[:at] + words[at + 2 :]
+        else:
+            given = [word.removeprefix("--project=").removeprefix("-C")]
+            rest = words[:at] + words[at + 1 :]
+        if given and given[0]:
+            fixed = shlex.join(["overbrainer", "-C", given[0], *rest])
+    return f"{name} DIR goes before the command: `{fixed}`"
+
+
+def _close(option: str, chain: str) -> str:
+    import difflib
+
+    known = _TOP_OPTIONS if not chain else ("--help",)
+    close = difflib.get_close_matches(option, known, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""

@@ -44,7 +44,7 @@ from overbrainer.config.model import (
     strip_url_password,
     undeclared_target,
 )
-from overbrainer.config.project import not_a_project
+from overbrainer.config.project import not_a_project, reached_from_cwd
 from overbrainer.config.template import BASE_MODEL
 
 __all__ = [
@@ -192,7 +192,7 @@ def masked(settings: Settings) -> dict[str, Any]:
 
 
 def _command(project_dir: Path, words: str) -> str:
-    if project_dir.resolve() == Path.cwd().resolve():
+    if reached_from_cwd(project_dir):
         return f"overbrainer {words}"
     return f"overbrainer -C {shlex.quote(str(project_dir))} {words}"
 

@@ -114,6 +114,8 @@ class RunView:
     # This machine's clock minus Runpod's, as the last command that found it far off
     # recorded it (seconds); the times it recorded are off by as much.
     clock_offset: float | None = None
+    # The run's directory was removed (``runs rm``/``runs gc``): {"at", "bytes"}.
+    files_removed: dict[str, Any] | None = None
     version: int = 0
 
 
@@ -252,6 +254,19 @@ def _checkpoint_pruned(s: RunLog, e: ev.CheckpointPruned, at: str) -> None:
     if s.run.checkpoint is not None and s.run.checkpoint["step"] == e.step:
         # The last one is never pruned by overbrainer; a log that says so has none left.
         s.run.checkpoint = None
+
+
+def _files_removed(s: RunLog, e: ev.FilesRemoved, at: str) -> None:
+    if not s.final:
+        raise InvalidTransition(f"files of a run that is {s.run.state} removed")
+    if s.pod.may_bill():
+        raise InvalidTransition("files removed while a pod of the run may still exist")
+    if s.run.files_removed is not None:
+        raise InvalidTransition("the run's files were removed already")
+    s.run.files_removed = {"at": at, "bytes": e.bytes}
+    # Nothing of the run is home any more: no checkpoint to resume from.
+    s.run.checkpoint = None
+    s.run.checkpoints = []
 
 
 def _interrupted(s: RunLog, e: ev.Interrupted, at: str) -> None:
@@ -490,6 +505,7 @@ def _rules() -> dict[type[ev.Event], Any]:
         ev.NoteAdded: _note_added,
         ev.NoteCleared: _note_cleared,
         ev.ClockOffset: _clock_offset,
+        ev.FilesRemoved: _files_removed,
         ev.ClockJumped: _nothing,
         ev.KeysGenerated: _keys,
         ev.AttemptSent: _attempt_sent,

@@ -169,6 +169,19 @@ def checkpoint_pruned(state: RunLog, step: int, path: str) -> Events:
     return [ev.CheckpointPruned(step=step, path=path)]
 
 
+# ---- removing a run's files ------------------------------------------------------------
+
+
+def files_removed(state: RunLog, size: int) -> Events:
+    """The run's directory is about to be removed (``runs rm``/``runs gc``); nothing when
+    the log has it removed already (a removal cut short, finished now). A run that is not
+    ended, or whose pod may still exist, is refused by the fold (another command changed
+    it since the command decided)."""
+    if state.run.files_removed is not None:
+        return []
+    return [ev.FilesRemoved(bytes=size)]
+
+
 # ---- results and the run's end -------------------------------------------------------
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from overbrainer.errors import OverbrainerError
 from overbrainer.events.store import RunStore
+from overbrainer.plurals import plural
 
 _READ = 1000
 _BATCH = 500
@@ -144,7 +145,7 @@ def plan(source: RunStore, target: RunStore) -> tuple[Plan, dict[uuid.UUID, RunP
         run.target_events = there.originator_version if there is not None else 0
         if run.target_events > run.source_events:
             run.conflict = (
-                f"the team store has {run.target_events} events of it, this checkout "
+                f"the team store has {plural(run.target_events, 'event')} of it, this checkout "
                 f"{run.source_events}: it went on elsewhere"
             )
         elif run.target_events == run.source_events:
@@ -188,8 +189,8 @@ def copy(
         except Exception as error:
             reason = str(error) if isinstance(error, OverbrainerError) else repr(error)
             raise MigrationError(
-                f"copying stopped after {copied} of {total} events: {reason}; run the same "
-                "`overbrainer store migrate` again: it copies only what is still missing"
+                f"copying stopped after {copied} of {plural(total, 'event')}: {reason}; run "
+                "the same `overbrainer store migrate` again: it copies only what is still missing"
             ) from None
         copied += len(batch)
         batch.clear()
@@ -226,7 +227,9 @@ def verify(source: RunStore, target: RunStore, by_oid: dict[uuid.UUID, RunPlan])
         theirs = _last(target.recorder, oid)
         count = theirs.originator_version if theirs is not None else 0
         if count != run.source_events:
-            problems.append(f"run {run.run_id}: {count} events there, {run.source_events} here")
+            problems.append(
+                f"run {run.run_id}: {plural(count, 'event')} there, {run.source_events} here"
+            )
         elif not _same(mine, theirs):
             problems.append(f"run {run.run_id}: its last event differs")
     return problems

@@ -201,9 +201,7 @@ class SqliteReader:
         if not state.exists:
             from overbrainer.events.errors import UnknownRun
 
-            raise UnknownRun(
-                f"no run {run_id} in {self.where}; list the runs with `overbrainer runs ls`"
-            )
+            raise UnknownRun.of(run_id, self.where)
         return state
 
     def max_position(self) -> int:

@@ -295,9 +295,7 @@ class RunStore:
         """Like :meth:`state`, but an unknown run is an error naming the way out."""
         state = self.state(run_id)
         if not state.exists:
-            raise UnknownRun(
-                f"no run {run_id} in {self._where}; list the runs with `overbrainer runs ls`"
-            )
+            raise UnknownRun.of(run_id, self._where)
         return state
 
     def max_position(self) -> int:

@@ -214,6 +214,17 @@ class ClockOffset(Event):
 
 
 @dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+class FilesRemoved(Event):
+    """The run's directory on this machine (``runs/<id>/``: its output, checkpoints, logs
+    and keys; ``bytes`` on disk) is removed by ``runs rm`` or ``runs gc``. Recorded before
+    the directory goes: a removal cut short (a killed process) is finished by running the
+    command again. The run's events stay; ``runs ls`` lists it only with ``--all``."""
+
+    name: ClassVar[str] = "run.FilesRemoved"
+    bytes: int
+
+
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ClockJumped(Event):
     """The monotonic clock of the machine following the run jumped (a laptop waking, a VM
     restored): Runpod's time carried on it since Runpod's last answer was ``seconds`` off
@@ -440,6 +451,7 @@ CATALOGUE: dict[str, type[Event]] = {
         NoteAdded,
         NoteCleared,
         ClockOffset,
+        FilesRemoved,
         ClockJumped,
         KeysGenerated,
         AttemptSent,

@@ -63,6 +63,10 @@ ENV = "OVERBRAINER_FAULT_PLAN"
 PAUSE_LIMIT = 30.0
 """The longest a ``pause`` blocks the process."""
 
+SECOND_AFTER = 0.4
+"""Seconds after the first signal was noted that a second one is sent: past the time in
+which the same signal again is its echo (``interrupts.ECHO``)."""
+
 _SIGNALLING = {
     "sigint": (signal.SIGINT, False),
     "sigint2": (signal.SIGINT, True),
@@ -167,7 +171,10 @@ class Plan:
             with contextlib.suppress(OSError), self.trace.open("a", encoding="utf-8") as out:
                 out.write(json.dumps({"key": key}) + "\n")
         if second is not None:
-            # The first signal has been noted: this one arrives while it is being handled.
+            # The first signal has been noted: this one arrives while it is being handled,
+            # late enough to be a second request (as a person's is), not the first one's
+            # echo (as GNU timeout sends, which counts once: interrupts.ECHO).
+            time.sleep(SECOND_AFTER)
             os.kill(os.getpid(), second)
         if act:
             self._act(key)

@@ -24,6 +24,7 @@ import trio
 from overbrainer.errors import OverbrainerError
 from overbrainer.events import decisions
 from overbrainer.events.aggregate import RunLog
+from overbrainer.events.errors import StoreError
 from overbrainer.events.types import Event
 from overbrainer.exec.manifest import checkpoint_path, verify
 from overbrainer.exec.transfer import remove
@@ -53,14 +54,24 @@ class CheckpointFetcher:
 
     :meth:`saw` takes the metrics events following reads (it never waits); :meth:`run` is
     the background task that fetches; :meth:`finish` fetches what is still due once the
-    job ended.
+    job ended. ``home`` and ``pruned``: the steps the log has home, and those it removed
+    on purpose (``[training] keep_checkpoints``) — the latter are never fetched again.
     """
 
-    def __init__(self, session: Session, job: Job, *, keep: int, home: Iterable[int]) -> None:
+    def __init__(
+        self,
+        session: Session,
+        job: Job,
+        *,
+        keep: int,
+        home: Iterable[int],
+        pruned: Iterable[int] = (),
+    ) -> None:
         self.session = session
         self.job = job
         self.keep = keep
         self.home: set[int] = set(home)
+        self.pruned: set[int] = set(pruned)
         self.saved: set[int] = set()
         self.failures: dict[int, int] = {}
         self.given_up: set[int] = set()
@@ -80,7 +91,9 @@ class CheckpointFetcher:
         # In place, every save is recorded (nothing travels), so that pruning removes the
         # older ones from the job's own output as well.
         keep = len(self.saved) + len(self.home) if self.job.in_place else self.keep
-        return checkpoint_plan.to_fetch(self.saved, self.home, keep=keep, skip=self.given_up)
+        return checkpoint_plan.to_fetch(
+            self.saved, self.home, keep=keep, skip=self.given_up | self.pruned
+        )
 
     async def run(self) -> None:
         """Fetch each checkpoint as it is announced, until cancelled; one that failed is
@@ -129,7 +142,7 @@ class CheckpointFetcher:
                 # trainer wrote it; its manifest only checks it is whole.
                 expected = await self.job.executor.manifest(self.job.remote_dir, [path])
                 if not _whole(expected, path):
-                    return self._not_whole(step, path)
+                    return await self._not_whole(step, path)
                 await self._record(step, path, None)
                 return True
             return await self._download(step, path)
@@ -149,7 +162,7 @@ class CheckpointFetcher:
             if error is not None:
                 raise error
             if expected is None or not _whole(expected, path):
-                return self._not_whole(step, path)
+                return await self._not_whole(step, path)
             problems = await trio.to_thread.run_sync(verify, expected, temp, [path], arrived)
             if problems:
                 raise OverbrainerError("; ".join(problems[:3]))
@@ -178,16 +191,31 @@ class CheckpointFetcher:
         self.home.add(step)
         await prune(self.session, run_id, self.keep)
 
-    def _not_whole(self, step: int, path: str) -> bool:
+    async def _not_whole(self, step: int, path: str) -> bool:
         # Gone from the target (the trainer's own rotation removed it) or without the file
-        # the trainer writes last: not one to resume from.
+        # the trainer writes last: not one to resume from — unless the log says it is home
+        # or was pruned on purpose meanwhile (another follower of the run, say the `train`
+        # that `train stop` joins, brought it and removed it): then nothing is wrong.
+        self.given_up.add(step)
+        if await self._settled_elsewhere(step):
+            return True
         self._warn(
             step,
             f"checkpoint-{step} of run {self.job.run_id} is not whole on "
             f"{self.job.executor.location} (no {path}/{TRAINER_STATE}); not brought home",
         )
-        self.given_up.add(step)
         return True
+
+    async def _settled_elsewhere(self, step: int) -> bool:
+        """Whether the log has ``step`` home or pruned (read afresh: another command may
+        have recorded it since this one started)."""
+        try:
+            state = await self.session.journal.state(self.job.run_id)
+        except StoreError:
+            return False  # the warning stands; following goes on
+        self.pruned |= set(state.run.pruned)
+        self.home |= set(state.run.checkpoints)
+        return step in self.pruned or step in self.home
 
     def _warn(self, step: int, text: str) -> None:
         if step not in self._told:

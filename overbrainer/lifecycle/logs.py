@@ -26,6 +26,7 @@ from overbrainer.events.aggregate import RunLog
 from overbrainer.events.types import RunState
 from overbrainer.exec.base import ExecError, Executor
 from overbrainer.front.streams import stdout_gone
+from overbrainer.plurals import plural
 
 if TYPE_CHECKING:
     from overbrainer.runpod.client import RunpodClient
@@ -392,7 +393,7 @@ def failure_tail(project_dir: Path, run_id: str, count: int = FAILURE_LINES) -> 
     lines = shown_lines(data, count)
     if not lines:
         return [f"the job's log (runs/{run_id}/{LOG_FILE}) is empty"]
-    which = "the last line" if len(lines) == 1 else f"the last {len(lines)} lines"
+    which = "the last line" if len(lines) == 1 else f"the last {plural(len(lines), 'line')}"
     return [
         f"{which} of the job's log (all of it: runs/{run_id}/{LOG_FILE}, or "
         f"`overbrainer runs logs {run_id}`):",

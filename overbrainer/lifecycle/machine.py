@@ -19,6 +19,7 @@ from overbrainer.exec.base import ContainerRuntime, Executor, NativeRuntime, Run
 from overbrainer.lifecycle import service
 from overbrainer.lifecycle.service import FollowLost, Job, Retrieval, attach_hint
 from overbrainer.lifecycle.target import Command, Launch, Stop, StoppedBeforeJob
+from overbrainer.plurals import word
 from overbrainer.session.session import Session
 from overbrainer.train.axolotl import (
     cpu_overridden,
@@ -140,7 +141,7 @@ class MachineTarget:
         if replaced:
             front.warn(
                 f'target {self.plan.target_name} has device = "cpu": training.axolotl_extra\'s '
-                f"{', '.join(replaced)} {'is' if len(replaced) == 1 else 'are'} replaced by "
+                f"{', '.join(replaced)} {word(len(replaced), 'is', 'are')} replaced by "
                 "false for this run"
             )
 

@@ -24,9 +24,9 @@ def judge(
     run_id: str,
     checkpoint_home: bool = True,
 ) -> Verdict:
-    """A run succeeds only when its job exited 0, wrote at least one metrics line and left
-    something under ``output/``; it is ``stopped`` when it did so after saving the
-    checkpoint a save-and-stop request asked for (``checkpoint_home``: whether that
+    """A run succeeds only when its job exited 0, its metrics plugin wrote at least one line
+    and it left something under ``output/``; it is ``stopped`` when it did so after saving
+    the checkpoint a save-and-stop request asked for (``checkpoint_home``: whether that
     checkpoint's files came home); every other end is a failure naming its reason (or a
     cancellation)."""
     log = f"runs/{run_id}/job.log"
@@ -46,7 +46,8 @@ def judge(
         return Verdict(RunState.failed, f"the job's exit code is unreadable; see {log}", None)
     if code != 0:
         return Verdict(RunState.failed, f"the job exited with code {code}; see {log}", code)
-    if summary.lines - summary.malformed <= 0:
+    # Lines of the plugin only: a merge step's phase line is written by the job's shell.
+    if summary.lines - summary.malformed - summary.phases <= 0:
         return Verdict(
             RunState.failed,
             "the job exited 0 without writing any metrics: the metrics "

@@ -7,6 +7,7 @@ from overbrainer.events.types import RunState
 from overbrainer.lifecycle.logs import failure_tail
 from overbrainer.lifecycle.service import Retrieval, attach_hint
 from overbrainer.projections.summary import resume_clause
+from overbrainer.projections.words import shown_path
 from overbrainer.session.session import Session, ended_by
 from overbrainer.train.metrics import MetricsSummary, summary_line
 
@@ -32,7 +33,9 @@ def report(
             f"verified{why}; {attach_hint(run.run_id)} to collect them{more}"
         )
     done = run.state in (RunState.succeeded, RunState.stopped)
-    output = f"runs/{run.run_id}/output" if done and retrieved else None
+    output = None
+    if done and retrieved and run.files_removed is None:  # `runs rm` took the output away
+        output = shown_path(session.run_dir(run.run_id) / "output", session.project_dir)
     session.front.result(summary_line(run.run_id, run.state, summary, output))
     if run.state == RunState.succeeded:
         if run.stop_requested:

@@ -53,6 +53,7 @@ from overbrainer.lifecycle.target import (
     Target,
     TargetGone,
 )
+from overbrainer.plurals import word
 from overbrainer.projections.summary import attach_header
 from overbrainer.session.session import Session
 from overbrainer.train.axolotl import prepare_run_dir
@@ -222,7 +223,11 @@ async def _watch(
     spend = target.spend(state)
     check = target.at_each_poll(state)
     fetcher = CheckpointFetcher(
-        session, job, keep=target.settings.training.keep_checkpoints, home=state.run.checkpoints
+        session,
+        job,
+        keep=target.settings.training.keep_checkpoints,
+        home=state.run.checkpoints,
+        pruned=state.run.pruned,
     )
 
     async def work() -> Followed | Stop:
@@ -481,7 +486,7 @@ STOP_REQUEST_LIMIT = 60.0
 
 def _minutes(seconds: float) -> str:
     minutes = seconds / 60
-    return f"{minutes:g} minute" + ("" if minutes == 1 else "s")
+    return f"{minutes:g} {word(minutes, 'minute')}"
 
 
 def _nothing_to_stop(state: RunLog) -> OverbrainerError:

@@ -34,6 +34,7 @@ from overbrainer.exec.manifest import checkpoint_path, local_manifest, verify
 from overbrainer.exec.transfer import STAGING_DIR
 from overbrainer.front.interrupts import AFTER_STOP, Offer
 from overbrainer.lifecycle.outcome import Verdict, judge
+from overbrainer.plurals import plural
 from overbrainer.projections.live import LiveFiles
 from overbrainer.session.limits import CANCEL_LIMIT, COLLECT_LIMIT, START_LIMIT
 from overbrainer.session.session import Session, ended_by
@@ -406,7 +407,7 @@ def _size(count: int) -> str:
     value = float(count)
     for unit in ("bytes", "kB", "MB", "GB"):
         if value < 1000:
-            return f"{count} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+            return plural(count, "byte") if unit == "bytes" else f"{value:.1f} {unit}"
         value /= 1000
     return f"{value:.1f} TB"
 

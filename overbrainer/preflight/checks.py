@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Literal
 
 from overbrainer.config.model import is_pinned_image
+from overbrainer.plurals import plural, word
 from overbrainer.preflight.probes import EngineProbe, TrainerProbe
 from overbrainer.runpod.candidates import NoCandidate, Wanted, choose, hours_text, price_text
 from overbrainer.runpod.models import GpuType
@@ -95,7 +96,7 @@ def config_check(source: str, problems: Sequence[str], target: str | None) -> Ch
     the target the run would use (None when the configuration does not tell)."""
     if problems:
         count = len(problems)
-        return _check("configuration", f"{source}: {count} problem{_s(count)}", problems)
+        return _check("configuration", f"{source}: {plural(count, 'problem')}", problems)
     return _check("configuration", f"{source}: {target}" if target else source)
 
 
@@ -104,13 +105,13 @@ def data_check(report: DataReport) -> Check:
     files = report.files
     if files is None or report.problems:
         bad = len(report.problems)
-        return _check("data", f"data files: {bad} problem{_s(bad)}", report.problems)
+        return _check("data", f"data files: {plural(bad, 'problem')}", report.problems)
     summary = (
-        f"data/train.jsonl: {files.train_examples} example{_s(files.train_examples)} "
+        f"data/train.jsonl: {plural(files.train_examples, 'example')} "
         f"({files.reasoning_examples} with reasoning)"
     )
     if files.eval_path is not None:
-        summary += f"; data/eval.jsonl: {files.eval_examples} example{_s(files.eval_examples)}"
+        summary += f"; data/eval.jsonl: {plural(files.eval_examples, 'example')}"
     else:
         summary += "; no eval set"
     return _check("data", summary)
@@ -160,7 +161,7 @@ def project_dirs_check(facts: Sequence[DirFact]) -> Check:
     )
     if problems:
         count = len(problems)
-        return _check("run files", f"{count} problem{_s(count)}", problems)
+        return _check("run files", f"{plural(count, 'problem')}", problems)
     return _check("run files", f"{shown}: writable")
 
 
@@ -269,7 +270,7 @@ def runpod_key_check(base_url: str, answer: int | ApiFailure | str) -> Check:
         return _check("runpod key", base_url, [answer])
     if isinstance(answer, int):
         return _check(
-            "runpod key", f"accepted by {base_url} ({answer} pod{_s(answer)} on the account)"
+            "runpod key", f"accepted by {base_url} ({plural(answer, 'pod')} on the account)"
         )
     if answer.status == 401:
         problem = (
@@ -328,7 +329,7 @@ def gpu_types_check(
         most = gpu.max_count(secure=True)
         if most is not None and gpu_count > most:
             problems.append(
-                f'{key}: a pod of "{wanted}" has at most {most} GPU{_s(most)}, and '
+                f'{key}: a pod of "{wanted}" has at most {plural(most, "GPU")}, and '
                 f"targets.{target}.gpu_count is {gpu_count}; lower gpu_count or choose another "
                 "GPU type"
             )
@@ -430,29 +431,26 @@ class Report:
             out.extend(f"             warning: {warning}" for warning in check.warnings)
         return out
 
-    def failure(self, command: str) -> str:
+    def failure(self, command: str, check: str = "overbrainer train --check") -> str:
         """The error of a preflight that found problems, each on its own line, and the
-        ``command`` to run once they are fixed."""
+        ``command`` to run once they are fixed (``check``: the same, checking only)."""
         problems = self.problems
         count = len(problems)
-        lines = [f"preflight found {count} problem{_s(count)}; no run was created:"]
+        lines = [f"preflight found {plural(count, 'problem')}; no run was created:"]
         lines.extend(f"  {problem}" for problem in problems)
         lines.append(
-            f"fix {'it' if count == 1 else 'them'}, then run `{command}` again "
-            "(`overbrainer train --check` checks without training)"
+            f"fix {word(count, 'it', 'them')}, then run `{command}` again "
+            f"(`{check}` checks without training)"
         )
         return "\n".join(lines)
 
-    def summary(self) -> str:
-        """The last line of ``train --check``."""
+    def summary(self, command: str = "overbrainer train --check") -> str:
+        """The last line of ``train --check`` (``command``: that command line, to run again
+        once the problems are fixed)."""
         count = len(self.problems)
         if count == 0:
             return f"train --check: every check passed on {self.subject}"
         return (
-            f"train --check: {count} problem{_s(count)} (listed above); fix "
-            f"{'it' if count == 1 else 'them'}, then run `overbrainer train --check` again"
+            f"train --check: {plural(count, 'problem')} (listed above); fix "
+            f"{word(count, 'it', 'them')}, then run `{command}` again"
         )
-
-
-def _s(count: int) -> str:
-    return "" if count == 1 else "s"

@@ -5,6 +5,7 @@ terminal that is not one (a pipe, a file). Pure: the caller colours the segments
 
 import itertools
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -75,11 +76,27 @@ def _line(a: tuple[int, int], b: tuple[int, int]) -> list[tuple[int, int]]:
             y0 += sy
 
 
+MARKS = ("•", "+", "x", "o", "^", "~", "=", "%")
+"""The characters that draw the series, in order, where there is no colour."""
+SHARED = "#"
+"""Where there is no colour, the character of a place several series pass through."""
+
+
 def chart(
-    series: Sequence[Series], *, width: int, height: int = 12, x_label: str = "step"
+    series: Sequence[Series],
+    *,
+    width: int,
+    height: int = 12,
+    x_label: str = "step",
+    plain: bool = False,
 ) -> list[list[Segment]]:
     """The lines of a chart of ``series`` at most ``width`` characters wide, its plot
-    ``height`` characters high, with a legend under it. Empty when nothing is drawable."""
+    ``height`` characters high, with a legend under it. Empty when nothing is drawable.
+
+    ``plain`` (no colour to tell them apart): each series is drawn with its own character
+    of :data:`MARKS`, a place that several share with :data:`SHARED`; else with Braille
+    dots in its colour, the series drawn last on top. Either way the legend names a series
+    that no place shows alone, and the one it coincides with."""
     drawn = [s for s in series if any(math.isfinite(y) for _, y in s.points)]
     if not drawn:
         return []
@@ -90,27 +107,37 @@ def chart(
     labels = [number(y_high), number((y_high + y_low) / 2), number(y_low)]
     pad = max(len(label) for label in labels)
     plot_width = max(10, width - pad - 2)
-    dots_w, dots_h = plot_width * 2, height * 4
-    cells: dict[tuple[int, int], int] = {}
-    owner: dict[tuple[int, int], str] = {}
+    # A character holds 2 × 4 Braille dots; a mark is one character.
+    dots_w, dots_h = (plot_width, height) if plain else (plot_width * 2, height * 4)
 
     def to_dot(x: float, y: float) -> tuple[int, int]:
         px = round((x - x_low) / (x_high - x_low) * (dots_w - 1))
         py = round((y_high - y) / (y_high - y_low) * (dots_h - 1))
         return min(max(px, 0), dots_w - 1), min(max(py, 0), dots_h - 1)
 
-    for one in drawn:
+    cells: dict[tuple[int, int], int] = {}
+    owners: dict[tuple[int, int], list[int]] = {}  # by the order they were drawn in
+    for index, one in enumerate(drawn):
         points = [to_dot(x, y) for x, y in one.points if math.isfinite(y)]
         dots = set(points)
         for a, b in itertools.pairwise(points):
             dots.update(_line(a, b))
-        if one.marks:
+        if one.marks and not plain:
             for px, py in points:
                 dots.update((px + dx, py) for dx in (-1, 1) if 0 <= px + dx < dots_w)
         for px, py in dots:
-            cell = (px // 2, py // 4)
-            cells[cell] = cells.get(cell, 0) | _DOT[(px % 2, py % 4)]
-            owner[cell] = one.style
+            cell = (px, py) if plain else (px // 2, py // 4)
+            if not plain:
+                cells[cell] = cells.get(cell, 0) | _DOT[(px % 2, py % 4)]
+            if index not in owners.setdefault(cell, []):
+                owners[cell].append(index)
+
+    def shown(cell: tuple[int, int]) -> Segment:
+        which = owners[cell]
+        if plain:
+            return (MARKS[which[0] % len(MARKS)] if len(which) == 1 else SHARED, None)
+        return (chr(_BRAILLE + cells[cell]), drawn[which[-1]].style)
+
     lines: list[list[Segment]] = []
     for row in range(height):
         label = labels[0] if row == 0 else labels[2] if row == height - 1 else ""
@@ -118,11 +145,7 @@ def chart(
             label = labels[1]
         line: list[Segment] = [(f"{label:>{pad}} ┤" if label else f"{'':>{pad}} │", None)]
         for column in range(plot_width):
-            bits = cells.get((column, row))
-            if bits is None:
-                line.append((" ", None))
-            else:
-                line.append((chr(_BRAILLE + bits), owner[(column, row)]))
+            line.append(shown((column, row)) if (column, row) in owners else (" ", None))
         lines.append(_merge(line))
     lines.append([(f"{'':>{pad}} └" + "─" * plot_width, None)])
     left, right = f"{x_label} {number(x_low)}", number(x_high)
@@ -130,12 +153,38 @@ def chart(
     lines.append([(f"{'':>{pad}}  {left}{' ' * gap}{right}", None)])
     legend: list[Segment] = [(f"{'':>{pad}}  ", None)]
     for index, one in enumerate(drawn):
-        legend += [
-            ("━━", one.style),
-            (f" {one.name}" + ("   " if index < len(drawn) - 1 else ""), None),
-        ]
+        key = MARKS[index % len(MARKS)] if plain else "━━"
+        legend += [(key, None if plain else one.style), (f" {one.name}   ", None)]
+    if plain and any(len(which) > 1 for which in owners.values()):
+        legend.append((f"{SHARED} several", None))
     lines.append(_merge(legend))
+    lines += [[(f"{'':>{pad}}  {note}", None)] for note in _hidden(drawn, owners, plain)]
     return lines
+
+
+def _hidden(
+    drawn: Sequence[Series], owners: dict[tuple[int, int], list[int]], plain: bool
+) -> list[str]:
+    """A note for each series that no place shows alone (plain) or on top (in colour):
+    which series it coincides with, and how the chart shows them (once for a pair)."""
+    notes: list[str] = []
+    told: set[frozenset[int]] = set()
+    for index, one in enumerate(drawn):
+        places = [which for which in owners.values() if index in which]
+        own = [w for w in places if (w == [index] if plain else w[-1] == index)]
+        if own or not places:
+            continue
+        partners = Counter(o for which in places for o in which if o != index)
+        partner = partners.most_common(1)[0][0]
+        if frozenset((index, partner)) in told:
+            continue
+        told.add(frozenset((index, partner)))
+        other = drawn[partner].name
+        if plain:
+            notes.append(f"{one.name} and {other} coincide: drawn as {SHARED}")
+        else:
+            notes.append(f"{one.name} is hidden under {other}: their curves coincide")
+    return notes
 
 
 def _merge(line: list[Segment]) -> list[Segment]:

@@ -16,6 +16,7 @@ from typing import Any
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.store import Recorded
+from overbrainer.plurals import plural
 from overbrainer.projections.curves import Curves, curves_of
 from overbrainer.projections.live import curve_events
 from overbrainer.projections.spend import recorded_spend
@@ -96,7 +97,7 @@ def flatten(config: object, prefix: str = "") -> dict[str, str]:
 
 def settings_of(run_dir: Path) -> dict[str, str]:
     """The settings a run trained with: its ``axolotl.yaml`` flattened, and a fingerprint
-    of each data file (``data/train.jsonl`` → ``sha256:… (N lines)``). Empty when the
+    of each data file (``data/train.jsonl`` → ``sha256:… (N lines)``, ``(1 line)``). Empty when the
     run's files are not here."""
     found: dict[str, str] = {}
     import yaml
@@ -114,7 +115,7 @@ def settings_of(run_dir: Path) -> dict[str, str]:
             continue
         digest = hashlib.sha256(data).hexdigest()[:12]
         lines = data.count(b"\n")
-        found[name] = json.dumps(f"sha256:{digest} ({lines} lines)")
+        found[name] = json.dumps(f"sha256:{digest} ({plural(lines, 'line')})")
     return found
 
 

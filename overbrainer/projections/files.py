@@ -48,8 +48,9 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def write_projections(project_dir: Path, state: RunLog) -> None:
-    """Rewrite the run's ``run.json`` (and ``pod.json`` for a Runpod run)."""
-    if not state.exists:
+    """Rewrite the run's ``run.json`` (and ``pod.json`` for a Runpod run); never for a run
+    whose files were removed (its directory stays gone)."""
+    if not state.exists or state.run.files_removed is not None:
         return
     directory = run_dir(project_dir, state.run.run_id)
     data = state.to_json()
@@ -62,7 +63,7 @@ def refresh_projections(project_dir: Path, state: RunLog) -> bool:
     """Rewrite the run's projections only where they differ from ``state``; True if one was
     rewritten. A process killed between an append and its projection write leaves them
     behind the log: the next command that reads the run brings them up to date."""
-    if not state.exists:
+    if not state.exists or state.run.files_removed is not None:
         return False
     directory = run_dir(project_dir, state.run.run_id)
     data = state.to_json()

@@ -23,13 +23,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.states import RunState
 from overbrainer.projections.files import write_json_atomic
 from overbrainer.train.metrics import MetricsEvent, MetricsSummary, parse_metrics_lines
 from overbrainer.utc import parse_utc
+
+if TYPE_CHECKING:
+    from overbrainer.exec.markers import JobEnd
 
 PROGRESS_FILE = "progress.json"
 SEEN_FILE = "metrics.seen.jsonl"
@@ -238,9 +241,10 @@ def curve_events(run_dir: Path) -> list[MetricsEvent]:
     return []
 
 
-def standing_text(standing: Standing, now: datetime) -> str:
+def standing_text(standing: Standing, now: datetime, *, eta: bool = True) -> str:
     """``step 30/100 (30%), epoch 0.9, loss 1.234, eval_loss 1.301, ETA 3m10s (seen 4s
-    ago)``: a run in progress, for people."""
+    ago)``: a run in progress, for people (without the ETA when not ``eta``: its job
+    ended)."""
     from overbrainer.projections.words import duration_text
     from overbrainer.train.metrics import format_epoch, format_loss
 
@@ -254,11 +258,29 @@ def standing_text(standing: Standing, now: datetime) -> str:
     for name, value in (("loss", s.loss), ("eval_loss", s.eval_loss)):
         if value is not None:
             parts.append(f"{name} {format_loss(value)}")
-    eta = standing.eta_at(now)
-    if eta is not None:
-        parts.append(f"ETA {duration_text(eta)}")
+    left = standing.eta_at(now) if eta else None
+    if left is not None:
+        parts.append(f"ETA {duration_text(left)}")
     text = ", ".join(parts) or "no step yet"
     age = standing.age(now)
     if age is not None:
         text += f" (seen {duration_text(age)} ago)"
     return text
+
+
+def ended_job(state: RunLog, run_dir: Path, *, here: bool) -> "JobEnd | None":
+    """How the job of a run the log still calls running ended, when this machine can tell
+    without writing: a job of the local target started from this machine (``here``) runs in
+    the run's own directory, whose markers say it. None for every other run (a job on
+    another machine is known only by asking it: ``train attach`` does)."""
+    run = state.run
+    if run.state != RunState.running or run.kind != "local" or not here or run.job is None:
+        return None
+    from overbrainer.exec.markers import job_end
+
+    return job_end(run_dir)
+
+
+def collect_hint(run_id: str) -> str:
+    """What brings home the results of a run whose job ended unfollowed."""
+    return f"`overbrainer train attach {run_id}` brings its results home and ends the run"

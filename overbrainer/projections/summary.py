@@ -1,17 +1,27 @@
 """A run's state told in a few lines, for ``runs show`` and ``events RUN --at N``."""
 
+from pathlib import Path
+
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.states import RunState
+from overbrainer.plurals import plural, word
+from overbrainer.projections.files import run_dir
 from overbrainer.projections.spend import recorded_spend
 from overbrainer.projections.words import (
     duration_text,
     metrics_text,
-    plural,
     pod_status_text,
+    shown_path,
     size_text,
 )
 from overbrainer.runpod.clocks import offset_text
 from overbrainer.train.metrics import MetricsSummary, format_epoch, format_loss
+
+
+def job_dir_label(kind: str) -> str:
+    """What the directory a run's job runs in is called: on this machine (the local
+    target) it is no remote one."""
+    return "job dir" if kind == "local" else "remote dir"
 
 
 def summary_lines(state: RunLog, checkpoints_bytes: int | None = None) -> list[str]:
@@ -22,12 +32,12 @@ def summary_lines(state: RunLog, checkpoints_bytes: int | None = None) -> list[s
         return ["(no run yet)"]
     lines = [
         f"run {r.run_id}: {r.state}" + (f" ({r.message})" if r.message else ""),
-        f"  target     {r.target} ({r.kind}), remote dir {r.remote_dir}",
+        f"  target     {r.target} ({r.kind}), {job_dir_label(r.kind)} {r.remote_dir}",
     ]
     if r.base_model:
         lines.append(f"  model      {r.adapter} of {r.base_model}")
     lines.append(f"  created    {r.created_at}")
-    lines.append(f"  updated    {r.updated_at} (after {r.version} events)")
+    lines.append(f"  updated    {r.updated_at} (after {plural(r.version, 'event')})")
     if r.job:
         lines.append(
             f"  job        pid {r.job['pid']} in {r.job['dir']}"
@@ -66,6 +76,12 @@ def summary_lines(state: RunLog, checkpoints_bytes: int | None = None) -> list[s
         )
     if r.note:
         lines.append(f"  note       {r.note}")
+    if r.files_removed is not None:
+        when = str(r.files_removed.get("at") or "")[:16].replace("T", " ")
+        freed = size_text(int(r.files_removed.get("bytes") or 0))
+        lines.append(
+            f"  files      removed from this machine at {when} UTC ({freed} freed); the events stay"
+        )
     if r.clock_offset is not None:
         lines.append(f"  clock      {offset_text(r.clock_offset)} Runpod's (times recorded off)")
     if p.pod_id or p.attempts:
@@ -105,11 +121,11 @@ def checkpoints_text(home: list[int], pruned: list[int], size: int | None) -> st
     steps = ", ".join(str(step) for step in home)
     text = f"{len(home)} home"
     if home:
-        text += f" (step{'s' if len(home) > 1 else ''} {steps}"
+        text += f" ({word(len(home), 'step')} {steps}"
         text += f"; {size_text(size)})" if size is not None else ")"
     if pruned:
         removed = ", ".join(str(step) for step in pruned)
-        text += f"; {len(pruned)} removed (step{'s' if len(pruned) > 1 else ''} {removed})"
+        text += f"; {len(pruned)} removed ({word(len(pruned), 'step')} {removed})"
     return text
 
 
@@ -142,10 +158,10 @@ def attach_header(state: RunLog) -> str:
     return "; ".join(parts)
 
 
-def came_to(state: RunLog) -> str:
+def came_to(state: RunLog, project_dir: Path = Path()) -> str:
     """What an ended run came to, in a few words: ``succeeded; step 5/5, epoch 3, loss
     0.7143; output in runs/<id>/output`` (``failed: why``; a note when its results are not
-    home)."""
+    home). The output is named as :func:`shown_path` names it in ``project_dir``."""
     r = state.run
     text = r.state + (f": {r.message}" if r.message and r.message != r.state else "")
     metrics = metrics_text({k: v for k, v in r.metrics.items() if k != "learning_rate"})
@@ -153,8 +169,11 @@ def came_to(state: RunLog) -> str:
         text += f"; {metrics}"
     if r.note:
         text += f"; {r.note}"
+    elif r.files_removed is not None:
+        text += "; its files were removed from this machine"
     elif r.state == RunState.succeeded and r.artifacts is not None:
-        text += f"; output in runs/{r.run_id}/output"
+        output = run_dir(project_dir, r.run_id) / "output"
+        text += f"; output in {shown_path(output, project_dir)}"
     if r.checkpoint is not None:
         text += f"; resumable from checkpoint-{r.checkpoint['step']}"
     return text

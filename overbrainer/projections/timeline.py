@@ -9,7 +9,8 @@ from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.recorded import Recorded
-from overbrainer.projections.words import duration_text, plural, size_text
+from overbrainer.plurals import plural
+from overbrainer.projections.words import duration_text, size_text
 from overbrainer.runpod.clocks import offset_text
 from overbrainer.train.metrics import MetricsSummary, format_loss
 
@@ -192,6 +193,9 @@ _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
     ev.CheckpointPruned: lambda e, s: (
         f"checkpoint of step {e.step} removed from this machine ({e.path}): only the last "
         "ones are kept ([training] keep_checkpoints)"
+    ),
+    ev.FilesRemoved: lambda e, s: (
+        f"the run's files removed from this machine ({size_text(e.bytes)} freed); its events stay"
     ),
     ev.Interrupted: lambda e, s: f"interrupted before the job started ({e.stage})",
     ev.Detached: _detached,

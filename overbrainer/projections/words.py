@@ -3,8 +3,10 @@
 
 import math
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+from overbrainer.plurals import plural
 from overbrainer.train.metrics import MetricsSummary, format_epoch, format_loss, format_rate
 
 _POD_STATUS = {
@@ -21,9 +23,18 @@ _POD_STATUS = {
 }
 
 
-def plural(count: int, word: str, words: str | None = None) -> str:
-    """``1 file``, ``2 files`` (``words`` when the plural is not ``word + "s"``)."""
-    return f"{count} {word if count == 1 else (words or word + 's')}"
+def shown_path(path: Path, project_dir: Path, cwd: Path | None = None) -> str:
+    """How a message names ``path`` (as given: under ``project_dir`` as given with ``-C``,
+    or as the user typed it): relative to the project when the current directory is in
+    or below the project and the path is in it (``runs/<id>/output``, as every message
+    names a run's files); else as given (``../proj/runs/<id>/output``), which reaches it
+    from where the user is."""
+    here = (cwd or Path.cwd()).resolve()
+    root = (here / project_dir).resolve()
+    full = (here / path).resolve()
+    if here.is_relative_to(root) and full.is_relative_to(root):
+        return str(full.relative_to(root))
+    return str(path)
 
 
 def size_text(count: int) -> str:

@@ -30,6 +30,7 @@ import httpx
 import trio
 
 from overbrainer.errors import OverbrainerError
+from overbrainer.plurals import plural
 from overbrainer.runpod.clocks import ServerClock, parse_http_date
 from overbrainer.runpod.models import (
     BadBillingData,
@@ -944,7 +945,7 @@ class RunpodClient:
         else:
             reason = f"HTTP {status}"
         if attempts > 1:
-            reason += f" after {attempts} attempts"
+            reason += f" after {plural(attempts, 'attempt')}"
         detail = self._detail(answer)
         if detail:
             reason += f" (Runpod said: {detail})" if problem else f" (answer: {detail})"
@@ -979,7 +980,7 @@ class RunpodClient:
                 why = f"{kind} talking to {self._host}"
                 if may_retry and await self._wait(attempt, start, None, op, why):
                     continue
-                tries = f" after {attempt} attempts" if attempt > 1 else ""
+                tries = f" after {plural(attempt, 'attempt')}" if attempt > 1 else ""
                 raise RunpodApiError(
                     self._redact(
                         f"cannot {op}: {kind} talking to {self._host}{tries} "

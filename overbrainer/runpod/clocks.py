@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from overbrainer.plurals import plural
+
 LARGE_OFFSET = 60.0
 """How far (seconds) this machine's clock may be from Runpod's before it is recorded in the
 run's log and the user is warned. An HTTP date has whole seconds, and an answer takes a
@@ -95,7 +97,7 @@ def span(seconds: float) -> str:
     minutes, secs = divmod(rest, 60)
     if days >= 365:
         years, days = divmod(days, 365)
-        text = f"{years} year" + ("s" if years != 1 else "")
+        text = plural(years, "year")
         return f"{text} {_days(days)}" if days else text
     if days:
         return f"{_days(days)} {hours} h"
@@ -107,7 +109,7 @@ def span(seconds: float) -> str:
 
 
 def _days(days: int) -> str:
-    return "1 day" if days == 1 else f"{days} days"
+    return plural(days, "day")
 
 
 def offset_text(offset: float) -> str:

@@ -26,5 +26,6 @@ reliability campaigns; shipped with the package, as ``trio.testing`` ships with 
   (libfaketime).
 
 Nothing the ``overbrainer`` command runs imports this package. It needs the ``testing``
-extra (``pip install 'overbrainer[testing]'``).
+extra: ``pip install -e '.[testing]'`` in a checkout, or the wheel's
+(``pipx install 'dist/overbrainer-….whl[testing]'``).
 """

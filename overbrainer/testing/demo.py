@@ -10,7 +10,8 @@ shows first. Then ``runs ls``, ``events`` and ``pod ls``, and the fake server st
 
 Everything lives in a temporary directory (under ``$TMPDIR``) that is removed at the end,
 and the fake server is stopped however the demo ends (Ctrl-C, SIGTERM, SIGHUP). It needs
-the ``testing`` extra (``pip install 'overbrainer[testing]'``); nothing of the source tree.
+the ``testing`` extra (the wheel's, as ``pipx install 'dist/overbrainer-….whl[testing]'``;
+if it is missing the demo names the command that adds it); nothing of the source tree.
 """
 
 from __future__ import annotations
@@ -101,13 +102,18 @@ class Demo:
         self.server: subprocess.Popen[bytes] | None = None
         self.ob = overbrainer_command()
 
+    def cwd(self) -> Path | None:
+        """Where the commands run: in the project once it exists, as the echoed commands
+        say (so the paths they print are the project's: ``runs/<id>/…``)."""
+        return self.project if self.project.is_dir() else None
+
     def run(self, *argv: str, show: str | None = None, quiet: bool = False) -> None:
         """Run ``overbrainer -C PROJECT ARGV``, echoed as ``$ overbrainer …`` unless quiet."""
         if not quiet:
             print(f"$ overbrainer {show or ' '.join(argv)}", flush=True)
         out = subprocess.DEVNULL if quiet else None
         process = subprocess.Popen(
-            [*self.ob, "-C", str(self.project), *argv], env=self.env, stdout=out
+            [*self.ob, "-C", str(self.project), *argv], env=self.env, stdout=out, cwd=self.cwd()
         )
         code = _wait(process)
         if code != 0:
@@ -118,6 +124,7 @@ class Demo:
     def output(self, *argv: str) -> str:
         done = subprocess.run(
             [*self.ob, "-C", str(self.project), *argv],
+            cwd=self.cwd(),
             env=self.env,
             capture_output=True,
             text=True,
@@ -235,6 +242,50 @@ def _signals_end_the_demo() -> Iterator[None]:
             signal.signal(number, handler)
 
 
+def install_hint(requirements: Sequence[str], prefix: Path, python: str, wheel: Path | None) -> str:
+    """The command that adds ``requirements`` (the ``testing`` extra) to the environment
+    at ``prefix`` that runs ``python``: overbrainer is installed from a wheel or a
+    checkout, never from an index, so no command names ``overbrainer[testing]`` alone."""
+    wanted = " ".join(shlex.quote(r) for r in requirements)
+    parts = prefix.parts
+    if "pipx" in parts and prefix.parent.name == "venvs":
+        return f"pipx inject {shlex.quote(prefix.name)} {wanted}"
+    if "uv" in parts and prefix.parent.name == "tools" and wheel is not None:
+        return f"uv tool install --force {shlex.quote(f'{wheel}[testing]')}"
+    return f"{shlex.quote(python)} -m pip install {wanted}"
+
+
+def _testing_requirements() -> list[str]:
+    """The ``testing`` extra's requirements, as the installed package declares them."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        declared = distribution("overbrainer").requires or []
+    except PackageNotFoundError:
+        declared = []
+    found = [
+        r.partition(";")[0].strip() for r in declared if r.replace(" ", "").endswith('=="testing"')
+    ]
+    return found or ["hypercorn", "jsonschema"]
+
+
+def _wheel() -> Path | None:
+    """The wheel this installation came from, when it says so and the file is still there."""
+    from importlib.metadata import PackageNotFoundError, distribution
+    from urllib.parse import unquote, urlparse
+
+    try:
+        text = distribution("overbrainer").read_text("direct_url.json")
+    except PackageNotFoundError:
+        return None
+    try:
+        url = urlparse(str(json.loads(text or "{}").get("url", "")))
+    except (ValueError, AttributeError):
+        return None
+    path = Path(unquote(url.path))
+    return path if url.scheme == "file" and path.suffix == ".whl" and path.is_file() else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo; its exit code."""
     import argparse
@@ -253,10 +304,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     missing = [m for m in ("hypercorn", "jsonschema") if importlib.util.find_spec(m) is None]
     if args.target == "runpod" and missing:
+        hint = install_hint(_testing_requirements(), Path(sys.prefix), sys.executable, _wheel())
         print(
             f"error: the Runpod demo needs overbrainer's testing extra ({', '.join(missing)} "
-            "missing): pipx install 'overbrainer[testing]', uv tool install "
-            "'overbrainer[testing]' or pip install 'overbrainer[testing]'",
+            f"missing); install it with: {hint}",
             file=sys.stderr,
         )
         return 1

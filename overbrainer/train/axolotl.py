@@ -204,12 +204,18 @@ def trainer_commands(training: TrainingSettings, axolotl: str = "axolotl") -> li
     return commands
 
 
-# The merge, unless the training was stopped before its end (a save-and-stop: the plugin's
-# ``stopped`` line in the metrics file), whose half-trained adapter is not worth a merged
-# model: it writes the ``merging`` phase line and runs the merge (its arguments), or writes
-# ``merge_skipped`` and succeeds. Shell alone, as the phase command.
+# The merge, unless the training recorded nothing (no line but phase lines: the metrics
+# plugin was not loaded, so the run fails, and a merged model would only hide that) or was
+# stopped before its end (a save-and-stop: the plugin's ``stopped`` line in the metrics
+# file), whose half-trained adapter is not worth a merged model: it writes the ``merging``
+# phase line and runs the merge (its arguments), or writes ``merge_skipped`` and succeeds;
+# without metrics it writes no line at all (job.log says why). Shell alone, as the phase
+# command.
 _MERGE_SCRIPT = (
     'm="${' + METRICS_ENV + ":-" + METRICS_FILE + '}"; '
+    """if ! grep -qv '"event":"phase"' "$m" 2>/dev/null; then """
+    "echo 'overbrainer: merge skipped: the training wrote no metrics (the metrics plugin "
+    "was not loaded)' >&2; exit 0; fi; "
     """if grep -q '"event":"stopped"' "$m" 2>/dev/null; then p=merge_skipped; """
     "else p=merging; fi; "
     """printf '{"event":"phase","time":%s,"phase":"%s"}\\n' "$(date +%s)" "$p" >>"$m"; """

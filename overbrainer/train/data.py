@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from overbrainer.errors import OverbrainerError
+from overbrainer.plurals import word
 
 TRAIN_FILE = Path("data") / "train.jsonl"
 """The train set, relative to the project (and to the run directory)."""
@@ -153,7 +154,7 @@ def _describe(shown: Path, bad_lines: list[tuple[int, str]]) -> list[str]:
     problems = [f"{shown}:{line}: {what}" for line, what in bad_lines[:_SHOWN_PROBLEMS]]
     more = len(bad_lines) - _SHOWN_PROBLEMS
     if more > 0:
-        problems.append(f"{shown}: {more} more bad lines ({len(bad_lines)} in all)")
+        problems.append(f"{shown}: {more} more bad {word(more, 'line')} ({len(bad_lines)} in all)")
     return problems
 
 

@@ -166,6 +166,9 @@ class MetricsSummary:
     stopped_reason: str | None = None
     # The job did not merge the adapter: its training was stopped before its end.
     merge_skipped: bool = False
+    # The ``phase`` lines among ``lines``: the job's shell writes some of them itself (the
+    # merge's), so they are no proof that the metrics plugin was loaded.
+    phases: int = 0
 
     def with_event(self, event: MetricsEvent) -> Self:
         """This summary after ``event`` (a missing value keeps the one before)."""
@@ -177,8 +180,10 @@ class MetricsSummary:
         if event.event == "stopped" and event.step is not None:
             changes["stopped_step"] = event.step
             changes["stopped_reason"] = event.reason
-        if event.event == "phase" and event.phase == MERGE_SKIPPED:
-            changes["merge_skipped"] = True
+        if event.event == "phase":
+            changes["phases"] = self.phases + 1
+            if event.phase == MERGE_SKIPPED:
+                changes["merge_skipped"] = True
         if event.event in ("begin", "log"):
             for name in (
                 "step",
@@ -225,7 +230,7 @@ class MetricsSummary:
         for field in fields(cls):
             raw = data.get(field.name)
             try:
-                if field.name in ("lines", "malformed"):
+                if field.name in ("lines", "malformed", "phases"):
                     values[field.name] = _int(raw) or 0
                 elif field.name == "stopped_reason":
                     values[field.name] = raw if isinstance(raw, str) else None

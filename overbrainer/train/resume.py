@@ -97,7 +97,12 @@ def mismatches(trained: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
     """One problem per setting (of :data:`MUST_MATCH`) that differs between the config the
     checkpoint was ``trained`` with and the one the new run would use (``now``), each
     naming the setting and both values; empty when the checkpoint fits."""
-    problems: list[str] = []
+    return [problem for _, problem in mismatched(trained, now)]
+
+
+def mismatched(trained: Mapping[str, Any], now: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """:func:`mismatches`, each with the setting it names (``training.lora_r``)."""
+    problems: list[tuple[str, str]] = []
     named: set[str] = set()
     for key in MUST_MATCH:
         if _value(trained, key) == _value(now, key):
@@ -108,10 +113,28 @@ def mismatches(trained: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
         named.add(name)
         shown = "adapter" if key == "load_in_4bit" else key
         problems.append(
-            f"{name} is {_shown(_value(now, shown))} here but the checkpoint was trained with "
-            f"{_shown(_value(trained, shown))}"
+            (
+                name,
+                f"{name} is {_shown(_value(now, shown))} here but the checkpoint was trained "
+                f"with {_shown(_value(trained, shown))}",
+            )
         )
     return problems
+
+
+def put_back(setting: str, sources: Mapping[str, str], process: Mapping[str, str]) -> str:
+    """How to give ``setting`` its checkpoint's value again, where its value comes from:
+    an ``OVERBRAINER_*`` variable (``sources``: dotted key -> variable) of the process
+    environment (``process``) or of the project's ``.env``, else ``overbrainer.toml``."""
+    variable = next(
+        (name for key, name in sources.items() if setting == key or setting.startswith(key + ".")),
+        None,
+    )
+    if variable is None:
+        return "set it back in overbrainer.toml"
+    if variable in process:
+        return f"the environment variable {variable} sets it: unset it or set it back"
+    return f"{variable} in the project's .env sets it: remove it there or set it back"
 
 
 def _value(cfg: Mapping[str, Any], key: str) -> Any:
@@ -130,6 +153,6 @@ def refusal(source: ResumeFrom, problems: list[str]) -> ResumeError:
     return ResumeError(
         f"cannot resume from checkpoint-{source.step} of run {source.run_id}: these settings "
         f"differ from the ones it was trained with, and the checkpoint only fits those:\n"
-        f"{listed}\nset them back in overbrainer.toml (epochs and the learning rate and its "
+        f"{listed}\nset them back as each says (epochs and the learning rate and its "
         "schedule may change); no run was created"
     )

@@ -73,7 +73,9 @@ NEWEST_FIRST = sorted(RUNS, reverse=True)
         (["train", "--check", "--target"], "", ["box", "gpu", "my laptop"]),
         (["train", "attach"], "", NEWEST_FIRST),
         (["train", "cancel"], "2025", ["20251231-235959-0000"]),
-        (["runs"], "", ["ls", "show", "logs", "compare", "report"]),
+        (["runs"], "", ["ls", "show", "logs", "compare", "report", "rm", "gc"]),
+        (["runs", "rm", RUNS[0]], "", NEWEST_FIRST),  # any number of runs
+        (["runs", "gc"], "--", ["--older-than", "--keep-best", "--delete", "--json", "--help"]),
         (["runs", "show"], "", NEWEST_FIRST),
         (["runs", "logs", "--tail", "5"], "", NEWEST_FIRST),
         (["runs", "logs", RUNS[0]], "", []),  # its one run is given
@@ -106,20 +108,26 @@ def test_directories_are_left_to_the_shell(project: Path) -> None:
 
 
 def test_the_project_is_the_one_c_names(
-    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    project: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
+    elsewhere = tmp_path_factory.mktemp("elsewhere")  # beside the project, not inside it
     assert values(reply(["events"], "", elsewhere)) == []
     assert values(reply(["-C", str(project), "events"], "", elsewhere)) == NEWEST_FIRST
     assert values(reply([f"-C{project}", "events"], "", elsewhere)) == NEWEST_FIRST
     assert values(reply(["--project", str(project), "events"], "", elsewhere)) == NEWEST_FIRST
     # Relative to the current directory, and ~ as the shell would read it.
-    assert values(reply(["-C", "..", "events"], "", elsewhere)) == NEWEST_FIRST
+    assert values(reply(["-C", f"../{project.name}", "events"], "", elsewhere)) == NEWEST_FIRST
     monkeypatch.setenv("HOME", str(project.parent))
     assert values(reply(["-C", f"~/{project.name}", "train", "--target"], "b", elsewhere)) == [
         "box"
     ]
+
+
+def test_the_project_is_found_from_any_directory_inside_it(project: Path) -> None:
+    inside = project / "data" / "deep"
+    inside.mkdir(parents=True)
+    assert values(reply(["events"], "", inside)) == NEWEST_FIRST
+    assert values(reply(["-C", "data", "train", "--target"], "b", project)) == ["box"]
 
 
 @pytest.mark.parametrize(

@@ -494,7 +494,7 @@ CASES = [
     Case(
         "missing-overbrainer-toml",
         None,
-        ("overbrainer.toml does not exist", "overbrainer init"),
+        ("is not an overbrainer project yet", "looked for overbrainer.toml", "overbrainer init"),
     ),
     Case(
         "several-problems-at-once",

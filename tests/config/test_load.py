@@ -217,6 +217,16 @@ def test_one_error_lists_every_problem_and_no_secret(project: Path) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_settings(tmp_path, {"OVERBRAINER_TRAINING__EPOCHS": "3"})
+    looked = ", ".join(map(str, [tmp_path, *tmp_path.resolve().parents]))
+    assert caught.value.problems == [
+        f"{tmp_path} is not an overbrainer project yet, nor is any directory above it (looked "
+        f"for overbrainer.toml or .overbrainer/events.sqlite in {looked}); create one with: "
+        f"overbrainer init {tmp_path}"
+    ]
+    # A project that lost its file (its log is there) is told what is missing.
+    (tmp_path / ".overbrainer").mkdir()
+    with pytest.raises(ConfigError) as caught:
+        load_settings(tmp_path, {})
     assert caught.value.problems == [
         f"{tmp_path / 'overbrainer.toml'} does not exist, so {tmp_path} is not an overbrainer "
         f"project yet; create one with: overbrainer init {tmp_path}"

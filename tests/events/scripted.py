@@ -1,4 +1,4 @@
-"""A scripted history that uses every event type of the catalogue, across four runs."""
+"""A scripted history that uses every event type of the catalogue, across five runs."""
 
 from overbrainer.events import types as ev
 
@@ -9,6 +9,7 @@ RUN_C = "20260101-120000-cccc"  # a Runpod run interrupted while provisioning, s
 # from a machine whose clock was 3 h behind (an older version's log otherwise)
 RUN_D = "20260101-130000-dddd"  # a local run resumed from RUN_B's checkpoint, stopped by a
 # request taken by its follower, its checkpoint home (an earlier one brought home, pruned)
+RUN_E = "20260101-140000-eeee"  # a local run that succeeded, its files removed (runs rm)
 
 # Event types added since 0.3.0, whose log (``logs/v0.3.0.sqlite``) holds the rest of the
 # script as it is.
@@ -190,6 +191,21 @@ RUN_D_SCRIPT: list[tuple[str, ev.Event]] = [
 ]
 
 
+RUN_E_SCRIPT: list[tuple[str, ev.Event]] = [
+    (
+        RUN_E,
+        ev.RunCreated(
+            run_id=RUN_E, target="here", kind="local", remote_dir="runs/e", settings_digest="d5"
+        ),
+    ),
+    (RUN_E, ev.JobStarted(job_dir="runs/e", pid=99)),
+    (RUN_E, ev.CheckpointRetrieved(step=3, path="output/checkpoint-3")),
+    (RUN_E, ev.ArtifactsRetrieved(files=2, bytes=200, manifest_digest="m5")),
+    (RUN_E, ev.RunEnded(state="succeeded", exit_code=0, metrics={"step": 3, "loss": 0.5})),
+    (RUN_E, ev.FilesRemoved(bytes=1_234_567)),
+]
+
+
 def _since_0_3_0(script: list[tuple[str, ev.Event]]) -> list[tuple[str, ev.Event]]:
     """``script`` with the event types added since 0.3.0 (whose log ``SCRIPT`` is), each
     where it happens in its run."""
@@ -231,7 +247,7 @@ def _since_0_3_0(script: list[tuple[str, ev.Event]]) -> list[tuple[str, ev.Event
     return out
 
 
-EVERY_TYPE: list[tuple[str, ev.Event]] = [*_since_0_3_0(SCRIPT), *RUN_D_SCRIPT]
+EVERY_TYPE: list[tuple[str, ev.Event]] = [*_since_0_3_0(SCRIPT), *RUN_D_SCRIPT, *RUN_E_SCRIPT]
 """``SCRIPT`` and the event types added since, in order: every type of the catalogue."""
 
 SCRIPT_0_3: list[tuple[str, ev.Event]] = [

@@ -15,7 +15,7 @@ from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
 from overbrainer.events.store import RunStore
 from overbrainer.session.journal import Journal
-from tests.events.scripted import EVERY_TYPE, RUN_A, RUN_B, RUN_C, RUN_D
+from tests.events.scripted import EVERY_TYPE, RUN_A, RUN_B, RUN_C, RUN_D, RUN_E
 
 T = "<time>"
 
@@ -78,6 +78,7 @@ EXPECTED_RUN_A = {
     "pruned": [],
     "note": None,
     "clock_offset": None,
+    "files_removed": None,
     "version": 26,
 }
 EXPECTED_POD_A = {
@@ -177,6 +178,7 @@ EXPECTED_RUN_B = {
     "pruned": [],
     "note": None,
     "clock_offset": None,
+    "files_removed": None,
     "version": 7,
 }
 EXPECTED_RUN_D = {
@@ -208,6 +210,7 @@ EXPECTED_RUN_D = {
     "pruned": [5],
     "note": None,
     "clock_offset": None,
+    "files_removed": None,
     "version": 9,
 }
 EXPECTED_SENTENCES_D = [
@@ -327,6 +330,7 @@ EXPECTED_ROWS = [
         "billed_final": False,
         "estimate_usd": 0.53,
         "note": "",
+        "files_removed": False,
         "checkpoint_step": None,
         "resumed_from": "",
         "step": 10,
@@ -356,6 +360,7 @@ EXPECTED_ROWS = [
         "billed_final": False,
         "estimate_usd": None,
         "note": "",
+        "files_removed": False,
         "checkpoint_step": None,
         "resumed_from": "",
         "step": None,
@@ -385,6 +390,7 @@ EXPECTED_ROWS = [
         "billed_final": False,
         "estimate_usd": 0.0042,
         "note": "",
+        "files_removed": False,
         "checkpoint_step": None,
         "resumed_from": "",
         "step": None,
@@ -414,6 +420,7 @@ EXPECTED_ROWS = [
         "billed_final": False,
         "estimate_usd": None,
         "note": "",
+        "files_removed": False,
         "checkpoint_step": 6,
         "resumed_from": f"{RUN_B}:4",
         "step": 6,
@@ -509,6 +516,27 @@ def _check_everything(
     code, out, _ = _cli(capsys, project, "runs", "ls", "--json")
     assert code == 0
     assert [_times(json.loads(row), window) for row in out.splitlines()] == EXPECTED_ROWS
+    # A run whose files were removed: listed only with --all, said so; its events stay.
+    code, out, _ = _cli(capsys, project, "runs", "ls")
+    assert code == 0 and RUN_E not in out
+    code, out, _ = _cli(capsys, project, "runs", "ls", "--all")
+    assert code == 0
+    assert [line.split()[:4] for line in out.splitlines() if RUN_E in line] == [
+        [RUN_E, "succeeded", "(files", "removed)"]
+    ]
+    code, out, _ = _cli(capsys, project, "runs", "ls", "--all", "--json")
+    removed = [json.loads(row) for row in out.splitlines() if RUN_E in row]
+    assert [(row["files_removed"], row["checkpoint_step"]) for row in removed] == [(True, None)]
+    code, out, _ = _cli(capsys, project, "events", RUN_E)
+    assert code == 0
+    assert _sentences(out)[-1] == (
+        "the run's files removed from this machine (1.2 MB freed); its events stay"
+    )
+    code, out, _ = _cli(capsys, project, "runs", "show", RUN_E, "--no-plot")
+    assert code == 0
+    shown = [line for line in out.splitlines() if line.startswith("  files")]
+    assert len(shown) == 1 and shown[0].startswith("  files      removed from this machine at ")
+    assert shown[0].endswith(" UTC (1.2 MB freed); the events stay"), shown
 
     code, out, _ = _cli(capsys, project, "events", RUN_A)
     assert code == 0
@@ -543,10 +571,12 @@ async def test_every_event_type_is_folded_into_every_projection(
     # The files and the view are caches: delete them and everything comes back the same.
     shutil.rmtree(tmp_path / "runs")
     (tmp_path / ".overbrainer" / "view.sqlite").unlink()
-    for run_id in (RUN_A, RUN_B, RUN_C, RUN_D):
+    for run_id in (RUN_A, RUN_B, RUN_C, RUN_D, RUN_E):
         code, _, _ = _cli(capsys, tmp_path, "runs", "show", run_id)
         assert code == 0
     _check_everything(tmp_path, capsys, window)
+    # Reading a run whose files were removed never brings its directory back.
+    assert not (tmp_path / "runs" / RUN_E).exists()
 
 
 async def test_events_at_n_shows_the_state_after_event_n(

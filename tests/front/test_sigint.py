@@ -13,6 +13,8 @@ from typing import NoReturn
 
 import pytest
 
+from overbrainer.front.interrupts import ECHO
+
 PROBE = Path(__file__).with_name("sigint_probe.py")
 # Generous bounds for a loaded machine; a passing test takes about a second each.
 WAIT = 10.0
@@ -69,6 +71,12 @@ class Probe:
     def signal(self, signum: int) -> None:
         os.kill(self.process.pid, signum)
 
+    def again(self, signum: int | None = None) -> None:
+        """A further signal (SIGINT by default), as a person sends it: later than an echo
+        of the first."""
+        time.sleep(ECHO + 0.1)
+        os.kill(self.process.pid, signal.SIGINT if signum is None else signum)
+
     def finish(self) -> tuple[int, str]:
         """Wait for the probe to exit; return its exit code and stderr."""
         code = self.process.wait(WAIT)
@@ -111,7 +119,7 @@ def test_sigint_during_shielded_work_lets_it_finish(probes: Start) -> None:
     probe.expect("READY shield")
     probe.sigint()
     probe.expect("NOTED 1")
-    probe.sigint()
+    probe.again()
     probe.expect("NOTED 2")
     code, stderr = probe.finish()
 
@@ -178,7 +186,7 @@ def test_sigterm_and_sighup_are_handled_as_ctrl_c_with_their_exit_codes(
     probe.expect("READY shield")
     probe.signal(signum)
     probe.expect("NOTED 1")
-    probe.signal(signum)
+    probe.again(signum)
     probe.expect("NOTED 2")
     code_seen, stderr = probe.finish()
 
@@ -199,11 +207,29 @@ def test_a_signal_with_stderr_gone_still_finishes_the_shielded_work(probes: Star
     probe.expect("READY shield")
     probe.sigint()
     probe.expect("NOTED 1")
-    probe.sigint()
+    probe.again()
     probe.expect("NOTED 2")
     code, _ = probe.finish()
 
     assert probe.marker.read_text() == "written\n"
     assert "SHIELD DONE" in probe.lines
     assert "LATER SKIPPED" in probe.lines
+    assert code == 130
+
+
+def test_a_signal_sent_twice_at_once_as_timeout_does_counts_once(probes: Start) -> None:
+    # GNU timeout signals the command, then its process group: two at once, one request.
+    probe = probes("shield")
+    probe.expect("READY shield")
+    probe.sigint()
+    probe.sigint()
+    probe.expect("NOTED 1")
+    probe.again()
+    probe.expect("NOTED 2")
+    code, stderr = probe.finish()
+
+    assert probe.lines.count("NOTED 2") == 1 and "NOTED 3" not in probe.lines
+    lines = stderr.splitlines()
+    assert len([line for line in lines if line.startswith("still writing the probe's marker")]) == 1
+    assert "already stopping" not in stderr
     assert code == 130

@@ -89,3 +89,31 @@ def test_off_a_terminal_the_curves_are_a_table_of_sampled_steps_with_every_evalu
 )
 def test_axis_numbers_are_short(value: float, text: str) -> None:
     assert number(value) == text
+
+
+def test_without_colour_each_series_has_its_own_mark_and_the_legend_names_it() -> None:
+    falling = Series("loss", [(0.0, 3.0), (100.0, 1.0)], "cyan")
+    rising = Series("eval_loss", [(0.0, 1.0), (100.0, 3.0)], "magenta", marks=True)
+    text = plain_text(chart([falling, rising], width=40, height=9, plain=True)).splitlines()
+    plot = "".join(line.split("┤", 1)[-1].split("│", 1)[-1] for line in text[:9])
+    assert {"•", "+"} <= set(plot) and not any(ord(c) >= 0x2800 for c in plot)
+    assert text[0].split("┤")[1].strip()[0] == "•"  # the falling one starts top left
+    assert text[8].split("┤")[1].strip()[0] == "+"  # the rising one bottom left
+    assert set(text[4].split("┤")[1].strip()) == {"#"}  # where they cross: both
+    assert text[11].split() == ["•", "loss", "+", "eval_loss", "#", "several"]
+    assert len(text) == 12  # neither hides the other: no note
+
+
+def test_coinciding_curves_stay_visible_and_the_legend_says_which_hides_which() -> None:
+    same = [(float(step), 2.5 / (1 + 0.5 * step)) for step in range(1, 41)]
+    first, second = Series("ab12", same, "cyan"), Series("cd34", same, "magenta")
+    plain = plain_text(chart([first, second], width=50, height=8, plain=True)).splitlines()
+    plot = "".join(line.split("┤", 1)[-1].split("│", 1)[-1] for line in plain[:8])
+    assert set(plot) - {" "} == {"#"}
+    assert plain[10].split() == ["•", "ab12", "+", "cd34", "#", "several"]
+    assert plain[11].strip() == "ab12 and cd34 coincide: drawn as #"
+    coloured = chart([first, second], width=50, height=8)
+    assert {style for line in coloured[:8] for _, style in line if style} == {"magenta"}
+    assert plain_text(coloured).splitlines()[11].strip() == (
+        "ab12 is hidden under cd34: their curves coincide"
+    )

@@ -302,9 +302,15 @@ def test_runs_ls_never_lists_runs_of_an_emptied_log(project: Project) -> None:
         journal.unlink()
     log.write_bytes(b"")
     listed = run(project.path, "runs", "ls", "--json")
-    assert listed.code == 0 and listed.clean() and listed.out == "", listed.err
+    # Not "no runs" either: the runs' directories are still in runs/ (issue 25, item C).
+    assert listed.code == 1 and listed.out == "", listed.err
+    assert (
+        f"the event log .overbrainer/events.sqlite holds no runs, yet runs/ holds {len(runs)} "
+        "run directories"
+    ) in listed.err
     events = run(project.path, "events", runs[0])
     assert events.code == 1 and f"no run {runs[0]}" in events.err
+    assert "the log was emptied or replaced" in events.err
 
 
 def test_runs_ls_follows_a_log_replaced_by_another(project: Project, tmp_path: Path) -> None:

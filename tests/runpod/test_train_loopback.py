@@ -226,7 +226,7 @@ async def test_a_whole_run_on_a_pod_through_the_real_command(tmp_path: Path) -> 
             f"train: run {run_id} succeeded; step 20/20, epoch 3, "
             + final_line(done.stdout).split("epoch 3, ", 1)[1]
         )
-        assert f"; output in runs/{run_id}/output" in done.stdout
+        assert f"; output in {w.project}/runs/{run_id}/output" in done.stdout
         pod = w.pod_json(run_id)
         pod_id = str(pod["pod_id"])
         assert pod["status"] == "deleted" and pod["deleted_by"] == "client"

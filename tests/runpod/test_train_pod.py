@@ -99,7 +99,7 @@ async def test_a_whole_run_trains_retrieves_and_deletes_its_pod(
         assert f"pod {pod_id} deleted (by overbrainer)" in t.err()
         assert t.out().strip().splitlines()[-1] == (
             f"train: run {run_id} succeeded; step 5/5, epoch 1, loss 1.167; "
-            f"output in runs/{run_id}/output"
+            f"output in {t.rig.project}/runs/{run_id}/output"
         )
         run_dir = tmp_path / "runs" / run_id
         assert (run_dir / "output" / "adapter_model.safetensors").read_bytes() == b"w" * 64

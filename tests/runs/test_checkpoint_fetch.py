@@ -14,7 +14,7 @@ import trio
 
 from overbrainer.events.actor import Actor
 from overbrainer.events.store import RunStore
-from overbrainer.events.types import JobStarted, RunCreated
+from overbrainer.events.types import CheckpointPruned, CheckpointRetrieved, JobStarted, RunCreated
 from overbrainer.exec.base import Arrived, JobHandle, JobState, TargetUnreachable
 from overbrainer.exec.manifest import list_files, local_manifest
 from overbrainer.front.console import Front
@@ -267,5 +267,47 @@ async def test_a_failed_fetch_is_tried_again_a_bounded_number_of_times(
         assert fetcher.failures[STEP] == min(unreachable, 3)
         # Warned once, not at every attempt.
         assert ERR.getvalue().count(f"checkpoint-{STEP} of run {RUN} did not come home") == 1
+    finally:
+        rig.close()
+
+
+async def test_a_torn_checkpoint_is_warned_about_and_one_pruned_on_purpose_is_not(
+    tmp_path: Path,
+) -> None:
+    torn, pruned = 20, 10
+    # checkpoint-20 on the target lacks the file the trainer writes last; checkpoint-10
+    # is gone from it, as keep_checkpoints removed it from this machine.
+    _checkpoint(tmp_path / "remote" / RUN / PATH)
+    (tmp_path / "remote" / RUN / PATH / "trainer_state.json").unlink()
+    rig = _rig(tmp_path, SlowTarget(tmp_path))
+    session, store, job = next(rig)
+    try:
+        await _started(session)
+        fetcher = CheckpointFetcher(session, job, keep=5, home=[])
+        fetcher.saw([MetricsEvent("saved", step=pruned), MetricsEvent("saved", step=torn)])
+        # Another follower of the run brought checkpoint-10 home and pruned it meanwhile.
+        await session.journal.append(
+            RUN,
+            [
+                CheckpointRetrieved(step=pruned, path="output/checkpoint-10"),
+                CheckpointPruned(step=pruned, path="output/checkpoint-10"),
+            ],
+        )
+        assert fetcher.due() == [torn, pruned]
+        await fetcher.finish()
+        err = ERR.getvalue()
+        assert (
+            f"warning: checkpoint-{torn} of run {RUN} is not whole on the test's target "
+            f"(no {PATH}/trainer_state.json); not brought home"
+        ) in err, err
+        assert f"checkpoint-{pruned} of run {RUN} is not whole" not in err, err
+        assert err.count("not whole") == 1, err
+        assert fetcher.due() == []
+        assert store.get(RUN).run.checkpoints == []
+
+        # A later follower starts from the log: what was pruned is not even looked at.
+        later = CheckpointFetcher(session, job, keep=5, home=[], pruned=[pruned])
+        later.saw([MetricsEvent("saved", step=pruned)])
+        assert later.due() == []
     finally:
         rig.close()

@@ -5,6 +5,8 @@ Trainer's ``save_steps`` does."""
 
 import hashlib
 import json
+import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -71,6 +73,59 @@ def test_on_this_machine_each_save_is_recorded_and_the_older_ones_pruned(
         "[training] keep_checkpoints stay): it has 6, 8"
     ) in pruned.stderr, pruned.stderr
     assert len(project.runs()) == 1
+
+
+def _pruning(project: Project) -> tuple[str, "subprocess.Popen[str]"]:
+    """``train`` in the background keeping one checkpoint of a save every 3 steps, once
+    three have been pruned."""
+    train = project.start(
+        "train",
+        FAKE_AXOLOTL_STEPS="400",
+        FAKE_AXOLOTL_STEP_SECONDS="0.05",
+        FAKE_AXOLOTL_SAVE_EVERY="3",
+        OVERBRAINER_TRAINING__KEEP_CHECKPOINTS="1",
+    )
+    run_id = project.wait_for_state("running")
+    deadline = time.monotonic() + 90
+    while len(project.run_json(run_id).get("pruned") or []) < 3:  # type: ignore[arg-type]
+        assert time.monotonic() < deadline, "no checkpoint was pruned"
+        time.sleep(0.1)
+    return run_id, train
+
+
+def test_stop_never_calls_a_checkpoint_pruned_on_purpose_not_whole(project: Project) -> None:
+    run_id, train = _pruning(project)
+    stop = project.run(
+        "train", "stop", run_id, timeout=120, OVERBRAINER_TRAINING__KEEP_CHECKPOINTS="1"
+    )
+    assert stop.returncode == 0, stop.stderr
+    _out, err = train.communicate(timeout=120)
+    assert train.returncode == 0, err
+    run = project.run_json(run_id)
+    assert run["state"] == "stopped"
+    assert len(run["pruned"]) >= 3  # type: ignore[arg-type]
+    for said in (stop.stderr, err):
+        assert "not whole" not in said, said
+        assert "warning" not in said, said
+
+
+def test_attach_after_ctrl_c_never_calls_a_checkpoint_pruned_on_purpose_not_whole(
+    project: Project,
+) -> None:
+    run_id, train = _pruning(project)
+    train.send_signal(signal.SIGINT)
+    _out, err = train.communicate(timeout=60)
+    assert train.returncode == 130, err
+    attach = project.run(
+        "train", "attach", run_id, timeout=180, OVERBRAINER_TRAINING__KEEP_CHECKPOINTS="1"
+    )
+    assert attach.returncode == 0, attach.stderr
+    run = project.run_json(run_id)
+    assert run["state"] == "succeeded"
+    assert len(run["checkpoints"]) == 1  # type: ignore[arg-type]
+    # Every save before the Ctrl-C was pruned while training: none is warned about.
+    assert "not whole" not in attach.stderr, attach.stderr
+    assert "warning" not in attach.stderr, attach.stderr
 
 
 def test_a_job_that_fails_after_saving_says_how_to_go_on_from_its_last_checkpoint(

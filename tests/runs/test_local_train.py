@@ -27,7 +27,7 @@ def test_a_run_trains_merges_and_brings_verified_output_home(project: Project) -
     assert done.returncode == 0, done.stderr
     run_id, state = _final(done.stdout)
     assert state == "succeeded"
-    assert f"; output in runs/{run_id}/output" in done.stdout
+    assert f"; output in {project.path}/runs/{run_id}/output" in done.stdout
     assert re.search(r"step 5/5, epoch 3, loss [0-9.]+, eval_loss [0-9.]+", done.stdout)
     out = project.path / "runs" / run_id / "output"
     assert (out / "adapter_model.safetensors").is_file()
@@ -89,6 +89,21 @@ def test_a_job_without_metrics_fails_the_run(project: Project) -> None:
     assert state == "failed"
     assert "the metrics plugin was not loaded" in done.stderr
     assert project.run_json(run_id)["state"] == "failed"
+
+
+def test_a_job_without_metrics_fails_the_run_with_merge_too_and_is_not_merged(
+    project: Project,
+) -> None:
+    done = project.run("train", FAKE_AXOLOTL_NO_METRICS="1", OVERBRAINER_TRAINING__MERGE="true")
+    assert done.returncode == 1, done.stderr
+    run_id, state = _final(done.stdout)
+    assert state == "failed"
+    assert "the metrics plugin was not loaded" in done.stderr
+    assert project.run_json(run_id)["state"] == "failed"
+    home = project.path / "runs" / run_id
+    # The merge step saw no training recorded: it merged nothing and said why in job.log.
+    assert not (home / "output" / "merged").exists()
+    assert "merge skipped: the training wrote no metrics" in (home / "job.log").read_text()
 
 
 def test_a_lost_job_fails_the_run(project: Project) -> None:
@@ -236,7 +251,8 @@ def test_cancelling_an_ended_job_leaves_its_real_result(project: Project) -> Non
     assert cancel.returncode == 0
     assert cancel.stdout == (
         f"train: run {run_id} has already ended (succeeded; step 5/5, epoch 3, loss "
-        f"{done.stdout.split(', loss ')[1].split(';')[0]}; output in runs/{run_id}/output); "
+        f"{done.stdout.split(', loss ')[1].split(';')[0]}; output in "
+        f"{project.path}/runs/{run_id}/output); "
         "nothing to cancel\n"
     )
     assert project.run_json(run_id)["state"] == "succeeded"

@@ -5,7 +5,7 @@ import pytest
 from overbrainer.events.types import RunState
 from overbrainer.exec.base import JobState, JobStatus
 from overbrainer.lifecycle.outcome import Verdict, judge
-from overbrainer.train.metrics import MetricsSummary
+from overbrainer.train.metrics import MetricsEvent, MetricsSummary
 
 RUN = "20260101-000000-ab12"
 LOG = f"see runs/{RUN}/job.log"
@@ -116,6 +116,18 @@ SOME_MALFORMED = MetricsSummary(lines=3, malformed=2)
                 0,
             ),
             id="no-metrics",
+        ),
+        pytest.param(
+            JobState(JobStatus.exited, 0),
+            MetricsSummary().with_events([MetricsEvent(event="phase", phase="merging")]),
+            True,
+            Verdict(
+                RunState.failed,
+                "the job exited 0 without writing any metrics: the metrics plugin was not "
+                f"loaded; {LOG}",
+                0,
+            ),
+            id="only-the-merge-phase-line",
         ),
         pytest.param(
             JobState(JobStatus.exited, 0),

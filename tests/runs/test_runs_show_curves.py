@@ -79,6 +79,28 @@ def test_runs_show_draws_the_curves_to_the_terminals_width(project: Project) -> 
     # --no-plot: the record only.
     bare = project.run("runs", "show", run_id, "--no-plot")
     assert bare.stdout == piped.stdout.split("\n\n", 1)[0] + "\n"
-    # NO_COLOR: drawn, without colours.
+    # NO_COLOR: drawn, without colours (test_without_colour_… says how).
     no_color = _on_terminal(project, 80, "runs", "show", run_id, NO_COLOR="1")
-    assert "\x1b[" not in no_color and any(ord(c) >= 0x2800 for c in no_color)
+    assert "\x1b[" not in no_color and "┤" in no_color
+
+
+def test_without_colour_the_curves_have_a_mark_each_and_coinciding_runs_stay_visible(
+    project: Project,
+) -> None:
+    data = project.path / "data"
+    (data / "eval.jsonl").write_text((data / "train.jsonl").read_text().splitlines()[0] + "\n")
+    for _ in range(2):  # the stand-in trainer's losses are the same at each step
+        done = project.run("train", FAKE_AXOLOTL_STEPS="30")
+        assert done.returncode == 0, done.stderr
+    first, second = project.runs()[-2:]
+    shown = _on_terminal(project, 80, "runs", "show", first, NO_COLOR="1")
+    chart = shown.split("\n\n", 1)[1].splitlines()
+    plot = "".join(line[line.index("┤") + 1 :] for line in chart[:12] if "┤" in line)
+    assert "\x1b[" not in shown and not any(ord(c) >= 0x2800 for c in shown)
+    assert {"•", "+"} <= set(plot)
+    assert chart[14].split()[:4] == ["•", "loss", "+", "eval_loss"]
+    compared = _on_terminal(project, 80, "runs", "compare", first, second, NO_COLOR="1")
+    loss = compared.split("\nloss:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert loss[14].split() == ["•", first, "+", second, "#", "several"]
+    assert loss[15].strip() == f"{first} and {second} coincide: drawn as #"
+    assert "#" in "".join(loss[:12])

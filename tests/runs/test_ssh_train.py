@@ -84,7 +84,7 @@ def test_a_run_trains_merges_and_brings_verified_output_home(ssh_project: SshPro
     assert done.returncode == 0, done.stderr
     run_id, state = _final(done.stdout)
     assert state == "succeeded"
-    assert f"; output in runs/{run_id}/output" in done.stdout
+    assert f"; output in {ssh_project.path}/runs/{run_id}/output" in done.stdout
     assert re.search(r"step 5/5, epoch 3, loss [0-9.]+, eval_loss [0-9.]+", done.stdout)
     assert "eval_loss" in done.stderr
     local = ssh_project.path / "runs" / run_id
@@ -311,7 +311,9 @@ def test_cancelling_an_ended_job_leaves_its_real_result(ssh_project: SshProject)
     cancel = ssh_project.run("train", "cancel", run_id)
     assert cancel.returncode == 0, cancel.stderr
     assert cancel.stdout.startswith(f"train: run {run_id} has already ended (succeeded; ")
-    assert cancel.stdout.endswith(f"; output in runs/{run_id}/output); nothing to cancel\n")
+    assert cancel.stdout.endswith(
+        f"; output in {ssh_project.path}/runs/{run_id}/output); nothing to cancel\n"
+    )
     assert ssh_project.run_json(run_id)["state"] == "succeeded"
     assert not (ssh_project.remote_run(run_id) / "cancelling").exists()
     assert not any("'cancel'" in c for c in ssh_project.sshd.commands()[commands:])

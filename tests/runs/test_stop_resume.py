@@ -201,8 +201,31 @@ def test_check_with_resume_from_runs_the_resume_checks_and_creates_nothing(
     assert "2 settings differ" in out
     assert "training.lora_r is 64 here but the checkpoint was trained with" in out
     assert "training.sequence_len is 512 here but the checkpoint was trained with" in out
-    assert "set it back in overbrainer.toml" in out
-    assert "train --check: 2 problems (listed above)" in refused.stderr
+    # Each fix names the variable that set the value, and the hint keeps every option.
+    assert (
+        "the checkpoint was trained with 16; the environment variable "
+        "OVERBRAINER_TRAINING__LORA_R sets it: unset it or set it back"
+    ) in out, out
+    assert "set it back in overbrainer.toml" not in out
+    assert refused.stderr.strip().splitlines()[-1] == (
+        "error: train --check: 2 problems (listed above); fix them, then run `overbrainer "
+        f"train --check --resume-from {run_id}` again"
+    )
+    one = project.run("train", "--check", "--resume-from", run_id, "--target", "local")
+    assert one.returncode == 0, one.stdout + one.stderr
+    (project.path / ".env").write_text("OVERBRAINER_TRAINING__SEQUENCE_LEN=512\n")
+    one = project.run("train", "--check", "--resume-from", run_id, "--target", "local")
+    assert one.returncode == 1
+    assert "1 setting differs" in one.stdout, one.stdout
+    assert (
+        "OVERBRAINER_TRAINING__SEQUENCE_LEN in the project's .env sets it: remove it there or "
+        "set it back"
+    ) in one.stdout
+    assert one.stderr.strip().splitlines()[-1] == (
+        "error: train --check: 1 problem (listed above); fix it, then run `overbrainer train "
+        f"--check --target local --resume-from {run_id}` again"
+    )
+    (project.path / ".env").unlink()
 
     missing = project.run("train", "--check", "--resume-from", f"{run_id}:{step + 1}")
     assert missing.returncode == 1

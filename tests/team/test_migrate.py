@@ -191,7 +191,7 @@ def test_a_run_that_differs_in_the_team_store_is_reported_and_left_alone(
 
     assert main(["-C", str(project), "store", "migrate", "--to", team.url]) == 1
     out, err = capsys.readouterr()
-    assert "copied 1 events of 1 runs" in out
+    assert "copied 1 event of 1 run from" in out
     assert f"error: run {clash} not copied: its event 1 differs in the team store" in err
     assert target.history(fine) == source.history(fine)
     assert target.history(clash)[0].event.settings_digest == "there"  # type: ignore[attr-defined]

@@ -185,6 +185,10 @@ def test_the_merge_runs_only_after_a_training_that_was_not_stopped(
         check=False,
     )
     assert done.returncode == 0
+    _check_merged(metrics, marker, stopped=stopped)
+
+
+def _check_merged(metrics: Path, marker: Path, *, stopped: bool) -> None:
     events, malformed, _ = parse_metrics_lines(metrics.read_bytes())
     assert malformed == 0
     phase = events[-1].phase
@@ -195,6 +199,35 @@ def test_the_merge_runs_only_after_a_training_that_was_not_stopped(
         ]
     else:
         assert phase == "merging" and marker.read_text() == "x\n"
+
+
+@pytest.mark.parametrize("shell", ["sh", "dash", "busybox sh"])
+@pytest.mark.parametrize("before", ["", '{"event":"phase","time":1,"phase":"merging"}\n'])
+def test_the_merge_is_skipped_after_a_training_that_wrote_no_metrics(
+    tmp_path: Path, shell: str, before: str
+) -> None:
+    # No file, or only phase lines (the job's shell writes those, not the plugin): the
+    # training recorded nothing, the run fails, and nothing is merged nor announced.
+    metrics = tmp_path / "metrics.jsonl"
+    if before:
+        metrics.write_text(before)
+    marker = tmp_path / "merged"
+    command = [*merge_command("/bin/sh")[:4], "sh", "-c", f'echo "$@" > {marker}', "sh", "x"]
+    done = subprocess.run(
+        [*shell.split(), *command[1:]],
+        cwd=tmp_path,
+        env={"PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0
+    assert not marker.exists()
+    assert done.stderr == (
+        "overbrainer: merge skipped: the training wrote no metrics (the metrics plugin was "
+        "not loaded)\n"
+    )
+    assert (metrics.read_text() if metrics.exists() else "") == before
 
 
 @pytest.mark.parametrize("shell", ["sh", "dash", "busybox sh"])
