@@ -51,31 +51,18 @@ def open_store(invocation: Invocation, *, read_only: bool = False) -> Any:
     """The run store of the invocation's project, stamped with its actor; ``read_only``
     for commands that only read (nothing is written or created, so they work on a
     read-only or full disk, and outside a project they refuse before anything)."""
-    from overbrainer.events.locations import sqlite_path
+    from overbrainer.events.actor import Actor
+    from overbrainer.events.store import RunStore
 
     if read_only:
         require_project(invocation)
-    url = store_url(invocation)
-
-    def full() -> Any:
-        from overbrainer.events.actor import Actor
-        from overbrainer.events.store import RunStore
-
-        return RunStore(
-            url,
-            invocation.project_dir,
-            Actor.here(invocation.command),
-            environ=invocation.environ(),
-            read_only=read_only,
-        )
-
-    path = sqlite_path(url, invocation.project_dir)
-    if read_only and path is not None:
-        # A SQLite log is read with plain sqlite3; eventsourcing starts only if needed.
-        from overbrainer.events.sqlite_reader import SqliteReader
-
-        return SqliteReader(url, path, full)
-    return full()
+    return RunStore(
+        store_url(invocation),
+        invocation.project_dir,
+        Actor.here(invocation.command),
+        environ=invocation.environ(),
+        read_only=read_only,
+    )
 
 
 def require_project(invocation: Invocation) -> None:

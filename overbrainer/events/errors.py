@@ -1,5 +1,5 @@
 """The event store's failures, apart from the store so that its PostgreSQL side (``pg.py``,
-which ``store.py`` loads) and a plain reader of the log raise them without the store."""
+which ``store.py`` loads) raises them without a cycle."""
 
 from overbrainer.errors import OverbrainerError
 

@@ -1,5 +1,5 @@
 """One stored event as the store gives it: its run, sequence number, time and actor.
-Apart from the store, so a plain reader of the log builds it without the store's code."""
+Apart from the store, so the projections name it without loading the store's code."""
 
 from __future__ import annotations
 

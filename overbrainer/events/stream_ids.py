@@ -1,6 +1,5 @@
 """The ID of a run's event stream, derived from the run ID, so any process finds a run's
-stream from its ID. Apart from ``stream.py`` (which needs eventsourcing), so a plain reader
-of the log finds a stream without importing it."""
+stream from its ID."""
 
 import uuid
 
@@ -11,8 +10,3 @@ _NAMESPACE = uuid.UUID("5f1a4a3e-6a0b-4f8e-9a86-0b5d3c1f2e77")
 def stream_id(run_id: str) -> uuid.UUID:
     """The aggregate ID of run ``run_id``: the version-5 UUID of the ID in our namespace."""
     return uuid.uuid5(_NAMESPACE, run_id)
-
-
-def stream_key(run_id: str) -> str:
-    """The run's stream ID as 32 hex digits, as the store keeps it."""
-    return stream_id(run_id).hex

@@ -3,12 +3,12 @@ written by any version of overbrainer finds its runs by the same IDs."""
 
 import uuid
 
-from overbrainer.events.stream_ids import stream_id, stream_key
+from overbrainer.events.stream_ids import stream_id
 
 NAMESPACE = uuid.UUID("5f1a4a3e-6a0b-4f8e-9a86-0b5d3c1f2e77")
 
 
-def test_the_stream_key_is_the_uuid5_of_the_run_id() -> None:
+def test_the_stream_id_is_the_uuid5_of_the_run_id() -> None:
     run_ids = [
         "20260101-000000-aaaa",
         "20991231-235959-ffff",
@@ -20,6 +20,5 @@ def test_the_stream_key_is_the_uuid5_of_the_run_id() -> None:
     ]
     for run_id in run_ids:
         expected = uuid.uuid5(NAMESPACE, run_id)
-        assert stream_key(run_id) == expected.hex
         assert stream_id(run_id) == expected
         assert stream_id(run_id).version == 5

@@ -13,7 +13,7 @@ import pytest
 from overbrainer.exec.base import NativeRuntime
 from overbrainer.exec.job import CONTROL_SCRIPT, JOB_SCRIPT, render_commands, script
 from overbrainer.testing.sshd import SshServer
-from tests.sshd import sshd_server
+from tests.fakes.sshd import sshd_server
 
 __all__ = ["Shell", "SshServer", "shell", "sshd_server"]
 

@@ -1,4 +1,7 @@
-"""The SSH executor against a real OpenSSH sshd on loopback (overbrainer/testing/sshd.py)."""
+"""What only the SSH executor does, against a real OpenSSH sshd on loopback
+(overbrainer/testing/sshd.py): a whole run over one connection, connections lost and
+regained, host keys and logins, secrets on stdin only, channels closed when a call ends.
+What every executor does: test_executors.py."""
 
 import contextlib
 import dataclasses
@@ -29,7 +32,7 @@ from overbrainer.testing.sshd import (
     keygen,
     known_hosts_line,
 )
-from tests.exec.procs import all_command_lines, group_members
+from tests.exec.procs import all_command_lines
 
 
 def _user_host(server: SshServer, **changes: Any) -> UserHost:
@@ -127,31 +130,6 @@ async def test_a_run_end_to_end_over_ssh(
         assert (local / "ssh/id_ed25519").read_text() == "PRIVATE"
         await executor.touch("runs/r1/.pod/retrieved")
         assert (remote / ".pod/retrieved").is_file()
-        with pytest.raises(ExecError, match="no run directory"):
-            await executor.manifest("runs/none", RESULT_PATHS)
-        with pytest.raises(ExecError, match="no run directory"):
-            await executor.download("runs/none", RESULT_PATHS, local)
-        assert verify(expected, local, RESULT_PATHS) == []
-
-
-async def test_cancel_over_ssh_stops_the_group_once(
-    sshd_server: SshServer, tmp_path: Path, reap: list[int]
-) -> None:
-    async with _connect(sshd_server, tmp_path / "remote") as executor:
-        handle = await executor.spawn(
-            "runs/r1", [["sh", "-c", "sleep 300 & sleep 300"]], env={}, secrets={}
-        )
-        reap.append(handle.pid)
-        with trio.fail_after(5):
-            while len(group_members(handle.pid)) < 3:
-                await trio.sleep(0.02)
-        assert await executor.cancel("runs/r1") == JobState(JobStatus.cancelled)
-        assert group_members(handle.pid) == []
-        assert await executor.cancel("runs/r1") == JobState(JobStatus.cancelled)
-        ended = await executor.spawn("runs/r2", [["sh", "-c", "exit 6"]], env={}, secrets={})
-        reap.append(ended.pid)
-        await _until(executor, "runs/r2", JobStatus.exited)
-        assert await executor.cancel("runs/r2") == JobState(JobStatus.exited, 6)
 
 
 async def test_a_job_outlives_its_ssh_connection(
@@ -535,23 +513,3 @@ async def test_a_failed_download_names_its_command_s_error(
                 what="fetching",
             )
     assert (root / "got").read_bytes() == b"the input"
-
-
-async def test_an_upload_sends_every_file_after_one_of_whole_blocks(
-    sshd_server: SshServer, tmp_path: Path
-) -> None:
-    # A checkpoint whose weights are a whole number of 512-byte blocks, and an empty file:
-    # the files after them arrive too (a resumed run reads trainer_state.json last).
-    local = tmp_path / "project/runs/r1"
-    checkpoint = local / "resume/checkpoint-66"
-    checkpoint.mkdir(parents=True)
-    (checkpoint / "adapter_model.safetensors").write_bytes(b"w" * 1024)
-    (checkpoint / "empty").write_bytes(b"")
-    (checkpoint / "trainer_state.json").write_text('{"global_step": 66}')
-    (local / "z_last").write_bytes(b"z" * 512)
-    remote_root = tmp_path / "remote"
-    async with _connect(sshd_server, remote_root) as executor:
-        await executor.upload(local, "runs/r1")
-    remote = remote_root / "runs/r1"
-    for path in [p for p in local.rglob("*") if p.is_file()]:
-        assert (remote / path.relative_to(local)).read_bytes() == path.read_bytes(), path

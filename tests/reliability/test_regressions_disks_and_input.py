@@ -5,7 +5,7 @@ at a directory that is no project.
 
 Every command here is the real ``overbrainer`` in its own process. A read-only project is
 made ``a-w`` and the command runs with its root powers over permissions dropped
-(``tests/confine.py``), so it is read-only for root too; a full disk is a file-size limit
+(``tests/fakes/confine.py``), so it is read-only for root too; a full disk is a file-size limit
 of zero on the command (every write of a byte fails).
 """
 
@@ -78,7 +78,7 @@ def run(
     """``overbrainer -C PROJECT ARGS`` in its own process (``confine``: see above)."""
     command = [sys.executable, "-m", "overbrainer", "-C", str(project_dir), *args]
     if confine is not None:
-        command = [sys.executable, "-m", "tests.confine", confine, "--", *command]
+        command = [sys.executable, "-m", "tests.fakes.confine", confine, "--", *command]
     done = subprocess.run(
         command,
         env=env if env is not None else base_env(),
@@ -131,7 +131,7 @@ def read_only(project: Project) -> Iterator[Path]:
             [
                 sys.executable,
                 "-m",
-                "tests.confine",
+                "tests.fakes.confine",
                 "read-only",
                 "--",
                 sys.executable,

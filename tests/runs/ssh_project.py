@@ -54,8 +54,8 @@ from overbrainer.testing.sshd import (
     wait_for_banner,
     write_sshd_config,
 )
+from tests.fakes.sshd import require_sshd
 from tests.runs.conftest import ROOT, STAND_IN, Project, alive, kill_group
-from tests.sshd import require_sshd
 
 ALIAS = "box-alias"
 _USER = pwd.getpwuid(os.getuid())

@@ -15,7 +15,7 @@ from overbrainer.events.store import Recorded
 from overbrainer.projections.compare import RunFacts
 from overbrainer.projections.curves import Curves
 from overbrainer.projections.report import nice_ticks, report_html
-from tests.browser import file_url, headless_chromium
+from tests.fakes.browser import file_url, headless_chromium
 from tests.runs.conftest import Project
 
 # What the browser says of the drawn charts: every SVG chart with its size on the page,

@@ -32,7 +32,7 @@ from overbrainer.session.journal import Journal
 from overbrainer.session.session import Session
 from overbrainer.testing.sshd import SshServer
 from overbrainer.train.metrics import MetricsEvent, MetricsSummary
-from tests.sshd import sshd_server
+from tests.fakes.sshd import sshd_server
 
 __all__ = ["sshd_server"]
 

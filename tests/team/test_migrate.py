@@ -13,7 +13,7 @@ from overbrainer.events.actor import Actor
 from overbrainer.events.store import RunStore
 from overbrainer.projections.view import RunsView
 from tests.events.scripted import EVERY_TYPE as SCRIPT
-from tests.team.conftest import Team
+from tests.fakes.pg import Team
 
 HOSTS = ("laptop-a", "workstation-b", "ci-runner")
 

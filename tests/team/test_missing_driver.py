@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from overbrainer.cli.main import main
-from tests.team.conftest import Team
+from tests.fakes.pg import Team
 
 _PROBE = """
 import sys

@@ -1,6 +1,6 @@
 """Team-wide pod safety, for real: two checkouts of one PostgreSQL store and one (fake)
 Runpod account, the REAL ``overbrainer`` command in processes. Checkout A runs as host
-``laptop-a`` (``tests.team.as_host``); checkout B is this machine.
+``laptop-a`` (``tests.fakes.as_host``); checkout B is this machine.
 
 - B sees A's pod in progress, with who started it and where; its ``pod rm`` keeps it and
   names the host; its ``train`` does not call it an orphan; its ``train cancel`` is taken by
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import trio
 
+from tests.fakes.pg import Team
 from tests.runpod.test_train_loopback import ROOT, STAND_IN, World, world
-from tests.team.conftest import Team
 
 LAPTOP = "laptop-a"
 
@@ -60,7 +60,7 @@ class TwoCheckouts:
         return [
             sys.executable,
             "-m",
-            "tests.team.as_host",
+            "tests.fakes.as_host",
             LAPTOP,
             "-C",
             str(self.w.project),

@@ -20,7 +20,7 @@ from overbrainer.events.actor import Actor
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.errors import StoreError
 from overbrainer.events.store import RunStore
-from tests.team.conftest import Team
+from tests.fakes.pg import Team
 
 RUN = "20260301-101500-a1b2"
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.team.conftest import Team
+from tests.fakes.pg import Team
 
 RUN = "20260101-000000-5a0e"
 

@@ -12,7 +12,7 @@ from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
 from overbrainer.events.pg import CHANNEL
 from overbrainer.events.store import RunStore
-from tests.team.conftest import Team
+from tests.fakes.pg import Team
 
 RUN_A, RUN_B = "20260301-101500-a1b2", "20260301-111500-c3d4"
 LATER = ["20260302-090000-c0c0", "20260302-090100-d0d0", "20260302-090200-e0e0"]

@@ -23,7 +23,7 @@ from overbrainer.events import pg
 from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
 from overbrainer.events.store import RunStore
-from tests.team.conftest import Team
+from tests.fakes.pg import Team
 
 RUN_A = "20260301-101500-a1b2"
 RUN_B = "20260301-111500-c3d4"

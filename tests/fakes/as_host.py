@@ -1,4 +1,4 @@
-"""``python -m tests.team.as_host HOST ARGS…``: the real ``overbrainer`` command, on a machine
+"""``python -m tests.fakes.as_host HOST ARGS…``: the real ``overbrainer`` command, on a machine
 named HOST. Two checkouts of a team store on one test machine then act as two hosts would:
 the actor of every event and every comparison with this machine read
 ``overbrainer.events.actor.this_host``, replaced before any command module is loaded."""

@@ -1,6 +1,6 @@
 """Run a command with less than its user has, as the disk faults of real machines do.
 
-``python -m tests.confine MODE -- COMMAND…`` then ``exec``s ``COMMAND``:
+``python -m tests.fakes.confine MODE -- COMMAND…`` then ``exec``s ``COMMAND``:
 
 - ``read-only``: permissions are enforced even for root. A root process normally writes
   into a directory whatever its mode (``CAP_DAC_OVERRIDE``); here that capability and
@@ -34,7 +34,7 @@ def _drop_override() -> None:
 def main(argv: list[str]) -> None:
     """Apply MODE, then become COMMAND."""
     if len(argv) < 3 or argv[1] != "--" or argv[0] not in ("read-only", "full"):
-        raise SystemExit("usage: python -m tests.confine read-only|full -- COMMAND…")
+        raise SystemExit("usage: python -m tests.fakes.confine read-only|full -- COMMAND…")
     mode, command = argv[0], argv[2:]
     if mode == "read-only":
         _drop_override()
