@@ -7,17 +7,16 @@ from cyclopts import App
 from overbrainer.cli import spec
 from overbrainer.version import describe
 
+# main() takes the global options before cyclopts sees the command line; the help says so.
+_PROJECT = spec.GLOBAL_OPTIONS[0]
+
 app = App(
     name="overbrainer",
     version=describe,
     backend="trio",
     # main() reports a Ctrl-C that comes before a command holds its SIGINT receiver.
     suppress_keyboard_interrupt=False,
-    help=(
-        "Fine-tune language models with Axolotl on this machine, over SSH, or on a Runpod "
-        "pod that is deleted once its results are home. Global option: -C DIR says where to "
-        "find the project (default: here; it is found there or in the nearest directory above)."
-    ),
+    help=f"{spec.TREE.help} Global option: {_PROJECT.name} {_PROJECT.metavar}, {_PROJECT.help}.",
 )
 
 for _command in spec.TREE.commands:
