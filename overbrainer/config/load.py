@@ -27,13 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, SecretStr, ValidationError
 from pydantic_core import ErrorDetails
 
 from overbrainer.config.model import (
     TARGET_NAME_RE,
     ConfigError,
     LocalTarget,
+    RunpodOnly,
     RunpodSettings,
     RunpodTarget,
     Settings,
@@ -145,13 +146,6 @@ def load_resolved(project_dir: Path, environ: Mapping[str, str]) -> Resolved:
     )
 
 
-class _RunpodOnly(BaseModel):
-    """The ``[runpod]`` table alone, so that errors name ``runpod.…`` as in a project."""
-
-    model_config = ConfigDict(extra="forbid")
-    runpod: RunpodSettings = Field(default_factory=RunpodSettings)
-
-
 def load_runpod_environment(environ: Mapping[str, str]) -> RunpodSettings:
     """``[runpod]`` from ``OVERBRAINER_RUNPOD__*`` alone, for a command that works outside a
     project (Runpod's catalog); other variables are left alone (they belong to projects).
@@ -163,9 +157,9 @@ def load_runpod_environment(environ: Mapping[str, str]) -> RunpodSettings:
     _apply_env(
         data, {k: v for k, v in environ.items() if k.upper().startswith(prefix)}, problems, sources
     )
-    found: _RunpodOnly | None = None
+    found: RunpodOnly | None = None
     try:
-        found = _RunpodOnly.model_validate(data)
+        found = RunpodOnly.model_validate(data)
     except ValidationError as error:
         problems.extend(_explain(error, sources))
     if problems or found is None:

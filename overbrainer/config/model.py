@@ -42,6 +42,7 @@ __all__ = [
     "TARGET_NAME_RE",
     "ConfigError",
     "LocalTarget",
+    "RunpodOnly",
     "RunpodSettings",
     "RunpodTarget",
     "Settings",
@@ -809,4 +810,13 @@ def undeclared_target(name: str, declared: Iterable[str]) -> str:
     )
 
 
+class RunpodOnly(BaseModel):
+    """The ``[runpod]`` table alone (Runpod's catalog outside a project), so that errors
+    name ``runpod.…`` as in a project."""
+
+    model_config = ConfigDict(extra="forbid")
+    runpod: RunpodSettings = Field(default_factory=RunpodSettings)
+
+
+# Every model is built above: no pydantic plugin sees the settings (see pydantic_plugins).
 _plugins_off.restore()

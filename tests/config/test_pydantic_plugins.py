@@ -1,6 +1,7 @@
 """No pydantic plugin installed alongside overbrainer sees its settings (they hold the
 Runpod key and the Hugging Face token), and none is loaded."""
 
+import ast
 import json
 import os
 import subprocess
@@ -149,3 +150,23 @@ def test_settings_are_checked_the_same_whatever_the_users_plugin_switch(tmp_path
     assert outputs[0] == outputs[1]
     assert outputs[0][0] == 1 and json.loads(outputs[0][1])["ok"] is False
     assert "store.url" in outputs[0][2]
+
+
+def test_every_pydantic_model_is_built_while_the_plugins_are_off() -> None:
+    # The switch is on only while config/model.py builds its models: a model built anywhere
+    # else would be watched by whatever plugin is installed.
+    package = Path(__file__).resolve().parents[2] / "overbrainer"
+    elsewhere = []
+    for source in sorted(package.rglob("*.py")):
+        if source == package / "config" / "model.py":
+            continue
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and any(
+                (isinstance(b, ast.Name) and b.id in ("BaseModel", "RootModel"))
+                or (isinstance(b, ast.Attribute) and b.attr in ("BaseModel", "RootModel"))
+                for b in node.bases
+            ):
+                elsewhere.append(f"{source.relative_to(package)}: {node.name}")
+            if isinstance(node, ast.Name) and node.id in ("TypeAdapter", "create_model"):
+                elsewhere.append(f"{source.relative_to(package)}: {node.id}")
+    assert elsewhere == []
