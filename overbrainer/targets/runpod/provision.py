@@ -335,8 +335,6 @@ async def _give_up_ready_pod(
         ],
     )
     await delete_pod(ctx, run_id, ready.pod_id, "not_ready")
-    state = await ctx.session.journal.state(run_id)
-    forget_key_if_done(ctx, run_id, state)
     raise ProvisionError(
         f"pod {ready.pod_id} of run {run_id} was ready but could not be reached again "
         f"({problem}); it was deleted. Run `overbrainer train` again"
@@ -714,10 +712,14 @@ class _Walk:
 
     async def _delete(self, pod_id: str, reason: ev.DeleteReason, *, strict: bool) -> None:
         """Delete a pod the machine let go of. ``strict``: an unconfirmed delete stops the
-        walk; else it is warned of (and, on a failure's way out, so is any error)."""
+        walk; else it is warned of (and, on a failure's way out, so is any error). The
+        run's key is kept while the walk goes on to another pod."""
+        keep_key = not self.machine.done
         if strict:
             try:
-                await delete_pod(self.ctx, self.run_id, pod_id, reason, rate=self.rate)
+                await delete_pod(
+                    self.ctx, self.run_id, pod_id, reason, rate=self.rate, keep_key=keep_key
+                )
             except DeleteUnconfirmed as error:
                 raise DeleteUnconfirmed(
                     f"{error}. Provisioning of run {self.run_id} stopped: no pod is created "
@@ -728,7 +730,9 @@ class _Walk:
             return
         if self.failure is None:
             try:
-                await delete_pod(self.ctx, self.run_id, pod_id, reason, rate=self.rate)
+                await delete_pod(
+                    self.ctx, self.run_id, pod_id, reason, rate=self.rate, keep_key=keep_key
+                )
                 self.deleted_ok = True
             except DeleteUnconfirmed as error:
                 self.front.warn(str(error))
@@ -736,7 +740,9 @@ class _Walk:
         # Shielded on its own: the way out may be a cancellation of the walk itself.
         with trio.move_on_after(self.timing.delete_limit + 60.0, shield=True):
             try:
-                await delete_pod(self.ctx, self.run_id, pod_id, reason, rate=self.rate)
+                await delete_pod(
+                    self.ctx, self.run_id, pod_id, reason, rate=self.rate, keep_key=keep_key
+                )
             except DeleteUnconfirmed as failure:
                 self.front.warn(str(failure))
             except Exception as failure:  # the original error matters more; say this one
@@ -891,6 +897,7 @@ class _Walk:
                 "duplicate",
                 rate=pod.cost if pod.cost > 0 else None,
                 created_at=created,
+                keep_key=True,  # the walk goes on with the same keys
             )
         except DeleteUnconfirmed as error:
             raise DeleteUnconfirmed(
