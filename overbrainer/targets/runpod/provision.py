@@ -13,6 +13,11 @@ refuses, or a failed bootstrap, deletes the pod and refuses the run; an ambiguou
 is reconciled through the run marker before anything is sent again; a delete that cannot
 be confirmed stops the walk, since no pod is created while another may still bill.
 
+What to do next is decided by the pure machine :class:`overbrainer.runpod.provisioning.Walk`
+(the candidate walk, resends, rate limits, the ways out); this module is its driver: it
+performs each command (the create, the listing, the waits, the deletes, the log's appends)
+with trio, httpx and the journal, and feeds back what came of it.
+
 Ctrl-C: the walk runs shielded, so a create or a delete is never torn. It checks for
 Ctrl-C before each create, and its waits (a pod booting, a rate limit) are races the first
 Ctrl-C ends. Then the pod, if any, is deleted (shielded), ``run.Interrupted`` is appended
