@@ -10,6 +10,7 @@ import trio.testing
 
 from overbrainer.events import types as ev
 from overbrainer.runpod.client import RunpodApiError
+from overbrainer.runpod.keys import write_run_keys
 from overbrainer.targets.runpod.delete import DeleteUnconfirmed, delete_pod
 from overbrainer.targets.runpod.pods import confirm_gone
 from overbrainer.testing.fake_executor import PodRig, pod_rig
@@ -212,6 +213,37 @@ async def test_a_pod_still_shown_is_not_confirmed_gone(
     assert await rig.context.client.delete_pod(lingering)
     # Two reads still show it: the second one, 10 s later, says it is not gone yet.
     assert not await confirm_gone(rig.context, lingering)
+
+
+async def test_a_pod_still_listed_as_terminated_counts_as_gone(
+    rig: PodRig, autojump_clock: trio.testing.MockClock
+) -> None:
+    run_id = await rig.new_run()
+    pod_id = await new_pod(rig, run_id, record=False)
+    rig.fake.pod(pod_id).halted = "TERMINATED"
+    # Runpod still shows it, TERMINATED: it bills nothing and never comes back.
+    assert (await rig.context.client.get_pod(pod_id)) is not None
+    assert await confirm_gone(rig.context, pod_id)
+
+
+async def test_a_confirmed_delete_drops_the_runs_client_key_once_no_pod_may_bill(
+    rig: PodRig, autojump_clock: trio.testing.MockClock
+) -> None:
+    run_id = await rig.new_run()
+    keys = write_run_keys(rig.context.session.run_dir(run_id) / "ssh", run_id)
+    pod_id = await new_pod(rig, run_id)
+    await delete_pod(rig.context, run_id, pod_id, "requested")
+    assert not keys.client_key_path.exists()
+
+
+async def test_a_delete_asked_to_keep_the_key_keeps_it_for_the_next_pod(
+    rig: PodRig, autojump_clock: trio.testing.MockClock
+) -> None:
+    run_id = await rig.new_run()
+    keys = write_run_keys(rig.context.session.run_dir(run_id) / "ssh", run_id)
+    pod_id = await new_pod(rig, run_id)
+    await delete_pod(rig.context, run_id, pod_id, "not_ready", keep_key=True)
+    assert keys.client_key_path.exists()
 
 
 async def test_a_404_not_in_runpods_shape_confirms_nothing(

@@ -28,8 +28,9 @@ and spend; shielded from signals. A delete that cannot be confirmed raises
 :class:`DeleteUnconfirmed`, whose message says the pod may still bill and where to look.
 :func:`delete_unrecorded` deletes a pod no run's log can record (``pod rm --force`` of a run
 not in this store, or a pod recorded deleted yet still listed). :func:`release` deletes the
-pod of a run whose job will not run. :func:`forget_key_if_done` drops the run's client key
-once no pod of it may exist. The pod's own watchdog (``runpod/scripts/watchdog.sh``)
+pod of a run whose job will not run. A confirmed delete drops the run's client key once no
+pod of it may exist (:func:`forget_key_if_done`, which a path that deleted nothing calls
+itself). The pod's own watchdog (``runpod/scripts/watchdog.sh``)
 deletes a pod no command deleted in time, with the pod's own key.
 """
 
@@ -46,8 +47,8 @@ from overbrainer.front.interrupts import ShieldTimeout
 from overbrainer.runpod.client import RunpodError
 from overbrainer.runpod.decide import rate_text, uptime_and_spend
 from overbrainer.runpod.keys import forget_client_key
-from overbrainer.runpod.models import Pod, PodStatus
-from overbrainer.targets.runpod.pods import PodContext, note_clock, pod_ls_hint
+from overbrainer.runpod.models import Pod
+from overbrainer.targets.runpod.pods import PodContext, confirm_gone, note_clock, pod_ls_hint
 from overbrainer.utc import iso_utc
 
 __all__ = [
@@ -88,6 +89,7 @@ async def delete_pod(
     *,
     rate: float | None = None,
     created_at: str | None = None,
+    keep_key: bool = False,
 ) -> None:
     """Delete pod ``pod_id`` of run ``run_id`` and wait until Runpod no longer shows it.
 
@@ -100,6 +102,8 @@ async def delete_pod(
     command is deleting (``PodDeleting`` in the log) is joined: no second ``PodDeleting``,
     the delete is sent again (the other command may have died before sending it) and
     waited for, and whichever command sees it gone first records ``PodDeleted``.
+    Once the pod is gone, the run's client key is dropped if no pod of it may exist —
+    unless ``keep_key`` (provisioning goes on to another pod with the same keys).
 
     Raises:
         DeleteUnconfirmed: the delete failed, or Runpod still showed the pod
@@ -172,26 +176,21 @@ async def delete_pod(
             run_id=run_id,
             pod_id=pod_id,
         ) from error
-
-
-def _shown(pod: Pod | None) -> bool:
-    # A TERMINATED pod bills nothing and never comes back: it counts as no longer shown.
-    return pod is not None and pod.status is not PodStatus.TERMINATED
+    if not keep_key:
+        forget_key_if_done(ctx, run_id, await journal.state(run_id))
 
 
 async def _wait_unlisted(ctx: PodContext, pod_id: str) -> tuple[bool, RunpodError | None]:
-    """Poll until neither a read of the pod nor the listing shows it: ``(True, None)``;
-    on timeout ``(False, error)``, with the last read's error when the last look could not
-    read Runpod at all (None when it showed the pod)."""
+    """Poll (:func:`confirm_gone`, one read a look) until Runpod no longer shows the pod:
+    ``(True, None)``; on timeout ``(False, error)``, with the last read's error when the
+    last look could not read Runpod at all (None when it showed the pod)."""
     timing = ctx.timing
     end = trio.current_time() + timing.delete_confirm
     while True:
         unread: RunpodError | None = None
         try:
-            if not _shown(await ctx.client.get_pod(pod_id)):
-                listed = await ctx.client.list_pods()
-                if not any(p.id == pod_id and _shown(p) for p in listed):
-                    return True, None
+            if await confirm_gone(ctx, pod_id, reads=1):
+                return True, None
         except RunpodError as error:
             unread = error  # Unknown is not gone: look again until the time is up.
         left = end - trio.current_time()
@@ -235,8 +234,9 @@ async def delete_unrecorded(ctx: PodContext, run_id: str, pod: Pod) -> Deleted:
 
 
 async def release(ctx: PodContext, run_id: str, reason: ev.DeleteReason) -> None:
-    """Delete the current pod of a run that will not run its job (shielded), then drop its
-    key if no pod of it is left; a failure is only warned about, with where to look."""
+    """Delete the current pod of a run that will not run its job (shielded; the delete
+    drops its key if no pod of it is left); a failure is only warned about, with where to
+    look."""
     journal = ctx.session.journal
     state = await journal.state(run_id)
     pod_id = state.pod.pod_id
@@ -246,8 +246,6 @@ async def release(ctx: PodContext, run_id: str, reason: ev.DeleteReason) -> None
         await delete_pod(ctx, run_id, pod_id, reason)
     except OverbrainerError as error:
         ctx.session.front.warn(str(error))
-        return
-    forget_key_if_done(ctx, run_id, await journal.state(run_id))
 
 
 def forget_key_if_done(ctx: PodContext, run_id: str, state: RunLog) -> None:

@@ -23,7 +23,7 @@ from overbrainer.exec.base import Executor
 from overbrainer.runpod import messages
 from overbrainer.runpod.messages import Ending
 from overbrainer.runpod.pod_scripts import RETRIEVED, WATCHDOG_LOG
-from overbrainer.targets.runpod.delete import delete_pod, forget_key_if_done
+from overbrainer.targets.runpod.delete import delete_pod
 from overbrainer.targets.runpod.pods import PodContext
 from overbrainer.targets.runpod.provision import remote_run_dir
 
@@ -93,7 +93,6 @@ async def end_pod(
             # Another command (a second follower, `pod rm`) is deleting it: join that delete
             # rather than reach a pod on its way out.
             await delete_pod(ctx, run_id, pod_id, "retrieved")
-            forget_key_if_done(ctx, run_id, await session.journal.state(run_id))
             return Ending.deleted
         await copy_watchdog_log(ctx, run_id, executor)
         if pod.keep:
@@ -117,7 +116,6 @@ async def end_pod(
                 f"({error}); deleting the pod anyway"
             )
         await delete_pod(ctx, run_id, pod_id, "retrieved")
-        forget_key_if_done(ctx, run_id, await session.journal.state(run_id))
         return Ending.deleted
 
     limit = ctx.timing.delete_limit + _SLACK

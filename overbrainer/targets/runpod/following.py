@@ -29,7 +29,7 @@ from overbrainer.events.aggregate import PodView, RunLog
 from overbrainer.projections.summary import resume_clause
 from overbrainer.runpod import clocks, cost_cap, messages
 from overbrainer.runpod.decide import uptime_and_spend
-from overbrainer.targets.runpod.delete import delete_pod, forget_key_if_done
+from overbrainer.targets.runpod.delete import delete_pod
 from overbrainer.targets.runpod.pods import PodContext, confirm_gone, note_clock
 from overbrainer.targets.runpod.reach import record_gone
 from overbrainer.train.metrics import MetricsSummary, summary_line
@@ -202,7 +202,6 @@ async def at_cost_cap(ctx: PodContext, run_id: str, message: str, *, collected: 
         )
     else:
         state = await session.journal.state(run_id)
-    forget_key_if_done(ctx, run_id, state)
     if problem is not None:
         raise problem
     return state
@@ -242,7 +241,6 @@ async def past_deadline(ctx: PodContext, run_id: str, *, default_hours: float) -
     except OverbrainerError as error:
         problem = error
     state = await session.journal.append(run_id, lambda s: decisions.fail_past_deadline(s, message))
-    forget_key_if_done(ctx, run_id, state)
     metrics = state.run.metrics
     summary = MetricsSummary.from_dict(metrics) if metrics else None
     session.front.result(summary_line(run_id, state.run.state, summary, None))

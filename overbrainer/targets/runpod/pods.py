@@ -1,8 +1,9 @@
 """What the pod operations of one command share (:class:`PodContext`), how a pod is reached
 (:class:`PodAccess`), and knowing a pod is gone.
 
-:func:`confirm_gone` is the strict test for a pod found missing: three "no such pod"
-answers ``gone_interval`` apart, then a listing without it. Deleting a pod is
+:func:`confirm_gone` is the one test of a pod being gone: by default the strict one for a
+pod found missing (three "no such pod" answers ``gone_interval`` apart, then a listing
+without it); a delete waiting for its pod to go looks once at a time. Deleting a pod is
 :mod:`overbrainer.targets.runpod.delete`'s alone.
 """
 
@@ -20,7 +21,7 @@ from overbrainer.events.actor import starter_alive
 from overbrainer.exec.base import Executor
 from overbrainer.runpod import clocks
 from overbrainer.runpod.client import RunpodClient
-from overbrainer.runpod.models import SshEndpoint
+from overbrainer.runpod.models import Pod, PodStatus, SshEndpoint
 from overbrainer.runpod.timing import Timing
 from overbrainer.session.session import Session
 
@@ -108,17 +109,24 @@ def pod_ls_hint(run_id: str) -> str:
     return f"check `overbrainer pod ls` and remove it with `overbrainer pod rm {run_id}`"
 
 
-async def confirm_gone(ctx: PodContext, pod_id: str) -> bool:
-    """Whether pod ``pod_id`` is confirmed gone: ``timing.gone_checks`` reads answered
-    "no such pod" ``timing.gone_interval`` apart, then a listing without it.
+def shown(pod: Pod | None) -> bool:
+    """Whether Runpod still shows a pod. A TERMINATED pod bills nothing and never comes
+    back: it counts as gone."""
+    return pod is not None and pod.status is not PodStatus.TERMINATED
+
+
+async def confirm_gone(ctx: PodContext, pod_id: str, *, reads: int | None = None) -> bool:
+    """Whether pod ``pod_id`` is confirmed gone: ``reads`` reads (default
+    ``timing.gone_checks``) answered "no such pod" (or TERMINATED) ``timing.gone_interval``
+    apart, then a listing that does not show it.
 
     False as soon as one read or the listing shows the pod. Read errors propagate: an
     unknown answer confirms nothing.
     """
-    for check in range(ctx.timing.gone_checks):
+    for check in range(ctx.timing.gone_checks if reads is None else reads):
         if check:
             await trio.sleep(ctx.timing.gone_interval)
-        if await ctx.client.get_pod(pod_id) is not None:
+        if shown(await ctx.client.get_pod(pod_id)):
             return False
     listed = await ctx.client.list_pods()
-    return all(p.id != pod_id for p in listed)
+    return not any(p.id == pod_id and shown(p) for p in listed)

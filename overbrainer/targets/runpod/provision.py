@@ -13,6 +13,11 @@ refuses, or a failed bootstrap, deletes the pod and refuses the run; an ambiguou
 is reconciled through the run marker before anything is sent again; a delete that cannot
 be confirmed stops the walk, since no pod is created while another may still bill.
 
+What to do next is decided by the pure machine :class:`overbrainer.runpod.provisioning.Walk`
+(the candidate walk, resends, rate limits, the ways out); this module is its driver: it
+performs each command (the create, the listing, the waits, the deletes, the log's appends)
+with trio, httpx and the journal, and feeds back what came of it.
+
 Ctrl-C: the walk runs shielded, so a create or a delete is never torn. It checks for
 Ctrl-C before each create, and its waits (a pod booting, a rate limit) are races the first
 Ctrl-C ends. Then the pod, if any, is deleted (shielded), ``run.Interrupted`` is appended
@@ -47,6 +52,7 @@ from overbrainer.exec.base import (
 )
 from overbrainer.front.interrupts import ShieldTimeout, StopRequested
 from overbrainer.runpod import decide
+from overbrainer.runpod import provisioning as machine
 from overbrainer.runpod.candidates import (
     Candidate,
     Chosen,
@@ -73,6 +79,7 @@ from overbrainer.runpod.pod_scripts import (
     pod_env,
     save_before_seconds,
 )
+from overbrainer.runpod.provisioning import Command, Done
 from overbrainer.targets.runpod.delete import DeleteUnconfirmed, delete_pod, forget_key_if_done
 from overbrainer.targets.runpod.pods import Connect, PodAccess, PodContext, pod_ls_hint
 from overbrainer.targets.runpod.pull import show_pull, while_showing
@@ -333,8 +340,6 @@ async def _give_up_ready_pod(
         ],
     )
     await delete_pod(ctx, run_id, ready.pod_id, "not_ready")
-    state = await ctx.session.journal.state(run_id)
-    forget_key_if_done(ctx, run_id, state)
     raise ProvisionError(
         f"pod {ready.pod_id} of run {run_id} was ready but could not be reached again "
         f"({problem}); it was deleted. Run `overbrainer train` again"
@@ -405,39 +410,155 @@ class _Walk:
         self.interrupts = ctx.session.interrupts
         self.timing = ctx.timing
         self.remote_dir = remote_run_dir(run_id)
-        # The pod this walk created and has not handed to a delete yet: on any way out
-        # other than success, it is deleted.
-        self.live: str | None = None
+        # What to do next is the machine's (which pod is held, what is sent again);
+        # this class performs its commands and remembers what they need.
+        self.machine = machine.Walk(
+            chosen.candidates,
+            machine.Policy(
+                resends=ctx.timing.resends,
+                rate_limited=ctx.timing.rate_limited,
+                max_retry_after=ctx.timing.max_retry_after,
+            ),
+        )
+        self.then: list[Command] = []  # the machine's answer to the pod just created
+        self.keys: RunKeys | None = None
+        # The attempt being made: its number, pod name, GPU type and when it was sent.
+        self.n = 0
+        self.name = ""
+        self.gpu_type = self.current.gpu_type
+        self.sent_at = 0.0
+        self.created: dict[str, Pod] = {}
+        self.ready: Provisioned | None = None
+        self.failure: BaseException | None = None  # the error a failing walk raises
+        self.deleted_ok = False  # a way out's delete was confirmed
+        self.asker = ""  # who asked for the cancel being taken
         self.rate: float | None = None
         # When each pod this walk created must be gone (Runpod's clock).
         self.deadlines: dict[str, datetime] = {}
 
+    @property
+    def live(self) -> str | None:
+        """The pod this walk created and has not handed to a delete yet (the machine's)."""
+        return self.machine.live
+
     async def run(self) -> Provisioned:
-        """The whole walk (inside provisioning's shield)."""
+        """The whole walk (inside provisioning's shield): the machine decides, this
+        performs its commands and feeds back what came of them."""
+        commands: list[Command]
         try:
             await self._record_candidates()
-            keys = await self._keys()
-            for candidate in self.chosen.candidates:
-                self.current = candidate
-                placed = await self._try_type(candidate.gpu_type, keys)
-                if placed is not None:
-                    self.live = None
-                    return placed
-        except _Stop as stop:
-            raise await self._interrupted(stop.stage) from None
-        except _Cancel as cancel:
-            raise await self._cancelled(cancel.stage) from None
-        except _Overtaken as overtaken:
-            raise await self._overtaken(overtaken.state) from None
+            self.keys = await self._keys()
+            commands = self.machine.start()
         except BaseException as error:
-            await self._release_after(error)
-            if isinstance(error, OverbrainerError):
-                # No pod left to log in to: the client key has no further use.
-                forget_key_if_done(self.ctx, self.run_id, await self.journal.state(self.run_id))
-            raise
-        state = await self.journal.state(self.run_id)
-        forget_key_if_done(self.ctx, self.run_id, state)
-        raise NothingPlaced(decide.nothing_placed(self.run_id, state.pod.attempts))
+            commands = self._way_out(error)
+        while True:
+            then: list[Command] | None = None
+            for command in commands:
+                if isinstance(command, Done):
+                    return await self._end(command.outcome)
+                try:
+                    then = await self._perform(command)
+                except BaseException as error:
+                    if self.machine.done:
+                        # The walk is already ending: its own error is the one to say.
+                        if isinstance(error, OverbrainerError):
+                            await self._forget_key()
+                        raise
+                    then = self._way_out(error)
+                if then is not None:
+                    break
+            assert then is not None, "the machine's commands end with Done or an event"
+            commands = then
+
+    def _way_out(self, error: BaseException) -> list[Command]:
+        """Tell the machine how the walk is being left."""
+        event: machine.Event
+        if isinstance(error, _Stop):
+            event = machine.Interrupted(error.stage)
+        elif isinstance(error, _Cancel):
+            event = machine.Cancelled(error.stage)
+        elif isinstance(error, _Overtaken):
+            event = machine.Overtaken()
+        else:
+            self.failure = error
+            event = machine.Failed()
+        return self.machine.send(event)
+
+    async def _perform(self, command: Command) -> list[Command] | None:
+        """Do ``command``: the machine's next commands when it gave an event, else None."""
+        match command:
+            case machine.SendCreate(candidate):
+                return await self._send(candidate)
+            case machine.Reconcile(detail):
+                return await self._reconcile_sent(detail)
+            case machine.Wait(seconds, why):
+                await self._race(why, partial(self._sleep_watching, seconds, why))
+                return self.machine.send(machine.Waited())
+            case machine.Settle(pod_id):
+                return await self._settle(self.created[pod_id])
+            case machine.Resolve(result, detail, pod_id):
+                await self._resolve(self.n, result, detail, pod_id)
+            case machine.Record(what, stage):
+                await self._record_ending(what, stage)
+            case machine.DeletePod(pod_id, reason, strict):
+                await self._delete(pod_id, reason, strict=strict)
+            case _:
+                raise TypeError(f"not a command to perform: {command!r}")
+        return None
+
+    async def _forget_key(self) -> None:
+        # No pod left to log in to: the client key has no further use.
+        forget_key_if_done(self.ctx, self.run_id, await self.journal.state(self.run_id))
+
+    async def _end(self, outcome: machine.Outcome) -> Provisioned:
+        """The walk's end: the ready pod, or the error that says why there is none."""
+        run_id = self.run_id
+        if outcome.kind == "ready":
+            assert self.ready is not None
+            return self.ready
+        if outcome.kind == "interrupted":
+            state = await self.journal.state(run_id)
+            forget_key_if_done(self.ctx, run_id, state)
+            raise ProvisionInterrupted(interrupted_before_job(state), stage=outcome.stage)
+        if outcome.kind == "overtaken":
+            state = await self.journal.state(run_id)
+            forget_key_if_done(self.ctx, run_id, state)
+            done = await _what_others_did(self.ctx, run_id, state)
+            raise ProvisionOvertaken(
+                f"run {run_id} {done} while this command was starting its pod; nothing "
+                f"more is done here (see `overbrainer events {run_id}`)"
+            )
+        if outcome.kind == "failed":
+            assert self.failure is not None
+            if isinstance(self.failure, OverbrainerError):
+                await self._forget_key()
+            raise self.failure
+        await self._forget_key()
+        if outcome.kind == "cancelled":
+            reason = f"cancelled before its job started{self.asker}"
+            deleted = f"; pod {outcome.deleted} was deleted" if self.deleted_ok else ""
+            raise ProvisionCancelled(f"run {run_id} {reason}{deleted}", reason=reason)
+        if outcome.kind == "nothing_placed":
+            state = await self.journal.state(run_id)
+            raise NothingPlaced(decide.nothing_placed(run_id, state.pod.attempts))
+        if outcome.kind == "stopped":
+            assert outcome.decision is not None
+            raise CreateStopped(self._stopped(self.n, self.gpu_type, outcome.decision))
+        if outcome.kind == "rate_limited":
+            raise CreateStopped(
+                f"run {run_id}: Runpod kept rate-limiting the create of a pod on "
+                f"{self.gpu_type} (last asked to wait {outcome.wait:g} s); nothing was "
+                "created. Run `overbrainer train` again later"
+            )
+        if outcome.kind == "unknown":
+            raise CreateStopped(outcome.detail)
+        assert outcome.kind == "refused"
+        raise PodRefused(
+            f"run {run_id} refused pod {outcome.pod_id} ({self.gpu_type}{rate_text(self.rate)}): "
+            f"{outcome.detail}; the pod was deleted and no other GPU type is tried. See the "
+            f"pod's log in `overbrainer events {run_id}`, fix the image or target, "
+            "then run `overbrainer train` again"
+        )
 
     # -- steps --
 
@@ -532,87 +653,120 @@ class _Walk:
             self.run_id, [ev.AttemptResolved(n=n, result=result, detail=detail, pod_id=pod_id)]
         )
 
-    async def _try_type(self, gpu_type: str, keys: RunKeys) -> Provisioned | None:
-        """Attempts on one GPU type: a ready pod, or None to go on with the next type."""
-        resends = 0
-        limited = 0
-        while True:
-            self._check("creating a pod")
-            state = await self.journal.state(self.run_id)
-            self._taken(state)
-            n = decide.next_attempt(state.pod.attempts)
-            name = decide.pod_name(self.run_id, n)
-            # Built (and checked) before AttemptSent: a bad value sends nothing. The pod's
-            # bound is max_hours, counted on the pod from its creation: nothing of this
-            # machine's clock goes into it.
-            request = self._request(name, gpu_type, keys)
-            candidate = self.current
-            sent = ev.AttemptSent(
-                n=n,
-                pod_name=name,
-                gpu_type=gpu_type,
-                max_hours=candidate.max_hours,
-                price_per_hour=_cents4(candidate.rate),
-                max_cost_usd=self.wanted.max_cost_usd,
+    async def _send(self, candidate: Candidate) -> list[Command]:
+        """One attempt on ``candidate``: ``AttemptSent`` (durably, before the create
+        leaves), then the create; the machine's next commands."""
+        self.current = candidate
+        gpu_type = candidate.gpu_type
+        self._check("creating a pod")
+        state = await self.journal.state(self.run_id)
+        self._taken(state)
+        n = decide.next_attempt(state.pod.attempts)
+        name = decide.pod_name(self.run_id, n)
+        # Built (and checked) before AttemptSent: a bad value sends nothing. The pod's
+        # bound is max_hours, counted on the pod from its creation: nothing of this
+        # machine's clock goes into it.
+        assert self.keys is not None
+        request = self._request(name, gpu_type, self.keys)
+        sent = ev.AttemptSent(
+            n=n,
+            pod_name=name,
+            gpu_type=gpu_type,
+            max_hours=candidate.max_hours,
+            price_per_hour=_cents4(candidate.rate),
+            max_cost_usd=self.wanted.max_cost_usd,
+        )
+        if candidate.shortened and self.wanted.max_cost_usd is not None:
+            self.front.info(
+                shortened_text(candidate, self.wanted.max_hours, self.wanted.max_cost_usd)
             )
-            if candidate.shortened and self.wanted.max_cost_usd is not None:
-                self.front.info(
-                    shortened_text(candidate, self.wanted.max_hours, self.wanted.max_cost_usd)
-                )
-            # Decided on the fresh log: no create leaves for a run another command ended.
-            self._taken(await self.journal.append(self.run_id, self._unless_overtaken([sent])))
-            if self.interrupts.interrupted:
-                # A Ctrl-C noted since the check above (while the attempt was recorded):
-                # nothing has left yet, and no create is sent after a Ctrl-C.
-                await self._resolve(n, "not_sent", "Ctrl-C came before the create was sent")
-                raise _Stop("creating a pod")
-            sent_at = trio.current_time()
-            pod: Pod | None
-            try:
-                pod = await self.interrupts.shield(
-                    f"creating pod {name}",
-                    self.timing.create_limit,
-                    partial(self.ctx.client.create_pod, request),
-                )
-            except (CreateFailed, ShieldTimeout) as error:
-                if isinstance(error, ShieldTimeout):
-                    choice = decide.CreateDecision(Step.RECONCILE, "ambiguous", str(error))
-                else:
-                    choice = decide.after_create_error(error)
-                if choice.step is Step.RECONCILE:
-                    said = choice.text
-                    if choice.detail and choice.detail != choice.text:
-                        said = f"{choice.text} ({choice.detail})"
-                    pod = await self._reconcile(n, name, gpu_type, sent_at, said)
-                    if pod is None:
-                        resends += 1
-                        if resends > self.timing.resends:
-                            return None
-                        continue
-                else:
-                    await self._resolve(n, choice.result, choice.detail)
-                    if choice.step is Step.NEXT_TYPE:
-                        return None
-                    if choice.step is Step.STOP:
-                        raise CreateStopped(self._stopped(n, gpu_type, choice)) from None
-                    limited += 1
-                    if (
-                        limited > self.timing.rate_limited
-                        or choice.wait > self.timing.max_retry_after
-                    ):
-                        raise CreateStopped(
-                            f"run {self.run_id}: Runpod kept rate-limiting the create of a pod "
-                            f"on {gpu_type} (last asked to wait {choice.wait:g} s); nothing "
-                            "was created. Run `overbrainer train` again later"
-                        ) from None
-                    stage = "waiting out Runpod's rate limit"
-                    await self._race(stage, partial(self._sleep_watching, choice.wait, stage))
-                    continue
+        # Decided on the fresh log: no create leaves for a run another command ended.
+        self._taken(await self.journal.append(self.run_id, self._unless_overtaken([sent])))
+        self.n, self.name, self.gpu_type = n, name, gpu_type
+        if self.interrupts.interrupted:
+            # A Ctrl-C noted since the check above (while the attempt was recorded):
+            # nothing has left yet, and no create is sent after a Ctrl-C.
+            await self._resolve(n, "not_sent", "Ctrl-C came before the create was sent")
+            raise _Stop("creating a pod")
+        self.sent_at = trio.current_time()
+        try:
+            pod = await self.interrupts.shield(
+                f"creating pod {name}",
+                self.timing.create_limit,
+                partial(self.ctx.client.create_pod, request),
+            )
+        except (CreateFailed, ShieldTimeout) as error:
+            if isinstance(error, ShieldTimeout):
+                choice = decide.CreateDecision(Step.RECONCILE, "ambiguous", str(error))
             else:
-                state = await self._record_created(n, gpu_type, pod)
-                self._taken(state, f"waiting for pod {pod.id} to be ready")
-            assert pod is not None
-            return await self._settle(n, gpu_type, pod, keys)
+                choice = decide.after_create_error(error)
+            return self.machine.send(machine.CreateFailed(choice))
+        state = await self._record_created(n, gpu_type, pod)
+        self._taken(state, f"waiting for pod {pod.id} to be ready")
+        return self.then
+
+    async def _reconcile_sent(self, detail: str) -> list[Command]:
+        """Look for the pod of the ambiguous create just sent; the machine's next
+        commands."""
+        found = await self._reconcile(self.n, self.name, self.gpu_type, self.sent_at, detail)
+        if isinstance(found, str):
+            return self.machine.send(machine.ReconcileFailed(found))
+        if found is None:
+            return self.machine.send(machine.NotFound())
+        return self.then
+
+    async def _delete(self, pod_id: str, reason: ev.DeleteReason, *, strict: bool) -> None:
+        """Delete a pod the machine let go of. ``strict``: an unconfirmed delete stops the
+        walk; else it is warned of (and, on a failure's way out, so is any error). The
+        run's key is kept while the walk goes on to another pod."""
+        keep_key = not self.machine.done
+        if strict:
+            try:
+                await delete_pod(
+                    self.ctx, self.run_id, pod_id, reason, rate=self.rate, keep_key=keep_key
+                )
+            except DeleteUnconfirmed as error:
+                raise DeleteUnconfirmed(
+                    f"{error}. Provisioning of run {self.run_id} stopped: no pod is created "
+                    "while another may still bill",
+                    run_id=self.run_id,
+                    pod_id=pod_id,
+                ) from error
+            return
+        if self.failure is None:
+            try:
+                await delete_pod(
+                    self.ctx, self.run_id, pod_id, reason, rate=self.rate, keep_key=keep_key
+                )
+                self.deleted_ok = True
+            except DeleteUnconfirmed as error:
+                self.front.warn(str(error))
+            return
+        # Shielded on its own: the way out may be a cancellation of the walk itself.
+        with trio.move_on_after(self.timing.delete_limit + 60.0, shield=True):
+            try:
+                await delete_pod(
+                    self.ctx, self.run_id, pod_id, reason, rate=self.rate, keep_key=keep_key
+                )
+            except DeleteUnconfirmed as failure:
+                self.front.warn(str(failure))
+            except Exception as failure:  # the original error matters more; say this one
+                self.front.warn(
+                    f"cannot delete pod {pod_id} of run {self.run_id} ({failure}): "
+                    f"{pod_ls_hint(self.run_id)}"
+                )
+
+    async def _record_ending(self, what: str, stage: str) -> None:
+        """Record how the walk ends, before its pod is deleted."""
+        if what == "interrupted":
+            await self.journal.append(self.run_id, lambda s: decisions.interrupted_at(s, stage))
+            return
+        await self.journal.append(self.run_id, decisions.take_cancel)
+        self.asker = await self.journal.asker_of_cancel(self.run_id)
+        self.front.info(
+            f"train: cancel of run {self.run_id} requested{self.asker}: stopping while "
+            f"{stage}, before its job started"
+        )
 
     def _request(self, name: str, gpu_type: str, keys: RunKeys) -> CreatePod:
         spec = self.spec
@@ -651,7 +805,8 @@ class _Walk:
 
     async def _record_created(self, n: int, gpu_type: str, pod: Pod, detail: str = "") -> RunLog:
         """The pod exists: its id is in the log before anything else is done with it."""
-        self.live = pod.id
+        self.created[pod.id] = pod
+        self.then = self.machine.send(machine.Created(pod.id))
         self.rate = pod.cost if pod.cost > 0 else None
         # Runpod's own createdAt; without one, Runpod's time of its answer (no earlier than
         # the creation, so the deadline is never put before the pod's own).
@@ -678,12 +833,13 @@ class _Walk:
 
     async def _reconcile(
         self, n: int, name: str, gpu_type: str, sent_at: float, detail: str
-    ) -> Pod | None:
+    ) -> Pod | str | None:
         """After an ambiguous create: list the run's pods at each ``reconcile_after``,
         adopt the one named for this attempt, delete every other as a duplicate. Shielded:
-        until it is known whether a pod exists, nothing may stop this."""
+        until it is known whether a pod exists, nothing may stop this. The adopted pod,
+        None when none appeared, or what to say when the pods could not be listed."""
 
-        async def work() -> Pod | None:
+        async def work() -> Pod | str | None:
             adopted: Pod | None = None
             failure: RunpodError | None = None
             for after in self.timing.reconcile_after:
@@ -710,7 +866,7 @@ class _Walk:
                         f"{self.run_id} ({failure}): {pod_ls_hint(self.run_id)}"
                     )
                     return adopted
-                raise CreateStopped(
+                return (
                     f"the create of pod {name} (run {self.run_id}, attempt {n}) got no clear "
                     f"answer ({detail}), and the pods could not be listed to find out "
                     f"({failure}); a pod may have been created: {pod_ls_hint(self.run_id)}"
@@ -746,6 +902,7 @@ class _Walk:
                 "duplicate",
                 rate=pod.cost if pod.cost > 0 else None,
                 created_at=created,
+                keep_key=True,  # the walk goes on with the same keys
             )
         except DeleteUnconfirmed as error:
             raise DeleteUnconfirmed(
@@ -757,8 +914,10 @@ class _Walk:
 
     # -- settling a created pod --
 
-    async def _settle(self, n: int, gpu_type: str, pod: Pod, keys: RunKeys) -> Provisioned | None:
-        """Wait for the created pod to be ready: the pod, or None to try the next type."""
+    async def _settle(self, pod: Pod) -> list[Command]:
+        """Wait for the created pod to be ready; the machine's next commands."""
+        keys = self.keys
+        assert keys is not None
         booted = await self._race(
             f"waiting for pod {pod.id} to be ready",
             lambda: while_showing(
@@ -771,45 +930,25 @@ class _Walk:
         self.front.close()  # the pod's status line gives way to the job's
         if booted.kind == "ready":
             assert booted.endpoint is not None
+            # Recorded while the walk still holds the pod: overtaken here, it is deleted.
             ready = ev.PodReady(pod_id=pod.id, verdict="ready")
             self._taken(await self.journal.append(self.run_id, self._unless_overtaken([ready])))
             access = PodAccess(
                 booted.endpoint, keys.client_key_path, keys.host_public_key, self.ctx.root
             )
-            return Provisioned(
+            self.ready = Provisioned(
                 run_id=self.run_id,
                 pod_id=pod.id,
-                pod_name=decide.pod_name(self.run_id, n),
-                attempt=n,
-                gpu_type=pod.gpu_id or gpu_type,
+                pod_name=decide.pod_name(self.run_id, self.n),
+                attempt=self.n,
+                gpu_type=pod.gpu_id or self.gpu_type,
                 data_center=pod.data_center_id,
                 rate=self.rate,
                 deadline=self.deadlines[pod.id],
                 access=access,
                 remote_dir=self.remote_dir,
             )
-        await self._resolve(n, booted.kind, booted.detail, pod.id)
-        reason: ev.DeleteReason = "refused" if booted.kind == "refused" else "not_ready"
-        self.live = None  # handed to the delete: a failed one is not retried on the way out
-        try:
-            await delete_pod(self.ctx, self.run_id, pod.id, reason, rate=self.rate)
-        except DeleteUnconfirmed as error:
-            raise DeleteUnconfirmed(
-                f"{error}. Provisioning of run {self.run_id} stopped: no pod is created while "
-                "another may still bill",
-                run_id=self.run_id,
-                pod_id=pod.id,
-            ) from error
-        if booted.kind == "refused":
-            state = await self.journal.state(self.run_id)
-            forget_key_if_done(self.ctx, self.run_id, state)
-            raise PodRefused(
-                f"run {self.run_id} refused pod {pod.id} ({gpu_type}{rate_text(self.rate)}): "
-                f"{booted.detail}; the pod was deleted and no other GPU type is tried. See the "
-                f"pod's log in `overbrainer events {self.run_id}`, fix the image or target, "
-                "then run `overbrainer train` again"
-            )
-        return None
+        return self.machine.send(machine.Booted(booted.kind, booted.detail))
 
     async def _boot(self, pod_id: str, keys: RunKeys) -> _Booted:
         """Poll the pod until SSH answers with the pinned key and the watchdog's verdict is
@@ -922,76 +1061,6 @@ class _Walk:
                 return None
             await trio.sleep(self.timing.poll)
             await self._look("waiting for the pod's watchdog")
-
-    # -- ways out --
-
-    async def _cancelled(self, stage: str) -> ProvisionCancelled:
-        """A cancel asked through the log: say it is taken, delete the pod if any."""
-        await self.journal.append(self.run_id, decisions.take_cancel)
-        asker = await self.journal.asker_of_cancel(self.run_id)
-        self.front.info(
-            f"train: cancel of run {self.run_id} requested{asker}: stopping while "
-            f"{stage}, before its job started"
-        )
-        pod_id, self.live = self.live, None
-        deleted = ""
-        if pod_id is not None:
-            try:
-                await delete_pod(self.ctx, self.run_id, pod_id, "cancelled", rate=self.rate)
-                deleted = f"; pod {pod_id} was deleted"
-            except DeleteUnconfirmed as error:
-                self.front.warn(str(error))
-        forget_key_if_done(self.ctx, self.run_id, await self.journal.state(self.run_id))
-        reason = f"cancelled before its job started{asker}"
-        return ProvisionCancelled(f"run {self.run_id} {reason}{deleted}", reason=reason)
-
-    async def _overtaken(self, state: RunLog) -> ProvisionOvertaken:
-        """Another command ended the run or is deleting its pod: delete what this walk
-        holds (joining that command's delete, never recording it twice) and say what the
-        other command did."""
-        pod_id, self.live = self.live, None
-        if pod_id is not None:
-            try:
-                await delete_pod(self.ctx, self.run_id, pod_id, "failed", rate=self.rate)
-            except DeleteUnconfirmed as error:
-                self.front.warn(str(error))
-        state = await self.journal.state(self.run_id)
-        forget_key_if_done(self.ctx, self.run_id, state)
-        done = await _what_others_did(self.ctx, self.run_id, state)
-        return ProvisionOvertaken(
-            f"run {self.run_id} {done} while this command was starting its pod; nothing "
-            f"more is done here (see `overbrainer events {self.run_id}`)"
-        )
-
-    async def _interrupted(self, stage: str) -> ProvisionInterrupted:
-        """Ctrl-C: record it, delete the pod if any (shielded), say what is left."""
-        await self.journal.append(self.run_id, lambda s: decisions.interrupted_at(s, stage))
-        pod_id, self.live = self.live, None
-        if pod_id is not None:
-            try:
-                await delete_pod(self.ctx, self.run_id, pod_id, "interrupted", rate=self.rate)
-            except DeleteUnconfirmed as error:
-                self.front.warn(str(error))
-        state = await self.journal.state(self.run_id)
-        forget_key_if_done(self.ctx, self.run_id, state)
-        return ProvisionInterrupted(interrupted_before_job(state), stage=stage)
-
-    async def _release_after(self, error: BaseException) -> None:
-        """Any other way out: delete the pod this walk still holds (best effort)."""
-        pod_id, self.live = self.live, None
-        if pod_id is None:
-            return
-        # Shielded on its own: the way out may be a cancellation of the walk itself.
-        with trio.move_on_after(self.timing.delete_limit + 60.0, shield=True):
-            try:
-                await delete_pod(self.ctx, self.run_id, pod_id, "failed", rate=self.rate)
-            except DeleteUnconfirmed as failure:
-                self.front.warn(str(failure))
-            except Exception as failure:  # the original error matters more; say this one
-                self.front.warn(
-                    f"cannot delete pod {pod_id} of run {self.run_id} ({failure}): "
-                    f"{pod_ls_hint(self.run_id)}"
-                )
 
 
 async def _what_others_did(ctx: PodContext, run_id: str, state: RunLog) -> str:
