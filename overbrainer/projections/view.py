@@ -249,7 +249,7 @@ class RunsView:
         return _decode(row[0]) if row else RunLog()
 
     def runs(self) -> list[RunLog]:
-        """Every run, oldest first (run IDs sort by creation time)."""
+        """Every run, oldest first."""
         try:
             return self._rows()
         except (_Damaged, sqlite3.Error) as error:
@@ -288,7 +288,10 @@ class RunsView:
 
     def _rows(self) -> list[RunLog]:
         rows = self._db.execute("SELECT state FROM runs ORDER BY run_id").fetchall()
-        return [_decode(row[0]) for row in rows]
+        states = [_decode(row[0]) for row in rows]
+        # Run IDs carry their creation time to the second only; two runs created within one
+        # second are put in order by the time their creation was recorded.
+        return sorted(states, key=lambda state: (state.run.run_id[:15], state.run.created_at or ""))
 
 
 class _Damaged(Exception):

@@ -98,3 +98,18 @@ def test_a_view_of_another_log_at_the_same_position_is_rebuilt(tmp_path: Path) -
     assert [s.run.run_id for s in view.runs()] == [RUN_B]
     view.close()
     other.close()
+
+
+def test_runs_created_within_one_second_are_listed_in_the_order_they_were_created(
+    tmp_path: Path,
+) -> None:
+    # Their IDs share the second; the random suffixes sort the other way round.
+    later_id, earlier_id = "20260301-101500-0000", "20260301-101500-ffff"
+    store = RunStore(None, tmp_path, _actor("laptop-a"))
+    for run_id in (earlier_id, later_id, RUN_B):
+        store.create(_created(run_id))
+    view = RunsView(view_path(tmp_path), "local")
+    view.catch_up(store)
+    assert [s.run.run_id for s in view.runs()] == [earlier_id, later_id, RUN_B]
+    view.close()
+    store.close()
