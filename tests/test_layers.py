@@ -34,8 +34,8 @@ LAYERS: list[set[str]] = [
     {"projections"},  # what the log folds to: run.json, views, summaries, timelines
     {"front"},  # the terminal, Ctrl-C, the campaigns' fault injection
     {"session"},  # the journal, and what one command's run operations share
-    {"targets", "preflight"},  # a run's pod; the checks made before a run exists
-    {"lifecycle"},  # a run's life: train, attach, cancel
+    {"lifecycle", "preflight"},  # a run's life on any target; the checks before a run exists
+    {"targets"},  # each kind of target (machine/, runpod/), and the one choice among them
     {"cli"},  # the commands
     {"__main__"},
     {"testing"},  # stand-ins for tests, the demo, the benchmarks and the campaigns
@@ -248,8 +248,8 @@ def test_the_lifecycle_knows_no_kind_of_target() -> None:
     # lifecycle/run.py drives every kind of target through the Target protocol: what a
     # machine or a pod does differently lives in their own modules.
     kinds = (
-        "overbrainer.lifecycle.machine",
-        "overbrainer.lifecycle.runpod",
+        "overbrainer.targets.machine.target",
+        "overbrainer.targets.runpod.target",
         "overbrainer.targets",
         "overbrainer.runpod",
         "overbrainer.exec.local",

@@ -34,10 +34,10 @@ async def _pod_context(
     from overbrainer.events.store import RunStore
     from overbrainer.front.console import Front
     from overbrainer.front.interrupts import open_interrupts
-    from overbrainer.lifecycle.runpod import open_pod_context
     from overbrainer.runpod.client import RunpodApiError, RunpodUnreachable
     from overbrainer.session.journal import Journal
     from overbrainer.session.session import Session
+    from overbrainer.targets.runpod.target import open_pod_context
 
     invocation = current()
     settings = load_settings(invocation.project_dir, invocation.environ())

@@ -110,7 +110,7 @@ async def _print_logs(
     home_log = run_dir(invocation.project_dir, state.run.run_id) / job_logs.LOG_FILE
     where = None if pod else job_logs.where_to_read(state, home_log.is_file())
     if where == "here":
-        async with job_logs.job_log_executor(invocation.project_dir, None, state, "here") as (
+        async with job_logs.log_at_home(invocation.project_dir, state.run.run_id) as (
             executor,
             job_dir,
         ):
@@ -150,47 +150,23 @@ async def _print_remote_log(
     """The job's log on the run's target, or (``pod``) the pod's own log."""
     from overbrainer.lifecycle import logs as job_logs
 
-    if state.run.kind != "runpod":
-        async with job_logs.job_log_executor(invocation.project_dir, settings, state, "target") as (
-            executor,
-            job_dir,
-        ):
-            await job_logs.print_job_log(
-                executor, job_dir, sys.stdout, tail=tail, follow=follow, reading=reading
-            )
+    if pod:
+        from overbrainer.targets.runpod.logs import print_own_log
+
+        await print_own_log(settings, state, sys.stdout, source=source, tail=tail, follow=follow)
         return
-    from overbrainer.runpod.client import RunpodClient
+    from overbrainer.targets.choose import reach_to_read
 
-    async with RunpodClient(settings.require_runpod_api_key(), settings.runpod.base_url) as client:
-        if pod:
-            pod_id = state.pod.pod_id
-            if pod_id is None:
-                from overbrainer.errors import OverbrainerError
-
-                raise OverbrainerError(f"run {state.run.run_id} has had no pod yet")
-
-            async def gone() -> bool:
-                remote = await client.get_pod(pod_id)
-                return remote is None or remote.status.value == "TERMINATED"
-
-            await job_logs.print_pod_log(
-                client, pod_id, sys.stdout, source=source, tail=tail, follow=follow, gone=gone
-            )
-            return
-        async with job_logs.job_log_executor(
-            invocation.project_dir, settings, state, "target", client
-        ) as (executor, job_dir):
-            from overbrainer.lifecycle.runpod import follow_poll
-
-            await job_logs.print_job_log(
-                executor,
-                job_dir,
-                sys.stdout,
-                tail=tail,
-                follow=follow,
-                poll=follow_poll(settings),
-                reading=reading,
-            )
+    async with reach_to_read(invocation.project_dir, settings, state) as reached:
+        await job_logs.print_job_log(
+            reached.executor,
+            reached.job_dir,
+            sys.stdout,
+            tail=tail,
+            follow=follow,
+            poll=reached.poll,
+            reading=reading,
+        )
 
 
 def _facts(invocation: Any, refs: "tuple[str, ...] | list[str]") -> "list[RunFacts]":

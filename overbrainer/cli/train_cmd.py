@@ -108,6 +108,7 @@ async def _with_run(run: str, name: str) -> int:
                 session.front.result(f"train: run {run} {ended}")
                 return session.interrupts.finish(0)
         from overbrainer.lifecycle import elsewhere
+        from overbrainer.targets.choose import follower_poll
 
         if elsewhere.lives_elsewhere(session, state):
             # A team store: the run's job is reached from the checkout that started it.
@@ -117,12 +118,12 @@ async def _with_run(run: str, name: str) -> int:
                 code = await elsewhere.stop_elsewhere(
                     session,
                     state,
-                    follower_poll=_follower_poll(settings, state),
+                    follower_poll=follower_poll(settings, state),
                     within=_stop_within(settings),
                 )
             else:
                 code = await elsewhere.cancel_elsewhere(
-                    session, state, follower_poll=_follower_poll(settings, state)
+                    session, state, follower_poll=follower_poll(settings, state)
                 )
         else:
             code = await _act(name, session, settings, state)
@@ -132,17 +133,6 @@ async def _with_run(run: str, name: str) -> int:
 def _stop_within(settings: "Settings") -> float:
     """How long a job asked to save and stop has before it is cancelled (seconds)."""
     return settings.training.stop_timeout_minutes * 60
-
-
-def _follower_poll(settings: "Settings", state: "RunLog") -> float:
-    """How often the command following ``state``'s run reads the log (its status poll)."""
-    if state.run.kind == "runpod":
-        from overbrainer.lifecycle.runpod import follow_poll
-
-        return follow_poll(settings)
-    from overbrainer.lifecycle.service import POLL_SECONDS
-
-    return POLL_SECONDS
 
 
 @command(app, "train")
@@ -160,9 +150,9 @@ async def train(
     # runs; the last `[training] keep_checkpoints` (default 2) stay. With `--resume-from
     # RUN`, the new run starts from RUN's last checkpoint at home (from `overbrainer train
     # stop RUN`, or saved as it trained): a setting that would not fit it is refused first.
-    from overbrainer.config.model import RunpodTarget
     from overbrainer.errors import Interrupted, OverbrainerError
-    from overbrainer.lifecycle import machine, run
+    from overbrainer.lifecycle import run
+    from overbrainer.targets.choose import target_for
 
     if keep_pod:
         _refuse_keep_pod(target)
@@ -218,24 +208,8 @@ async def train(
                     "with `overbrainer train`"
                 )
             resume = None if wanted is None else await _resume_checked(session, settings, wanted)
-            if isinstance(spec, RunpodTarget):
-                from overbrainer.lifecycle import runpod
-
-                async with runpod.for_train(
-                    session,
-                    settings,
-                    name,
-                    spec,
-                    keep=keep_pod,
-                    pods=found.pods,
-                    runpod_clock=found.runpod_clock,
-                    catalog=found.catalog,
-                ) as pod:
-                    code = await run.train(session, pod, resume)
-            else:
-                plan = machine.plan_for(settings, name)
-                target_ = machine.MachineTarget(session, settings, plan)
-                code = await run.train(session, target_, resume)
+            async with target_for(session, settings, name, found, keep=keep_pod) as chosen:
+                code = await run.train(session, chosen, resume)
             return interrupts.finish(code)
 
 
@@ -363,20 +337,14 @@ def _refuse_keep_pod(target: str | None) -> None:
     """``--keep-pod`` for a target that is not a Runpod one is refused before anything
     happens (a configuration that cannot be read is left to the preflight to report)."""
     from overbrainer.config.load import ConfigError, load_settings
-    from overbrainer.config.model import RunpodTarget
-    from overbrainer.errors import UsageError
+    from overbrainer.targets.choose import refuse_keep_pod
 
     invocation = current()
     try:
         settings = load_settings(invocation.project_dir, invocation.environ())
     except ConfigError:
         return
-    name = target or settings.training.target
-    spec = settings.targets.get(name)
-    if spec is not None and not isinstance(spec, RunpodTarget):
-        raise UsageError(
-            f"--keep-pod applies only to a Runpod target; target {name} is {spec.kind}"
-        )
+    refuse_keep_pod(settings, target or settings.training.target)
 
 
 async def _preflight(target: str | None) -> "Preflight":
@@ -406,15 +374,10 @@ async def _act(name: str, session: "Session", settings: "Settings", state: "RunL
         act = partial(run.stop, within=_stop_within(settings))
     else:
         act = run.attach if name == "attach" else run.cancel
-    if state.run.kind == "runpod":
-        from overbrainer.lifecycle import runpod
+    from overbrainer.targets.choose import target_of_run
 
-        async with runpod.for_run(session, settings, state) as pod:
-            return await act(session, pod, state)
-    from overbrainer.lifecycle import machine
-
-    plan = machine.plan_for(settings, state.run.target)
-    return await act(session, machine.MachineTarget(session, settings, plan), state)
+    async with target_of_run(session, settings, state) as chosen:
+        return await act(session, chosen, state)
 
 
 @command(app, "train", "attach")

@@ -5,7 +5,7 @@ A target's bound is counted on the target's own clock (Runpod's, for a pod) and 
 between two looks at it on this process's monotonic clock. That monotonic clock is trusted
 to say when to look again, never to end anything: a laptop waking up, a VM restored or a
 clock stepped under the process can move it hours at once. So once a bound seems due, the
-target reads its own clock afresh (:meth:`Target.confirm_left`); only a bound that the
+target reads its own clock afresh (:meth:`Billed.confirm_left`); only a bound that the
 target's clock confirms ends following. One that it does not is a jump of this machine's
 clocks: the target records and says so, and following goes on until the confirmed bound.
 
@@ -18,13 +18,13 @@ import math
 import trio
 
 from overbrainer.events.aggregate import RunLog
-from overbrainer.lifecycle.target import Stop, Target
+from overbrainer.lifecycle.target import Billed, Stop
 
 __all__ = ["until_bound"]
 
 
 async def until_bound(
-    target: Target, state: RunLog, left: float, *, stop_within: float = math.inf
+    billed: Billed | None, state: RunLog, left: float, *, stop_within: float = math.inf
 ) -> Stop:
     """Return once following must stop: :attr:`Stop.past_deadline` when the target's bound
     is reached (``left`` seconds from now at first, confirmed on the target's clock before
@@ -37,6 +37,8 @@ async def until_bound(
         await trio.sleep_until(min(due, stop_at))
         if trio.current_time() >= stop_at and stop_at <= due:
             return Stop.stop_overdue
-        left = await target.confirm_left(state)
+        # Without a bound (``left`` infinite) only ``stop_within`` ends the wait above.
+        assert billed is not None
+        left = await billed.confirm_left(state)
         if left <= 0:
             return Stop.past_deadline

@@ -5,40 +5,30 @@ this machine, an SSH host, its pod — while the run is not home, and from ``run
 once it is (an ended run whose results were retrieved: no network at all). ``--follow``
 prints it as it grows until the job ends. Reading never records anything in the run's log.
 
-``--pod`` reads the pod's own log through Runpod's API (``GET /pods/{id}/logs``): the host's
-``system`` source (the image pull, the container's start) and the ``container`` source, so
-a pod still pulling its image is visible before anything of ours runs on it.
+What reaches the job on its target is the target's (``targets/choose.py``); a pod's own log
+(``--pod``) is Runpod's (``targets/runpod/logs.py``).
 """
 
 import codecs
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TextIO
+from typing import Literal, TextIO
 
 import trio
 
-from overbrainer.config.model import LocalTarget, RunpodTarget, Settings, SshTarget
 from overbrainer.errors import OverbrainerError
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.types import RunState
-from overbrainer.exec.base import ExecError, Executor
+from overbrainer.exec.base import Executor
 from overbrainer.front.streams import stdout_gone
 from overbrainer.plurals import plural
-
-if TYPE_CHECKING:
-    from overbrainer.runpod.client import RunpodClient
-    from overbrainer.runpod.pod_logs import LogLine, LogSource
 
 LOG_FILE = "job.log"
 CHUNK = 1 << 20
 TAIL_WINDOW = 64 * 1024
 POLL = 1.0
-QUIET_END = 2.0
-"""Without ``--follow``, a pod's log stream is read until a line later than its opening
-(Runpod streams the backfill first), or until it is quiet this long."""
 
 Where = Literal["here", "target"]
 
@@ -178,176 +168,25 @@ async def follow_onto_home(
     except OverbrainerError:
         if not (follow and reading.offset is not None and await trio.Path(home_log).is_file()):
             raise
-        async with job_log_executor(project_dir, None, state, "here") as (executor, job_dir):
+        async with log_at_home(project_dir, state.run.run_id) as (executor, job_dir):
             await print_job_log(
                 executor, job_dir, reading.printer.out, tail=None, follow=False, reading=reading
             )
 
 
-# --- reaching the job's log ------------------------------------------------------------
+# --- the job's log at home -------------------------------------------------------------
 
 
 @asynccontextmanager
-async def job_log_executor(
-    project_dir: Path,
-    settings: Settings | None,
-    state: RunLog,
-    where: Where,
-    client: "RunpodClient | None" = None,
-) -> AsyncIterator[tuple[Executor, str]]:
-    """An executor that reads the run's job log, and the job's directory in its terms."""
+async def log_at_home(project_dir: Path, run_id: str) -> AsyncIterator[tuple[Executor, str]]:
+    """This machine, to read the run's job log in its directory here (``runs/<id>``)."""
     from overbrainer.exec.local import LocalExecutor
 
-    run = state.run
-    if where == "here":
-        local = LocalExecutor(project_dir)
-        try:
-            yield local, f"runs/{run.run_id}"
-        finally:
-            await local.aclose()
-        return
-    assert settings is not None
-    spec = settings.targets.get(run.target)
-    if run.kind == "ssh":
-        from overbrainer.exec.ssh import UserHost, open_ssh
-
-        if not isinstance(spec, SshTarget):
-            raise _no_target(run.run_id, run.target, "an ssh")
-        host = settings.require_host(run.target)
-        async with open_ssh(UserHost(host), workdir=spec.workdir) as executor:
-            yield executor, f"runs/{run.run_id}"
-        return
-    if run.kind == "runpod":
-        if not isinstance(spec, RunpodTarget):
-            raise _no_target(run.run_id, run.target, "a runpod")
-        assert client is not None
-        async with _pod_executor(project_dir, state, client) as executor:
-            yield executor, f"runs/{run.run_id}"
-        return
-    if isinstance(spec, LocalTarget) or run.kind == "local":
-        local = LocalExecutor(project_dir)
-        try:
-            yield local, f"runs/{run.run_id}"
-        finally:
-            await local.aclose()
-        return
-    raise OverbrainerError(f"run {run.run_id} is on a target of unknown kind {run.kind!r}")
-
-
-def _no_target(run_id: str, target: str, kind: str) -> OverbrainerError:
-    return OverbrainerError(
-        f"target `{target}` of run {run_id} is no longer {kind} target in overbrainer.toml; "
-        "declare it again to read the run's log there"
-    )
-
-
-@asynccontextmanager
-async def _pod_executor(
-    project_dir: Path, state: RunLog, client: "RunpodClient"
-) -> AsyncIterator[Executor]:
-    """The pinned SSH executor of the run's pod, at the endpoint Runpod shows now (read
-    only: nothing is recorded)."""
-    from overbrainer.runpod.keys import client_key_path
-    from overbrainer.runpod.models import PodStatus, UnsafeSshEndpoint
-    from overbrainer.targets.runpod.pods import PodAccess
-    from overbrainer.targets.runpod.provision import pinned_ssh
-
-    run, pod = state.run, state.pod
-    logs = f"runs/{run.run_id}/{LOG_FILE}"
-    if pod.pod_id is None or pod.host_public_key is None or not pod.may_bill():
-        raise OverbrainerError(
-            f"run {run.run_id} has no pod left to read its job log from, and its log is not "
-            f"home ({logs}); `overbrainer runs logs {run.run_id} --pod` shows what Runpod kept"
-        )
-    remote = await client.get_pod(pod.pod_id)
-    if remote is None or remote.status is PodStatus.TERMINATED:
-        raise OverbrainerError(
-            f"pod {pod.pod_id} of run {run.run_id} is gone, and the run's log is not home "
-            f"({logs}); `overbrainer train attach {run.run_id}` settles the run"
-        )
+    local = LocalExecutor(project_dir)
     try:
-        endpoint = remote.ssh_endpoint()
-    except UnsafeSshEndpoint as error:
-        raise OverbrainerError(f"{error}; not connecting") from None
-    if endpoint is None:
-        status = remote.raw_status or remote.status.value
-        raise OverbrainerError(
-            f"pod {pod.pod_id} of run {run.run_id} cannot be reached now ({status}, no SSH "
-            f"endpoint); `overbrainer runs logs {run.run_id} --pod` shows its own log"
-        )
-    ssh_dir = project_dir / "runs" / run.run_id / "ssh"
-    access = PodAccess(endpoint, client_key_path(ssh_dir), pod.host_public_key)
-    try:
-        async with pinned_ssh()(access) as executor:
-            yield executor
-    except ExecError as error:
-        raise OverbrainerError(
-            f"cannot read the job log of run {run.run_id} on pod {pod.pod_id} ({error})"
-        ) from error
-
-
-# --- a pod's own log -------------------------------------------------------------------
-
-
-async def print_pod_log(
-    client: "RunpodClient",
-    pod_id: str,
-    out: TextIO,
-    *,
-    source: "LogSource | None",
-    tail: int | None,
-    follow: bool,
-    gone: Callable[[], Awaitable[bool]],
-    quiet_end: float = QUIET_END,
-) -> None:
-    """Print the pod's log (``tail`` backfilled lines, Runpod's 100 by default); with
-    ``follow``, go on, reconnecting after a drop where it left off, until the pod is gone
-    (``gone``). Without, stop at the first line later than the stream's opening or once
-    it is quiet for ``quiet_end`` seconds."""
-    from overbrainer.runpod.client import PodNotFound, RunpodApiError
-
-    cursor: str | None = None
-    with_source = source is None
-    while True:
-        try:
-            async with client.pod_logs(
-                pod_id, source=source, tail=tail, last_event_id=cursor
-            ) as stream:
-                opened = stream.opened_at
-                while True:
-                    batch: list[LogLine] | None = []
-                    with trio.move_on_after(quiet_end if not follow else float("inf")):
-                        batch = await stream.next_lines()
-                    if batch is None:
-                        break  # the stream ended (the pod is gone, or Runpod closed it)
-                    if not batch and not follow:
-                        return  # quiet: the backfill is over
-                    for line in batch:
-                        if not follow and _later(line.ts, opened):
-                            return
-                        out.write(line.text(with_source=with_source) + "\n")
-                    out.flush()
-                    if stdout_gone():
-                        return
-                    cursor = stream.cursor or cursor
-        except PodNotFound:
-            if cursor is None:
-                raise OverbrainerError(
-                    f"Runpod does not know pod {pod_id} (deleted): its own log is gone with it"
-                ) from None
-            return
-        except RunpodApiError:
-            if not follow or await gone():
-                raise
-            await trio.sleep(POLL)
-            continue
-        if not follow or await gone():
-            return
-        await trio.sleep(POLL)
-
-
-def _later(ts: datetime | None, opened: datetime | None) -> bool:
-    return ts is not None and opened is not None and ts > opened
+        yield local, f"runs/{run_id}"
+    finally:
+        await local.aclose()
 
 
 # --- the end of a failed run's log -----------------------------------------------------

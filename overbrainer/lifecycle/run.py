@@ -47,6 +47,7 @@ from overbrainer.lifecycle.report import (
 from overbrainer.lifecycle.service import EndedMeanwhile, Followed, Job, Retrieval, attach_hint
 from overbrainer.lifecycle.target import (
     CancelledBeforeJob,
+    Command,
     NotEnded,
     Stop,
     StoppedBeforeJob,
@@ -123,9 +124,11 @@ async def train(session: Session, target: Target, resume: ResumeFrom | None = No
             except OverbrainerError:
                 # No job runs (or none that anything recorded): the target has nothing left
                 # to do for this run.
-                await target.not_started(run_id)
+                if target.billed is not None:
+                    await target.billed.not_started(run_id)
                 raise
-            state = await target.started(run_id, state)
+            if target.billed is not None:
+                state = await target.billed.started(run_id, state)
             return await _follow(session, target, job, state)
     except StoppedBeforeJob as stop:
         await _fail_before_job(
@@ -184,7 +187,8 @@ async def _follow(
     if watched is Stop.detached:
         raise await _detach(session, target, job)
     if watched is Stop.past_deadline:
-        return await target.past_deadline(job)
+        assert target.billed is not None  # only a billed target has a deadline
+        return await target.billed.past_deadline(job)
     if watched is Stop.stop_overdue:
         return await _cancel_overdue(session, target, job, stop_within)
     assert isinstance(watched, Followed)
@@ -204,6 +208,14 @@ async def _follow(
     return await _end(session, target, job, state, watched.summary, retrieval)
 
 
+async def _gone(target: Target, state: RunLog, command: Command) -> int:
+    """``command`` of a run whose target is gone: only a billed one can go (a machine that
+    does not answer is an error of reaching it)."""
+    if target.billed is None:
+        raise OverbrainerError(f"the target of run {state.run.run_id} cannot be reached")
+    return await target.billed.gone(state, command)
+
+
 async def _detach(session: Session, target: Target, job: Job) -> Interrupted:
     """Record that following stopped while the job runs on; the error saying so."""
     state = await service.detach(session, job.run_id)
@@ -215,13 +227,14 @@ async def _watch(
 ) -> Followed | Stop | EndedMeanwhile:
     """``service.watch`` raced against signals, against the target's deadline and against
     ``stop_within`` (a job asked to save and stop)."""
-    left = target.seconds_left(state)
+    billed = target.billed
+    left = math.inf if billed is None else billed.seconds_left(state)
     if left <= 0 and await _ended(job):
         # Attached past the deadline to a job that ended: its results come home first
         # (this takes moments), then the target is ended as usual.
         left = math.inf
-    spend = target.spend(state)
-    check = target.at_each_poll(state)
+    spend = None if billed is None else billed.spend(state)
+    check = None if billed is None else billed.at_each_poll(state)
     fetcher = CheckpointFetcher(
         session,
         job,
@@ -250,7 +263,7 @@ async def _watch(
 
         # The bound is confirmed on the target's clock before it ends anything (bounds.py).
         return await _first(
-            followed, partial(until_bound, target, state, left, stop_within=stop_within)
+            followed, partial(until_bound, billed, state, left, stop_within=stop_within)
         )
 
     try:
@@ -362,7 +375,7 @@ async def attach(session: Session, target: Target, state: RunLog) -> int:
         try:
             executor = await stack.enter_async_context(target.reach(state))
         except TargetGone:
-            return await target.gone(state, "attach")
+            return await _gone(target, state, "attach")
         except OverbrainerError:
             # Another command may have ended the run and its target (a pod deleted, its key
             # forgotten) since this one looked: its outcome is the one to report.
@@ -419,7 +432,7 @@ async def cancel(session: Session, target: Target, state: RunLog) -> int:
             job = target.job(run_id, executor, state)
             state, job_state, retrieval = await service.cancel(session, job)
         except TargetGone:
-            return await target.gone(state, "cancel")
+            return await _gone(target, state, "cancel")
         except OverbrainerError:
             # Lost a race with the run's follower: it ended the run (and its target).
             ended = await _ended_since(session, run_id, state)
@@ -462,7 +475,7 @@ async def stop(session: Session, target: Target, state: RunLog, *, within: float
         try:
             executor = await stack.enter_async_context(target.reach(state))
         except TargetGone:
-            return await target.gone(state, "attach")
+            return await _gone(target, state, "attach")
         job = target.job(run_id, executor, state)
         # Written first, recorded next: a request that never reached the job is not one.
         await session.interrupts.shield(

@@ -1,13 +1,14 @@
 """What differs between the kinds of target, as a run's life (:mod:`.run`) asks for it.
 
 A target is what runs a run's job: this machine or a host over SSH
-(:class:`~overbrainer.lifecycle.machine.MachineTarget`), or a Runpod pod created for the run
-(:class:`~overbrainer.lifecycle.runpod.PodTarget`). The lifecycle does what every run does —
+(:class:`~overbrainer.targets.machine.target.MachineTarget`), or a Runpod pod created for the run
+(:class:`~overbrainer.targets.runpod.target.PodTarget`). The lifecycle does what every run does —
 create it, prepare its files, start its job, follow it, settle its end, report — and asks
 its target for the rest: how to open it for a new job (a connection; a pod provisioned),
-how to reach the job again, how long following may go on (a pod's deadline), what a lost
-target means, and how to end it once the job ended (a pod deleted, kept, or left to its
-watchdog).
+how to reach the job again, what a lost target means, and how to end it once the job ended
+(a pod deleted, kept, or left to its watchdog). What only a machine rented for the run has
+— a deadline, a spend, a watchdog, a pod that may vanish — is its :class:`Billed` side,
+which a machine that stays does not have.
 """
 
 from collections.abc import Awaitable, Callable, Mapping
@@ -87,6 +88,11 @@ class Target(Protocol):
     def device(self) -> str:
         """The device the job trains on (``auto``, ``cpu``)."""
 
+    @property
+    def billed(self) -> "Billed | None":
+        """What only a machine rented for the run has (a pod); None for a machine that
+        stays and costs nothing here."""
+
     # -- a new run --
 
     async def before_create(self) -> None:
@@ -109,12 +115,6 @@ class Target(Protocol):
     def launch(self, run_id: str) -> Launch:
         """The job's commands, environment and container."""
 
-    async def not_started(self, run_id: str) -> None:
-        """The job could not start: release what the target holds for it."""
-
-    async def started(self, run_id: str, state: RunLog) -> RunLog:
-        """The job started (recorded in ``state``): the target's own record of it."""
-
     # -- a run that exists --
 
     async def settle_start(self, state: RunLog, command: Command) -> RunLog | int:
@@ -128,13 +128,38 @@ class Target(Protocol):
             TargetGone: the target no longer exists.
         """
 
-    async def gone(self, state: RunLog, command: Command) -> int:
-        """``command`` of a run whose target is gone (:class:`TargetGone`)."""
-
     # -- following and ending --
 
     def job(self, run_id: str, executor: Executor, state: RunLog) -> Job:
         """The run's job on the target, reached through ``executor``."""
+
+    async def lost(self, job: Job, state: RunLog, lost: FollowLost) -> Stop:
+        """Following gave up reaching the target: :attr:`Stop.detached` when a signal came
+        meanwhile; otherwise raises, saying what became of the run and its target."""
+
+    def detached(self, state: RunLog, job: Job) -> str:
+        """The message of a command that stopped following while the job runs on."""
+
+    async def end(self, job: Job, state: RunLog, retrieval: Retrieval) -> RunLog:
+        """End the target of a run whose job ended; the run's state after that.
+
+        Raises:
+            NotEnded: the target could not be ended.
+        """
+
+
+class Billed(Protocol):
+    """A machine rented for one run (a pod): held from before its job starts, billed while
+    it lives, bounded by a deadline and a cost cap, and able to vanish under its job."""
+
+    async def not_started(self, run_id: str) -> None:
+        """The job could not start: release what the target holds for it."""
+
+    async def started(self, run_id: str, state: RunLog) -> RunLog:
+        """The job started (recorded in ``state``): the target's own record of it."""
+
+    async def gone(self, state: RunLog, command: Command) -> int:
+        """``command`` of a run whose target is gone (:class:`TargetGone`)."""
 
     def seconds_left(self, state: RunLog) -> float:
         """How long following may still go on (``math.inf``: no bound)."""
@@ -155,17 +180,3 @@ class Target(Protocol):
     async def past_deadline(self, job: Job) -> int:
         """Following reached :meth:`seconds_left`: end the target (its job's results so far
         collected where the bound allows), fail the run."""
-
-    async def lost(self, job: Job, state: RunLog, lost: FollowLost) -> Stop:
-        """Following gave up reaching the target: :attr:`Stop.detached` when a signal came
-        meanwhile; otherwise raises, saying what became of the run and its target."""
-
-    def detached(self, state: RunLog, job: Job) -> str:
-        """The message of a command that stopped following while the job runs on."""
-
-    async def end(self, job: Job, state: RunLog, retrieval: Retrieval) -> RunLog:
-        """End the target of a run whose job ended; the run's state after that.
-
-        Raises:
-            NotEnded: the target could not be ended.
-        """

@@ -39,13 +39,13 @@ from overbrainer.exec.base import (
 )
 from overbrainer.front.interrupts import Interrupts
 from overbrainer.lifecycle import run as lifecycle
-from overbrainer.lifecycle.runpod import PodTarget
 from overbrainer.projections.timeline import line as story_line
 from overbrainer.runpod.models import Pod
 from overbrainer.runpod.pod_scripts import WATCHDOG_LOG
 from overbrainer.session.session import Session
 from overbrainer.targets.runpod.podrm import warn_orphans
 from overbrainer.targets.runpod.pods import PodAccess, PodContext
+from overbrainer.targets.runpod.target import PodTarget
 from overbrainer.testing.fake_executor import (
     CANARY_KEY,
     PINNED_IMAGE,

@@ -242,7 +242,7 @@ async def test_following_a_pods_log_rides_out_a_refusal_and_ends_with_the_pod(
 ) -> None:
     import io
 
-    from overbrainer.lifecycle.logs import print_pod_log
+    from overbrainer.targets.runpod.logs import print_pod_log
 
     fake = FakeRunpod(provisioning_seconds=20.0, starting_seconds=10.0)
     fake.add_account(CANARY_KEY)

@@ -19,7 +19,7 @@ from overbrainer.errors import Interrupted, OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import PodView
 from overbrainer.exec.base import Executor
-from overbrainer.lifecycle.runpod import timing_for
+from overbrainer.targets.runpod.target import timing_for
 from overbrainer.runpod import messages
 from overbrainer.runpod.messages import Ending
 from overbrainer.runpod.pod_scripts import RETRIEVED

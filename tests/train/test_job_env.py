@@ -11,7 +11,7 @@ import pytest
 from overbrainer.config.model import Settings
 from overbrainer.exec.base import ContainerRuntime, NativeRuntime
 from overbrainer.exec.job import render_commands
-from overbrainer.lifecycle.runpod import pod_commands
+from overbrainer.targets.runpod.target import pod_commands
 from overbrainer.train.axolotl import job_environment, trainer_commands
 from tests.train.conftest import settings
 

@@ -1,5 +1,9 @@
-"""A Runpod pod as a run's target: the Runpod specifics the lifecycle's pod target
-(``overbrainer.lifecycle.runpod``) calls.
+"""A Runpod pod as a run's target, and its operations.
+
+- :mod:`~overbrainer.targets.runpod.target`: the pod target the lifecycle drives
+  (:class:`~overbrainer.targets.runpod.target.PodTarget`, both of its sides);
+- :mod:`~overbrainer.targets.runpod.logs`: a run's pod read for ``runs logs`` (its job's
+  log over SSH, the pod's own log through the API);
 
 - :mod:`~overbrainer.targets.runpod.provision`: creating the pod and waiting until it is
   ready (its keys, the GPU types in order, an ambiguous create reconciled);

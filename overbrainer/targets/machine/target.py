@@ -6,10 +6,10 @@ bounds it but the job itself, and nothing is left to end once it ended (its file
 the run's directory there).
 """
 
-import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from overbrainer.config.model import LocalTarget, Settings, SshTarget
 from overbrainer.errors import OverbrainerError
@@ -96,6 +96,25 @@ async def open_job(
         await local.aclose()
 
 
+@asynccontextmanager
+async def reach_to_read(project_dir: Path, plan: Plan) -> AsyncIterator[Executor]:
+    """The machine of a run's job, reached to read its files (nothing is recorded)."""
+    if isinstance(plan.target, SshTarget):
+        from overbrainer.exec.ssh import UserHost, open_ssh
+
+        assert plan.host is not None
+        async with open_ssh(UserHost(plan.host), workdir=plan.target.workdir) as executor:
+            yield executor
+        return
+    from overbrainer.exec.local import LocalExecutor
+
+    local = LocalExecutor(project_dir)
+    try:
+        yield local
+    finally:
+        await local.aclose()
+
+
 def _stopped(run_id: str, stage: str) -> StoppedBeforeJob:
     return StoppedBeforeJob(
         f"interrupted: run {run_id} stopped before its job started; nothing runs on the target",
@@ -127,6 +146,11 @@ class MachineTarget:
     def device(self) -> str:
         """The device the target's job trains on."""
         return self.plan.target.device
+
+    @property
+    def billed(self) -> None:
+        """A machine is not rented for the run: no deadline, no spend, it does not vanish."""
+        return None
 
     # -- a new run --
 
@@ -189,13 +213,6 @@ class MachineTarget:
             container=f"overbrainer-{run_id}" if docker else None,
         )
 
-    async def not_started(self, run_id: str) -> None:
-        """Nothing is held for a job that did not start."""
-
-    async def started(self, run_id: str, state: RunLog) -> RunLog:
-        """The machine keeps no record of its own."""
-        return state
-
     # -- a run that exists --
 
     async def settle_start(self, state: RunLog, command: Command) -> RunLog:
@@ -210,11 +227,6 @@ class MachineTarget:
         """Connect to the machine the run's job runs on."""
         return open_job(self.session, self.plan, state.run.run_id)
 
-    async def gone(self, state: RunLog, command: Command) -> int:
-        """Never: a machine does not go away with its run (an unreachable one is an error
-        of :meth:`reach`)."""
-        raise OverbrainerError(f"the target of run {state.run.run_id} cannot be reached")
-
     # -- following and ending --
 
     def job(self, run_id: str, executor: Executor, state: RunLog) -> Job:
@@ -225,26 +237,6 @@ class MachineTarget:
             wait = f"they stay in {where} on {executor.location}"
             return Job(run_id, executor, remote_dir, results_wait=wait)
         return Job(run_id, executor, remote_dir, in_place=True)
-
-    def seconds_left(self, state: RunLog) -> float:
-        """No bound: the job ends when it ends."""
-        return math.inf
-
-    async def confirm_left(self, state: RunLog) -> float:
-        """No bound to confirm."""
-        return math.inf
-
-    def spend(self, state: RunLog) -> Callable[[], float | None] | None:
-        """A machine costs nothing here."""
-        return None
-
-    def at_each_poll(self, state: RunLog) -> Callable[[], Awaitable[None]] | None:
-        """Nothing: a machine has no cost cap."""
-        return None
-
-    async def past_deadline(self, job: Job) -> int:
-        """Never: a machine has no deadline."""
-        raise AssertionError("a machine target has no deadline")
 
     async def lost(self, job: Job, state: RunLog, lost: FollowLost) -> Stop:
         """The job keeps running where it is: record that following stopped, and say so."""

@@ -264,6 +264,11 @@ class PodTarget:
     catalog: Sequence[GpuType] | None = None
 
     @property
+    def billed(self) -> "PodTarget":
+        """A pod is rented for its run: it has every member of a billed target."""
+        return self
+
+    @property
     def session(self) -> Session:
         """The command's journal, front end and signal controller."""
         return self.ctx.session

@@ -1,0 +1,157 @@
+"""The one place a kind of target is chosen: for a new run from the project's configuration
+(:func:`target_for`), for a recorded run from the kind its log recorded
+(:func:`target_of_run`), and for reading a recorded run's job log (:func:`reach_to_read`).
+
+Everything else asks the chosen :class:`~overbrainer.lifecycle.target.Target`, or the
+facts recorded on the run; a new kind of target gets its home under ``targets/`` and one
+entry in each choice here.
+"""
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from overbrainer.config.model import LocalTarget, RunpodTarget, Settings, SshTarget
+from overbrainer.errors import OverbrainerError, UsageError
+from overbrainer.events.aggregate import RunLog
+from overbrainer.exec.base import Executor
+from overbrainer.lifecycle.target import Target
+from overbrainer.session.session import Session
+
+if TYPE_CHECKING:
+    from overbrainer.preflight.gather import Preflight
+
+Home = Literal["machine", "runpod"]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of target a run's log may record: its home under ``targets/``, and the
+    configuration it is declared with (``a runpod`` target)."""
+
+    home: Home
+    declared: type[LocalTarget | SshTarget | RunpodTarget]
+    article: str
+
+
+KINDS: dict[str, Kind] = {
+    "local": Kind("machine", LocalTarget, "a local"),
+    "ssh": Kind("machine", SshTarget, "an ssh"),
+    "runpod": Kind("runpod", RunpodTarget, "a runpod"),
+}
+
+
+def kind_of_run(state: RunLog) -> Kind:
+    """The kind of a recorded run's target."""
+    kind = KINDS.get(state.run.kind)
+    if kind is None:
+        raise OverbrainerError(
+            f"run {state.run.run_id} is on a target of unknown kind {state.run.kind!r}; "
+            "a newer overbrainer recorded it: upgrade to act on it"
+        )
+    return kind
+
+
+def refuse_keep_pod(settings: Settings, name: str) -> None:
+    """``--keep-pod`` for a target that creates no pod is refused before anything happens."""
+    spec = settings.targets.get(name)
+    if spec is not None and not isinstance(spec, RunpodTarget):
+        raise UsageError(
+            f"--keep-pod applies only to a Runpod target; target {name} is {spec.kind}"
+        )
+
+
+@asynccontextmanager
+async def target_for(
+    session: Session, settings: Settings, name: str, found: "Preflight", *, keep: bool
+) -> AsyncIterator[Target]:
+    """The target ``name`` of the project's configuration, for a new run; ``found`` is the
+    preflight that checked it (what it read is not read twice)."""
+    spec = settings.target_of(name)
+    if isinstance(spec, RunpodTarget):
+        from overbrainer.targets.runpod.target import for_train
+
+        async with for_train(
+            session,
+            settings,
+            name,
+            spec,
+            keep=keep,
+            pods=found.pods,
+            runpod_clock=found.runpod_clock,
+            catalog=found.catalog,
+        ) as pod:
+            yield pod
+        return
+    from overbrainer.targets.machine.target import MachineTarget, plan_for
+
+    yield MachineTarget(session, settings, plan_for(settings, name))
+
+
+@asynccontextmanager
+async def target_of_run(
+    session: Session, settings: Settings, state: RunLog
+) -> AsyncIterator[Target]:
+    """The target of a recorded run, to attach to, cancel or stop it."""
+    if kind_of_run(state).home == "runpod":
+        from overbrainer.targets.runpod.target import for_run
+
+        async with for_run(session, settings, state) as pod:
+            yield pod
+        return
+    from overbrainer.targets.machine.target import MachineTarget, plan_for
+
+    yield MachineTarget(session, settings, plan_for(settings, state.run.target))
+
+
+def follower_poll(settings: Settings, state: RunLog) -> float:
+    """How often a command following a recorded run reads its log (its target's poll)."""
+    if kind_of_run(state).home == "runpod":
+        from overbrainer.targets.runpod.target import follow_poll
+
+        return follow_poll(settings)
+    from overbrainer.lifecycle.service import POLL_SECONDS
+
+    return POLL_SECONDS
+
+
+@dataclass(frozen=True)
+class Reached:
+    """A recorded run's job, reached to read its log: the executor, the job's directory in
+    its terms, and how often a follow looks again."""
+
+    executor: Executor
+    job_dir: str
+    poll: float
+
+
+@asynccontextmanager
+async def reach_to_read(
+    project_dir: Path, settings: Settings, state: RunLog
+) -> AsyncIterator[Reached]:
+    """The run's job on its target, reached to read (nothing is recorded)."""
+    from overbrainer.lifecycle.logs import POLL
+
+    run = state.run
+    kind = kind_of_run(state)
+    spec = settings.targets.get(run.target)
+    if not isinstance(spec, kind.declared):
+        raise OverbrainerError(
+            f"target `{run.target}` of run {run.run_id} is no longer {kind.article} target in "
+            "overbrainer.toml; declare it again to read the run's log there"
+        )
+    job_dir = f"runs/{run.run_id}"
+    if isinstance(spec, RunpodTarget):
+        from overbrainer.targets.runpod.logs import reach_pod_to_read
+        from overbrainer.targets.runpod.target import follow_poll
+
+        async with reach_pod_to_read(project_dir, settings, state) as executor:
+            yield Reached(executor, job_dir, follow_poll(settings))
+        return
+    from overbrainer.targets.machine.target import plan_for
+    from overbrainer.targets.machine.target import reach_to_read as reach_machine
+
+    async with reach_machine(project_dir, plan_for(settings, run.target)) as executor:
+        yield Reached(executor, job_dir, POLL)
