@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from overbrainer.front.interrupts import Interrupts
     from overbrainer.lifecycle.target import Target
     from overbrainer.preflight.checks import Check
-    from overbrainer.preflight.gather import Preflight
     from overbrainer.session.session import Session
+    from overbrainer.targets.preflight import Preflight
     from overbrainer.train.resume import ResumeFrom
 
 app = group("train")
@@ -208,7 +208,7 @@ async def train(
                     "with `overbrainer train`"
                 )
             resume = None if wanted is None else await _resume_checked(session, settings, wanted)
-            async with target_for(session, settings, name, found, keep=keep_pod) as chosen:
+            async with target_for(session, settings, name, found.seen, keep=keep_pod) as chosen:
                 code = await run.train(session, chosen, resume)
             return interrupts.finish(code)
 
@@ -350,7 +350,7 @@ def _refuse_keep_pod(target: str | None) -> None:
 async def _preflight(target: str | None) -> "Preflight":
     """The preflight of the command's project (see :mod:`overbrainer.preflight`)."""
     from overbrainer.config.load import ConfigError
-    from overbrainer.preflight.gather import preflight
+    from overbrainer.targets.preflight import preflight
 
     invocation = current()
     env_problems: list[str] = []

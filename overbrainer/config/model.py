@@ -431,6 +431,12 @@ class _MachineTarget(BaseModel):
     allow_unpinned_image: bool = False
     image: str | None = Field(default=None, validate_default=True)
 
+    @property
+    def described(self) -> str:
+        """The target's kind and runtime, as the preflight names it (``ssh, docker``)."""
+        kind: str = getattr(self, "kind")  # noqa: B009 (each subclass declares its own)
+        return f"{kind}, {self.runtime}"
+
     @field_validator("venv")
     @classmethod
     def _safe(cls, value: str | None) -> str | None:
@@ -545,6 +551,11 @@ class RunpodTarget(BaseModel):
     save_before_deadline_minutes: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     data_center_ids: list[str] = []  # a plain default: see TrainingSettings.env
     network_volume_id: str | None = None
+
+    @property
+    def described(self) -> str:
+        """The target's kind, as the preflight names it."""
+        return self.kind
 
     @property
     def save_before(self) -> float:

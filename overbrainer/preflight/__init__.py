@@ -7,6 +7,9 @@ the same checks first and creates no run when one finds a problem.
   into verdicts, and the report;
 - :mod:`overbrainer.preflight.probes`: what a machine target (this one, or one over SSH) is
   asked, through the small POSIX script ``probe.sh``, and how its answer reads;
-- :mod:`overbrainer.preflight.gather`: the drivers that ask each outside world (the files,
-  a local process, an SSH host, Runpod's API) and run the checks on what they said.
+
+The drivers that ask each outside world and run the checks on what it said live with what
+they ask: ``targets/preflight.py`` (the files, the project's directories), and each
+target's home (``targets/machine/preflight.py``: a local process, an SSH host;
+``targets/runpod/preflight.py``: Runpod's API).
 """

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from overbrainer.config.model import LocalTarget, RunpodTarget, Settings, SshTarget
+from overbrainer.config.model import Target as AnyTarget
 from overbrainer.errors import OverbrainerError, UsageError
 from overbrainer.events.aggregate import RunLog
 from overbrainer.exec.base import Executor
@@ -21,7 +22,9 @@ from overbrainer.lifecycle.target import Target
 from overbrainer.session.session import Session
 
 if TYPE_CHECKING:
-    from overbrainer.preflight.gather import Preflight
+    from overbrainer.preflight.checks import Check
+    from overbrainer.runpod.clocks import ServerClock
+    from overbrainer.runpod.models import GpuType, Pod
 
 Home = Literal["machine", "runpod"]
 
@@ -63,12 +66,39 @@ def refuse_keep_pod(settings: Settings, name: str) -> None:
         )
 
 
+@dataclass(frozen=True)
+class TargetFound:
+    """What checking a target before a run saw that the run uses, so it is not read twice:
+    for a Runpod target the account's pods (the run's warning about leftover pods),
+    Runpod's clock as its answers told it (how far this machine's is, before the run's
+    first call) and the GPU catalog (the run's candidates come from it)."""
+
+    pods: "list[Pod] | None" = None
+    runpod_clock: "ServerClock | None" = None
+    catalog: "list[GpuType] | None" = None
+
+
+async def check_target(
+    found: "list[Check]", settings: Settings, name: str, spec: AnyTarget, project_dir: Path
+) -> TargetFound:
+    """The preflight's checks of target ``name`` (``spec``), appended to ``found``."""
+    if isinstance(spec, RunpodTarget):
+        from overbrainer.targets.runpod.preflight import check_pod_target
+
+        pods, clock, catalog = await check_pod_target(found, settings, name, spec)
+        return TargetFound(pods, clock, catalog)
+    from overbrainer.targets.machine.preflight import check_machine
+
+    await check_machine(found, settings, name, spec, project_dir)
+    return TargetFound()
+
+
 @asynccontextmanager
 async def target_for(
-    session: Session, settings: Settings, name: str, found: "Preflight", *, keep: bool
+    session: Session, settings: Settings, name: str, seen: TargetFound, *, keep: bool
 ) -> AsyncIterator[Target]:
-    """The target ``name`` of the project's configuration, for a new run; ``found`` is the
-    preflight that checked it (what it read is not read twice)."""
+    """The target ``name`` of the project's configuration, for a new run; ``seen`` is what
+    the preflight that checked it saw."""
     spec = settings.target_of(name)
     if isinstance(spec, RunpodTarget):
         from overbrainer.targets.runpod.target import for_train
@@ -79,9 +109,9 @@ async def target_for(
             name,
             spec,
             keep=keep,
-            pods=found.pods,
-            runpod_clock=found.runpod_clock,
-            catalog=found.catalog,
+            pods=seen.pods,
+            runpod_clock=seen.runpod_clock,
+            catalog=seen.catalog,
         ) as pod:
             yield pod
         return

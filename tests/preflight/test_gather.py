@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from overbrainer.config.template import project_files
-from overbrainer.preflight import gather
 from overbrainer.preflight.checks import Verdict
-from overbrainer.preflight.gather import preflight
+from overbrainer.targets import preflight as gather
+from overbrainer.targets.machine import preflight as machine_preflight
+from overbrainer.targets.preflight import preflight
 from overbrainer.testing.fake_executor import CANARY_KEY
 from overbrainer.testing.runpod_api import FakeRunpod, serve_loopback
 
@@ -44,7 +45,7 @@ def verdicts(found: gather.Preflight) -> dict[str, Verdict]:
 async def test_an_interpreter_that_hangs_is_given_up_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(gather, "PROBE_SECONDS", 0.5)
+    monkeypatch.setattr(machine_preflight, "PROBE_SECONDS", 0.5)
     pid_file = tmp_path / "hung.pid"
     python = script(
         tmp_path / "venv/bin/python", f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 60\n"
@@ -118,7 +119,7 @@ async def test_an_unreadable_catalog_warns_and_the_listing_is_kept(tmp_path: Pat
         listed = await preflight(path, env)
         fake.fail_next("GET /catalog/gpus", 200, raw_body=b'{"gpus": "soon"}')
         found = await preflight(path, env)
-    assert listed.report.ok and listed.pods == []
+    assert listed.report.ok and listed.seen.pods == []
     assert found.report.ok  # a warning, not a problem: a create of a bad type fails alone
     assert verdicts(found)["gpu types"] is Verdict.warning
     assert found.report.warnings[0].startswith(

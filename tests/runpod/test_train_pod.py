@@ -19,13 +19,13 @@ from overbrainer.errors import Interrupted, OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import PodView
 from overbrainer.exec.base import Executor
-from overbrainer.targets.runpod.target import timing_for
 from overbrainer.runpod import messages
 from overbrainer.runpod.messages import Ending
 from overbrainer.runpod.pod_scripts import RETRIEVED
 from overbrainer.runpod.timing import Timing
 from overbrainer.targets.runpod.following import DEADLINE_SLACK
 from overbrainer.targets.runpod.pods import PodAccess
+from overbrainer.targets.runpod.target import timing_for
 from overbrainer.testing.fake_executor import CANARY_KEY, POD_HOST
 from overbrainer.testing.pod_training import (
     A40,

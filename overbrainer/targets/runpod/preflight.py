@@ -1,0 +1,77 @@
+"""The preflight of a Runpod target: the API key (by listing the account's pods), the GPU
+types (by the catalog, with its stock for the pod's GPU count), the candidates they give,
+the image. Every verdict comes from :mod:`overbrainer.preflight.checks`; nothing is
+written and no pod is created.
+"""
+
+from overbrainer.config.load import ConfigError
+from overbrainer.config.model import RUNPOD_DEFAULT_IMAGE, RunpodTarget, Settings
+from overbrainer.preflight import checks
+from overbrainer.preflight.checks import ApiFailure, Check
+from overbrainer.runpod.clocks import ServerClock
+from overbrainer.runpod.models import GpuType, Pod
+
+__all__ = ["check_pod_target"]
+
+
+async def check_pod_target(
+    found: list[Check], settings: Settings, name: str, spec: RunpodTarget
+) -> tuple[list[Pod] | None, ServerClock | None, list[GpuType] | None]:
+    """The key (by listing the account's pods), the GPU types (by the catalog, with its
+    stock for the pod's GPU count), the candidates they give, the image; the pods listed,
+    Runpod's clock as the answers told it and the catalog read."""
+    from overbrainer.runpod.candidates import wanted_of
+    from overbrainer.runpod.client import RunpodClient, RunpodError, RunpodUnreachable
+
+    base = settings.runpod.base_url
+    pods: list[Pod] | None = None
+    clock: ServerClock | None = None
+    read: list[GpuType] | None = None
+    wanted = wanted_of(name, spec)
+    try:
+        key = settings.require_runpod_api_key()
+    except ConfigError as error:
+        found.append(checks.runpod_key_check(base, "; ".join(error.problems)))
+        found.append(checks.skipped("gpu types", "not checked: no API key"))
+        if wanted.needs_catalog:
+            found.append(checks.skipped("gpu candidates", "not chosen: no API key"))
+    else:
+        async with RunpodClient(key, base) as client:
+            answer: int | ApiFailure
+            try:
+                pods = await client.list_pods()
+                answer = len(pods)
+            except RunpodError as error:
+                unreachable = isinstance(error, RunpodUnreachable)
+                answer = ApiFailure(error.status, str(error), unreachable=unreachable)
+            found.append(checks.runpod_key_check(base, answer))
+            if isinstance(answer, ApiFailure):
+                found.append(checks.skipped("gpu types", "not checked: see runpod key"))
+                if wanted.needs_catalog:
+                    found.append(checks.skipped("gpu candidates", "not chosen: see runpod key"))
+            else:
+                catalog: list[GpuType] | ApiFailure
+                try:
+                    catalog = await client.list_gpu_types(
+                        availability=True, gpu_count=spec.gpu_count
+                    )
+                    read = catalog
+                except RunpodError as error:
+                    catalog = ApiFailure(error.status, str(error))
+                if spec.gpu_types != "auto":
+                    found.append(
+                        checks.gpu_types_check(name, spec.gpu_types, spec.gpu_count, catalog)
+                    )
+                if wanted.needs_catalog:
+                    found.append(checks.candidates_check(wanted, catalog))
+            clock = client.server_clock if client.server_clock.known else None
+    found.append(
+        checks.image_check(
+            "pod image",
+            f"targets.{name}.image",
+            spec.image,
+            allowed_unpinned=spec.allow_unpinned_image,
+            default=spec.image == RUNPOD_DEFAULT_IMAGE and "image" not in spec.model_fields_set,
+        )
+    )
+    return pods, clock, read
