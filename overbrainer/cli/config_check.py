@@ -73,28 +73,18 @@ def _shown(data: dict[str, Any]) -> dict[str, Any]:
     """The settings as shown: a native target without the keys only docker reads (a
     default ``engine = "docker"`` there would suggest docker is used)."""
     for target in data["targets"].values():
-        if target.get("kind") in ("local", "ssh") and target.get("runtime") == "native":
+        if target.get("runtime") == "native":  # only a machine target has a runtime
             for key in _DOCKER_ONLY:
                 target.pop(key, None)
     return data
 
 
 def _warnings(settings: "Settings") -> list[str]:
-    from overbrainer.config.model import RunpodTarget, SshTarget
-
-    found: list[str] = []
-    for name, target in settings.targets.items():
-        if isinstance(target, SshTarget) and target.host is None:
-            found.append(
-                f"targets.{name}.host: not set; set OVERBRAINER_TARGETS__{name.upper()}__HOST="
-                "user@host[:port] in the environment or .env before training on it"
-            )
-        if isinstance(target, RunpodTarget) and settings.runpod.api_key is None:
-            found.append(
-                f"targets.{name}: a runpod target needs OVERBRAINER_RUNPOD__API_KEY; set it in "
-                "the environment or .env before training on it"
-            )
-    return found
+    return [
+        warning
+        for name, target in settings.targets.items()
+        for warning in target.unset_for_training(name, settings)
+    ]
 
 
 def _render(data: dict[str, Any], sources: Mapping[str, str]) -> str:

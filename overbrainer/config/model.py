@@ -459,6 +459,10 @@ class LocalTarget(_MachineTarget):
 
     kind: Literal["local"]
 
+    def unset_for_training(self, name: str, settings: "Settings") -> list[str]:
+        """What training on this target needs that is not set yet: nothing."""
+        return []
+
 
 class SshTarget(_MachineTarget):
     """``[targets.NAME]`` with ``kind = "ssh"``: train on a machine reached over SSH.
@@ -470,6 +474,15 @@ class SshTarget(_MachineTarget):
     # Relative to the remote home, or absolute (a scratch disk: /scratch/me/overbrainer).
     workdir: str = "overbrainer"
     host: str | None = None
+
+    def unset_for_training(self, name: str, settings: "Settings") -> list[str]:
+        """What training on this target needs that is not set yet: its host."""
+        if self.host is not None:
+            return []
+        return [
+            f"targets.{name}.host: not set; set OVERBRAINER_TARGETS__{name.upper()}__HOST="
+            "user@host[:port] in the environment or .env before training on it"
+        ]
 
     @field_validator("workdir")
     @classmethod
@@ -556,6 +569,15 @@ class RunpodTarget(BaseModel):
     def described(self) -> str:
         """The target's kind, as the preflight names it."""
         return self.kind
+
+    def unset_for_training(self, name: str, settings: "Settings") -> list[str]:
+        """What training on this target needs that is not set yet: the API key."""
+        if settings.runpod.api_key is not None:
+            return []
+        return [
+            f"targets.{name}: a runpod target needs OVERBRAINER_RUNPOD__API_KEY; set it in "
+            "the environment or .env before training on it"
+        ]
 
     @property
     def save_before(self) -> float:
