@@ -40,7 +40,9 @@ overbrainer brings a checkpoint home only after this line: a folder that merely 
 still be half written.
 
 With several processes (distributed training), every rank must stop at the same step: the
-ranks agree on the request (a one-number all-reduce) before any acts on it.
+ranks agree on the request (a one-number all-reduce) before any acts on it. And every rank
+writes its own files of a checkpoint: the ``saved`` line waits at a barrier until each rank
+has returned from its save, so a checkpoint is whole on disk before it is announced.
 
 Each line is written whole by one ``write`` on a file opened for appending, so a reader never
 sees half a line unless the process dies in the middle of that very call.
@@ -151,20 +153,39 @@ def _is_main_process(state: object) -> bool:
     return True
 
 
+def _process_group() -> Any:
+    """``torch.distributed`` when this process is one of several ranks of a job, else None.
+    Torch is the trainer's: it is looked up, never imported here."""
+    torch: Any = sys.modules.get("torch")
+    dist = getattr(torch, "distributed", None) if torch is not None else None
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    return dist if dist.get_world_size() > 1 else None
+
+
 def _agreed(asked: bool) -> bool:
     """Whether any rank of the job saw the stop request (just ``asked`` with one process):
     ranks that stopped at different steps would wait for each other for ever."""
-    torch: Any = sys.modules.get("torch")  # loaded by the trainer; never imported here
-    dist = getattr(torch, "distributed", None) if torch is not None else None
-    if dist is None or not dist.is_available() or not dist.is_initialized():
+    dist = _process_group()
+    if dist is None:
         return asked
-    if dist.get_world_size() < 2:
-        return asked
-    backend = dist.get_backend()
-    device = "cuda" if backend == "nccl" and torch.cuda.is_available() else "cpu"
+    torch: Any = sys.modules["torch"]
+    device = "cuda" if dist.get_backend() == "nccl" and torch.cuda.is_available() else "cpu"
     flag = torch.tensor([1 if asked else 0], device=device)
     dist.all_reduce(flag, op=dist.ReduceOp.MAX)
     return bool(flag.item())
+
+
+def _every_rank_saved() -> None:
+    """Return once every rank of the job has written its part of the checkpoint just saved.
+
+    The trainer calls ``on_save`` on each rank once that rank's own save returned; ranks
+    write their files apart (rank 0 the weights, each rank its RNG state, each its shard of
+    a sharded optimizer), so rank 0's return alone says nothing of the others'. A barrier
+    here holds rank 0's ``saved`` line until every rank has reached it."""
+    dist = _process_group()
+    if dist is not None:
+        dist.barrier()
 
 
 def request_reason(path: str | os.PathLike[str]) -> str | None:
@@ -261,8 +282,9 @@ class MetricsCallback:
         setattr(control, "should_training_stop", True)  # noqa: B010
 
     def on_save(self, args: object, state: object, control: object, **kwargs: Any) -> None:
-        """A checkpoint is saved whole: say so (its step names it), and after the save a stop
-        asked for, say that too."""
+        """A checkpoint is saved whole, by every rank: say so (its step names it), and after
+        the save a stop asked for, say that too."""
+        _every_rank_saved()
         self._write(state, "saved", step=getattr(state, "global_step", None))
         if self.stopping:
             self._write(

@@ -328,3 +328,74 @@ def test_the_stopped_line_carries_the_reason_the_request_holds(
     saved, stopped = _events(path)
     assert (saved.event, saved.step) == ("saved", 6)
     assert (stopped.event, stopped.step, stopped.reason) == ("stopped", 6, reason)
+
+
+class _TwoRanks:
+    """``torch.distributed`` as two ranks of one job see it, the ranks being two threads of
+    this process: a barrier holds each until both reached it."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._barrier = threading.Barrier(2, timeout=10)
+        self.distributed = self
+
+    def is_available(self) -> bool:
+        return True
+
+    def is_initialized(self) -> bool:
+        return True
+
+    def get_world_size(self) -> int:
+        return 2
+
+    def barrier(self) -> None:
+        self._barrier.wait()
+
+
+def test_a_checkpoint_is_announced_only_once_the_rank_that_writes_late_has_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+    import time
+
+    monkeypatch.setitem(sys.modules, "torch", _TwoRanks())
+    metrics = tmp_path / "metrics.jsonl"
+    late_part = tmp_path / "checkpoint-5" / "rng_state_1.pth"
+    late_part.parent.mkdir()
+    seen_at_announcement: list[bool] = []
+    write = overbrainer_metrics.append_line
+
+    def append_line(path: str, line: str) -> None:
+        if '"saved"' in line:
+            seen_at_announcement.append(late_part.exists())
+        write(path, line)
+
+    monkeypatch.setattr(overbrainer_metrics, "append_line", append_line)
+
+    def rank(number: int) -> None:
+        if number == 1:
+            time.sleep(0.5)  # this rank's save takes longer than rank 0's
+            late_part.write_bytes(b"rng")
+        MetricsCallback(metrics).on_save(None, _state(5, main=number == 0), SimpleNamespace())
+
+    threads = [threading.Thread(target=rank, args=(n,)) for n in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=20)
+    assert seen_at_announcement == [True]
+    events, _, _ = parse_metrics_lines(metrics.read_bytes())
+    assert [(e.event, e.step) for e in events] == [("saved", 5)]
+
+
+def test_one_process_announces_a_checkpoint_with_no_barrier(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    torch = _TwoRanks()
+    torch.get_world_size = lambda: 1  # type: ignore[method-assign]
+    torch.barrier = lambda: pytest.fail("one process waited at a barrier")  # type: ignore[method-assign]
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    metrics = tmp_path / "metrics.jsonl"
+    MetricsCallback(metrics).on_save(None, _state(3), SimpleNamespace())
+    assert '"saved"' in metrics.read_text()
