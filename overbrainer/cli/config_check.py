@@ -73,7 +73,8 @@ def _shown(data: dict[str, Any]) -> dict[str, Any]:
     """The settings as shown: a native target without the keys only docker reads (a
     default ``engine = "docker"`` there would suggest docker is used)."""
     for target in data["targets"].values():
-        if target.get("kind") in ("local", "ssh") and target.get("runtime") == "native":
+        # Only a machine target (local, ssh) has a runtime.
+        if target.get("runtime") == "native":
             for key in _DOCKER_ONLY:
                 target.pop(key, None)
     return data
