@@ -69,14 +69,14 @@ async def logs(
     invocation = current()
     run = resolve_run(invocation, run)
     state = _recorded_state(invocation, run)
-    if state.run.files_removed is not None and state.run.kind == "local" and not pod:
+    if state.run.files_removed is not None and state.run.kind_facts.runs_here and not pod:
         from overbrainer.errors import OverbrainerError
 
         raise OverbrainerError(
             f"the job's log of run {run} was removed with its files (`overbrainer runs rm`); "
             f"`overbrainer events {run}` still tells what happened"
         )
-    if pod and state.run.kind != "runpod":
+    if pod and not state.run.kind_facts.rents_pod:
         raise UsageError(
             f"--pod reads a Runpod pod's own log; run {run} ran on target {state.run.target} "
             f"({state.run.kind}): `overbrainer runs logs {run}` reads its job's log"

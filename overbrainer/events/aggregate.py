@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from overbrainer.events.states import ALIVE, FINAL_STATES, PodState, RunState
+from overbrainer.events.target_kinds import KindFacts, facts_of
 
 if TYPE_CHECKING:
     # The event types are built only once an event is folded: a state read back from the
@@ -117,6 +118,12 @@ class RunView:
     # The run's directory was removed (``runs rm``/``runs gc``): {"at", "bytes"}.
     files_removed: dict[str, Any] | None = None
     version: int = 0
+
+    @property
+    def kind_facts(self) -> KindFacts:
+        """What the run's recorded target kind says: whether its job runs on this machine,
+        whether it has a pod."""
+        return facts_of(self.kind)
 
 
 @dataclass

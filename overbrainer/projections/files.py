@@ -48,14 +48,14 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def write_projections(project_dir: Path, state: RunLog) -> None:
-    """Rewrite the run's ``run.json`` (and ``pod.json`` for a Runpod run); never for a run
-    whose files were removed (its directory stays gone)."""
+    """Rewrite the run's ``run.json`` (and ``pod.json`` for a run on a rented pod); never for
+    a run whose files were removed (its directory stays gone)."""
     if not state.exists or state.run.files_removed is not None:
         return
     directory = run_dir(project_dir, state.run.run_id)
     data = state.to_json()
     write_json_atomic(directory / "run.json", data["run"])
-    if state.run.kind == "runpod":
+    if state.run.kind_facts.rents_pod:
         write_json_atomic(directory / "pod.json", data["pod"])
 
 
@@ -67,7 +67,7 @@ def refresh_projections(project_dir: Path, state: RunLog) -> bool:
         return False
     directory = run_dir(project_dir, state.run.run_id)
     data = state.to_json()
-    names = ["run"] + (["pod"] if state.run.kind == "runpod" else [])
+    names = ["run"] + (["pod"] if state.run.kind_facts.rents_pod else [])
     stale = False
     for name in names:
         try:

@@ -214,7 +214,7 @@ def standing(state: RunLog, run_dir: Path) -> Standing | None:
     run = state.run
     if run.state == RunState.running:
         found: Standing | None = None
-        if run.kind == "local":
+        if run.kind_facts.runs_here:
             tail = _tail_events(run_dir / METRICS_FILE)
             if tail is not None and tail[0]:
                 found = standing_of(*tail)
@@ -274,7 +274,7 @@ def ended_job(state: RunLog, run_dir: Path, *, here: bool) -> "JobEnd | None":
     the run's own directory, whose markers say it. None for every other run (a job on
     another machine is known only by asking it: ``train attach`` does)."""
     run = state.run
-    if run.state != RunState.running or run.kind != "local" or not here or run.job is None:
+    if run.state != RunState.running or not run.kind_facts.runs_here or not here or run.job is None:
         return None
     from overbrainer.exec.markers import job_end
 

@@ -164,7 +164,7 @@ def phases(run: RunFacts) -> list[tuple[str, datetime, datetime]]:
     ended = run.ended
     last = _at(run.records[-1].at) if run.records else None
     found: list[tuple[str, datetime, datetime]] = []
-    starting = "starting its pod" if run.state.run.kind == "runpod" else "starting"
+    starting = "starting its pod" if run.state.run.kind_facts.rents_pod else "starting"
     if created and (job or ended):
         found.append((starting, created, job or ended))  # type: ignore[arg-type]
     if job:

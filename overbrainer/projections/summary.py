@@ -4,6 +4,7 @@ from pathlib import Path
 
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.states import RunState
+from overbrainer.events.target_kinds import facts_of
 from overbrainer.plurals import plural, word
 from overbrainer.projections.files import run_dir
 from overbrainer.projections.spend import recorded_spend
@@ -19,9 +20,9 @@ from overbrainer.train.metrics import MetricsSummary, format_epoch, format_loss
 
 
 def job_dir_label(kind: str) -> str:
-    """What the directory a run's job runs in is called: on this machine (the local
-    target) it is no remote one."""
-    return "job dir" if kind == "local" else "remote dir"
+    """What the directory a run's job runs in is called, for the target ``kind`` the run
+    recorded: on this machine (the local target) it is no remote one."""
+    return "job dir" if facts_of(kind).runs_here else "remote dir"
 
 
 def summary_lines(state: RunLog, checkpoints_bytes: int | None = None) -> list[str]:
