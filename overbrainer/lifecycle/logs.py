@@ -45,14 +45,14 @@ def where_to_read(state: RunLog, log_home: bool) -> Where:
             pod = " (`overbrainer runs logs RUN --pod` shows its pod starting)"
             raise OverbrainerError(
                 f"run {run.run_id} has no job yet: nothing is logged before its job starts"
-                + (pod if run.kind == "runpod" else "")
+                + (pod if run.kind_facts.rents_pod else "")
             )
         raise OverbrainerError(
             f"run {run.run_id} never started a job ({run.state}"
             + (f": {run.message}" if run.message else "")
             + "): it has no job log; `overbrainer events RUN` tells what happened"
         )
-    if run.kind == "local" or (log_home and state.final):
+    if run.kind_facts.runs_here or (log_home and state.final):
         return "here"
     return "target"
 

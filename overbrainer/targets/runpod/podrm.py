@@ -304,7 +304,7 @@ def never_had_pod(state: RunLog) -> str | None:
     The reason reads after "never had a pod": ``it ran on target `local` (local), not on
     Runpod``."""
     run, pod = state.run, state.pod
-    if run.kind and run.kind != "runpod":
+    if run.kind and not run.kind_facts.rents_pod:
         return f"it ran on target `{run.target}` ({run.kind}), not on Runpod"
     if not state.final or pod.pod_id is not None or pod.pods or pod.strays:
         return None  # while it is not ended, a command may still create its pod
