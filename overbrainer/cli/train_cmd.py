@@ -219,17 +219,21 @@ def _again(target: str | None, keep_pod: bool, resume_from: str | None, *, check
     left out (the problem it makes names it)."""
     import shlex
 
+    from overbrainer.cli.spec import TREE
     from overbrainer.config.model import TARGET_NAME_RE
 
+    declared = TREE.command("train")
+    assert declared is not None
+    option = {o.param: o.name for o in declared.options}  # spelled in spec.py only
     words = ["overbrainer", "train"]
     if check:
-        words.append("--check")
+        words.append(option["check"])
     if target is not None and TARGET_NAME_RE.fullmatch(target) is not None:
-        words += ["--target", target]
+        words += [option["target"], target]
     if keep_pod:
-        words.append("--keep-pod")
+        words.append(option["keep_pod"])
     if resume_from is not None:
-        words += ["--resume-from", resume_from]
+        words += [option["resume_from"], resume_from]
     return shlex.join(words)
 
 
