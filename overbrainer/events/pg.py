@@ -415,6 +415,13 @@ def missing_driver() -> StoreUnavailable:
     )
 
 
+def is_driver_missing(error: ImportError) -> bool:
+    """Whether ``error``, raised importing the store's PostgreSQL side, is psycopg or its pool
+    missing (the user's to install: :func:`missing_driver`); any other failure is ours."""
+    name = str(error.name)
+    return name in ("psycopg", "psycopg_pool") or name.startswith(("psycopg.", "psycopg_pool."))
+
+
 def quiet_driver_logs() -> None:
     """Silence psycopg's loggers (call before using psycopg or its pool).
 
@@ -483,38 +490,3 @@ class Listener:
     def close(self) -> None:
         """Stop listening."""
         self._conn.close()
-
-
-# ---- the log's newest position --------------------------------------------------------
-
-
-def latest_position(target: PgTarget) -> int | None:
-    """The position of the newest event in the team's log (0 when it is empty), or None when
-    this cannot tell (the log's table is missing or unreadable: opening the store creates it
-    or says why). A server that cannot be reached raises :class:`StoreUnavailable` with the
-    sentence opening the store would give (:func:`diagnose`).
-
-    ``runs ls`` asks this before trusting its view: when the answer is the view's position,
-    nothing is new and the store is not opened. The answer is eventsourcing's own, through its
-    public recorder API (``max_notification_id`` of the team's recorder, over its datastore:
-    the connections, checks and messages of the store's), without the application, its
-    aggregates or the table's creation.
-    """
-    import importlib.util
-
-    if importlib.util.find_spec("psycopg") is None:
-        raise missing_driver()
-    from eventsourcing.persistence import ProgrammingError
-
-    from overbrainer.events.pg_recorder import TeamDatastore, TeamRecorder
-
-    datastore = TeamDatastore(target)
-    try:
-        recorder = TeamRecorder(datastore, events_table_name=CHANNEL)
-        try:
-            latest = recorder.max_notification_id()
-        except ProgrammingError:  # no such table, or not one eventsourcing reads
-            return None
-        return latest or 0
-    finally:
-        datastore.close()

@@ -1,5 +1,5 @@
 """``runs ls`` on a team store trusts its view after one short question to the server (the
-log's newest position, ``pg.latest_position``) and opens the store only when another
+log's newest position, ``pg_recorder.latest_position``) and opens the store only when another
 checkout appended since. The view must still catch up with every append, and every failure
 must read as it does when the store is opened."""
 
@@ -19,7 +19,7 @@ import pytest
 
 from overbrainer.cli import listing
 from overbrainer.cli.main import main
-from overbrainer.events import pg
+from overbrainer.events import pg, pg_recorder
 from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
 from overbrainer.events.store import RunStore
@@ -59,7 +59,7 @@ def _count_store_opens(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def test_the_check_reads_the_log_the_store_writes(team: Team, tmp_path: Path) -> None:
     target = pg.parse_url(team.url)
-    assert pg.latest_position(target) is None  # no table yet: the store must create it
+    assert pg_recorder.latest_position(target) is None  # no table yet: the store must create it
     store = RunStore(team.url, tmp_path, ELSEWHERE)
     try:
         # The table and schema the check reads are the ones eventsourcing writes.
@@ -67,10 +67,10 @@ def test_the_check_reads_the_log_the_store_writes(team: Team, tmp_path: Path) ->
             pg.CHANNEL,
             pg.SCHEMA,
         )
-        assert pg.latest_position(target) == 0 == store.max_position()
+        assert pg_recorder.latest_position(target) == 0 == store.max_position()
         store.create(_created(RUN_A))
         store.append(RUN_A, lambda _s: [ev.JobStarted(job_dir="x", pid=7)])
-        assert pg.latest_position(target) == store.max_position() == 2
+        assert pg_recorder.latest_position(target) == store.max_position() == 2
     finally:
         store.close()
 
@@ -81,7 +81,7 @@ def test_a_log_table_eventsourcing_cannot_read_reads_as_cannot_tell(team: Team) 
     # store, which says what is wrong), never a wrong position.
     team.cluster.psql(f"CREATE TABLE {pg.SCHEMA}.{pg.CHANNEL} (position bigint)", db=team.db)
     team.cluster.psql(f"INSERT INTO {pg.SCHEMA}.{pg.CHANNEL} VALUES (7)", db=team.db)
-    assert pg.latest_position(pg.parse_url(team.url)) is None
+    assert pg_recorder.latest_position(pg.parse_url(team.url)) is None
 
 
 def test_an_up_to_date_view_is_listed_without_the_store_and_catches_up_with_other_checkouts(
@@ -199,7 +199,7 @@ def test_refusals_read_as_when_the_store_is_opened(
         url += "?sslmode=require"  # the test server has no SSL
     target = pg.parse_url(url)
     with pytest.raises(pg.StoreUnavailable) as checked:
-        pg.latest_position(target)
+        pg_recorder.latest_position(target)
     with pytest.raises(pg.StoreUnavailable) as opening:
         RunStore(url, tmp_path, ELSEWHERE)
     message = str(checked.value)
@@ -218,7 +218,7 @@ def test_a_server_that_never_answers_fails_at_the_deadline(
         target = pg.parse_url(f"postgresql://postgres@127.0.0.1:{port}/{team.db}")
         started = time.monotonic()
         with pytest.raises(pg.StoreUnavailable) as failure:
-            pg.latest_position(target)
+            pg_recorder.latest_position(target)
         assert 0.9 < time.monotonic() - started < 3
     assert f"127.0.0.1:{port}/{team.db}: it did not answer within 1 s" in str(failure.value)
 
@@ -234,7 +234,7 @@ def test_ctrl_c_is_not_held_up_while_the_server_is_silent(team: Team) -> None:
         timer.start()
         try:
             with pytest.raises(KeyboardInterrupt):
-                pg.latest_position(target)
+                pg_recorder.latest_position(target)
         finally:
             timer.cancel()
         assert time.monotonic() - started < 2, f"the connect timeout is {pg.CONNECT_TIMEOUT} s"
