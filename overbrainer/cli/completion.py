@@ -73,8 +73,8 @@ def reply(
             if expecting.param == "project":
                 project = os.path.join(here, os.path.expanduser(word))
             expecting = None
-        elif node is tree and word.startswith("-C") and len(word) > 2:
-            project = os.path.join(here, os.path.expanduser(word[2:]))
+        elif node is tree and (joined := _joined_project(word, tree)) is not None:
+            project = os.path.join(here, os.path.expanduser(joined))
         elif word.startswith("-"):
             option = next((o for o in _options(node, tree) if word in o.names), None)
             if option is not None:
@@ -96,6 +96,16 @@ def reply(
     if node.args and (positionals < len(node.args) or node.args[-1].many):
         return _values(node.args[min(positionals, len(node.args) - 1)], current, project)
     return Reply("words")
+
+
+def _joined_project(word: str, tree: Command) -> str | None:
+    """The directory ``word`` names when it is the tree's project option with its value
+    joined (``-CDIR``), else None."""
+    for option in tree.options:
+        short = option.short
+        if option.param == "project" and short is not None and word.startswith(short):
+            return word[len(short) :] or None
+    return None
 
 
 def _matching(pairs: Iterable[tuple[str, str]], prefix: str) -> Reply:

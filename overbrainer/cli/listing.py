@@ -12,15 +12,22 @@ _SHOWN = 8  # candidates named when a reference is ambiguous
 
 
 def _latest_position(url: str | None, environ: Mapping[str, str]) -> int | None:
-    """The team store's newest log position, by its cheap path (None: not known so)."""
+    """The team store's newest log position, asked without opening the store (None: not
+    known so)."""
     if url is None:  # the project's own SQLite log: the PostgreSQL driver module stays unloaded
         return None
-    from overbrainer.events.pg import is_postgres_url, latest_position, parse_url
+    from overbrainer.events.pg import is_driver_missing, is_postgres_url, missing_driver, parse_url
 
     if not is_postgres_url(url):
         return None
-
-    return latest_position(parse_url(url, environ))
+    target = parse_url(url, environ)
+    try:
+        from overbrainer.events.pg_recorder import latest_position
+    except ImportError as error:
+        if not is_driver_missing(error):
+            raise
+        raise missing_driver() from None
+    return latest_position(target)
 
 
 def listing(invocation: Invocation) -> tuple[list[Any], dict[str, str]]:
@@ -28,8 +35,8 @@ def listing(invocation: Invocation) -> tuple[list[Any], dict[str, str]]:
     the host each run was created on.
 
     On a team store the view is trusted as it is when its position is the log's newest
-    (one short query, see ``pg.latest_position``): the store, its driver and eventsourcing
-    are opened only when another checkout appended since.
+    (one short query through eventsourcing's recorder, see ``pg_recorder.latest_position``): the
+    store itself is opened only when another checkout appended since.
     """
     from overbrainer.projections.view import RunsView, view_path
 

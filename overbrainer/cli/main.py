@@ -8,18 +8,24 @@ from overbrainer.errors import OverbrainerError
 
 
 def _split_global(argv: Sequence[str]) -> tuple[Path, list[str]]:
-    """Take ``-C DIR`` (also ``-CDIR``, ``--project DIR``) off the front of ``argv``."""
+    """Take ``-C DIR`` (also ``-CDIR``, ``--project DIR``: ``spec.PROJECT``'s spellings) off
+    the front of ``argv``."""
+    from overbrainer.cli.spec import PROJECT
+
+    name, short = PROJECT.name, PROJECT.short
     project = Path.cwd()
     rest = list(argv)
     while rest:
         head = rest[0]
-        if head in ("-C", "--project"):
+        if head in PROJECT.names:
             if len(rest) < 2:
-                raise _Usage("-C needs a directory: overbrainer -C DIR COMMAND")
+                raise _Usage(
+                    f"{name} needs a directory: overbrainer {name} {PROJECT.metavar} COMMAND"
+                )
             project = Path(rest[1])
             rest = rest[2:]
-        elif head.startswith("-C") and len(head) > 2:
-            project = Path(head[2:])
+        elif short is not None and head.startswith(short) and len(head) > len(short):
+            project = Path(head[len(short) :])
             rest = rest[1:]
         else:
             break

@@ -65,6 +65,16 @@ class Option:
     def name(self) -> str:
         return self.names[0]
 
+    @property
+    def short(self) -> str | None:
+        """The one-letter spelling (``-C``), to which a value may be joined (``-CDIR``)."""
+        return next((n for n in self.names if len(n) == 2 and n[1] != "-"), None)
+
+    @property
+    def long(self) -> str | None:
+        """The spelling with two dashes (``--project``), which takes ``=VALUE`` too."""
+        return next((n for n in self.names if n.startswith("--")), None)
+
 
 class Arg:
     """A positional argument: its placeholder (``RUN``), parameter, help, what completes it,
@@ -141,17 +151,18 @@ def walk(command: Command, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, 
 JSON = Option(("--json",), "json", JSON_HELP, brief="one JSON object per line")
 
 # The global options: taken by main() before the command's words.
+PROJECT = Option(
+    ("-C", "--project"),
+    "project",
+    "where to find the project (default: here; it is found there or in the nearest "
+    "directory above); it goes before the command",
+    takes="path",
+    complete="dir",
+    metavar="DIR",
+    brief="the project directory",
+)
 GLOBAL_OPTIONS = (
-    Option(
-        ("-C", "--project"),
-        "project",
-        "where to find the project (default: here; it is found there or in the nearest "
-        "directory above); it goes before the command",
-        takes="path",
-        complete="dir",
-        metavar="DIR",
-        brief="the project directory",
-    ),
+    PROJECT,
     Option(
         ("--help", "-h"),
         "help",
@@ -845,7 +856,9 @@ TREE = Command(
 def top_help(tree: Command = TREE) -> str:
     """``overbrainer --help``: the commands' overview lines and the global options, in 80
     columns."""
-    lines = ["Usage: overbrainer [-C DIR] COMMAND [ARGS]", ""]
+    valued = [o for o in tree.options if o.metavar]
+    given = "".join(f"[{o.name} {o.metavar}] " for o in valued)
+    lines = [f"Usage: overbrainer {given}COMMAND [ARGS]", ""]
     lines += _wrapped(tree.help, 78)
     lines += ["", "Commands:"]
     for _, command in walk(tree):
@@ -856,7 +869,6 @@ def top_help(tree: Command = TREE) -> str:
     lines += ["", "Options:"]
     # The options that take a value (by their name), what those values are, then the flags
     # (by every spelling).
-    valued = [o for o in tree.options if o.metavar]
     for option in valued:
         lines += _entry([f"{option.name} {option.metavar}"], option.help)
     for name, text in GLOSSARY:

@@ -5,9 +5,14 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-# The options that go before a command; which of them each command also takes is its own.
-_GLOBAL = ("-C", "--project")
-_TOP_OPTIONS = ("--help", "--version", "--project")
+from overbrainer.cli import spec
+
+
+def _project() -> tuple[str, str, str]:
+    """The spellings of the option that goes before a command (``spec.PROJECT``): its name,
+    the one a value joins (``-CDIR``) and the one ``=VALUE`` follows (``--project=DIR``)."""
+    option = spec.PROJECT
+    return option.name, option.short or option.name, option.long or option.name
 
 
 def usage_text(error: Any, argv: Sequence[str] = ()) -> str:
@@ -57,7 +62,8 @@ def _offending_option(error: Any, kind: str) -> str | None:
 
 
 def _is_global(option: str) -> bool:
-    return option in _GLOBAL or option.startswith(("--project=", "-C"))
+    _, short, long = _project()
+    return option in spec.PROJECT.names or option.startswith((f"{long}=", short))
 
 
 def _global_after_command(option: str, argv: Sequence[str], command: str) -> str:
@@ -67,25 +73,29 @@ def _global_after_command(option: str, argv: Sequence[str], command: str) -> str
 
     words = list(argv)
     rest_of = command.removeprefix("overbrainer").strip()
-    fixed = f"overbrainer -C DIR {rest_of} …"
-    name = "--project" if option.startswith("--project") else "-C"
+    first, short, long = _project()
+    metavar = spec.PROJECT.metavar
+    fixed = f"overbrainer {first} {metavar} {rest_of} …"
+    name = long if option.startswith(long) else short
     at = next((i for i, w in enumerate(words) if w.startswith(name) and _is_global(w)), None)
     if at is not None:
         word = words[at]
-        if word in _GLOBAL:
+        if word in spec.PROJECT.names:
             given = words[at + 1 : at + 2]
             rest = words[:at] + words[at + 2 :]
         else:
-            given = [word.removeprefix("--project=").removeprefix("-C")]
+            given = [word.removeprefix(f"{long}=").removeprefix(short)]
             rest = words[:at] + words[at + 1 :]
         if given and given[0]:
-            fixed = shlex.join(["overbrainer", "-C", given[0], *rest])
-    return f"{name} DIR goes before the command: `{fixed}`"
+            fixed = shlex.join(["overbrainer", first, given[0], *rest])
+    return f"{name} {metavar} goes before the command: `{fixed}`"
 
 
 def _close(option: str, chain: str) -> str:
     import difflib
 
-    known = _TOP_OPTIONS if not chain else ("--help",)
+    # At the top, the global options' long spellings; below it, the --help every command has.
+    top = [option.long for option in spec.GLOBAL_OPTIONS if option.long is not None]
+    known = top if not chain else [spec.HELP.name]
     close = difflib.get_close_matches(option, known, n=1, cutoff=0.6)
     return f" (did you mean {close[0]}?)" if close else ""

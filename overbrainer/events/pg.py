@@ -11,8 +11,6 @@ must resolve to a function without arguments: each store registers a :class:`Pas
 in :data:`sources` and passes its topic.
 
 psycopg is imported only inside functions: this module loads without the ``postgres`` extra.
-:func:`latest_position`, the check ``runs ls`` makes before trusting its view, does not
-import it at all (see there).
 """
 
 import getpass
@@ -417,6 +415,13 @@ def missing_driver() -> StoreUnavailable:
     )
 
 
+def is_driver_missing(error: ImportError) -> bool:
+    """Whether ``error``, raised importing the store's PostgreSQL side, is psycopg or its pool
+    missing (the user's to install: :func:`missing_driver`); any other failure is ours."""
+    name = str(error.name)
+    return name in ("psycopg", "psycopg_pool") or name.startswith(("psycopg.", "psycopg_pool."))
+
+
 def quiet_driver_logs() -> None:
     """Silence psycopg's loggers (call before using psycopg or its pool).
 
@@ -485,198 +490,3 @@ class Listener:
     def close(self) -> None:
         """Stop listening."""
         self._conn.close()
-
-
-# ---- the log's newest position, cheaply -------------------------------------------------
-
-# libpq's enums (libpq-fe.h), stable since PostgreSQL 7.
-_CONNECTION_BAD = 1
-_POLLING_FAILED, _POLLING_READING, _POLLING_WRITING, _POLLING_OK = 0, 1, 2, 3
-_TUPLES_OK = 2
-
-_loaded: list[Any] = []  # the libpq found by _libpq (empty: not looked for yet)
-
-
-def latest_position(target: PgTarget) -> int | None:
-    """The position of the newest event in the team's log (0 when it is empty), or None when
-    this cannot tell (the log's table is missing or unreadable: opening the store creates it
-    or says why). A server that cannot be reached raises :class:`StoreUnavailable` with the
-    sentence opening the store would give (:func:`diagnose`).
-
-    ``runs ls`` asks this before trusting its view: when the answer is the view's position,
-    nothing is new and the store is never opened. Opening it costs about a quarter of a
-    second before any query (importing psycopg, its pool and eventsourcing, then three round
-    trips), so this speaks to libpq — the copy psycopg's binary wheel ships, else the
-    system's — directly through ctypes, over one connection and one query. Where no libpq
-    loads that way it uses plain psycopg (no pool, no eventsourcing).
-
-    The query names eventsourcing's table and its ``notification_id`` column: what its public
-    ``max_notification_id`` reads, but not itself part of eventsourcing's documented API. So
-    the answer only ever spares the opening: on a table of another layout (a later
-    eventsourcing) the query fails and the answer is None, and the caller opens the store and
-    asks eventsourcing. The tests check that the two agree on the eventsourcing installed.
-    """
-    import importlib.util
-
-    if importlib.util.find_spec("psycopg") is None:
-        raise missing_driver()
-    # Two constant identifiers, quoted; no value of the user's reaches the text.
-    query = f"SELECT max(notification_id) FROM {_quoted(SCHEMA)}.{_quoted(CHANNEL)}"  # noqa: S608
-    lib = _libpq()
-    if lib is None:
-        return _latest_with_psycopg(target, query)
-    return _latest_with_libpq(lib, target, query)
-
-
-def _quoted(identifier: str) -> str:
-    return '"' + identifier.replace('"', '""') + '"'
-
-
-def _libpq() -> Any:
-    """libpq through ctypes, its functions declared; None when none loads."""
-    if not _loaded:
-        _loaded.append(_load_libpq())
-    return _loaded[0]
-
-
-def _libpq_candidates() -> list[str]:
-    import importlib.util
-
-    found: list[str] = []
-    spec = importlib.util.find_spec("psycopg_binary")
-    if spec is not None and spec.submodule_search_locations:
-        package = Path(next(iter(spec.submodule_search_locations)))
-        # Where the wheel tools put bundled libraries: auditwheel (Linux) and delvewheel
-        # (Windows) beside the package, delocate (macOS) inside it.
-        for directory in (package.parent / "psycopg_binary.libs", package / ".dylibs"):
-            if directory.is_dir():
-                found += sorted(str(p) for p in directory.glob("libpq*"))
-    return [*found, "libpq.so.5", "libpq.5.dylib", "libpq.dll"]
-
-
-def _load_libpq() -> Any:
-    import ctypes
-
-    for name in _libpq_candidates():
-        try:
-            lib = ctypes.CDLL(name)
-            _declare(lib)
-        except (OSError, AttributeError):
-            continue
-        return lib
-    return None
-
-
-def _declare(lib: Any) -> None:
-    """Set the signatures of the libpq functions used here (ctypes would guess int)."""
-    import ctypes as c
-
-    conn = res = c.c_void_p
-    strings = c.POINTER(c.c_char_p)
-    for name, restype, argtypes in (
-        ("PQconnectStartParams", conn, [strings, strings, c.c_int]),
-        ("PQconnectPoll", c.c_int, [conn]),
-        ("PQstatus", c.c_int, [conn]),
-        ("PQsocket", c.c_int, [conn]),
-        ("PQerrorMessage", c.c_char_p, [conn]),
-        ("PQsendQuery", c.c_int, [conn, c.c_char_p]),
-        ("PQconsumeInput", c.c_int, [conn]),
-        ("PQisBusy", c.c_int, [conn]),
-        ("PQgetResult", res, [conn]),
-        ("PQresultStatus", c.c_int, [res]),
-        ("PQntuples", c.c_int, [res]),
-        ("PQgetisnull", c.c_int, [res, c.c_int, c.c_int]),
-        ("PQgetvalue", c.c_char_p, [res, c.c_int, c.c_int]),
-        ("PQclear", None, [res]),
-        ("PQfinish", None, [conn]),
-    ):
-        function = getattr(lib, name)
-        function.restype = restype
-        function.argtypes = argtypes
-
-
-def _latest_with_libpq(lib: Any, target: PgTarget, query: str) -> int | None:
-    import ctypes
-    import time
-
-    # The same parameters psycopg gets; libpq skips empty ones (then reads the passfile).
-    params = {k: str(v) for k, v in target.connect_kwargs().items() if v is not None and v != ""}
-    keys = (ctypes.c_char_p * (len(params) + 1))(*(k.encode() for k in params), None)
-    values = (ctypes.c_char_p * (len(params) + 1))(*(v.encode() for v in params.values()), None)
-    # One deadline for connecting and asking: polled, so Ctrl-C is not held up by libpq.
-    deadline = time.monotonic() + CONNECT_TIMEOUT
-    conn = lib.PQconnectStartParams(keys, values, 0)
-    if not conn:
-        raise StoreUnavailable(diagnose(target, "out of memory"))
-    try:
-        # Failures worded as psycopg words them, so that diagnose() says the same sentence.
-        if lib.PQstatus(conn) == _CONNECTION_BAD:
-            raise StoreUnavailable(diagnose(target, _message(lib, conn, "connection is bad")))
-        polling = _POLLING_WRITING
-        while polling != _POLLING_OK:
-            if polling == _POLLING_FAILED:
-                failed = _message(lib, conn, "connection failed")
-                raise StoreUnavailable(diagnose(target, failed))
-            _wait(lib, conn, target, deadline, reading=polling == _POLLING_READING)
-            polling = lib.PQconnectPoll(conn)
-        if not lib.PQsendQuery(conn, query.encode()):
-            raise StoreUnavailable(diagnose(target, _message(lib, conn)))
-        latest: int | None = None
-        while True:
-            if not lib.PQconsumeInput(conn):
-                raise StoreUnavailable(diagnose(target, _message(lib, conn)))
-            if lib.PQisBusy(conn):
-                _wait(lib, conn, target, deadline, reading=True)
-                continue
-            result = lib.PQgetResult(conn)
-            if not result:
-                return latest
-            try:
-                if lib.PQresultStatus(result) == _TUPLES_OK and lib.PQntuples(result) == 1:
-                    found = lib.PQgetvalue(result, 0, 0)
-                    latest = 0 if lib.PQgetisnull(result, 0, 0) else int(found)
-            finally:
-                lib.PQclear(result)
-    finally:
-        lib.PQfinish(conn)
-
-
-def _message(lib: Any, conn: Any, prefix: str = "") -> str:
-    raw = lib.PQerrorMessage(conn) or b""
-    text = raw.decode("utf-8", "replace").strip() or "no error details available"
-    return f"{prefix}: {text}" if prefix else text
-
-
-def _wait(lib: Any, conn: Any, target: PgTarget, deadline: float, *, reading: bool) -> None:
-    """Until libpq's socket is readable (or writable), or fail at the deadline."""
-    import select
-    import time
-
-    fd = lib.PQsocket(conn)
-    if fd < 0:
-        raise StoreUnavailable(diagnose(target, _message(lib, conn)))
-    remaining = deadline - time.monotonic()
-    ready = (
-        select.select([fd] if reading else [], [] if reading else [fd], [], remaining)
-        if remaining > 0
-        else ([], [], [])
-    )
-    if not (ready[0] or ready[1]):
-        raise StoreUnavailable(diagnose(target, "connection timeout expired"))
-
-
-def _latest_with_psycopg(target: PgTarget, query: str) -> int | None:
-    import psycopg
-
-    quiet_driver_logs()
-    try:
-        with psycopg.connect(**target.connect_kwargs(), autocommit=True) as conn:
-            try:
-                row = conn.execute(query.encode()).fetchone()
-            except psycopg.OperationalError:
-                raise
-            except psycopg.Error:
-                return None
-    except psycopg.OperationalError as error:
-        raise StoreUnavailable(diagnose(target, error)) from None
-    return 0 if row is None or row[0] is None else int(row[0])

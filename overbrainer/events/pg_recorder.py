@@ -31,6 +31,7 @@ from eventsourcing.persistence import (
     InternalError,
     Notification,
     OperationalError,
+    ProgrammingError,
     StoredEvent,
 )
 from eventsourcing.postgres import (
@@ -288,6 +289,29 @@ class TeamRecorder(PostgresApplicationRecorder):
         with self.team.call():
             found: int | None = super().max_notification_id()
             return found
+
+
+def latest_position(target: PgTarget) -> int | None:
+    """The position of the newest event in the team's log (0 when it is empty), or None when
+    this cannot tell (the log's table is missing, or not one eventsourcing reads: opening the
+    store creates it or says why). A server that cannot be reached raises
+    :class:`StoreUnavailable` with the sentence opening the store gives.
+
+    ``runs ls`` asks this before trusting its view: when the answer is the view's position,
+    nothing is new and the store is not opened. It is eventsourcing's answer, through its
+    public recorder API (``max_notification_id``) over the store's own datastore, without the
+    application, its aggregates or the table's creation.
+    """
+    datastore = TeamDatastore(target)
+    try:
+        recorder = TeamRecorder(datastore, events_table_name=CHANNEL)
+        try:
+            latest = recorder.max_notification_id()
+        except ProgrammingError:  # no such table, or not of the layout eventsourcing reads
+            return None
+        return latest or 0
+    finally:
+        datastore.close()
 
 
 class TeamApplication(Application[Any]):

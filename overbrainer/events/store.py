@@ -171,7 +171,7 @@ class RunStore:
         self._cache: dict[str, RunLog] = {}
 
     def _open_postgres(self, env: dict[str, str]) -> Any:
-        from overbrainer.events.pg import missing_driver, sources
+        from overbrainer.events.pg import is_driver_missing, missing_driver, sources
 
         # The password source registered by store_environment knows the target.
         source = getattr(sources, env["POSTGRES_GET_PASSWORD_TOPIC"].rpartition(".")[2])
@@ -181,9 +181,7 @@ class RunStore:
             from overbrainer.events.pg_recorder import TeamApplication
         except ImportError as error:
             # Only a missing driver is the user's to install; any other failure is ours.
-            if error.name not in ("psycopg", "psycopg_pool") and not str(error.name).startswith(
-                ("psycopg.", "psycopg_pool.")
-            ):
+            if not is_driver_missing(error):
                 raise
             raise missing_driver() from None
         try:

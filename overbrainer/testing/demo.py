@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
+from overbrainer.cli.spec import PROJECT
 from overbrainer.testing.stand_in import AXOLOTL
 
 # The stand-in's pace: a run that is seen to progress, in a few seconds.
@@ -113,7 +114,10 @@ class Demo:
             print(f"$ overbrainer {show or ' '.join(argv)}", flush=True)
         out = subprocess.DEVNULL if quiet else None
         process = subprocess.Popen(
-            [*self.ob, "-C", str(self.project), *argv], env=self.env, stdout=out, cwd=self.cwd()
+            [*self.ob, PROJECT.name, str(self.project), *argv],
+            env=self.env,
+            stdout=out,
+            cwd=self.cwd(),
         )
         code = _wait(process)
         if code != 0:
@@ -123,7 +127,7 @@ class Demo:
 
     def output(self, *argv: str) -> str:
         done = subprocess.run(
-            [*self.ob, "-C", str(self.project), *argv],
+            [*self.ob, PROJECT.name, str(self.project), *argv],
             cwd=self.cwd(),
             env=self.env,
             capture_output=True,

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from overbrainer.cli import declare, spec
@@ -16,6 +17,7 @@ from overbrainer.cli.app import app
 from overbrainer.cli.command_words import words_of
 from overbrainer.cli.completion import Reply, reply
 from overbrainer.cli.fast_path import fast_commands, parse
+from overbrainer.cli.main import main
 from overbrainer.cli.spec import TREE, Command, Option, top_help, walk
 
 _OWN = ("--help", "-h", "--version")
@@ -168,3 +170,49 @@ def test_only_the_builders_of_the_cyclopts_app_make_its_apps_and_parameters() ->
             ):
                 found.append(f"{path.name}:{node.lineno} {node.func.id}(…)")
     assert found == []
+
+
+# --- the global option, named in one place -------------------------------------------------
+
+PLACE = Option(
+    ("-P", "--place"),
+    "project",
+    "where the project is",
+    takes="path",
+    complete="dir",
+    metavar="WHERE",
+    brief="the project directory",
+)
+
+
+def test_the_project_option_is_spelled_only_as_the_spec_declares_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Renamed in spec.py alone: main takes the new spellings, the messages name them,
+    # completion follows them, and -C is no longer the project option.
+    monkeypatch.setattr(spec, "PROJECT", PLACE)
+    monkeypatch.setattr(spec, "GLOBAL_OPTIONS", (PLACE, *spec.GLOBAL_OPTIONS[1:]))
+    tree = Command("overbrainer", TREE.help, options=spec.GLOBAL_OPTIONS, commands=TREE.commands)
+
+    for given in (["-P", "d"], [f"-P{tmp_path}"], ["--place", "d"]):
+        assert main([*given, "runs", "ls", "--help"]) == 0
+        assert capsys.readouterr().out.startswith("Usage: overbrainer runs ls")
+    assert main(["-P"]) == 2
+    assert capsys.readouterr().err == "error: -P needs a directory: overbrainer -P WHERE COMMAND\n"
+    assert main(["-P", str(tmp_path), "runs", "ls", "--place", "x"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --place WHERE goes before the command: `overbrainer -P x runs ls`\n"
+    )
+    assert main(["--plac"]) == 2
+    assert "(did you mean --place?)" in capsys.readouterr().err
+
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    (project / "overbrainer.toml").write_text('[targets.box]\nkind = "ssh"\n')
+    assert reply(["-P"], "", elsewhere, tree=tree).mode == "dirs"
+    assert ("-P", "the project directory") in reply([], "-", elsewhere, tree=tree).candidates
+    target = ["train", "--target"]
+    assert reply([f"-P{project}", *target], "", elsewhere, tree=tree).candidates[0][0] == "box"
+    assert reply([f"-C{project}", *target], "", elsewhere, tree=tree).candidates == ()
+    assert top_help(tree).startswith("Usage: overbrainer [-P WHERE] COMMAND [ARGS]")

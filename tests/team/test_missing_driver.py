@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from overbrainer.cli.main import main
 from tests.fakes.pg import Team
 
@@ -24,19 +26,16 @@ def _project(tmp_path: Path) -> Path:
     return project
 
 
-def _events(
-    project: Path, block: str, env: dict[str, str] | None = None
+# Both ways a read command reaches the server: opening the store, and runs ls's question
+# for the log's newest position before it trusts its view.
+COMMANDS = [("events", "20260101-000000-aaaa"), ("runs", "ls")]
+
+
+def _run(
+    project: Path, block: str, words: tuple[str, ...], env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            _PROBE.format(block=block),
-            "-C",
-            str(project),
-            "events",
-            "20260101-000000-aaaa",
-        ],
+        [sys.executable, "-c", _PROBE.format(block=block), "-C", str(project), *words],
         capture_output=True,
         text=True,
         check=False,
@@ -45,21 +44,26 @@ def _events(
     )
 
 
-def test_a_team_store_without_psycopg_names_the_extra_to_install(tmp_path: Path) -> None:
-    done = _events(_project(tmp_path), "sys.modules['psycopg'] = None")
+@pytest.mark.parametrize("words", COMMANDS, ids=" ".join)
+@pytest.mark.parametrize("missing", ["psycopg", "psycopg_pool"])
+def test_a_team_store_without_psycopg_names_the_extra_to_install(
+    tmp_path: Path, words: tuple[str, ...], missing: str
+) -> None:
+    done = _run(_project(tmp_path), f"sys.modules[{missing!r}] = None", words)
     assert done.returncode != 0
     assert "needs psycopg" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("words", COMMANDS, ids=" ".join)
 def test_a_broken_store_module_is_not_reported_as_a_missing_driver(
-    tmp_path: Path, team: Team
+    tmp_path: Path, team: Team, words: tuple[str, ...]
 ) -> None:
     # Our own module failing to import is a defect to see, not advice to install psycopg.
     project = team.checkout(tmp_path / "project")
     assert main(["-C", str(project), "runs", "ls"]) == 0  # the store is there and answers
     env = {**team.env, "PATH": "/usr/bin:/bin"}
-    done = _events(project, "sys.modules['overbrainer.events.pg_recorder'] = None", env)
+    done = _run(project, "sys.modules['overbrainer.events.pg_recorder'] = None", words, env)
     assert done.returncode != 0
     assert "needs psycopg" not in done.stderr, done.stderr
     assert "overbrainer.events.pg_recorder" in done.stderr
