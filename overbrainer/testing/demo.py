@@ -32,7 +32,7 @@ from pathlib import Path
 from types import FrameType
 
 from overbrainer.cli.spec import PROJECT
-from overbrainer.testing.stand_in import AXOLOTL
+from overbrainer.testing.stand_in import AXOLOTL, TORCHRUN
 
 # The stand-in's pace: a run that is seen to progress, in a few seconds.
 TRAINER_ENV = {"FAKE_AXOLOTL_STEPS": "20", "FAKE_AXOLOTL_STEP_SECONDS": "0.15"}
@@ -66,13 +66,15 @@ def overbrainer_command() -> list[str]:
 
 
 def write_trainer(venv: Path) -> Path:
-    """A target venv whose ``bin/axolotl`` is the stand-in, run by this interpreter."""
+    """A target venv whose ``bin/axolotl`` is the stand-in (and ``bin/torchrun`` the stand-in
+    launching it as several ranks), run by this interpreter."""
     trainer = venv / "bin" / "axolotl"
     trainer.parent.mkdir(parents=True)
     settings = " ".join(f"{k}={shlex.quote(v)}" for k, v in TRAINER_ENV.items())
-    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(AXOLOTL))}"
-    trainer.write_text(f'#!/bin/sh\n{settings} exec {command} "$@"\n')
-    trainer.chmod(0o755)
+    for script, stand_in in ((trainer, AXOLOTL), (venv / "bin" / "torchrun", TORCHRUN)):
+        command = f"{shlex.quote(sys.executable)} {shlex.quote(str(stand_in))}"
+        script.write_text(f'#!/bin/sh\n{settings} exec {command} "$@"\n')
+        script.chmod(0o755)
     return trainer
 
 

@@ -5,9 +5,15 @@ from the run directory's copy of overbrainer's Axolotl plugin, its outputs are s
 where Axolotl writes its own, and ``FAKE_AXOLOTL_*`` variables set its steps, pace, exit
 code and behaviour under SIGTERM (its docstring lists them). Link it as ``bin/axolotl`` of
 a target's venv, or run it with a Python interpreter.
+
+:data:`TORCHRUN` launches it as several ranks on one machine, as ``torchrun`` launches
+Axolotl (link it as ``bin/torchrun`` beside the stand-in).
 """
 
 from pathlib import Path
 
 AXOLOTL = Path(__file__).with_name("axolotl")
 """The stand-in's script, shipped beside this module."""
+
+TORCHRUN = Path(__file__).with_name("torchrun")
+"""The stand-in ``torchrun``, shipped beside the stand-in trainer."""

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from overbrainer.testing.stand_in import AXOLOTL
+from overbrainer.testing.stand_in import AXOLOTL, TORCHRUN
 from overbrainer.train.axolotl import (
     dump_config,
     job_environment,
@@ -310,3 +310,48 @@ def test_grandchild_is_stopped_after_a_normal_end(tmp_path: Path, project: Path)
     run_dir = _run_dir(tmp_path, project)
     assert _train(run_dir, FAKE_AXOLOTL_STEPS="1", FAKE_AXOLOTL_SPAWN_CHILD="1").returncode == 0
     assert _wait_gone(int((run_dir / "grandchild.pid").read_text()))
+
+
+def _torchrun(run_dir: Path, workers: int, **knobs: str) -> subprocess.CompletedProcess[str]:
+    command = [str(TORCHRUN), "--standalone", "--nnodes", "1", "--nproc-per-node", str(workers)]
+    command += ["--role", "rank", "--tee", "3", "-m", "axolotl.cli.train", "axolotl.yaml"]
+    return _run(run_dir, command, _env(**knobs))
+
+
+def test_the_stand_in_torchrun_runs_ranks_whose_parts_are_in_each_checkpoint_before_it_is_announced(
+    tmp_path: Path, project: Path
+) -> None:
+    run_dir = _run_dir(tmp_path, project)
+    result = _torchrun(
+        run_dir,
+        2,
+        FAKE_AXOLOTL_STEPS="4",
+        FAKE_AXOLOTL_SAVE_EVERY="2",
+        FAKE_AXOLOTL_RANK_SAVE_SECONDS="0.3",
+    )
+    assert result.returncode == 0, result.stderr
+    saved = [event.step for event in _metrics(run_dir) if event.event == "saved"]
+    assert saved == [2, 4]
+    for step in saved:
+        names = sorted(p.name for p in (run_dir / "output" / f"checkpoint-{step}").iterdir())
+        assert {"rng_state_0.pth", "rng_state_1.pth", "trainer_state.json"} <= set(names)
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("[rank0]:") for line in lines)
+    assert any(line.startswith("[rank1]:") for line in lines)
+
+
+def test_a_failing_rank_ends_the_stand_in_torchrun_and_the_other_ranks(
+    tmp_path: Path, project: Path
+) -> None:
+    run_dir = _run_dir(tmp_path, project)
+    result = _torchrun(
+        run_dir,
+        2,
+        FAKE_AXOLOTL_STEPS="400",
+        FAKE_AXOLOTL_FAIL_RANK="1",
+        FAKE_AXOLOTL_FAIL_AFTER="0.2",
+    )
+    assert result.returncode == 1
+    assert "rank 1 (local_rank 1) exitcode 3" in result.stderr
+    assert "[rank1]:" in result.stderr and "the stand-in's rank 1 failed" in result.stderr
+    assert not (run_dir / "output" / "adapter_config.json").exists()  # rank 0 was ended
