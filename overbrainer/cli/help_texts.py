@@ -194,6 +194,8 @@ HELP: dict[str, str] = {
         "│ --source CHOICE  With --pod: only Runpod's system log (image pull, container │\n"
         "│                  start) or only the container's output (default: both).      │\n"
         "│                  [choices: system, container]                                │\n"
+        "│ --rank INT       Only the lines of one process (rank K) of a job of several, │\n"
+        "│                  without their [rankK]: mark.                                │\n"
         "╰──────────────────────────────────────────────────────────────────────────────╯\n"
     ),
     "runs compare": (

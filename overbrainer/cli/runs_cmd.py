@@ -56,6 +56,7 @@ async def logs(
     *,
     follow: bool = False,
     tail: int | None = None,
+    rank: int | None = None,
     pod: bool = False,
     source: Literal["system", "container"] | None = None,
 ) -> int:
@@ -66,6 +67,10 @@ async def logs(
         raise UsageError("--tail takes a number of lines, 0 or more")
     if source is not None and not pod:
         raise UsageError("--source goes with --pod (the pod's own log)")
+    if rank is not None and rank < 0:
+        raise UsageError("--rank takes a process's rank, 0 or more")
+    if rank is not None and pod:
+        raise UsageError("--rank reads the job's log, --pod the pod's own: give one of them")
     invocation = current()
     run = resolve_run(invocation, run)
     state = _recorded_state(invocation, run)
@@ -83,7 +88,7 @@ async def logs(
         )
     async with open_interrupts(print_notice) as interrupts:
         finished = await interrupts.race(
-            lambda: _print_logs(state, follow=follow, tail=tail, pod=pod, source=source)
+            lambda: _print_logs(state, follow=follow, tail=tail, pod=pod, source=source, rank=rank)
         )
     if finished is None:
         return interrupts.exit_code  # Ctrl-C: the way a --follow ends
@@ -101,10 +106,13 @@ def _recorded_state(invocation: Any, run: str) -> Any:
 
 
 async def _print_logs(
-    state: Any, *, follow: bool, tail: int | None, pod: bool, source: Any
+    state: Any, *, follow: bool, tail: int | None, pod: bool, source: Any, rank: int | None
 ) -> None:
     from overbrainer.lifecycle import logs as job_logs
     from overbrainer.projections.files import run_dir
+    from overbrainer.train.ranks import rank_prefix
+
+    only = None if rank is None else rank_prefix(rank)
 
     invocation = current()
     home_log = run_dir(invocation.project_dir, state.run.run_id) / job_logs.LOG_FILE
@@ -115,13 +123,18 @@ async def _print_logs(
             job_dir,
         ):
             await job_logs.print_job_log(
-                executor, job_dir, sys.stdout, tail=tail, follow=follow and not state.final
+                executor,
+                job_dir,
+                sys.stdout,
+                tail=tail,
+                follow=follow and not state.final,
+                reading=job_logs.Reading(job_logs.Printer(sys.stdout, only)),
             )
         return
     from overbrainer.config.load import load_settings
 
     settings = load_settings(invocation.project_dir, invocation.environ())
-    reading = job_logs.Reading(job_logs.Printer(sys.stdout))
+    reading = job_logs.Reading(job_logs.Printer(sys.stdout, only))
 
     async def remote() -> None:
         await _print_remote_log(

@@ -423,7 +423,7 @@ TREE = Command(
                     "with it home.",
                     overview=(
                         (
-                            "runs logs RUN [--follow] [--tail N] [--pod [--source "
+                            "runs logs RUN [--follow] [--tail N] [--rank K] [--pod [--source "
                             "system|container]]",
                             "the job's log (or the pod's own), wherever it is",
                         ),
@@ -444,6 +444,15 @@ TREE = Command(
                             "Only the last N lines (then more with --follow).",
                             takes="count",
                             brief="only the last N lines",
+                        ),
+                        Option(
+                            ("--rank",),
+                            "rank",
+                            "Only the lines of one process (rank K) of a job of several, "
+                            "without their `[rankK]:` mark.",
+                            takes="count",
+                            metavar="K",
+                            brief="only one process's lines",
                         ),
                         Option(
                             ("--pod",),

@@ -57,17 +57,24 @@ def where_to_read(state: RunLog, log_home: bool) -> Where:
     return "target"
 
 
-def last_lines_start(data: bytes, count: int, at_start: bool) -> int | None:
+def last_lines_start(
+    data: bytes, count: int, at_start: bool, only: bytes | None = None
+) -> int | None:
     """Where the last ``count`` lines of ``data`` begin (``data`` is the end of a file, which
     begins with it when ``at_start``); None when ``data`` holds fewer of them and does not
-    start the file (read further back)."""
+    start the file (read further back). ``only``: count just the lines it begins."""
     if count <= 0:
         return len(data)
     end = len(data) - 1 if data.endswith(b"\n") else len(data)
-    for _ in range(count):
+    found = 0
+    while found < count:
         cut = data.rfind(b"\n", 0, end)
         if cut < 0:
-            return 0 if at_start else None
+            if at_start:
+                return 0
+            return None
+        if only is None or data.startswith(only, cut + 1):
+            found += 1
         end = cut
     return end + 1
 
@@ -75,28 +82,48 @@ def last_lines_start(data: bytes, count: int, at_start: bool) -> int | None:
 @dataclass
 class Printer:
     """Writes a log's bytes to ``out`` as text (UTF-8, a character split across two reads
-    kept whole; undecodable bytes replaced)."""
+    kept whole; undecodable bytes replaced). ``only``: just the lines it begins, without
+    it (one process's lines of a job of several)."""
 
     out: TextIO
+    only: bytes | None = None
 
     def __post_init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._partial = b""
 
     def write(self, data: bytes, *, final: bool = False) -> None:
+        if self.only is not None:
+            data = self._kept(data, final)
         text = self._decoder.decode(data, final=final)
         if text:
             self.out.write(text)
             self.out.flush()
 
+    def _kept(self, data: bytes, final: bool) -> bytes:
+        only = self.only
+        assert only is not None
+        pieces = (self._partial + data).split(b"\n")
+        # The last piece is a line not ended yet: kept for the next read.
+        self._partial = pieces.pop()
+        kept = b"".join(line[len(only) :] + b"\n" for line in pieces if line.startswith(only))
+        if final:
+            last, self._partial = self._partial, b""
+            if last.startswith(only):
+                kept += last[len(only) :]  # the log's last line, unended
+        return kept
 
-async def _tail_offset(executor: Executor, path: str, size: int, lines: int) -> int:
+
+async def _tail_offset(
+    executor: Executor, path: str, size: int, lines: int, only: bytes | None = None
+) -> int:
     """The offset of the last ``lines`` lines of ``path`` (of ``size`` bytes), read back
     from its end window by window."""
     window = TAIL_WINDOW
     while True:
         start = max(0, size - window)
         data = await executor.read_file(path, start, size - start)
-        found = last_lines_start(data, lines, start == 0)
+        found = last_lines_start(data, lines, start == 0, only)
         if found is not None:
             return start + found
         window *= 4
@@ -130,7 +157,9 @@ async def print_job_log(
     printer = reading.printer
     size = await executor.file_size(path)
     if reading.offset is None:
-        reading.offset = 0 if tail is None else await _tail_offset(executor, path, size, tail)
+        reading.offset = (
+            0 if tail is None else await _tail_offset(executor, path, size, tail, printer.only)
+        )
     # Without --follow, the log as it was when asked (it may grow meanwhile).
     end: float = float("inf") if follow else size
     while True:

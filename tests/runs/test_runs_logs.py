@@ -228,3 +228,32 @@ async def test_a_lost_target_is_an_error_unless_the_follow_can_go_on_at_home(
             follow=follow,
             home_log=log,
         )
+
+
+@pytest.mark.parametrize(
+    ("chunks", "printed"),
+    [
+        ([b"[rank0]:a\n[rank1]:b\n[rank0]:c\n"], "b\n"),
+        ([b"[rank0]:a\n[ra", b"nk1]:b\nplain\n[rank1]:c"], "b\nc"),
+        ([b"[rank1]:\xc3", b"\xa9t\xc3\xa9\n[rank10]:x\n"], "\u00e9t\u00e9\n"),
+        ([b"launcher line\n", b""], ""),
+    ],
+)
+def test_a_rank_filter_prints_one_process_lines_without_their_mark(
+    chunks: list[bytes], printed: str
+) -> None:
+    out = io.StringIO()
+    printer = Printer(out, only=b"[rank1]:")
+    for chunk in chunks:
+        printer.write(chunk)
+    printer.write(b"", final=True)
+    assert out.getvalue() == printed
+
+
+@pytest.mark.parametrize(
+    ("count", "start"),
+    [(1, 20), (2, 0), (3, 0)],
+)
+def test_the_tail_of_one_rank_counts_only_its_lines(count: int, start: int) -> None:
+    data = b"[rank1]:a\n[rank0]:b\n[rank1]:c\n[rank0]:d\n"
+    assert last_lines_start(data, count, True, b"[rank1]:") == start
