@@ -274,7 +274,7 @@ def _checks(world: Any, project: Project, command: str, done: Done) -> list[str]
 def _bounded(world: Any, project: Project) -> list[str]:
     """No watchdog deleted a pod early; uptimes and deadlines on Runpod's (right) clock."""
     from overbrainer.events import types as ev
-    from overbrainer.runpod.decide import parse_utc
+    from overbrainer.utc import parse_utc
 
     found: list[str] = []
     now = datetime.now(UTC)

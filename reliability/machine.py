@@ -307,6 +307,28 @@ def ctrl_c_cases(
     return cases
 
 
+def two_process_cases(
+    world: MachineWorld, keys: list[str], one_process: list[str], full: bool
+) -> list[Case]:
+    """A SIGINT to ``train`` of a job of two processes at each checkpoint (``keys``, its
+    trace) that ``train`` of one process (``one_process``) does not pass; with ``full``, at
+    each it passes."""
+    seen = set(one_process)
+    cases = []
+    for i, key in enumerate(keys):
+        if not full and key in seen:
+            continue
+        slug = f"local-2p-train-sigint-{i:02d}"
+        cases.append(
+            Case(
+                "ctrl-c",
+                f"local-2p train sigint @{i:02d} {short(key)}",
+                _bind(inject_case, world, "train", key, "sigint", slug),
+            )
+        )
+    return cases
+
+
 TRACED_ORDER: dict[tuple[str, str], list[str]] = {}
 
 

@@ -175,6 +175,27 @@ class Worlds:
                 self._machines[kind] = self.stack.enter_context(world)
             return self._machines[kind]
 
+    def two_processes(self) -> MachineWorld:
+        """The local world whose runs are jobs of two processes (a CPU rehearsal)."""
+        with self._lock:
+            if "local-2" not in self._machines:
+                world = MachineWorld("local", self.base / "local-2", processes=2)
+                self._machines["local-2"] = self.stack.enter_context(world)
+            return self._machines["local-2"]
+
+    def two_process_trace(self) -> list[str]:
+        """The checkpoints of ``train`` of a job of two processes (traced once; its clean
+        run checked like the others')."""
+        import time
+
+        started = time.monotonic()
+        keys, found = machine.trace(self.two_processes(), "train", "trace-2p-train")
+        if not keys:
+            found = [*found, "harness: tracing a two-process `train` found no checkpoint"]
+        name = f"local-2p train clean run ({len(keys)} checkpoints)"
+        self.clean.append(Result("ctrl-c", name, time.monotonic() - started, found))
+        return keys
+
     def postgres(self) -> Any:
         """A PostgreSQL server for the team-store faults (started on first use), or the
         error saying which binaries are missing."""
@@ -243,6 +264,11 @@ def cases(campaign: str, worlds: Worlds, *, full: bool) -> list[Case]:
         for kind in worlds.targets:
             traced = worlds.traces(kind)
             out += _ctrl_c(kind, worlds, traced, full)
+        if "local" in worlds.targets:
+            keys = worlds.two_process_trace()
+            out += machine.two_process_cases(
+                worlds.two_processes(), keys, worlds.traces("local")["train"], full
+            )
     elif campaign in ("signals", "outputs"):
         from reliability import signals
 

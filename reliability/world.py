@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from overbrainer.testing.stand_in import AXOLOTL
+from overbrainer.testing.stand_in import AXOLOTL, TORCHRUN
 
 ROOT = Path(__file__).resolve().parents[1]
 STAND_IN = AXOLOTL
@@ -331,9 +331,14 @@ class MachineWorld:
     With ``subdir``, each case's project lies in a directory of that name (a non-ASCII,
     quoted, spaced path, say); its venv stays beside it, at a path a target accepts."""
 
-    def __init__(self, kind: str, base: Path, subdir: str | None = None) -> None:
+    def __init__(
+        self, kind: str, base: Path, subdir: str | None = None, *, processes: int = 1
+    ) -> None:
         assert kind in ("local", "ssh")
         self.kind = kind
+        # More than one: every run is a job of that many processes on the CPU, launched by
+        # the venv's torchrun (the stand-in's, over the stand-in trainer).
+        self.processes = processes
         self.base = base
         self.subdir = subdir
         self.template = base / "template"
@@ -369,6 +374,15 @@ class MachineWorld:
             shutil.copy(self.sshd.known_hosts, ssh / "known_hosts")
             with (self.template / "overbrainer.toml").open("a") as toml:
                 toml.write('\n[targets.box]\nkind = "ssh"\n')
+        if self.processes > 1:
+            assert self.kind == "local"
+            toml_path = self.template / "overbrainer.toml"
+            text = toml_path.read_text()
+            table = "[targets.local]\n"
+            assert table in text, text
+            toml_path.write_text(
+                text.replace(table, f'{table}processes = {self.processes}\ndevice = "cpu"\n', 1)
+            )
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -382,6 +396,9 @@ class MachineWorld:
         wrapper = venv / "bin" / "axolotl"
         wrapper.write_text(WRAPPER % {"python": sys.executable, "stand_in": STAND_IN})
         wrapper.chmod(0o755)
+        launcher = venv / "bin" / "torchrun"
+        launcher.write_text(WRAPPER % {"python": sys.executable, "stand_in": TORCHRUN})
+        launcher.chmod(0o755)
         env = base_env()
         if self.kind == "local":
             env["OVERBRAINER_TARGETS__LOCAL__VENV"] = str(venv)
