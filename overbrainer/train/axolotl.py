@@ -29,6 +29,7 @@ from overbrainer.errors import OverbrainerError
 from overbrainer.train.data import EVAL_FILE, TRAIN_FILE, DataFiles, check_data
 from overbrainer.train.layout import CHECKPOINT_PREFIX, OUTPUT_DIR
 from overbrainer.train.parallelism import Choice, Processes
+from overbrainer.train.ranks import RANK_ROLE
 
 CONFIG_FILE = "axolotl.yaml"
 """The config file's name in the run directory."""
@@ -264,7 +265,7 @@ def write_config(
 # A job of one process per GPU it sees: counted from CUDA_VISIBLE_DEVICES when set (what
 # the job may use), else from nvidia-smi; torchrun over them when there are several, else
 # the trainer alone, as on a machine with one GPU or none (torchrun's own "gpu" count
-# fails where CUDA is missing). Arguments: torchrun, axolotl, the config.
+# fails where CUDA is missing). Arguments: torchrun, axolotl, the config, the role.
 _PER_GPU_SCRIPT = (
     "n=0; "
     'if [ -n "${CUDA_VISIBLE_DEVICES+x}" ]; then '
@@ -273,8 +274,8 @@ _PER_GPU_SCRIPT = (
     "elif command -v nvidia-smi >/dev/null 2>&1; then "
     "n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU '); fi; "
     'if [ "$n" -gt 1 ]; then '
-    'exec "$1" --nnodes 1 --nproc-per-node "$n" -m axolotl.cli.train "$3"; fi; '
-    'exec "$2" train "$3"'
+    'exec "$1" --nnodes 1 --nproc-per-node "$n" --role "$4" --tee 3 -m axolotl.cli.train "$3"; '
+    'fi; exec "$2" train "$3"'
 )
 
 
@@ -288,9 +289,11 @@ def torchrun_of(axolotl: str) -> str:
 def train_command(axolotl: str = "axolotl", processes: Processes = 1) -> list[str]:
     """The job command that trains: ``axolotl train`` for one process; ``torchrun`` over
     ``processes`` on this machine otherwise (``"gpu"``: one per GPU the job sees, counted
-    when it starts, :data:`_PER_GPU_SCRIPT`)."""
+    when it starts, :data:`_PER_GPU_SCRIPT`), each worker's lines in the job's log prefixed
+    by its rank (:mod:`overbrainer.train.ranks`)."""
     if processes == "gpu":
-        return ["sh", "-c", _PER_GPU_SCRIPT, "sh", torchrun_of(axolotl), axolotl, CONFIG_FILE]
+        torchrun = torchrun_of(axolotl)
+        return ["sh", "-c", _PER_GPU_SCRIPT, "sh", torchrun, axolotl, CONFIG_FILE, RANK_ROLE]
     if processes <= 1:
         return [axolotl, "train", CONFIG_FILE]
     return [
@@ -299,6 +302,11 @@ def train_command(axolotl: str = "axolotl", processes: Processes = 1) -> list[st
         "1",
         "--nproc-per-node",
         str(processes),
+        # Each worker's lines in the job's log, prefixed [rankK]: (`runs logs --rank K`).
+        "--role",
+        RANK_ROLE,
+        "--tee",
+        "3",
         "-m",
         "axolotl.cli.train",
         CONFIG_FILE,

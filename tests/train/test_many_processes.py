@@ -143,6 +143,10 @@ def test_the_commands_of_many_processes() -> None:
             "1",
             "--nproc-per-node",
             "4",
+            "--role",
+            "rank",
+            "--tee",
+            "3",
             "-m",
             "axolotl.cli.train",
             "axolotl.yaml",
@@ -152,7 +156,12 @@ def test_the_commands_of_many_processes() -> None:
     ]
     per_gpu = train_command("/v/bin/axolotl", "gpu")
     assert per_gpu[:2] == ["sh", "-c"]
-    assert per_gpu[3:] == ["sh", "/v/bin/torchrun", "/v/bin/axolotl", "axolotl.yaml"]
+    assert per_gpu[3:] == ["sh", "/v/bin/torchrun", "/v/bin/axolotl", "axolotl.yaml", "rank"]
+
+
+TORCHRUN = (
+    "torchrun --nnodes 1 --nproc-per-node {} --role rank --tee 3 -m axolotl.cli.train axolotl.yaml"
+)
 
 
 def _fake(path: Path, name: str) -> None:
@@ -166,11 +175,15 @@ def _fake(path: Path, name: str) -> None:
         (
             "0,1,2,3",
             None,
-            "torchrun --nnodes 1 --nproc-per-node 4 -m axolotl.cli.train axolotl.yaml",
+            TORCHRUN.format(4),
         ),
         ("2", None, "axolotl train axolotl.yaml"),
         ("", 8, "axolotl train axolotl.yaml"),  # hidden from the job
-        (None, 2, "torchrun --nnodes 1 --nproc-per-node 2 -m axolotl.cli.train axolotl.yaml"),
+        (
+            None,
+            2,
+            TORCHRUN.format(2),
+        ),
         (None, 1, "axolotl train axolotl.yaml"),
         (None, None, "axolotl train axolotl.yaml"),  # no nvidia-smi: no GPU
     ],
