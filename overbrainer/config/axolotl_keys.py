@@ -62,3 +62,10 @@ CPU_KEYS = MappingProxyType(
 """What a target with ``device = "cpu"`` sets, over ``axolotl_extra``: Axolotl switches its
 Triton LoRA kernels on by itself (the MLP one allocates on CUDA), and mixed precision has
 no CPU kernel for every operation."""
+
+PARALLELISM_KEYS = frozenset(
+    {"ddp_backend", "max_memory", "deepspeed", "fsdp_version", "fsdp_config"}
+)
+"""What a job of many processes gets for its ``[training] parallelism``, over
+``axolotl_extra`` (:func:`overbrainer.train.axolotl.parallelism_keys`); a job of one process
+gets none of them, and ``axolotl_extra`` may set them for it."""

@@ -335,6 +335,10 @@ class TrainingSettings(BaseModel):
     # How many of a run's checkpoints stay on this machine: each one the trainer saves comes
     # home while the job runs; older ones beyond these are removed (the last always stays).
     keep_checkpoints: Count = 2
+    # How a job of many processes shares the model (overbrainer.train.parallelism): "auto"
+    # chooses from the model's size, the adapter, the GPUs and their memory; the others are
+    # honoured where they fit. A job of one process has none.
+    parallelism: Literal["auto", "ddp", "zero2", "zero3", "fsdp"] = "auto"
     # Plain defaults (pydantic copies a mutable one for each instance): a default_factory
     # of dict or list costs an inspection of the builtin's signature on every start.
     axolotl_extra: dict[str, Any] = {}
@@ -426,10 +430,21 @@ class _MachineTarget(BaseModel):
     # "cpu": a rehearsal on a machine without a usable GPU (CPU-safe Axolotl keys, GPUs
     # hidden from the job); "auto": whatever Axolotl finds.
     device: Literal["auto", "cpu"] = "auto"
+    # The job's processes (torchrun's, one per GPU). Unset: one per GPU the job sees, or
+    # one with device = "cpu" (a CPU has no GPUs to count; set 2 to rehearse many).
+    processes: Count | None = None
     engine: Literal["docker", "podman"] = "docker"
     # Declared before ``image`` so that the image's validator sees it.
     allow_unpinned_image: bool = False
     image: str | None = Field(default=None, validate_default=True)
+
+    @property
+    def job_processes(self) -> int | Literal["gpu"]:
+        """How many processes the job runs: the setting, else ``"gpu"`` (one per GPU the
+        job sees, counted when it starts), or 1 on the CPU."""
+        if self.processes is not None:
+            return self.processes
+        return 1 if self.device == "cpu" else "gpu"
 
     @property
     def described(self) -> str:
@@ -569,6 +584,11 @@ class RunpodTarget(BaseModel):
     def described(self) -> str:
         """The target's kind, as the preflight names it."""
         return self.kind
+
+    @property
+    def job_processes(self) -> int:
+        """How many processes the job runs: one per GPU of the pod."""
+        return self.gpu_count
 
     def unset_for_training(self, name: str, settings: "Settings") -> list[str]:
         """What training on this target needs that is not set yet: the API key."""

@@ -50,6 +50,10 @@ adapter = "lora"
 #                                     # the last stay in runs/<id>/output (>= 1)
 # hub_model_id = "you/your-model"     # push the result to the Hugging Face Hub (needs
 #                                     # OVERBRAINER_HF_TOKEN); default: no push
+# parallelism = "auto"                # a job of many processes (GPUs): "ddp", "zero2",
+#                                     # "zero3" (DeepSpeed ZeRO) or "fsdp"; "auto" chooses
+#                                     # from the model's size, the adapter and the GPUs'
+#                                     # memory (`train --check` says what and why)
 #
 # More Axolotl settings, merged last into axolotl.yaml. Not allowed here: the keys written
 # from a setting above (num_epochs, lora_r, learning_rate, micro_batch_size, … — the error
@@ -85,6 +89,8 @@ kind = "local"                        # this machine
 # device = "auto"                     # "cpu": train on the CPU (a rehearsal before paying
 #                                     # for a GPU): Axolotl's LoRA kernels and fp16/bf16 off,
 #                                     # GPUs hidden from the job
+# processes = 2                       # the job's processes, with torchrun (>= 1); default:
+#                                     # one per GPU the job sees, or 1 with device = "cpu"
 
 # A CPU rehearsal of this project's exact data and settings on a small model, on a laptop:
 #   [targets.laptop]
@@ -100,7 +106,7 @@ kind = "local"                        # this machine
 # workdir = "overbrainer"             # runs go below it; relative to the remote home, or
 #                                     # absolute ("/scratch/me/overbrainer")
 # runtime = "native"                  # as for a local target, also venv, engine, image,
-# venv = "/opt/axolotl-venv"          #   allow_unpinned_image and device
+# venv = "/opt/axolotl-venv"          #   allow_unpinned_image, device and processes
 
 # A Runpod pod, created for the run and deleted once its results are home. Needs
 # OVERBRAINER_RUNPOD__API_KEY.
@@ -116,7 +122,8 @@ kind = "local"                        # this machine
 #                                     # an Axolotl cloud image pinned by digest; default:
 #                                     # Axolotl 0.19.0's, shown here
 # allow_unpinned_image = false        # true accepts an image by tag (it may change)
-# gpu_count = 1                       # >= 1
+# gpu_count = 1                       # >= 1; more: one process per GPU (torchrun), sharing
+#                                     # the model as [training] parallelism says
 # venv = "/workspace/axolotl-venv"    # where the image keeps axolotl (the default
 #                                     # image does)
 # container_disk_gb = 50              # >= 20

@@ -97,6 +97,7 @@ async def train(session: Session, target: Target, resume: ResumeFrom | None = No
             settings.training,
             data,
             device=target.device,
+            choice=target.parallelism,
             resume=None if resume is None else (session.run_dir(resume.run_id), resume.step),
         )
     except DataError as error:

@@ -23,6 +23,7 @@ from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
 from overbrainer.exec.base import Executor
 from overbrainer.lifecycle.service import FollowLost, Job, Retrieval
+from overbrainer.train.parallelism import Choice
 
 Command = Literal["attach", "cancel"]
 """The command acting on a run that exists."""
@@ -87,6 +88,10 @@ class Target(Protocol):
     @property
     def device(self) -> str:
         """The device the job trains on (``auto``, ``cpu``)."""
+
+    @property
+    def parallelism(self) -> Choice:
+        """How the job's processes share the model (nothing, for one process)."""
 
     @property
     def billed(self) -> "Billed | None":

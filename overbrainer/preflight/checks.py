@@ -19,6 +19,7 @@ from overbrainer.preflight.probes import EngineProbe, TrainerProbe
 from overbrainer.runpod.candidates import NoCandidate, Wanted, choose, hours_text, price_text
 from overbrainer.runpod.models import GpuType
 from overbrainer.train.data import DataReport
+from overbrainer.train.parallelism import Choice
 
 __all__ = [
     "ApiFailure",
@@ -33,6 +34,7 @@ __all__ = [
     "gpu_types_check",
     "host_check",
     "image_check",
+    "parallelism_check",
     "project_dirs_check",
     "runpod_key_check",
     "skipped",
@@ -383,6 +385,29 @@ def candidates_check(wanted: Wanted, catalog: Sequence[GpuType] | ApiFailure) ->
             f"{x.gpu_type} ({x.reason})" for x in chosen.left
         )
     return _check(name, summary)
+
+
+# --- how the job's processes share the model ---------------------------------------------
+
+
+def parallelism_check(choice: Choice) -> Check:
+    """The job's processes, the parallelism chosen for them and why, with the memory one
+    GPU needs and its basis; a problem when an explicit ``training.parallelism`` cannot
+    fit (the message names one that would), a warning when nothing ``auto`` may choose
+    fits."""
+    if choice.processes == "gpu":
+        processes = "one process per GPU the job sees"
+    else:
+        processes = plural(choice.processes, "process", "processes")
+    if choice.parallelism is None:
+        summary = f"{processes}: {choice.why}"
+    else:
+        summary = f"{processes}, {choice.parallelism}: {choice.why}"
+    if choice.need_gib is not None and choice.parallelism is not None:
+        summary += f" (estimate: {choice.basis})"
+    problems = [choice.problem] if choice.problem else []
+    warnings = [choice.warning] if choice.warning else []
+    return _check("parallelism", summary, problems, warnings)
 
 
 def _gpu_summary(gpu: GpuType) -> str:

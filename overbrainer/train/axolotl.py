@@ -9,15 +9,17 @@ there, on whatever target)::
     data/train.jsonl        copied from the project
     data/eval.jsonl         copied when the project's is not empty
     resume/checkpoint-N     the checkpoint a resumed run goes on from (``--resume-from``)
+    deepspeed/zeroN.json    the DeepSpeed config of a job of many processes with ZeRO
 """
 
 import copy
 import errno
+import math
 import os
 import shutil
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -26,6 +28,8 @@ from overbrainer.config.model import TrainingSettings
 from overbrainer.errors import OverbrainerError
 from overbrainer.train.data import EVAL_FILE, TRAIN_FILE, DataFiles, check_data
 from overbrainer.train.layout import CHECKPOINT_PREFIX, OUTPUT_DIR
+from overbrainer.train.parallelism import Choice, Processes
+from overbrainer.train.ranks import RANK_ROLE
 
 CONFIG_FILE = "axolotl.yaml"
 """The config file's name in the run directory."""
@@ -61,6 +65,13 @@ PREPARED_DIR = "prepared"
 
 MERGED_DIR = f"{OUTPUT_DIR}/merged"
 """Where ``axolotl merge-lora`` writes the merged model."""
+
+DEEPSPEED_DIR = "deepspeed"
+"""Where the package keeps its DeepSpeed configs, and a run directory its copy of one."""
+
+# The CPU's share of a process's loading when it trains on the CPU (see render_config):
+# at least what the verified recipe used, more for a bigger model.
+_CPU_MAX_MEMORY_GIB = 8
 
 # Names (lower case, "_" and " " read as "-") of chat templates and model families whose
 # templates render an assistant turn's ``reasoning_content``.
@@ -105,6 +116,7 @@ def render_config(
     has_eval: bool,
     device: str = "auto",
     resume_from: str | None = None,
+    choice: Choice | None = None,
 ) -> dict[str, Any]:
     """The content of ``axolotl.yaml`` for ``training``.
 
@@ -114,7 +126,12 @@ def render_config(
     nothing to evaluate. ``axolotl_extra`` is merged last, key by key; then, with
     ``device="cpu"``, the CPU-safe keys (:data:`CPU_KEYS`) over it. ``resume_from``: the
     run-relative checkpoint the training goes on from (``train --resume-from``).
+    ``choice``: how a job of many processes shares the model (:func:`parallelism_keys`,
+    written last); None or one process: nothing.
     """
+    if choice is not None and choice.problem is not None:
+        # The preflight refuses it before any run exists; a second guard.
+        raise OverbrainerError(choice.problem)
     refused = sorted((MANAGED_AXOLOTL_KEYS | SETTING_KEYS.keys()) & training.axolotl_extra.keys())
     if refused:
         # The settings refuse these already; a second guard, because a lost plugin or
@@ -164,7 +181,52 @@ def render_config(
         cfg[key] = copy.deepcopy(value)
     if device == "cpu":
         cfg.update(CPU_KEYS)
+    if choice is not None:
+        cfg.update(parallelism_keys(choice, device=device))
     return cfg
+
+
+def parallelism_keys(choice: Choice, *, device: str = "auto") -> dict[str, Any]:
+    """Axolotl's keys for ``choice`` (none for a job of one process).
+
+    - ``ddp``: nothing on GPUs (Axolotl's default under torchrun); on the CPU,
+      ``ddp_backend: gloo`` (NCCL needs GPUs) and a ``max_memory`` for the CPU, without
+      which Axolotl pins each process's model to the GPU of its rank, and loading fails
+      with no GPU there;
+    - ``zero2``, ``zero3``: ``deepspeed:`` the run directory's copy of the package's JSON
+      (:func:`deepspeed_file`), whose ZeRO-3 gathers the 16-bit weights on saving;
+    - ``fsdp``: FSDP2, each decoder layer wrapped and fully sharded, and the model saved
+      as a full state dict, so the final model is written whole by rank 0.
+    """
+    if choice.parallelism is None or not choice.many:
+        return {}
+    if choice.parallelism == "ddp":
+        if device != "cpu":
+            return {}
+        need = choice.need_gib or 0
+        gib = max(_CPU_MAX_MEMORY_GIB, math.ceil(need))
+        return {"ddp_backend": "gloo", "max_memory": {"cpu": f"{gib}GiB"}}
+    if choice.parallelism in ("zero2", "zero3"):
+        return {"deepspeed": f"./{deepspeed_file(choice.parallelism)}"}
+    return {
+        "fsdp_version": 2,
+        "fsdp_config": {
+            "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+            "reshard_after_forward": True,
+            "state_dict_type": "FULL_STATE_DICT",
+            "offload_params": False,
+        },
+    }
+
+
+def deepspeed_file(stage: Literal["zero2", "zero3"]) -> str:
+    """The run-relative path of the DeepSpeed config of ZeRO ``stage``."""
+    return f"{DEEPSPEED_DIR}/{stage}.json"
+
+
+def deepspeed_source(stage: Literal["zero2", "zero3"]) -> bytes:
+    """The DeepSpeed config of ZeRO ``stage``, as shipped with the package."""
+    return resources.files("overbrainer.train").joinpath(deepspeed_file(stage)).read_bytes()
 
 
 def cpu_overridden(training: TrainingSettings) -> list[str]:
@@ -183,22 +245,85 @@ def write_config(
     has_eval: bool,
     device: str = "auto",
     resume_from: str | None = None,
+    choice: Choice | None = None,
 ) -> Path:
-    """Write ``run_dir/axolotl.yaml`` and return its path."""
+    """Write ``run_dir/axolotl.yaml`` (and the DeepSpeed config it names) and return its
+    path."""
     path = run_dir / CONFIG_FILE
-    cfg = render_config(training, has_eval=has_eval, device=device, resume_from=resume_from)
+    cfg = render_config(
+        training, has_eval=has_eval, device=device, resume_from=resume_from, choice=choice
+    )
+    if choice is not None and choice.many and choice.parallelism in ("zero2", "zero3"):
+        stage: Literal["zero2", "zero3"] = choice.parallelism
+        copy_to = run_dir / deepspeed_file(stage)
+        copy_to.parent.mkdir(parents=True, exist_ok=True)
+        copy_to.write_bytes(deepspeed_source(stage))
     path.write_text(dump_config(cfg), encoding="utf-8")
     return path
 
 
-def trainer_commands(training: TrainingSettings, axolotl: str = "axolotl") -> list[list[str]]:
+# A job of one process per GPU it sees: counted from CUDA_VISIBLE_DEVICES when set (what
+# the job may use), else from nvidia-smi; torchrun over them when there are several, else
+# the trainer alone, as on a machine with one GPU or none (torchrun's own "gpu" count
+# fails where CUDA is missing). Arguments: torchrun, axolotl, the config, the role.
+_PER_GPU_SCRIPT = (
+    "n=0; "
+    'if [ -n "${CUDA_VISIBLE_DEVICES+x}" ]; then '
+    '[ -z "$CUDA_VISIBLE_DEVICES" ] || '
+    'n=$(( $(printf %s "$CUDA_VISIBLE_DEVICES" | tr -cd , | wc -c) + 1 )); '
+    "elif command -v nvidia-smi >/dev/null 2>&1; then "
+    "n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU '); fi; "
+    'if [ "$n" -gt 1 ]; then '
+    'exec "$1" --nnodes 1 --nproc-per-node "$n" --role "$4" --tee 3 -m axolotl.cli.train "$3"; '
+    'fi; exec "$2" train "$3"'
+)
+
+
+def torchrun_of(axolotl: str) -> str:
+    """The ``torchrun`` beside the ``axolotl`` executable (the same venv), or the name on
+    ``PATH`` when ``axolotl`` is itself a name on ``PATH``."""
+    folder, slash, _ = axolotl.rpartition("/")
+    return f"{folder}/torchrun" if slash else "torchrun"
+
+
+def train_command(axolotl: str = "axolotl", processes: Processes = 1) -> list[str]:
+    """The job command that trains: ``axolotl train`` for one process; ``torchrun`` over
+    ``processes`` on this machine otherwise (``"gpu"``: one per GPU the job sees, counted
+    when it starts, :data:`_PER_GPU_SCRIPT`), each worker's lines in the job's log prefixed
+    by its rank (:mod:`overbrainer.train.ranks`)."""
+    if processes == "gpu":
+        torchrun = torchrun_of(axolotl)
+        return ["sh", "-c", _PER_GPU_SCRIPT, "sh", torchrun, axolotl, CONFIG_FILE, RANK_ROLE]
+    if processes <= 1:
+        return [axolotl, "train", CONFIG_FILE]
+    return [
+        torchrun_of(axolotl),
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        str(processes),
+        # Each worker's lines in the job's log, prefixed [rankK]: (`runs logs --rank K`).
+        "--role",
+        RANK_ROLE,
+        "--tee",
+        "3",
+        "-m",
+        "axolotl.cli.train",
+        CONFIG_FILE,
+    ]
+
+
+def trainer_commands(
+    training: TrainingSettings, axolotl: str = "axolotl", processes: Processes = 1
+) -> list[list[str]]:
     """The commands the job runs in the run directory, in order.
 
-    ``axolotl`` is the executable (a venv's ``bin/axolotl`` or the name on ``PATH``). The
-    merge only follows a lora/qlora training (a full fine-tune has nothing to merge), and
-    only one that was not stopped (:func:`merge_command`).
+    ``axolotl`` is the executable (a venv's ``bin/axolotl`` or the name on ``PATH``);
+    ``processes`` how many the training runs (:func:`train_command`). The merge only
+    follows a lora/qlora training (a full fine-tune has nothing to merge), and only one
+    that was not stopped (:func:`merge_command`); it is one process, whatever the training.
     """
-    commands = [[axolotl, "train", CONFIG_FILE]]
+    commands = [train_command(axolotl, processes)]
     if training.merge and training.adapter in ("lora", "qlora"):
         commands.append(merge_command(axolotl))
     return commands
@@ -349,13 +474,15 @@ def prepare_run_dir(
     *,
     device: str = "auto",
     resume: tuple[Path, int] | None = None,
+    choice: Choice | None = None,
 ) -> None:
     """Fill ``run_dir`` with what the job reads: the data, the plugin and ``axolotl.yaml``.
 
     ``data`` is the result of :func:`check_data` on ``project_dir`` (checked here when not
     given). The eval set is copied, and configured, only when it has examples. ``resume``:
     the directory of the run whose checkpoint (of the step given) the training goes on
-    from; it is placed in ``resume/`` here.
+    from; it is placed in ``resume/`` here. ``choice``: how a job of many processes shares
+    the model (:func:`render_config`).
     """
     if data is None:
         data = check_data(project_dir)
@@ -368,7 +495,7 @@ def prepare_run_dir(
     resume_from = None
     if resume is not None:
         resume_from = place_checkpoint(resume[0], resume[1], run_dir)
-    write_config(run_dir, training, data.has_eval, device, resume_from)
+    write_config(run_dir, training, data.has_eval, device, resume_from, choice)
 
 
 def resume_path(step: int) -> str:

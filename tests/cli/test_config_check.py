@@ -681,13 +681,16 @@ def test_the_container_keys_show_only_for_the_docker_runtime(
         'runtime = "native"',
         "venv = (not set)",
         'device = "auto"',
+        "processes = (not set)",
     ]
     boxed = out.split("[targets.boxed]\n")[1].split("\n\n")[0].splitlines()
     assert 'engine = "docker"' in boxed and f'image = "ax@{DIGEST}"' in boxed
     assert "allow_unpinned_image = false" in boxed
     assert check(project, "--json") == 0
     report = json.loads(capsys.readouterr().out)
-    assert set(report["settings"]["targets"]["local"]) == {"kind", "runtime", "venv", "device"}
+    assert set(report["settings"]["targets"]["local"]) == {
+        "kind", "runtime", "venv", "device", "processes"
+    }  # fmt: skip
     assert report["settings"]["targets"]["boxed"]["engine"] == "docker"
 
 

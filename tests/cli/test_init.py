@@ -60,8 +60,10 @@ def test_init_writes_a_project_that_checks_clean(
     assert (training["target"], training["adapter"]) == ("local", "lora")
     # A native target: no container engine or image shown (only docker reads them).
     assert report["settings"]["targets"] == {
-        "local": {"kind": "local", "runtime": "native", "venv": None, "device": "auto"}
-    }
+        "local": {
+            "kind": "local", "runtime": "native", "venv": None, "device": "auto", "processes": None
+        }
+    }  # fmt: skip
 
 
 def test_init_takes_a_directory_relative_to_dash_c(

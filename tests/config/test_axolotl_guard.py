@@ -14,11 +14,13 @@ from overbrainer.config.axolotl_keys import (
     CPU_KEYS,
     DEFAULT_KEYS,
     MANAGED_AXOLOTL_KEYS,
+    PARALLELISM_KEYS,
     SETTING_KEYS,
 )
 from overbrainer.config.load import ConfigError, load_settings
 from overbrainer.config.model import TrainingSettings, env_refusal
 from overbrainer.train.axolotl import render_config
+from overbrainer.train.parallelism import Choice
 
 BASE: dict[str, Any] = {"target": "here", "base_model": "a/b", "adapter": "lora"}
 
@@ -43,8 +45,11 @@ OTHER_VALUES: dict[str, Any] = {
     "merge": True,  # changes the commands, not axolotl.yaml
     "hub_model_id": "me/model",
 }
-# Settings of overbrainer's own, written to no key of axolotl.yaml.
-NOT_RENDERED = {"target", "axolotl_extra", "env", "stop_timeout_minutes", "keep_checkpoints"}
+# Settings of overbrainer's own, written to no key of axolotl.yaml; and parallelism, written
+# only for a job of many processes, through its target's choice (tests/train).
+NOT_RENDERED = {
+    "target", "axolotl_extra", "env", "stop_timeout_minutes", "keep_checkpoints", "parallelism"
+}  # fmt: skip
 
 
 def _training(**changes: Any) -> TrainingSettings:
@@ -83,18 +88,34 @@ def test_a_setting_changes_exactly_the_keys_it_is_written_to(setting: str) -> No
 
 
 @pytest.mark.parametrize(
-    ("adapter", "has_eval", "hub", "device"),
+    ("adapter", "has_eval", "hub", "device", "parallelism"),
     list(
-        itertools.product(["lora", "qlora", "full"], [True, False], [None, "me/m"], ["auto", "cpu"])
+        itertools.product(
+            ["lora", "qlora", "full"],
+            [True, False],
+            [None, "me/m"],
+            ["auto", "cpu"],
+            [None, "ddp", "zero2", "zero3", "fsdp"],
+        )
     ),
 )
 def test_every_rendered_key_is_known(
-    adapter: str, has_eval: bool, hub: str | None, device: str
+    adapter: str, has_eval: bool, hub: str | None, device: str, parallelism: Any
 ) -> None:
+    choice = None if parallelism is None else Choice(4, parallelism, "why")
     cfg = render_config(
-        _training(adapter=adapter, hub_model_id=hub), has_eval=has_eval, device=device
+        _training(adapter=adapter, hub_model_id=hub),
+        has_eval=has_eval,
+        device=device,
+        choice=choice,
     )
-    known = SETTING_KEYS.keys() | MANAGED_AXOLOTL_KEYS | DEFAULT_KEYS | CPU_KEYS.keys()
+    known = (
+        SETTING_KEYS.keys()
+        | MANAGED_AXOLOTL_KEYS
+        | DEFAULT_KEYS
+        | CPU_KEYS.keys()
+        | PARALLELISM_KEYS
+    )
     assert set(cfg) <= known, set(cfg) - known
 
 

@@ -90,6 +90,7 @@ async def test_the_docker_runtime_asks_the_engine_on_path(
         "data": Verdict.ok,
         "container engine": Verdict.ok,
         "container image": Verdict.ok,
+        "parallelism": Verdict.ok,
         "run files": Verdict.ok,
     }
     assert found.report.checks[2].summary == "docker on this machine answers (version 28.0.1)"

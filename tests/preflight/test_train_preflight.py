@@ -54,10 +54,14 @@ def test_check_prints_every_check_and_creates_nothing(project: Project) -> None:
     )
     assert lines[3].startswith(f"  ok       trainer        {venv}/bin/axolotl on this machine")
     assert "(interpreter python3 starts)" in lines[3]  # the stand-in's #!/usr/bin/env python3
-    assert lines[4] == (
+    assert lines[4].startswith(
+        "  ok       parallelism    one process per GPU the job sees, ddp: the base weights fit "
+        "one GPU: about 2.3 GiB per GPU"
+    )
+    assert lines[5] == (
         "  ok       run files      runs/ (to be created), .overbrainer/ (to be created): writable"
     )
-    assert lines[5] == "train --check: every check passed on target local (local, native)"
+    assert lines[6] == "train --check: every check passed on target local (local, native)"
     assert done.stderr == ""
     assert sorted(p.name for p in project.path.iterdir()) == [
         ".env.example", ".gitignore", "data", "overbrainer.toml",
@@ -263,10 +267,11 @@ async def test_check_on_runpod_shows_the_key_the_gpus_and_the_default_image(
         "  ok       pod image      axolotlai/axolotl-cloud-term:0.19.0-py3.12-cu130-2.12.1"
         "@sha256:f7b94da82913… (the default image, pinned by digest)"
     )
-    assert lines[6] == (
+    assert lines[6] == "  ok       parallelism    1 process: nothing to share"
+    assert lines[7] == (
         "  ok       run files      runs/ (to be created), .overbrainer/ (to be created): writable"
     )
-    assert lines[7] == "train --check: every check passed on target gpu (runpod)"
+    assert lines[8] == "train --check: every check passed on target gpu (runpod)"
     assert fake.create_requests() == [] and project.runs() == []
     assert CANARY_KEY not in done.stdout + done.stderr
 
@@ -365,3 +370,71 @@ async def test_auto_with_no_candidate_creates_no_run_and_no_pod(
     assert "error: preflight found 1 problem; no run was created:" in done.stderr
     assert words in " ".join(done.stderr.split())
     assert fake.create_requests() == [] and project.runs() == []
+
+
+# --- many GPUs --------------------------------------------------------------------------
+
+
+async def test_an_explicit_parallelism_that_cannot_fit_creates_no_run_and_no_pod(
+    tmp_path: Path,
+) -> None:
+    async with runpod_project(tmp_path, ["NVIDIA A40", "NVIDIA GeForce RTX 4090"]) as (
+        fake,
+        project,
+    ):
+        done = await run(
+            project,
+            "train",
+            OVERBRAINER_TRAINING__BASE_MODEL="meta-llama/Llama-3.1-8B",
+            OVERBRAINER_TRAINING__ADAPTER="full",
+            OVERBRAINER_TRAINING__PARALLELISM="zero2",
+            OVERBRAINER_TARGETS__GPU__GPU_COUNT="8",
+        )
+    assert done.returncode == 1
+    # The smallest of gpu_types is the one that may be rented: an RTX 4090, 24 GB.
+    assert (
+        '  training.parallelism = "zero2" needs about 34.5 GiB per GPU for 8B parameters '
+        "(full), and a GPU has 24 GiB (NVIDIA GeForce RTX 4090 in Runpod's catalog, the "
+        'smallest of gpu_types): set parallelism = "zero3" (or "fsdp") (about 18.9 GiB per '
+        'GPU) or "auto"'
+    ) in done.stderr
+    assert fake.create_requests() == [] and project.runs() == []
+
+
+async def test_check_says_what_auto_chose_for_the_pods_gpus(tmp_path: Path) -> None:
+    async with runpod_project(tmp_path, ["NVIDIA A40"]) as (fake, project):
+        done = await run(
+            project,
+            "train",
+            "--check",
+            OVERBRAINER_TRAINING__BASE_MODEL="meta-llama/Llama-3.1-8B",
+            OVERBRAINER_TRAINING__ADAPTER="full",
+            OVERBRAINER_TARGETS__GPU__GPU_COUNT="8",
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if "parallelism" in line]
+    assert line.startswith(
+        "  ok       parallelism    8 processes, zero2: the model fits one GPU once its optimizer "
+        "state is sharded: about 34.5 GiB per GPU, and a GPU has 48 GiB (NVIDIA A40 in "
+        "Runpod's catalog)"
+    )
+    assert fake.create_requests() == []
+
+
+def test_a_cpu_rehearsal_of_two_processes_refuses_deepspeed(project: Project) -> None:
+    config = project.path / "overbrainer.toml"
+    config.write_text(
+        config.read_text().replace(
+            '\n[targets.local]\nkind = "local"',
+            '\n[targets.local]\nkind = "local"\ndevice = "cpu"\nprocesses = 2',
+        )
+    )
+    done = project.run("train", "--check", OVERBRAINER_TRAINING__PARALLELISM="zero3")
+    assert done.returncode == 1
+    assert (
+        '  training.parallelism = "zero3" is not run on the CPU: only DDP over gloo is '
+        'verified to run Axolotl there; set parallelism = "ddp" or "auto" for this rehearsal'
+    ) in done.stdout
+    fine = project.run("train", "--check")
+    assert fine.returncode == 0, fine.stdout
+    assert "  ok       parallelism    2 processes, ddp: on the CPU, over gloo" in fine.stdout

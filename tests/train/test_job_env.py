@@ -148,3 +148,28 @@ def test_on_a_pod_training_env_wins_over_the_pods_own_file(
     assert seen["HF_HOME"] == training_env.get("HF_HOME", "/root/.cache/huggingface")
     assert seen["AXOLOTL_DO_NOT_TRACK"] == "1"
     assert seen["TZ"] == training_env.get("TZ", "unset")
+
+
+def test_a_pod_of_many_gpus_starts_torchrun_from_its_venv_over_all_of_them() -> None:
+    full = Settings.model_validate(
+        {
+            "training": {"target": "gpu", "base_model": "a/b", "adapter": "lora", "merge": True},
+            "targets": {
+                "gpu": {
+                    "kind": "runpod",
+                    "gpu_types": ["NVIDIA A40"],
+                    "max_hours": 1.0,
+                    "gpu_count": 4,
+                    "venv": "/workspace/v",
+                }
+            },
+        }
+    )
+    spec = full.targets["gpu"]
+    assert spec.kind == "runpod"
+    train, merge = pod_commands(full, spec)
+    assert train[5:] == [
+        "/workspace/v/bin/torchrun", "--nnodes", "1", "--nproc-per-node", "4",
+        "--role", "rank", "--tee", "3", "-m", "axolotl.cli.train", "axolotl.yaml",
+    ]  # fmt: skip
+    assert merge[-3:] == ["/workspace/v/bin/axolotl", "merge-lora", "axolotl.yaml"]

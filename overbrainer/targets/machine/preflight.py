@@ -44,6 +44,21 @@ async def check_machine(
     spec: LocalTarget | SshTarget,
     project_dir: Path,
 ) -> None:
+    """The trainer (native) or the engine and image (docker), here or on an SSH host; then
+    how the job's processes share the model."""
+    from overbrainer.targets.machine.target import parallelism_of
+
+    await _reach(found, settings, name, spec, project_dir)
+    found.append(checks.parallelism_check(parallelism_of(settings, spec)))
+
+
+async def _reach(
+    found: list[Check],
+    settings: Settings,
+    name: str,
+    spec: LocalTarget | SshTarget,
+    project_dir: Path,
+) -> None:
     """The trainer (native) or the engine and image (docker), here or on an SSH host."""
     if isinstance(spec, SshTarget):
         try:

@@ -27,8 +27,9 @@ from overbrainer.train.axolotl import (
     reasoning_template_warning,
     trainer_commands,
 )
+from overbrainer.train.parallelism import Choice, choose
 
-__all__ = ["MachineTarget", "Plan", "open_job", "plan_for"]
+__all__ = ["MachineTarget", "Plan", "open_job", "parallelism_of", "plan_for"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,19 @@ class Plan:
         if self.target.runtime == "native" and self.target.venv:
             return f"{self.target.venv.rstrip('/')}/bin/axolotl"
         return "axolotl"
+
+
+def parallelism_of(settings: Settings, target: LocalTarget | SshTarget) -> Choice:
+    """How the job of a machine target shares the model among its processes."""
+    training = settings.training
+    return choose(
+        training.parallelism,
+        base_model=training.base_model,
+        adapter=training.adapter,
+        processes=target.job_processes,
+        gpu=None,
+        cpu=target.device == "cpu",
+    )
 
 
 def plan_for(settings: Settings, target_name: str) -> Plan:
@@ -148,6 +162,11 @@ class MachineTarget:
         return self.plan.target.device
 
     @property
+    def parallelism(self) -> Choice:
+        """How the job's processes share the model (the GPUs' memory is not known here)."""
+        return parallelism_of(self.settings, self.plan.target)
+
+    @property
     def billed(self) -> None:
         """A machine is not rented for the run: no deadline, no spend, it does not vanish."""
         return None
@@ -208,7 +227,7 @@ class MachineTarget:
         training = self.settings.training
         docker = self.plan.target.runtime == "docker"
         return Launch(
-            trainer_commands(training, self.plan.axolotl),
+            trainer_commands(training, self.plan.axolotl, self.plan.target.job_processes),
             job_environment(training, device=self.device),
             container=f"overbrainer-{run_id}" if docker else None,
         )

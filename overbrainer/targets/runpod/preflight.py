@@ -4,21 +4,60 @@ the image. Every verdict comes from :mod:`overbrainer.preflight.checks`; nothing
 written and no pod is created.
 """
 
+from collections.abc import Sequence
+
 from overbrainer.config.load import ConfigError
 from overbrainer.config.model import RUNPOD_DEFAULT_IMAGE, RunpodTarget, Settings
 from overbrainer.preflight import checks
 from overbrainer.preflight.checks import ApiFailure, Check
 from overbrainer.runpod.clocks import ServerClock
 from overbrainer.runpod.models import GpuType, Pod
+from overbrainer.train.parallelism import Choice, GpuMemory, choose
 
-__all__ = ["check_pod_target"]
+__all__ = ["check_pod_target", "gpu_memory_of", "parallelism_of"]
+
+
+def gpu_memory_of(spec: RunpodTarget, catalog: Sequence[GpuType] | None) -> GpuMemory | None:
+    """The memory of one GPU of the pod, as the least it may have: with a list of types,
+    the smallest of those the catalog knows (any of them may be the one rented); with
+    ``"auto"``, ``min_vram_gb`` (no candidate has less). None: the catalog was not read.
+    The catalog's GB are a GPU's binary gigabytes (a 24 GB card holds 24 GiB)."""
+    if spec.gpu_types == "auto":
+        assert spec.min_vram_gb is not None  # the configuration requires it with "auto"
+        return GpuMemory(float(spec.min_vram_gb), f"at least: min_vram_gb = {spec.min_vram_gb}")
+    if catalog is None:
+        return None
+    known = {gpu.id: gpu.memory_gb for gpu in catalog}
+    sizes = [(known[t], t) for t in spec.gpu_types if known.get(t)]
+    if not sizes:
+        return None
+    memory, name = min(sizes)
+    assert memory is not None
+    many = len(sizes) > 1
+    source = f"{name} in Runpod's catalog{', the smallest of gpu_types' if many else ''}"
+    return GpuMemory(float(memory), source)
+
+
+def parallelism_of(
+    settings: Settings, spec: RunpodTarget, catalog: Sequence[GpuType] | None
+) -> Choice:
+    """How the pod's job shares the model among its ``gpu_count`` GPUs."""
+    training = settings.training
+    return choose(
+        training.parallelism,
+        base_model=training.base_model,
+        adapter=training.adapter,
+        processes=spec.job_processes,
+        gpu=gpu_memory_of(spec, catalog),
+    )
 
 
 async def check_pod_target(
     found: list[Check], settings: Settings, name: str, spec: RunpodTarget
 ) -> tuple[list[Pod] | None, ServerClock | None, list[GpuType] | None]:
     """The key (by listing the account's pods), the GPU types (by the catalog, with its
-    stock for the pod's GPU count), the candidates they give, the image; the pods listed,
+    stock for the pod's GPU count), the candidates they give, the image, how the job's
+    processes share the model among the pod's GPUs; the pods listed,
     Runpod's clock as the answers told it and the catalog read."""
     from overbrainer.runpod.candidates import wanted_of
     from overbrainer.runpod.client import RunpodClient, RunpodError, RunpodUnreachable
@@ -74,4 +113,5 @@ async def check_pod_target(
             default=spec.image == RUNPOD_DEFAULT_IMAGE and "image" not in spec.model_fields_set,
         )
     )
+    found.append(checks.parallelism_check(parallelism_of(settings, spec, read)))
     return pods, clock, read

@@ -54,6 +54,7 @@ from overbrainer.targets.runpod.delete import release
 from overbrainer.targets.runpod.ending import end_pod
 from overbrainer.targets.runpod.podrm import end_abandoned, still_starting, warn_orphans
 from overbrainer.targets.runpod.pods import PodContext, note_clock
+from overbrainer.targets.runpod.preflight import parallelism_of
 from overbrainer.targets.runpod.provision import (
     ProvisionCancelled,
     ProvisionInterrupted,
@@ -69,6 +70,7 @@ from overbrainer.train.axolotl import (
     reasoning_template_warning,
     trainer_commands,
 )
+from overbrainer.train.parallelism import Choice
 
 __all__ = [
     "PodTarget",
@@ -138,7 +140,7 @@ def pod_commands(settings: Settings, spec: RunpodTarget) -> list[list[str]]:
     again = ["env", *(f"{name}={value}" for name, value in training.env.items())]
     return [
         ["sh", "-c", _WITH_JOB_ENV, "sh", venv, *(again if training.env else []), *command]
-        for command in trainer_commands(training, axolotl)
+        for command in trainer_commands(training, axolotl, spec.job_processes)
     ]
 
 
@@ -262,6 +264,12 @@ class PodTarget:
     poll: float = service.POLL_SECONDS
     device: str = "auto"
     catalog: Sequence[GpuType] | None = None
+
+    @property
+    def parallelism(self) -> Choice:
+        """How the job's processes share the model among the pod's GPUs (their memory from
+        the catalog the preflight read)."""
+        return parallelism_of(self.settings, self.spec, self.catalog)
 
     @property
     def billed(self) -> "PodTarget":
