@@ -188,14 +188,14 @@ HELP: dict[str, str] = {
         "│ --follow -f      Keep printing as the log grows, until the job (with --pod:  │\n"
         "│                  the pod) ends. [default: False]                             │\n"
         "│ --tail -n INT    Only the last N lines (then more with --follow).            │\n"
+        "│ --rank INT       Only the lines of one process (rank K) of a job of several, │\n"
+        "│                  without their [rankK]: mark.                                │\n"
         "│ --pod            Runpod only: the pod's own log from Runpod's API (its image │\n"
         "│                  pull, its container's output), even while it starts.        │\n"
         "│                  [default: False]                                            │\n"
         "│ --source CHOICE  With --pod: only Runpod's system log (image pull, container │\n"
         "│                  start) or only the container's output (default: both).      │\n"
         "│                  [choices: system, container]                                │\n"
-        "│ --rank INT       Only the lines of one process (rank K) of a job of several, │\n"
-        "│                  without their [rankK]: mark.                                │\n"
         "╰──────────────────────────────────────────────────────────────────────────────╯\n"
     ),
     "runs compare": (

@@ -423,8 +423,7 @@ TREE = Command(
                     "with it home.",
                     overview=(
                         (
-                            "runs logs RUN [--follow] [--tail N] [--rank K] [--pod [--source "
-                            "system|container]]",
+                            "runs logs RUN [--follow] [--tail N] [--rank K] [--pod [--source S]]",
                             "the job's log (or the pod's own), wherever it is",
                         ),
                     ),
