@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from overbrainer.preflight.checks import Check
     from overbrainer.session.session import Session
     from overbrainer.targets.preflight import Preflight
-    from overbrainer.train.resume import ResumeFrom
+    from overbrainer.train.resume import ResumeFrom, Shape
 
 app = group("train")
 
@@ -180,7 +180,8 @@ async def train(
             if wanted is not None and found.settings is not None:
                 # What the run would resume from, checked as a run would check it: its
                 # state, its checkpoint at home, the settings that must match.
-                resumed = await _resume_check(found.settings, front, interrupts, wanted)
+                shape = _shape_of(found)
+                resumed = await _resume_check(found.settings, front, interrupts, wanted, shape)
                 report = dataclasses.replace(report, checks=(*report.checks, resumed))
             for line in report.lines():
                 front.result(line)
@@ -207,7 +208,11 @@ async def train(
                     "interrupted before the run was created: no run was created; start one "
                     "with `overbrainer train`"
                 )
-            resume = None if wanted is None else await _resume_checked(session, settings, wanted)
+            resume = (
+                None
+                if wanted is None
+                else await _resume_checked(session, settings, wanted, _shape_of(found))
+            )
             async with target_for(session, settings, name, found.seen, keep=keep_pod) as chosen:
                 code = await run.train(session, chosen, resume)
             return interrupts.finish(code)
@@ -237,8 +242,26 @@ def _again(target: str | None, keep_pod: bool, resume_from: str | None, *, check
     return shlex.join(words)
 
 
+def _shape_of(found: "Preflight") -> "Shape | None":
+    """The shape of the job a new run would start (None: its target is not usable)."""
+    from overbrainer.config.load import ConfigError
+    from overbrainer.targets.choose import parallelism_for
+
+    if found.settings is None or found.target is None:
+        return None
+    try:
+        choice = parallelism_for(found.settings, found.target, found.seen)
+    except ConfigError:
+        return None
+    return (None if choice.processes == "gpu" else choice.processes, choice.parallelism)
+
+
 async def _resume_check(
-    settings: "Settings", front: "Front", interrupts: "Interrupts", wanted: tuple[str, int | None]
+    settings: "Settings",
+    front: "Front",
+    interrupts: "Interrupts",
+    wanted: tuple[str, int | None],
+    shape: "Shape | None",
 ) -> "Check":
     """``train --check --resume-from``: the checks of :func:`_resume_checked` as one line
     of the preflight — what the run would resume from, or each problem — creating nothing."""
@@ -248,7 +271,7 @@ async def _resume_check(
     try:
         _logged(wanted[0])
         async with _store(settings, front, interrupts) as session:
-            source, problems = await _resume_source(session, settings, wanted)
+            source, problems = await _resume_source(session, settings, wanted, shape)
     except OverbrainerError as error:
         return Check("resume", Verdict.problem, f"--resume-from {wanted[0]}", (str(error),))
     where = (
@@ -282,14 +305,25 @@ def _logged(given: str) -> None:
 
 
 async def _resume_source(
-    session: "Session", settings: "Settings", wanted: tuple[str, int | None]
+    session: "Session",
+    settings: "Settings",
+    wanted: tuple[str, int | None],
+    shape: "Shape | None",
 ) -> "tuple[ResumeFrom, list[tuple[str, str]]]":
     """The checkpoint ``--resume-from`` names and the settings that do not fit it (each
-    named, with where to set it back); an error when there is none to resume from."""
+    named, with where to set it back), the job's shape (``shape``) among them; an error
+    when there is none to resume from."""
     from overbrainer.cli.listing import resolve_run
     from overbrainer.config.load import load_resolved
     from overbrainer.train.axolotl import render_config
-    from overbrainer.train.resume import ResumeError, mismatched, pick_checkpoint, put_back
+    from overbrainer.train.resume import (
+        SHAPE_FIX,
+        ResumeError,
+        mismatched,
+        pick_checkpoint,
+        put_back,
+        shape_mismatch,
+    )
     from overbrainer.train.resume_files import checkpoint_steps, trained_config
 
     given, step = wanted
@@ -310,23 +344,30 @@ async def _resume_source(
     source = pick_checkpoint(run_id, checkpoint_steps(run_dir), step, state.run.pruned)
     trained = trained_config(run_dir, run_id)
     found = mismatched(trained, render_config(settings.training, has_eval=False))
+    saved_by = (state.run.processes, state.run.parallelism)
+    other_shape = None if shape is None else shape_mismatch(saved_by, shape)
+    shaped = [] if other_shape is None else [(other_shape, SHAPE_FIX)]
     if not found:
-        return source, []
+        return source, shaped
     invocation = current()
     # Where each value comes from: a fix names the variable that set it, if one did.
     sources = load_resolved(invocation.project_dir, invocation.environ()).sources
     process = invocation.base_environ
-    return source, [(problem, put_back(name, sources, process)) for name, problem in found]
+    fixes = [(problem, put_back(name, sources, process)) for name, problem in found]
+    return source, fixes + shaped
 
 
 async def _resume_checked(
-    session: "Session", settings: "Settings", wanted: tuple[str, int | None]
+    session: "Session",
+    settings: "Settings",
+    wanted: tuple[str, int | None],
+    shape: "Shape | None",
 ) -> "ResumeFrom":
     """The checkpoint ``--resume-from`` names, checked against the settings the new run
     would train with — before any run (or pod) exists."""
     from overbrainer.train.resume import refusal
 
-    source, problems = await _resume_source(session, settings, wanted)
+    source, problems = await _resume_source(session, settings, wanted, shape)
     if problems:
         raise refusal(source, [f"{problem}; {fix}" for problem, fix in problems])
     run_id = source.run_id

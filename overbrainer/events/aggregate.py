@@ -88,6 +88,10 @@ class RunView:
     keep_pod: bool = False
     # The checkpoint this run started from: {"run": ID, "step": N}.
     resumed_from: dict[str, Any] | None = None
+    # The job's shape: its processes (None: one per GPU it saw) and how they share the
+    # model (None: one process).
+    processes: int | None = 1
+    parallelism: str | None = None
     created_at: str | None = None
     updated_at: str | None = None
     job: dict[str, Any] | None = None
@@ -200,6 +204,8 @@ def _created(s: RunLog, e: ev.RunCreated, at: str) -> None:
         adapter=e.adapter,
         keep_pod=e.keep_pod,
         resumed_from=dict(e.resumed_from) if e.resumed_from else None,
+        processes=e.processes,
+        parallelism=e.parallelism,
         created_at=at,
     )
     s.pod = PodView(keep=e.keep_pod)

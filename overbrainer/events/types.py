@@ -90,6 +90,11 @@ class RunCreated(Event):
     keep_pod: bool = False
     resumed_from: dict[str, Any] | None = None
     """The checkpoint the run starts from, ``{"run": ID, "step": N}`` (None: from scratch)."""
+    processes: int | None = 1
+    """How many processes the job runs (None: one per GPU it sees, counted as it starts)."""
+    parallelism: str | None = None
+    """How its processes share the model (``ddp``, ``zero2``, ``zero3``, ``fsdp``; None:
+    one process, nothing shared)."""
 
 
 @dataclass(frozen=True, kw_only=True, eq=False, repr=False)

@@ -84,7 +84,11 @@ async def train(session: Session, target: Target, resume: ResumeFrom | None = No
     the settings before this is called)."""
     await target.before_create()
     run_id = new_run_id()
-    first = target.created(run_id)
+    choice = target.parallelism
+    processes = None if choice.processes == "gpu" else choice.processes
+    first = dataclasses.replace(
+        target.created(run_id), processes=processes, parallelism=choice.parallelism
+    )
     if resume is not None:
         first = dataclasses.replace(first, resumed_from=resume.recorded())
     created = await session.journal.create(first)
@@ -97,7 +101,7 @@ async def train(session: Session, target: Target, resume: ResumeFrom | None = No
             settings.training,
             data,
             device=target.device,
-            choice=target.parallelism,
+            choice=choice,
             resume=None if resume is None else (session.run_dir(resume.run_id), resume.step),
         )
     except DataError as error:

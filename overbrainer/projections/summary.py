@@ -10,6 +10,7 @@ from overbrainer.projections.files import run_dir
 from overbrainer.projections.spend import recorded_spend
 from overbrainer.projections.words import (
     duration_text,
+    job_shape,
     metrics_text,
     pod_status_text,
     shown_path,
@@ -37,6 +38,8 @@ def summary_lines(state: RunLog, checkpoints_bytes: int | None = None) -> list[s
     ]
     if r.base_model:
         lines.append(f"  model      {r.adapter} of {r.base_model}")
+    if r.processes != 1:
+        lines.append(f"  shape      {job_shape(r.processes, r.parallelism)}")
     lines.append(f"  created    {r.created_at}")
     lines.append(f"  updated    {r.updated_at} (after {plural(r.version, 'event')})")
     if r.job:

@@ -10,7 +10,7 @@ from overbrainer.events.actor import Actor
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.recorded import Recorded
 from overbrainer.plurals import plural
-from overbrainer.projections.words import duration_text, size_text
+from overbrainer.projections.words import duration_text, job_shape, size_text
 from overbrainer.runpod.clocks import offset_text
 from overbrainer.train.metrics import MetricsSummary, format_loss
 
@@ -56,7 +56,12 @@ def _created(e: ev.RunCreated, s: RunLog | None) -> str:
             f", resuming run {e.resumed_from.get('run')} from checkpoint-"
             f"{e.resumed_from.get('step')}"
         )
-    return f"created run {e.run_id}:{model} on target {e.target} ({e.kind}){keep}{resumed}"
+    shape = ""
+    if e.processes != 1:
+        shape = f", {job_shape(e.processes, e.parallelism)}"
+    return (
+        f"created run {e.run_id}:{model} on target {e.target} ({e.kind}){shape}{keep}{resumed}"
+    )
 
 
 def _job_started(e: ev.JobStarted, s: RunLog | None) -> str:

@@ -85,3 +85,13 @@ def metrics_text(metrics: Mapping[str, Any]) -> str:
     if summary.learning_rate is not None:
         parts.append(f"learning_rate {format_rate(summary.learning_rate)}")
     return ", ".join(parts)
+
+
+def job_shape(processes: int | None, parallelism: str | None) -> str:
+    """A job's processes and how they share the model: ``2 processes (ddp)``, ``one process
+    per GPU (zero3)``, ``1 process``."""
+    if processes is None:
+        count = "one process per GPU"
+    else:
+        count = plural(processes, "process", "processes")
+    return count + (f" ({parallelism})" if parallelism else "")

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from overbrainer.preflight.checks import Check
     from overbrainer.runpod.clocks import ServerClock
     from overbrainer.runpod.models import GpuType, Pod
+    from overbrainer.train.parallelism import Choice
 
 Home = Literal["machine", "runpod"]
 
@@ -91,6 +92,19 @@ async def check_target(
 
     await check_machine(found, settings, name, spec, project_dir)
     return TargetFound()
+
+
+def parallelism_for(settings: Settings, name: str, seen: TargetFound) -> "Choice":
+    """How a new run's job on target ``name`` would share the model among its processes
+    (what its target will choose: ``seen`` is what the preflight read)."""
+    spec = settings.target_of(name)
+    if isinstance(spec, RunpodTarget):
+        from overbrainer.targets.runpod.preflight import parallelism_of as pod_parallelism
+
+        return pod_parallelism(settings, spec, seen.catalog)
+    from overbrainer.targets.machine.target import parallelism_of
+
+    return parallelism_of(settings, spec)
 
 
 @asynccontextmanager

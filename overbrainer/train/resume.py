@@ -122,6 +122,42 @@ def mismatched(trained: Mapping[str, Any], now: Mapping[str, Any]) -> list[tuple
     return problems
 
 
+Shape = tuple[int | None, str | None]
+"""A job's processes (None: one per GPU it saw) and how they shared the model (None: one
+process), as ``run.Created`` records them."""
+
+
+def shape_mismatch(trained: Shape, now: Shape) -> str | None:
+    """Why a checkpoint saved by a job of shape ``trained`` cannot go on in a job of shape
+    ``now`` (its ranks each saved their own state, a sharded optimizer its shards), or
+    None when they match. A count of one per GPU is compared only by its parallelism."""
+    (trained_count, trained_way), (now_count, now_way) = trained, now
+    counts_differ = None not in (trained_count, now_count) and trained_count != now_count
+    if not counts_differ and trained_way == now_way:
+        return None
+    return (
+        f"the job would run {_shape(now)} here but the checkpoint was saved by a job of "
+        f"{_shape(trained)}"
+    )
+
+
+SHAPE_FIX = (
+    "resume with the shape it was saved by ([targets.NAME] processes, or gpu_count on "
+    "Runpod; [training] parallelism)"
+)
+"""How to fit a checkpoint's shape again."""
+
+
+def _shape(shape: Shape) -> str:
+    count, way = shape
+    processes = (
+        "one process per GPU"
+        if count is None
+        else f"{count} process" + ("es" if count != 1 else "")
+    )
+    return processes + (f" ({way})" if way else "")
+
+
 def put_back(setting: str, sources: Mapping[str, str], process: Mapping[str, str]) -> str:
     """How to give ``setting`` its checkpoint's value again, where its value comes from:
     an ``OVERBRAINER_*`` variable (``sources``: dotted key -> variable) of the process

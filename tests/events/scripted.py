@@ -169,6 +169,8 @@ RUN_D_SCRIPT: list[tuple[str, ev.Event]] = [
             base_model="m",
             adapter="full",
             resumed_from={"run": RUN_B, "step": 4},
+            processes=2,
+            parallelism="ddp",
         ),
     ),
     (RUN_D, ev.JobStarted(job_dir="runs/d", pid=88)),

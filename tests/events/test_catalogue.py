@@ -60,6 +60,8 @@ EXPECTED_RUN_A = {
     "adapter": "lora",
     "keep_pod": True,
     "resumed_from": None,
+    "processes": 1,
+    "parallelism": None,
     "created_at": T,
     "updated_at": T,
     "job": {"dir": "overbrainer/a", "pid": 4242, "container": None, "started_at": T},
@@ -160,6 +162,8 @@ EXPECTED_RUN_B = {
     "adapter": "full",
     "keep_pod": False,
     "resumed_from": None,
+    "processes": 1,
+    "parallelism": None,
     "created_at": T,
     "updated_at": T,
     "job": {"dir": "runs/b", "pid": 77, "container": None, "started_at": T},
@@ -192,6 +196,8 @@ EXPECTED_RUN_D = {
     "adapter": "full",
     "keep_pod": False,
     "resumed_from": {"run": RUN_B, "step": 4},
+    "processes": 2,
+    "parallelism": "ddp",
     "created_at": T,
     "updated_at": T,
     "job": {"dir": "runs/d", "pid": 88, "container": None, "started_at": T},
@@ -214,7 +220,8 @@ EXPECTED_RUN_D = {
     "version": 9,
 }
 EXPECTED_SENTENCES_D = [
-    f"created run {RUN_D}: full of m on target here (local), resuming run {RUN_B} from "
+    f"created run {RUN_D}: full of m on target here (local), 2 processes (ddp), resuming run "
+    f"{RUN_B} from "
     "checkpoint-4",
     "started the job (pid 88) in runs/d",
     "checkpoint of step 5 retrieved (output/checkpoint-5), every checksum verified",
@@ -510,6 +517,7 @@ def _check_everything(
         f"`overbrainer train --resume-from {RUN_D}` goes on from it"
     ) in shown
     assert f"  resumed    from run {RUN_B}, checkpoint-4" in shown
+    assert "  shape      2 processes (ddp)" in shown
     assert "  stop       requested (save a checkpoint and stop)" in shown
     code, out, _ = _cli(capsys, project, "runs", "ls", "--state", "stopped")
     assert code == 0

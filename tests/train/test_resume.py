@@ -16,6 +16,7 @@ from overbrainer.train.resume import (
     parse_spec,
     pick_checkpoint,
     refusal,
+    shape_mismatch,
 )
 from overbrainer.train.resume_files import checkpoint_steps, trained_config
 from tests.train.conftest import settings
@@ -237,3 +238,37 @@ def test_place_checkpoint_copies_where_it_cannot_link(
 def test_trained_config_says_what_is_missing(tmp_path: Path) -> None:
     with pytest.raises(ResumeError, match=rf"cannot read the config run {RUN} trained with"):
         trained_config(tmp_path, RUN)
+
+
+@pytest.mark.parametrize(
+    ("trained", "now", "said"),
+    [
+        ((1, None), (1, None), None),
+        ((2, "ddp"), (2, "ddp"), None),
+        ((None, "zero3"), (8, "zero3"), None),  # one per GPU: compared by its parallelism
+        (
+            (1, None),
+            (2, "ddp"),
+            "2 processes (ddp) here but the checkpoint was saved by a job of 1 process",
+        ),
+        (
+            (2, "ddp"),
+            (2, "zero2"),
+            "(zero2) here but the checkpoint was saved by a job of 2 processes (ddp)",
+        ),
+        ((4, "fsdp"), (None, "fsdp"), None),
+        (
+            (None, "ddp"),
+            (None, "zero3"),
+            "(zero3) here but the checkpoint was saved by a job of one process per GPU (ddp)",
+        ),
+    ],
+)
+def test_a_checkpoint_goes_on_only_in_a_job_of_the_shape_that_saved_it(
+    trained: tuple[int | None, str | None], now: tuple[int | None, str | None], said: str | None
+) -> None:
+    found = shape_mismatch(trained, now)
+    if said is None:
+        assert found is None
+    else:
+        assert found is not None and said in found
