@@ -59,9 +59,7 @@ def _created(e: ev.RunCreated, s: RunLog | None) -> str:
     shape = ""
     if e.processes != 1:
         shape = f", {job_shape(e.processes, e.parallelism)}"
-    return (
-        f"created run {e.run_id}:{model} on target {e.target} ({e.kind}){shape}{keep}{resumed}"
-    )
+    return f"created run {e.run_id}:{model} on target {e.target} ({e.kind}){shape}{keep}{resumed}"
 
 
 def _job_started(e: ev.JobStarted, s: RunLog | None) -> str:
