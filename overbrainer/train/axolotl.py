@@ -274,7 +274,8 @@ _PER_GPU_SCRIPT = (
     "elif command -v nvidia-smi >/dev/null 2>&1; then "
     "n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU '); fi; "
     'if [ "$n" -gt 1 ]; then '
-    'exec "$1" --nnodes 1 --nproc-per-node "$n" --role "$4" --tee 3 -m axolotl.cli.train "$3"; '
+    'exec "$1" --standalone --nnodes 1 --nproc-per-node "$n" --role "$4" --tee 3 '
+    '-m axolotl.cli.train "$3"; '
     'fi; exec "$2" train "$3"'
 )
 
@@ -298,6 +299,8 @@ def train_command(axolotl: str = "axolotl", processes: Processes = 1) -> list[st
         return [axolotl, "train", CONFIG_FILE]
     return [
         torchrun_of(axolotl),
+        # Its own rendezvous on a free port of this machine: two jobs here never meet.
+        "--standalone",
         "--nnodes",
         "1",
         "--nproc-per-node",

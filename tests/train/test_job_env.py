@@ -169,7 +169,7 @@ def test_a_pod_of_many_gpus_starts_torchrun_from_its_venv_over_all_of_them() -> 
     assert spec.kind == "runpod"
     train, merge = pod_commands(full, spec)
     assert train[5:] == [
-        "/workspace/v/bin/torchrun", "--nnodes", "1", "--nproc-per-node", "4",
+        "/workspace/v/bin/torchrun", "--standalone", "--nnodes", "1", "--nproc-per-node", "4",
         "--role", "rank", "--tee", "3", "-m", "axolotl.cli.train", "axolotl.yaml",
     ]  # fmt: skip
     assert merge[-3:] == ["/workspace/v/bin/axolotl", "merge-lora", "axolotl.yaml"]

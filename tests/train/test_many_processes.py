@@ -139,6 +139,7 @@ def test_the_commands_of_many_processes() -> None:
     assert trainer_commands(settings(merge=True), "/v/bin/axolotl", 4) == [
         [
             "/v/bin/torchrun",
+            "--standalone",
             "--nnodes",
             "1",
             "--nproc-per-node",
@@ -160,7 +161,7 @@ def test_the_commands_of_many_processes() -> None:
 
 
 TORCHRUN = (
-    "torchrun --nnodes 1 --nproc-per-node {} --role rank --tee 3 -m axolotl.cli.train axolotl.yaml"
+    "torchrun --standalone --nnodes 1 --nproc-per-node {} --role rank --tee 3 -m axolotl.cli.train axolotl.yaml"
 )
 
 
