@@ -161,7 +161,8 @@ def test_the_commands_of_many_processes() -> None:
 
 
 TORCHRUN = (
-    "torchrun --standalone --nnodes 1 --nproc-per-node {} --role rank --tee 3 -m axolotl.cli.train axolotl.yaml"
+    "torchrun --standalone --nnodes 1 --nproc-per-node {} --role rank --tee 3 "
+    "-m axolotl.cli.train axolotl.yaml"
 )
 
 
