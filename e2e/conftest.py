@@ -25,6 +25,7 @@ DEFAULT = {("local", name) for name in CASES} | {
     ("ssh", "ctrl-c-attach"),
     ("runpod", "qlora"),
     ("runpod", "ctrl-c-attach"),
+    ("runpod", "ddp-2"),
 }
 _timings: list[tuple[str, float]] = []
 

@@ -54,6 +54,8 @@ class Case:
     interrupt: bool = False  # Ctrl-C while following, the job left running, then attach
     epochs: int = 1
     micro_batch_size: int = 2
+    # More than one: a job of that many processes (DDP on gloo; on a pod, as many GPUs).
+    processes: int = 1
 
     @property
     def saved(self) -> str:
@@ -69,6 +71,7 @@ CASES = {
         Case("full", "full"),
         Case("lora-merge", "lora", merge=True),
         Case("ctrl-c-attach", "lora", interrupt=True),
+        Case("ddp-2", "lora", processes=2),
     )
 }
 
@@ -209,13 +212,13 @@ class World:
     def __exit__(self, *exc: object) -> None:
         return None
 
-    def target_toml(self, case_dir: Path) -> str:
+    def target_toml(self, case_dir: Path, case: Case) -> str:
         raise NotImplementedError
 
     def extra_env(self, case_dir: Path) -> dict[str, str]:
         return {}
 
-    def prefix(self) -> list[str]:
+    def prefix(self, case: Case) -> list[str]:
         return []
 
     def project(self, case: Case, case_dir: Path) -> Project:
@@ -224,10 +227,10 @@ class World:
         (path / "data").mkdir(parents=True)
         (path / "data" / "train.jsonl").write_text(_jsonl(TRAIN))
         (path / "data" / "eval.jsonl").write_text(_jsonl(EVAL))
-        toml = training_toml(self.built, case, self.target, case_dir) + self.target_toml(case_dir)
-        (path / "overbrainer.toml").write_text(toml)
+        toml = training_toml(self.built, case, self.target, case_dir)
+        (path / "overbrainer.toml").write_text(toml + self.target_toml(case_dir, case))
         env = {**base_env(), **self.extra_env(case_dir)}
-        return Project(self, case, path, env, self.prefix())
+        return Project(self, case, path, env, self.prefix(case))
 
     def job_dir(self, project: Project, run_id: str) -> Path:
         """The run's directory on the target, seen from this machine."""
@@ -243,12 +246,20 @@ class LocalWorld(World):
     kind = "local"
     target = "local"
 
-    def target_toml(self, case_dir: Path) -> str:
-        return f'[targets.local]\nkind = "local"\nvenv = "{self.built.env}"\ndevice = "cpu"\n'
+    def target_toml(self, case_dir: Path, case: Case) -> str:
+        processes = f"processes = {case.processes}\n" if case.processes > 1 else ""
+        return (
+            f'[targets.local]\nkind = "local"\nvenv = "{self.built.env}"\ndevice = "cpu"\n'
+            + processes
+        )
 
-    def prefix(self) -> list[str]:
+    def prefix(self, case: Case) -> list[str]:
         # Root may make a network namespace; anyone else makes a user namespace first.
-        return ["unshare", "-n", "--"] if os.geteuid() == 0 else ["unshare", "-rn", "--"]
+        alone = ["unshare", "-n", "--"] if os.geteuid() == 0 else ["unshare", "-rn", "--"]
+        if case.processes == 1:
+            return alone
+        # The processes of one job meet on loopback: up, and still no route out.
+        return [*alone, "sh", "-c", 'ip link set lo up && exec "$@"', "sh"]
 
     def job_dir(self, project: Project, run_id: str) -> Path:
         return project.path / "runs" / run_id
@@ -290,7 +301,7 @@ class SshWorld(World):
             link.unlink(missing_ok=True)
         self._stack.close()
 
-    def target_toml(self, case_dir: Path) -> str:
+    def target_toml(self, case_dir: Path, case: Case) -> str:
         remote = case_dir / "remote"
         remote.mkdir()
         workdir = f"ob-e2e-{uuid.uuid4().hex[:12]}"
@@ -368,13 +379,17 @@ class RunpodWorld(World):
                 self._server.kill()
                 self._server.wait()
 
-    def target_toml(self, case_dir: Path) -> str:
+    def target_toml(self, case_dir: Path, case: Case) -> str:
         cpu = "".join(f"{key} = false\n" for key in CPU_KEYS)
+        if case.processes > 1:
+            # What a CPU target renders for DDP: gloo, and the model loaded on the CPU.
+            cpu += 'ddp_backend = "gloo"\nmax_memory = { cpu = "8GiB" }\n'
         return (
             "# A pod has a GPU, so a Runpod target has no device option: these fake pods\n"
             "# train on the CPU, with the keys a CPU target renders.\n"
             f"[training.axolotl_extra]\n{cpu}\n"
             f'[targets.gpu]\nkind = "runpod"\ngpu_types = ["NVIDIA GeForce RTX 4090"]\n'
+            f"gpu_count = {case.processes}\n"
             f'max_hours = 1\nimage = "{FAKE_IMAGE}"\nvenv = "{self.built.env}"\n'
             "retrieve_grace_minutes = 5\n"
         )
@@ -517,19 +532,27 @@ def check_run(project: Project, run_id: str, stderr: str) -> None:
     else:
         assert not (output / "merged").exists()
     assert not any(name.startswith("output/checkpoint-") for name in manifest)
+    if case.processes > 1:
+        # Both processes trained: each one's lines are in the job's log, marked.
+        log = (home / "job.log").read_text()
+        for rank in range(case.processes):
+            assert f"\n[rank{rank}]:" in log, log[-3000:]
+        assert run["processes"] == case.processes and run["parallelism"] == "ddp", run
 
-    # Training and evaluation losses, from the real plugin, for every step.
+    # Training and evaluation losses, from the real plugin, for every step (written once,
+    # by rank 0: the processes share the 32 examples' steps).
     events = metrics_of(home / "metrics.jsonl")
+    total = 32 // case.processes
     begin = [e for e in events if e.event == "begin"]
-    assert len(begin) == 1 and begin[0].max_steps == 32, begin
+    assert len(begin) == 1 and begin[0].max_steps == total, begin
     steps = [e.step for e in events if e.event == "log" and e.loss is not None]
-    assert steps == list(range(1, 33)), steps
+    assert steps == list(range(1, total + 1)), steps
     evals = [e for e in events if e.event == "log" and e.eval_loss is not None]
-    assert len(evals) >= 2 and evals[-1].step == 32, evals
+    assert len(evals) >= 2 and evals[-1].step == total, evals
     phases = [e.phase for e in events if e.event == "phase"]
     assert phases == [case.saved, *(["merging"] if case.merge else [])], phases
     assert run["metrics"]["loss"] > 0 and run["metrics"]["eval_loss"] > 0, run["metrics"]
-    assert run["metrics"]["step"] == 32
+    assert run["metrics"]["step"] == total
 
     # Each evaluation shown once, at the step it was computed at, in order.
     shown = [(float(loss), int(step)) for loss, step in _SHOWN_EVAL.findall(stderr)]

@@ -142,14 +142,19 @@ def append_line(path: str | os.PathLike[str], line: str) -> None:
 
 
 def _is_main_process(state: object) -> bool:
-    """Whether this process is the one that writes (rank 0 of the whole job)."""
+    """Whether this process is the one that writes (rank 0 of the whole job): the
+    launcher's ``RANK`` when it set one (torchrun does, for every worker), else the
+    trainer's flag. The launcher's first: the trainer's flag said rank 0 on every rank of
+    a job on the CPU (Axolotl 0.19), and both wrote every line."""
+    rank = os.environ.get("RANK")
+    if rank is not None and rank.strip():
+        return rank.strip() == "0"
     flag = getattr(state, "is_world_process_zero", None)
     if isinstance(flag, bool):
         return flag
-    for name in ("RANK", "LOCAL_RANK"):
-        rank = os.environ.get(name)
-        if rank is not None and rank.strip():
-            return rank.strip() == "0"
+    local = os.environ.get("LOCAL_RANK")
+    if local is not None and local.strip():
+        return local.strip() == "0"
     return True
 
 
@@ -314,6 +319,10 @@ def new_callback(
     return cls(path, saving)
 
 
+def _no_model_card(*args: object, **kwargs: object) -> None:
+    """The model card of a rank other than 0: none."""
+
+
 def _plugin_base() -> type:
     """Axolotl's ``BasePlugin`` where Axolotl is installed, else ``object``."""
     try:
@@ -331,6 +340,14 @@ else:
 
 class OverbrainerMetricsPlugin(_PluginBase):
     """The Axolotl plugin: adds the metrics callback before the trainer is built."""
+
+    def post_trainer_create(self, cfg: object, trainer: object) -> None:
+        """Only rank 0 writes the output's model card (``README.md``): the other ranks of a
+        job of several would write the same file at once, and Axolotl 0.19's card fails
+        on them when the run evaluates (a ``KeyError`` in its results table), failing a
+        run whose training succeeded."""
+        if not _is_main_process(getattr(trainer, "state", None)):
+            setattr(trainer, "create_model_card", _no_model_card)  # noqa: B010
 
     def add_callbacks_pre_trainer(self, cfg: object, model: object) -> list[Any]:
         """The callbacks Axolotl attaches to its trainer: the metrics callback."""

@@ -399,3 +399,29 @@ def test_one_process_announces_a_checkpoint_with_no_barrier(
     metrics = tmp_path / "metrics.jsonl"
     MetricsCallback(metrics).on_save(None, _state(3), SimpleNamespace())
     assert '"saved"' in metrics.read_text()
+
+
+@pytest.mark.parametrize(("rank", "flag", "writes"), [("1", True, False), ("0", False, True)])
+def test_the_launchers_rank_decides_over_the_trainers_flag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rank: str, flag: bool, writes: bool
+) -> None:
+    monkeypatch.setenv("RANK", rank)
+    path = tmp_path / "metrics.jsonl"
+    MetricsCallback(path).on_train_begin(None, _state(main=flag), None)
+    assert path.exists() is writes
+
+
+@pytest.mark.parametrize(("rank", "skipped"), [("1", True), ("0", False), (None, False)])
+def test_only_rank_0_writes_the_model_card(
+    monkeypatch: pytest.MonkeyPatch, rank: str | None, skipped: bool
+) -> None:
+    monkeypatch.delenv("RANK", raising=False)
+    if rank is not None:
+        monkeypatch.setenv("RANK", rank)
+    written: list[str] = []
+    trainer = SimpleNamespace(
+        state=_state(main=True), create_model_card=lambda **kw: written.append("card")
+    )
+    OverbrainerMetricsPlugin().post_trainer_create({}, trainer)
+    trainer.create_model_card(model_name="output")
+    assert written == ([] if skipped else ["card"])
