@@ -32,7 +32,12 @@ from overbrainer.exec.manifest import RESULT_PATHS, local_manifest
 # here and a stop lands ~20 steps after it is asked, so one asked at the half leaves the
 # job ~3 s it does not need: the stop never races the job's own end.
 CASE = Case("stop-resume", "lora", epochs=4, micro_batch_size=1)
-STEPS = 256
+# Two processes share the same examples: half the steps each.
+CASE_2P = Case("stop-resume-2p", "lora", epochs=4, micro_batch_size=1, processes=2)
+
+
+def _steps(case: Case) -> int:
+    return 256 // case.processes
 
 
 def _step_of(job_dir: Path) -> int:
@@ -45,7 +50,9 @@ def _step_of(job_dir: Path) -> int:
     return max(steps, default=0)
 
 
-def _train_then_stop(project: Project) -> tuple[str, subprocess.CompletedProcess[str], str]:
+def _train_then_stop(
+    project: Project, steps: int
+) -> tuple[str, subprocess.CompletedProcess[str], str]:
     """``train``, and ``train stop`` once the job is half through; the run, stop's
     result and train's stderr."""
     err_path = project.path.parent / "train.err"
@@ -61,7 +68,7 @@ def _train_then_stop(project: Project) -> tuple[str, subprocess.CompletedProcess
                 time.sleep(0.1)
             run_id = run_id_of(err_path.read_text())
             job = project.world.job_dir(project, run_id)
-            while _step_of(job) < STEPS // 2:
+            while _step_of(job) < steps // 2:
                 assert process.poll() is None, err_path.read_text()
                 assert time.monotonic() < deadline, "the job did not train"
                 time.sleep(0.1)
@@ -79,8 +86,18 @@ def _train_then_stop(project: Project) -> tuple[str, subprocess.CompletedProcess
 
 @pytest.mark.parametrize("kind", ["local", "ssh", "runpod"])
 def test_stop_then_resume(world: World, tmp_path: Path) -> None:
-    project = world.project(CASE, tmp_path)
-    run_id, stop, train_err = _train_then_stop(project)
+    _stop_then_resume(world, tmp_path, CASE)
+
+
+@pytest.mark.parametrize("kind", ["local"])
+def test_stop_then_resume_a_job_of_two_processes(world: World, tmp_path: Path) -> None:
+    _stop_then_resume(world, tmp_path, CASE_2P)
+
+
+def _stop_then_resume(world: World, tmp_path: Path, case: Case) -> None:
+    steps_total = _steps(case)
+    project = world.project(case, tmp_path)
+    run_id, stop, train_err = _train_then_stop(project, steps_total)
     assert stop.returncode == 0, stop.stdout + stop.stderr
     assert "to save a checkpoint and stop" in stop.stderr, stop.stderr
 
@@ -89,7 +106,7 @@ def test_stop_then_resume(world: World, tmp_path: Path) -> None:
     run = show["run"]
     assert run["state"] == "stopped", run
     step = run["checkpoint"]["step"]
-    assert STEPS // 2 <= step < STEPS, run
+    assert steps_total // 2 <= step < steps_total, run
     assert run["checkpoint"]["path"] == f"output/checkpoint-{step}"
     home = project.path / "runs" / run_id
     paths = (*RESULT_PATHS, f"output/checkpoint-{step}")
@@ -123,6 +140,14 @@ def test_stop_then_resume(world: World, tmp_path: Path) -> None:
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert "training.lora_r is 8 here but the checkpoint was trained with 4" in refused.stderr
     assert "created run" not in refused.stderr
+    if case.processes > 1:
+        # And one on a job of another shape.
+        toml.write_text(original.replace(f"processes = {case.processes}\n", ""))
+        refused = project.run("train", "--resume-from", run_id, timeout=300)
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        said = "the job would run 1 process here but the checkpoint was saved by a job of 2"
+        assert said in refused.stderr, refused.stderr
+        assert "created run" not in refused.stderr
     toml.write_text(original)
 
     # Resumed: a new run starting after the saved step, trained to the end.
@@ -136,5 +161,5 @@ def test_stop_then_resume(world: World, tmp_path: Path) -> None:
     assert new["resumed_from"] == {"run": run_id, "step": step}
     new_events = metrics_of(project.path / "runs" / new_id / "metrics.jsonl")
     steps = [e.step for e in new_events if e.event == "log" and e.loss is not None]
-    assert steps == list(range(step + 1, STEPS + 1)), steps
+    assert steps == list(range(step + 1, steps_total + 1)), steps
     assert (project.path / "runs" / new_id / "output" / "adapter_model.safetensors").is_file()

@@ -323,6 +323,23 @@ def _no_model_card(*args: object, **kwargs: object) -> None:
     """The model card of a rank other than 0: none."""
 
 
+def _or_warning(write: Any) -> Any:
+    """``write`` (the trainer's model card writer), a failure of which is a warning."""
+
+    def written(*args: object, **kwargs: object) -> None:
+        try:
+            write(*args, **kwargs)
+        except Exception as error:  # a README must not fail a paid run
+            _log.warning("the model card (README.md) was not written: %r", error)
+            print(
+                f"overbrainer: the model card (README.md) was not written: {error!r}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    return written
+
+
 def _plugin_base() -> type:
     """Axolotl's ``BasePlugin`` where Axolotl is installed, else ``object``."""
     try:
@@ -342,12 +359,18 @@ class OverbrainerMetricsPlugin(_PluginBase):
     """The Axolotl plugin: adds the metrics callback before the trainer is built."""
 
     def post_trainer_create(self, cfg: object, trainer: object) -> None:
-        """Only rank 0 writes the output's model card (``README.md``): the other ranks of a
-        job of several would write the same file at once, and Axolotl 0.19's card fails
-        on them when the run evaluates (a ``KeyError`` in its results table), failing a
-        run whose training succeeded."""
+        """The output's model card (``README.md``) never fails a run whose training
+        succeeded: only rank 0 writes it (the other ranks of a job of several would write
+        the same file at once), and a card that cannot be written is a warning. Axolotl
+        0.19's fails when its results table mixes rows with and without memory figures
+        (a ``KeyError``): on rank 1 of a job of several that evaluates, and on rank 0 of one
+        resumed from another's checkpoint."""
         if not _is_main_process(getattr(trainer, "state", None)):
             setattr(trainer, "create_model_card", _no_model_card)  # noqa: B010
+            return
+        write = getattr(trainer, "create_model_card", None)
+        if callable(write):
+            setattr(trainer, "create_model_card", _or_warning(write))  # noqa: B010
 
     def add_callbacks_pre_trainer(self, cfg: object, model: object) -> list[Any]:
         """The callbacks Axolotl attaches to its trainer: the metrics callback."""

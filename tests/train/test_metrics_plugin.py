@@ -425,3 +425,19 @@ def test_only_rank_0_writes_the_model_card(
     OverbrainerMetricsPlugin().post_trainer_create({}, trainer)
     trainer.create_model_card(model_name="output")
     assert written == ([] if skipped else ["card"])
+
+
+def test_a_model_card_that_cannot_be_written_is_a_warning_on_rank_0(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("RANK", "0")
+
+    def fails(**kwargs: object) -> None:
+        raise KeyError("Reserved (gib)")
+
+    trainer = SimpleNamespace(state=_state(main=True), create_model_card=fails)
+    OverbrainerMetricsPlugin().post_trainer_create({}, trainer)
+    trainer.create_model_card(model_name="output")  # no error: the run goes on
+    assert "the model card (README.md) was not written: KeyError('Reserved (gib)')" in (
+        capsys.readouterr().err
+    )
