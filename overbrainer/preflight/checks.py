@@ -15,7 +15,7 @@ from typing import Literal
 
 from overbrainer.config.model import is_pinned_image
 from overbrainer.plurals import plural, word
-from overbrainer.preflight.probes import EngineProbe, TrainerProbe
+from overbrainer.preflight.probes import EngineProbe, GpusProbe, TrainerProbe
 from overbrainer.runpod.candidates import NoCandidate, Wanted, choose, hours_text, price_text
 from overbrainer.runpod.models import GpuType
 from overbrainer.train.data import DataReport
@@ -32,6 +32,7 @@ __all__ = [
     "data_check",
     "engine_check",
     "gpu_types_check",
+    "gpus_check",
     "host_check",
     "image_check",
     "parallelism_check",
@@ -408,6 +409,39 @@ def parallelism_check(choice: Choice) -> Check:
     problems = [choice.problem] if choice.problem else []
     warnings = [choice.warning] if choice.warning else []
     return _check("parallelism", summary, problems, warnings)
+
+
+def gpus_check(gpus: GpusProbe, processes: int | None, *, where: str, key: str) -> Check | None:
+    """The GPUs a machine target shows (``nvidia-smi``) against the processes its job runs
+    (``processes``; None: one per GPU it sees). None: nothing worth a line (no GPU can be
+    counted, and none was asked for by number)."""
+    if gpus.count is None:
+        if processes is None or processes < 2:
+            return None
+        return _check(
+            "gpus",
+            f"not counted on {where} ({gpus.detail})",
+            [],
+            [
+                f"{key} is {processes} and no GPU could be counted on {where} "
+                f'({gpus.detail}): the job fails if it has fewer; set device = "cpu" '
+                "for a rehearsal on the CPU"
+            ],
+        )
+    shown = plural(gpus.count, "GPU") + f" on {where} (nvidia-smi)"
+    if processes is None:
+        many = max(gpus.count, 1)
+        return _check("gpus", f"{shown}: the job runs {plural(many, 'process', 'processes')}")
+    if processes > gpus.count:
+        return _check(
+            "gpus",
+            shown,
+            [
+                f"{key} is {processes} but {where} shows {plural(gpus.count, 'GPU')}: lower "
+                f"it to {max(gpus.count, 1)}, or remove it for one process per GPU"
+            ],
+        )
+    return _check("gpus", f"{shown}: {plural(processes, 'process', 'processes')} use them")
 
 
 def _gpu_summary(gpu: GpuType) -> str:

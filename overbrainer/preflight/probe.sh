@@ -4,6 +4,7 @@
 #   sh probe.sh trainer PROGRAM   PROGRAM (a path, or a name looked up on PATH): does it exist,
 #                                 can it run, and does the interpreter of its #! line start?
 #   sh probe.sh engine ENGINE     does the container engine (docker or podman) answer?
+#   sh probe.sh gpus              how many GPUs does nvidia-smi list (status=unknown: none)?
 #
 # Output: key=value lines (status=..., path=..., interpreter=..., version=...), then, for a
 # failure, a line "--" and the failing command's output.
@@ -106,11 +107,25 @@ _ob_engine() {
     fi
 }
 
+_ob_gpus() {
+    if ! command -v nvidia-smi >/dev/null 2>&1; then
+        _ob_say status unknown
+        exit 0
+    fi
+    if _ob_out=$(nvidia-smi -L </dev/null 2>&1); then
+        _ob_say count "$(printf '%s\n' "$_ob_out" | grep -c '^GPU ')"
+        _ob_say status ok
+    else
+        printf '%s\n' "$_ob_out" | _ob_fail no_answer
+    fi
+}
+
 case ${1-} in
 trainer) _ob_trainer "${2-}" ;;
 engine) _ob_engine "${2-}" ;;
+gpus) _ob_gpus ;;
 *)
-    echo "usage: sh probe.sh trainer PROGRAM | engine ENGINE" >&2
+    echo "usage: sh probe.sh trainer PROGRAM | engine ENGINE | gpus" >&2
     exit 2
     ;;
 esac

@@ -1,4 +1,5 @@
-"""What a machine target is asked before a run: the trainer and the container engine.
+"""What a machine target is asked before a run: the trainer, the container engine and the
+GPUs it has.
 
 Both questions are one POSIX script, ``probe.sh``, run as ``sh -s -- MODE ARG`` with the
 script on stdin: the same text on this machine and over SSH, so both answer alike. It is
@@ -16,9 +17,12 @@ from overbrainer.runpod.redact import one_line
 
 __all__ = [
     "EngineProbe",
+    "GpusProbe",
     "TrainerProbe",
     "engine_args",
+    "gpus_args",
     "parse_engine",
+    "parse_gpus",
     "parse_trainer",
     "probe_script",
     "trainer_args",
@@ -46,6 +50,33 @@ def trainer_args(trainer: str) -> list[str]:
 def engine_args(engine: str) -> list[str]:
     """The script's arguments to ask whether ``engine`` (docker, podman) answers."""
     return ["engine", engine]
+
+
+def gpus_args() -> list[str]:
+    """The script's arguments to count the GPUs ``nvidia-smi`` lists."""
+    return ["gpus"]
+
+
+@dataclass(frozen=True)
+class GpusProbe:
+    """How many GPUs ``nvidia-smi`` listed (``count``; None when it is not there, did not
+    answer, or answered what the probe does not know: ``detail`` says which)."""
+
+    count: int | None
+    detail: str = ""
+
+
+def parse_gpus(output: str) -> GpusProbe:
+    """Read the script's answer to ``gpus``."""
+    fields, detail = _fields(output)
+    status, count = fields.get("status", ""), fields.get("count", "")
+    if status == "ok" and count.isdigit():
+        return GpusProbe(int(count))
+    if status == "unknown":
+        return GpusProbe(None, "no nvidia-smi")
+    if status == "no_answer":
+        return GpusProbe(None, f"nvidia-smi failed: {detail}" if detail else "nvidia-smi failed")
+    return GpusProbe(None, "the probe gave no answer it knows")
 
 
 @dataclass(frozen=True)

@@ -313,3 +313,30 @@ def test_the_directories_a_run_writes_into(fact: DirFact, verdict: Verdict, said
     check = project_dirs_check([fact])
     assert (check.name, check.verdict) == ("run files", verdict)
     assert (check.problems[0] if check.problems else check.summary) == said
+
+
+@pytest.mark.parametrize(
+    ("count", "processes", "verdict", "said"),
+    [
+        (None, None, None, None),
+        (None, 1, None, None),
+        (None, 2, "warning", "targets.box.processes is 2 and no GPU could be counted"),
+        (4, None, "ok", "4 GPUs on host h (nvidia-smi): the job runs 4 processes"),
+        (0, None, "ok", "0 GPUs on host h (nvidia-smi): the job runs 1 process"),
+        (2, 2, "ok", "2 GPUs on host h (nvidia-smi): 2 processes use them"),
+        (1, 4, "problem", "targets.box.processes is 4 but host h shows 1 GPU: lower it to 1"),
+    ],
+)
+def test_the_gpus_a_machine_shows_against_its_processes(
+    count: int | None, processes: int | None, verdict: str | None, said: str | None
+) -> None:
+    from overbrainer.preflight.checks import gpus_check
+    from overbrainer.preflight.probes import GpusProbe
+
+    probe = GpusProbe(count, "" if count is not None else "no nvidia-smi")
+    found = gpus_check(probe, processes, where="host h", key="targets.box.processes")
+    if verdict is None:
+        assert found is None
+        return
+    assert found is not None and found.verdict.name == verdict
+    assert said is not None and said in " ".join((found.summary, *found.problems, *found.warnings))

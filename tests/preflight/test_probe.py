@@ -10,9 +10,12 @@ import pytest
 
 from overbrainer.preflight.probes import (
     EngineProbe,
+    GpusProbe,
     TrainerProbe,
     engine_args,
+    gpus_args,
     parse_engine,
+    parse_gpus,
     parse_trainer,
     probe_script,
     trainer_args,
@@ -26,7 +29,7 @@ def tools(tmp_path: Path) -> Path:
     no real docker or podman of this machine is found."""
     directory = tmp_path / "tools"
     directory.mkdir()
-    for tool in ("dd", "tr", "head"):
+    for tool in ("dd", "tr", "head", "grep"):
         found = shutil.which(tool)
         assert found, tool
         (directory / tool).symlink_to(found)
@@ -172,3 +175,16 @@ def test_details_are_one_short_printable_line() -> None:
     assert probe.status == "interpreter_failed"
     assert "\n" not in probe.detail and "\x1b" not in probe.detail
     assert len(probe.detail) <= 300
+
+
+def test_the_gpus_nvidia_smi_lists_are_counted(shell: Shell, tools: Path, tmp_path: Path) -> None:
+    assert parse_gpus(run(shell, tools, gpus_args())) == GpusProbe(None, "no nvidia-smi")
+    bin_dir = tmp_path / "driver"
+    listing = (
+        "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\nGPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-2)"
+    )
+    write(bin_dir / "nvidia-smi", f"#!/bin/sh\n[ \"$1\" = -L ] && printf '%s\\n' '{listing}'\n")
+    assert parse_gpus(run(shell, tools, gpus_args(), path=bin_dir)) == GpusProbe(2)
+    write(bin_dir / "nvidia-smi", "#!/bin/sh\necho 'NVIDIA-SMI has failed: no driver'\nexit 9\n")
+    failed = parse_gpus(run(shell, tools, gpus_args(), path=bin_dir))
+    assert failed == GpusProbe(None, "nvidia-smi failed: NVIDIA-SMI has failed: no driver")

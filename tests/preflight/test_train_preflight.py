@@ -438,3 +438,27 @@ def test_a_cpu_rehearsal_of_two_processes_refuses_deepspeed(project: Project) ->
     fine = project.run("train", "--check")
     assert fine.returncode == 0, fine.stdout
     assert "  ok       parallelism    2 processes, ddp: on the CPU, over gloo" in fine.stdout
+
+
+def _nvidia_smi(project: Project, gpus: int) -> dict[str, str]:
+    """An ``nvidia-smi`` on the command's PATH that lists ``gpus`` GPUs; the environment."""
+    driver = project.path.parent / "driver"
+    driver.mkdir(exist_ok=True)
+    listing = "".join(f"GPU {i}: NVIDIA A100-SXM4-80GB (UUID: GPU-{i})\\n" for i in range(gpus))
+    script = driver / "nvidia-smi"
+    script.write_text(f"#!/bin/sh\n[ \"$1\" = -L ] && printf '{listing}'\n")
+    script.chmod(0o755)
+    return {"PATH": f"{driver}:{project.env.get('PATH', os.environ['PATH'])}"}
+
+
+def test_more_processes_than_the_machine_has_gpus_are_refused(project: Project) -> None:
+    path = _nvidia_smi(project, 1)
+    done = project.run("train", "--check", OVERBRAINER_TARGETS__LOCAL__PROCESSES="2", **path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "  PROBLEM  gpus           1 GPU on this machine (nvidia-smi)" in done.stdout
+    said = "targets.local.processes is 2 but this machine shows 1 GPU: lower it to 1"
+    assert said in done.stdout + done.stderr
+    no_runs(project)
+    fits = project.run("train", "--check", **_nvidia_smi(project, 2))
+    assert fits.returncode == 0, fits.stdout + fits.stderr
+    assert "2 GPUs on this machine (nvidia-smi): the job runs 2 processes" in fits.stdout

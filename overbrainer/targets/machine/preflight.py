@@ -20,9 +20,12 @@ from overbrainer.preflight import checks
 from overbrainer.preflight.checks import Check
 from overbrainer.preflight.probes import (
     EngineProbe,
+    GpusProbe,
     TrainerProbe,
     engine_args,
+    gpus_args,
     parse_engine,
+    parse_gpus,
     parse_trainer,
     probe_script,
     trainer_args,
@@ -124,6 +127,27 @@ async def _over_ssh(found: list[Check], name: str, spec: SshTarget, host: str) -
 
 
 async def _probe(
+    found: list[Check],
+    name: str,
+    spec: LocalTarget | SshTarget,
+    where: str,
+    run: _Runner,
+) -> None:
+    """Ask ``run`` about the trainer (native) or the engine and image (docker), then,
+    unless the job trains on the CPU, the GPUs ``nvidia-smi`` lists."""
+    await _trainer_or_engine(found, name, spec, where, run)
+    if spec.device == "cpu":
+        return
+    said = await _ask(run, gpus_args())
+    gpus = parse_gpus(said) if isinstance(said, str) else GpusProbe(None, said.reason)
+    processes = spec.job_processes
+    count = None if processes == "gpu" else processes
+    line = checks.gpus_check(gpus, count, where=where, key=f"targets.{name}.processes")
+    if line is not None:
+        found.append(line)
+
+
+async def _trainer_or_engine(
     found: list[Check],
     name: str,
     spec: LocalTarget | SshTarget,
