@@ -121,3 +121,14 @@ def test_the_readers_find_each_way_a_kind_is_branched_on() -> None:
     )
     assert kind_branches(source) == [1, 2, 3]
     assert class_branches(source) == [5, 6]
+
+
+def test_the_choice_knows_every_kind_a_run_may_record() -> None:
+    from overbrainer.events.target_kinds import TargetKind
+    from overbrainer.targets.choose import KINDS
+
+    assert set(KINDS) == set(TargetKind)
+    assert {kind.value for kind, home in KINDS.items() if home.home == "machine"} == {
+        "local",
+        "ssh",
+    }

@@ -17,6 +17,7 @@ from overbrainer.config.model import LocalTarget, RunpodTarget, Settings, SshTar
 from overbrainer.config.model import Target as AnyTarget
 from overbrainer.errors import OverbrainerError, UsageError
 from overbrainer.events.aggregate import RunLog
+from overbrainer.events.target_kinds import TargetKind
 from overbrainer.exec.base import Executor
 from overbrainer.lifecycle.target import Target
 from overbrainer.session.session import Session
@@ -40,22 +41,24 @@ class Kind:
     article: str
 
 
-KINDS: dict[str, Kind] = {
-    "local": Kind("machine", LocalTarget, "a local"),
-    "ssh": Kind("machine", SshTarget, "an ssh"),
-    "runpod": Kind("runpod", RunpodTarget, "a runpod"),
+KINDS: dict[TargetKind, Kind] = {
+    TargetKind.local: Kind("machine", LocalTarget, "a local"),
+    TargetKind.ssh: Kind("machine", SshTarget, "an ssh"),
+    TargetKind.runpod: Kind("runpod", RunpodTarget, "a runpod"),
 }
+"""Each kind a run's log may record (:class:`~overbrainer.events.target_kinds.TargetKind`,
+whose facts the lower layers read), and where it lives."""
 
 
 def kind_of_run(state: RunLog) -> Kind:
     """The kind of a recorded run's target."""
-    kind = KINDS.get(state.run.kind)
-    if kind is None:
+    try:
+        return KINDS[TargetKind(state.run.kind)]
+    except ValueError:
         raise OverbrainerError(
             f"run {state.run.run_id} is on a target of unknown kind {state.run.kind!r}; "
             "a newer overbrainer recorded it: upgrade to act on it"
-        )
-    return kind
+        ) from None
 
 
 def refuse_keep_pod(settings: Settings, name: str) -> None:
