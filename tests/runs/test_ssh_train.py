@@ -169,8 +169,10 @@ def test_check_names_the_host_and_the_remote_trainer(ssh_project: SshProject) ->
     assert f"  ok       ssh host       {ALIAS}: answered with its known host key" in lines
     trainer = f"{ssh_project.venv}/bin/axolotl on host {ALIAS} (interpreter /bin/sh starts)"
     assert f"  ok       trainer        {trainer}" in lines
+    # The trainer, then the GPUs the host shows (the target trains on a GPU).
     assert [c for c in ssh_project.sshd.commands() if c.startswith("sh -s -- ")] == [
-        f"sh -s -- 'trainer' '{ssh_project.venv}/bin/axolotl'"
+        f"sh -s -- 'trainer' '{ssh_project.venv}/bin/axolotl'",
+        "sh -s -- 'gpus'",
     ]
     # The remote venv gone: named, and no run.
     ssh_project.venv.rename(ssh_project.venv.with_name("venv-moved"))
