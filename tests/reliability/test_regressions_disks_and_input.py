@@ -152,8 +152,14 @@ def read_only(project: Project) -> Iterator[Path]:
 
 
 def run_ids(project: Project) -> list[str]:
-    """The project's runs, from ``runs/`` (reading the log here could write beside it)."""
-    return sorted(p.name for p in (project.path / "runs").iterdir())
+    """The project's runs, from ``runs/`` (reading the log here could write beside it), in
+    the order ``runs ls`` lists them: by creation time (two runs created within one second
+    share their ID's time, and their random suffixes order them by chance)."""
+
+    def created(run_dir: Path) -> tuple[str, str]:
+        return (json.loads((run_dir / "run.json").read_text())["created_at"], run_dir.name)
+
+    return [p.name for p in sorted((project.path / "runs").iterdir(), key=created)]
 
 
 def _listed(ran: Ran) -> list[tuple[str, str]]:
