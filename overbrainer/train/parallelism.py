@@ -30,6 +30,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from overbrainer.config.model import TrainingSettings
+
 __all__ = [
     "ASSUMED_GPU_GIB",
     "Choice",
@@ -323,4 +325,19 @@ def _on_cpu(
             'is verified to run Axolotl there; set parallelism = "ddp" or "auto" for this '
             "rehearsal"
         ),
+    )
+
+
+def choose_for(
+    training: TrainingSettings, *, processes: Processes, gpu: GpuMemory | None, cpu: bool = False
+) -> Choice:
+    """:func:`choose` for a target's job of ``training``: the setting, the model and the
+    adapter are the training's; the processes and the GPU are what the target has."""
+    return choose(
+        training.parallelism,
+        base_model=training.base_model,
+        adapter=training.adapter,
+        processes=processes,
+        gpu=gpu,
+        cpu=cpu,
     )

@@ -27,7 +27,7 @@ from overbrainer.train.axolotl import (
     reasoning_template_warning,
     trainer_commands,
 )
-from overbrainer.train.parallelism import Choice, choose
+from overbrainer.train.parallelism import Choice, choose_for
 
 __all__ = ["MachineTarget", "Plan", "open_job", "parallelism_of", "plan_for"]
 
@@ -58,14 +58,8 @@ class Plan:
 
 def parallelism_of(settings: Settings, target: LocalTarget | SshTarget) -> Choice:
     """How the job of a machine target shares the model among its processes."""
-    training = settings.training
-    return choose(
-        training.parallelism,
-        base_model=training.base_model,
-        adapter=training.adapter,
-        processes=target.job_processes,
-        gpu=None,
-        cpu=target.device == "cpu",
+    return choose_for(
+        settings.training, processes=target.job_processes, gpu=None, cpu=target.device == "cpu"
     )
 
 

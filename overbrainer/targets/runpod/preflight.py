@@ -12,7 +12,7 @@ from overbrainer.preflight import checks
 from overbrainer.preflight.checks import ApiFailure, Check
 from overbrainer.runpod.clocks import ServerClock
 from overbrainer.runpod.models import GpuType, Pod
-from overbrainer.train.parallelism import Choice, GpuMemory, choose
+from overbrainer.train.parallelism import Choice, GpuMemory, choose_for
 
 __all__ = ["check_pod_target", "gpu_memory_of", "parallelism_of"]
 
@@ -42,13 +42,8 @@ def parallelism_of(
     settings: Settings, spec: RunpodTarget, catalog: Sequence[GpuType] | None
 ) -> Choice:
     """How the pod's job shares the model among its ``gpu_count`` GPUs."""
-    training = settings.training
-    return choose(
-        training.parallelism,
-        base_model=training.base_model,
-        adapter=training.adapter,
-        processes=spec.job_processes,
-        gpu=gpu_memory_of(spec, catalog),
+    return choose_for(
+        settings.training, processes=spec.job_processes, gpu=gpu_memory_of(spec, catalog)
     )
 
 
