@@ -219,6 +219,7 @@ def test_every_setting_has_its_entry_in_docs_configuration() -> None:
         model.LocalTarget,
         model.SshTarget,
         model.RunpodTarget,
+        model.ProjectSettings,
         model.StoreSettings,
         model.RunpodSettings,
     ):

@@ -106,6 +106,7 @@ def _render(data: dict[str, Any], sources: Mapping[str, str]) -> str:
     table("training", data["training"], "training.")
     for name, target in data["targets"].items():
         table(f"targets.{name}", target, f"targets.{name}.")
+    table("project", data["project"], "project.")
     table("store", data["store"], "store.")
     table("runpod", data["runpod"], "runpod.")
     lines.append(_line("hf_token", data["hf_token"], sources.get("hf_token")))

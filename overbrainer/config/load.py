@@ -34,6 +34,7 @@ from overbrainer.config.model import (
     TARGET_NAME_RE,
     ConfigError,
     LocalTarget,
+    ProjectSettings,
     RunpodOnly,
     RunpodSettings,
     RunpodTarget,
@@ -73,6 +74,7 @@ MASK = "****"
 
 _SECTIONS: dict[str, type[BaseModel]] = {
     "training": TrainingSettings,
+    "project": ProjectSettings,
     "store": StoreSettings,
     "runpod": RunpodSettings,
 }
@@ -570,7 +572,9 @@ def _unknown_key(loc: list[str | int], kind: str | None) -> str:
     model: type[BaseModel] | None
     if not parent:
         model = Settings
-        where = " (overbrainer.toml has [training], [targets.NAME], [store] and [runpod])"
+        where = (
+            " (overbrainer.toml has [training], [targets.NAME], [project], [store] and [runpod])"
+        )
     elif len(parent) == 1 and str(parent[0]) in _SECTIONS:
         model = _SECTIONS[str(parent[0])]
         where = f" of [{parent[0]}]"

@@ -42,6 +42,7 @@ __all__ = [
     "TARGET_NAME_RE",
     "ConfigError",
     "LocalTarget",
+    "ProjectSettings",
     "RunpodOnly",
     "RunpodSettings",
     "RunpodTarget",
@@ -764,6 +765,18 @@ class RunpodSettings(BaseModel):
         return _check_secret(value)
 
 
+class ProjectSettings(BaseModel):
+    """``[project]``: what applies to every run of the project."""
+
+    model_config = _STRICT
+
+    # The most the project's Runpod runs may cost in a calendar month (UTC), in US dollars:
+    # a run that could pass it is refused before any pod exists. None: no budget.
+    monthly_budget_usd: (
+        Annotated[float, Field(gt=0, le=100_000_000, allow_inf_nan=False)] | None
+    ) = None
+
+
 # --- all settings ----------------------------------------------------------------------
 
 
@@ -775,6 +788,7 @@ class Settings(BaseModel):
 
     training: TrainingSettings
     targets: dict[str, _TargetField]
+    project: ProjectSettings = Field(default_factory=ProjectSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
     runpod: RunpodSettings = Field(default_factory=RunpodSettings)
     hf_token: SecretStr | None = None

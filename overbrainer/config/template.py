@@ -149,6 +149,12 @@ kind = "local"                        # this machine
 # max_price_per_hour = 1.5            # default: any; the most per GPU-hour, in USD
 # max_hours = 4
 
+# What applies to every run of the project.
+# [project]
+# monthly_budget_usd = 100            # default: none; the most the project's Runpod runs
+#                                     # may cost in a calendar month (UTC): a run that
+#                                     # could pass it is refused before any pod exists
+
 # Where the event log lives. Default: SQLite at .overbrainer/events.sqlite.
 # [store]
 # url = "postgresql://you@db.example.com/overbrainer"

@@ -33,6 +33,7 @@ __all__ = [
     "cost_bound",
     "hours_text",
     "price_text",
+    "run_cost_bound",
     "shortened_text",
     "wanted_of",
 ]
@@ -56,6 +57,9 @@ class Wanted:
     max_price_per_hour: float | None = None
     max_cost_usd: float | None = None
     data_center_ids: Sequence[str] = ()
+    # The run's cost must be bounded (the project has a monthly budget): each candidate's
+    # price is needed.
+    priced: bool = False
 
     @property
     def auto(self) -> bool:
@@ -65,16 +69,17 @@ class Wanted:
     @property
     def needs_catalog(self) -> bool:
         """Whether choosing needs Runpod's catalog: for ``"auto"``, and for a cost cap
-        (which needs each candidate's price)."""
-        return self.auto or self.max_cost_usd is not None
+        or a monthly budget (which need each candidate's price)."""
+        return self.auto or self.max_cost_usd is not None or self.priced
 
     def key(self, name: str) -> str:
         """The setting's full key: ``targets.gpu.min_vram_gb``."""
         return f"targets.{self.target}.{name}"
 
 
-def wanted_of(target: str, spec: "RunpodTarget") -> Wanted:
-    """What target ``target`` of ``overbrainer.toml`` asks of its pod's GPU."""
+def wanted_of(target: str, spec: "RunpodTarget", *, priced: bool = False) -> Wanted:
+    """What target ``target`` of ``overbrainer.toml`` asks of its pod's GPU; ``priced``:
+    the project has a monthly budget, so the candidates' prices are needed."""
     return Wanted(
         target=target,
         gpu_types="auto" if spec.gpu_types == "auto" else tuple(spec.gpu_types),
@@ -84,6 +89,7 @@ def wanted_of(target: str, spec: "RunpodTarget") -> Wanted:
         max_price_per_hour=spec.max_price_per_hour,
         max_cost_usd=spec.max_cost_usd,
         data_center_ids=tuple(spec.data_center_ids),
+        priced=priced,
     )
 
 
@@ -386,17 +392,34 @@ def choose(wanted: Wanted, catalog: Sequence[GpuType] | None) -> Chosen:
     no type qualifying for ``"auto"``, or a cost cap that pays for no hour of any.
     """
     if catalog is None and wanted.needs_catalog:
-        why = (
-            'gpu_types = "auto" chooses from it'
-            if wanted.auto
-            else "max_cost_usd needs each GPU type's price to bound the pod's cost"
-        )
+        if wanted.auto:
+            why = 'gpu_types = "auto" chooses from it'
+        elif wanted.max_cost_usd is not None:
+            why = "max_cost_usd needs each GPU type's price to bound the pod's cost"
+        else:
+            why = "project.monthly_budget_usd needs each GPU type's price to bound the run's cost"
+
         raise NoCandidate(
             f"Runpod's GPU catalog could not be read for target {wanted.target}, and {why}; "
             "no pod was created. Run the command again once the API answers"
         )
     chosen = _auto(wanted, catalog or ()) if wanted.auto else _listed(wanted, catalog)
     return _capped(wanted, chosen)
+
+
+def run_cost_bound(wanted: Wanted, chosen: Chosen) -> float | None:
+    """The most a run's pod may cost, in USD: ``max_cost_usd``; else ``max_price_per_hour``
+    × ``gpu_count`` × ``max_hours``; else the dearest candidate's list rate × its bound
+    (the walk may end on any of them). None when a candidate has no known price: nothing
+    bounds what it costs."""
+    if wanted.max_cost_usd is not None:
+        return wanted.max_cost_usd
+    if wanted.max_price_per_hour is not None:
+        return wanted.max_price_per_hour * wanted.gpu_count * wanted.max_hours
+    costs = [None if c.rate is None else c.rate * c.max_hours for c in chosen.candidates]
+    if not costs or any(cost is None for cost in costs):
+        return None
+    return max(cost for cost in costs if cost is not None)
 
 
 def shortened_text(candidate: Candidate, wanted_hours: float, cap: float) -> str:

@@ -11,6 +11,7 @@ from overbrainer.runpod.candidates import (
     Wanted,
     choose,
     cost_bound,
+    run_cost_bound,
     shortened_text,
     wanted_of,
 )
@@ -159,6 +160,36 @@ def test_a_catalog_that_could_not_be_read_refuses_only_where_it_is_needed() -> N
     assert choose(listed, None).candidates == (Candidate("NVIDIA A40", 4.0),)
     with pytest.raises(NoCandidate, match="max_cost_usd needs each GPU type's price"):
         choose(replace(listed, max_cost_usd=10.0), None)
+    with pytest.raises(NoCandidate, match=r"project\.monthly_budget_usd needs each GPU type"):
+        choose(replace(listed, priced=True), None)
+
+
+LISTED = Wanted(
+    target="gpu", gpu_types=("NVIDIA A40", "NVIDIA L40S"), gpu_count=2, max_hours=4.0
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("wanted", "catalog", "bound"),
+    [
+        # max_cost_usd bounds the run, whatever the candidates cost.
+        (replace(LISTED, max_cost_usd=7.5), CATALOG, 7.5),
+        (replace(AUTO, max_cost_usd=2.0), CATALOG, 2.0),
+        # No cap: "auto"'s price bound × gpu_count × max_hours.
+        (replace(AUTO, gpu_count=2), CATALOG, 1.5 * 2 * 4.0),
+        # No price bound: the dearest candidate × gpu_count × max_hours.
+        (LISTED, CATALOG, 0.86 * 2 * 4.0),
+        (replace(AUTO, max_price_per_hour=None), CATALOG, 2.99 * 4.0),
+        # A candidate without a price: nothing bounds it.
+        (replace(LISTED, gpu_types=("NVIDIA A40", "NVIDIA B200")), CATALOG, None),
+        (LISTED, None, None),
+    ],
+)
+def test_a_runs_cost_bound_is_its_cap_else_its_price_bound_else_its_dearest_candidate(
+    wanted: Wanted, catalog: tuple[GpuType, ...] | None, bound: float | None
+) -> None:
+    found = run_cost_bound(wanted, choose(wanted, catalog))
+    assert found == (None if bound is None else pytest.approx(bound))
 
 
 @pytest.mark.parametrize(
