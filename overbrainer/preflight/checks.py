@@ -16,6 +16,7 @@ from typing import Literal
 from overbrainer.config.model import is_pinned_image
 from overbrainer.plurals import plural, word
 from overbrainer.preflight.probes import EngineProbe, GpusProbe, TrainerProbe
+from overbrainer.projections.budget import Budget
 from overbrainer.runpod.candidates import NoCandidate, Wanted, choose, hours_text, price_text
 from overbrainer.runpod.models import GpuType
 from overbrainer.train.data import DataReport
@@ -27,6 +28,7 @@ __all__ = [
     "DirFact",
     "Report",
     "Verdict",
+    "budget_check",
     "candidates_check",
     "config_check",
     "data_check",
@@ -389,6 +391,13 @@ def candidates_check(wanted: Wanted, catalog: Sequence[GpuType] | ApiFailure) ->
 
 
 # --- how the job's processes share the model ---------------------------------------------
+
+
+def budget_check(budget: Budget, target: str) -> Check:
+    """The run against the project's monthly budget: the month's spend, the budget and
+    the run's bound; a problem when the run could pass the budget."""
+    refusal = budget.refusal(target)
+    return _check("budget", budget.line(), [refusal] if refusal else [])
 
 
 def parallelism_check(choice: Choice) -> Check:

@@ -86,8 +86,9 @@ class Budget:
             return head + "; nothing bounds what this run may cost"
         return head + f"; this run may cost up to {money(self.bound)}"
 
-    def refusal(self, target: str) -> str:
-        """Why the run may not start, and what to change (empty when it fits)."""
+    def refusal(self, target: str, nothing: str = "no pod") -> str:
+        """Why the run may not start, and what to change (empty when it fits); ``nothing``
+        says what was not created (``no run``, ``no pod``)."""
         if self.fits:
             return ""
         key = f"targets.{target}.max_cost_usd"
@@ -100,17 +101,17 @@ class Budget:
             return (
                 f"{spent}, and nothing bounds what a run on target {target} may cost (Runpod's "
                 f"catalog lists no price for a GPU type it may use): set {key} = {left:g} or "
-                "less (what the month has left), no pod was created"
+                f"less (what the month has left), {nothing} was created"
             )
         over = f"{spent}; this run may cost up to {money(self.bound)}, which would pass it"
         if left <= 0:
             return (
                 f"{over}: nothing is left this month; raise {BUDGET_KEY} or wait for next "
-                "month, no pod was created"
+                f"month, {nothing} was created"
             )
         return (
-            f"{over}: lower {key} to {left:g} (what is left) or raise {BUDGET_KEY}, no pod "
-            "was created"
+            f"{over}: lower {key} to {left:g} (what is left) or raise {BUDGET_KEY}, "
+            f"{nothing} was created"
         )
 
 

@@ -188,6 +188,21 @@ class Journal:
 
         return await self._run(read)
 
+    async def runs(self) -> list[RunLog]:
+        """Every run of the store, as the runs view (caught up with the log first) holds
+        it: what a listing of the runs reads (``runs ls``, the monthly budget)."""
+        from overbrainer.projections.view import RunsView, view_path
+
+        def read() -> list[RunLog]:
+            view = RunsView(view_path(self.project_dir), str(self._store.url))
+            try:
+                view.catch_up(self._store)
+                return list(view.runs())
+            finally:
+                view.close()
+
+        return await self._run(read)
+
     def _announce(self, records: list[Recorded], state: RunLog) -> None:
         news, self._news = self._news, []
         if self.others is not None:

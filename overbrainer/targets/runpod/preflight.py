@@ -61,7 +61,7 @@ async def check_pod_target(
     pods: list[Pod] | None = None
     clock: ServerClock | None = None
     read: list[GpuType] | None = None
-    wanted = wanted_of(name, spec)
+    wanted = wanted_of(name, spec, priced=settings.project.monthly_budget_usd is not None)
     try:
         key = settings.require_runpod_api_key()
     except ConfigError as error:

@@ -80,6 +80,7 @@ from overbrainer.runpod.pod_scripts import (
     save_before_seconds,
 )
 from overbrainer.runpod.provisioning import Command, Done
+from overbrainer.targets.runpod.budget import month_budget
 from overbrainer.targets.runpod.delete import DeleteUnconfirmed, delete_pod, forget_key_if_done
 from overbrainer.targets.runpod.pods import Connect, PodAccess, PodContext, pod_ls_hint
 from overbrainer.targets.runpod.pull import show_pull, while_showing
@@ -89,6 +90,7 @@ __all__ = [
     "CreateStopped",
     "NoGpuCandidate",
     "NothingPlaced",
+    "OverBudget",
     "PodRefused",
     "ProvisionCancelled",
     "ProvisionError",
@@ -123,6 +125,12 @@ class NoGpuCandidate(ProvisionError):
     """No GPU type may be tried (none of the catalog qualifies for ``"auto"``, the cost cap
     pays for no hour of any, or the catalog they need could not be read): nothing was
     created; the message names the setting to change."""
+
+
+class OverBudget(ProvisionError):
+    """The run could pass the project's monthly budget (``[project] monthly_budget_usd``):
+    no pod was created; the message says the month's spend, the budget, the run's bound
+    and what to change."""
 
 
 class CreateStopped(ProvisionError):
@@ -233,17 +241,21 @@ async def provision(
     keep: bool,
     api_base: str | None = None,
     catalog: Sequence[GpuType] | None = None,
+    monthly_budget: float | None = None,
 ) -> Provisioned:
     """Create run ``run_id``'s pod on the first GPU type of ``spec`` that gives a ready one.
 
     ``keep`` is ``--keep-pod`` (told to the watchdog); ``api_base`` is given to the pod's
     watchdog only when it is not Runpod's own API (the fake one); ``catalog`` is Runpod's
     GPU catalog when the command already read it (the preflight), else it is read here
-    when the choice needs it. The whole walk is shielded; see the module docstring for
-    Ctrl-C. The run must exist and be preparing.
+    when the choice needs it. ``monthly_budget`` is the project's (``[project]
+    monthly_budget_usd``): a run whose bound could pass what the month has left creates no
+    pod. The whole walk is shielded; see the module docstring for Ctrl-C. The run must
+    exist and be preparing.
 
     Raises:
         NoGpuCandidate: no GPU type may be tried; nothing was created.
+        OverBudget: the run could pass the monthly budget; nothing was created.
         NothingPlaced: every GPU type was tried (the message names each outcome).
         CreateStopped: Runpod refused in a way no other type fixes (402, 422, …).
         PodRefused: the watchdog refused the pod, or its bootstrap failed.
@@ -253,8 +265,14 @@ async def provision(
     if ctx.connect is None:
         raise ValueError("provisioning needs PodContext.connect")
     state = await ctx.session.journal.state(run_id)
-    wanted = wanted_of(state.run.target, spec)
+    wanted = wanted_of(state.run.target, spec, priced=monthly_budget is not None)
     chosen = await _choose(ctx, wanted, catalog)
+    if monthly_budget is not None:
+        # Asked again here, candidates chosen: another run may have spent since `train`
+        # looked before creating this one.
+        budget = await month_budget(ctx.session, monthly_budget, wanted, chosen, ctx.clock())
+        if not budget.fits:
+            raise OverBudget(budget.refusal(state.run.target))
     walk = _Walk(ctx, run_id, spec, keep=keep, api_base=api_base, wanted=wanted, chosen=chosen)
     limit = ctx.timing.walk_limit(len(chosen.candidates))
     try:
@@ -292,6 +310,7 @@ async def open_provisioned(
     keep: bool,
     api_base: str | None = None,
     catalog: Sequence[GpuType] | None = None,
+    monthly_budget: float | None = None,
 ) -> AsyncIterator[ReadyPod]:
     """:func:`provision`, then hold the SSH connection the job starts through.
 
@@ -301,7 +320,15 @@ async def open_provisioned(
     ``timing.poll`` apart) is deleted and the run fails. Leaving the block closes the
     connection only: what becomes of the pod is the caller's decision.
     """
-    ready = await provision(ctx, run_id, spec, keep=keep, api_base=api_base, catalog=catalog)
+    ready = await provision(
+        ctx,
+        run_id,
+        spec,
+        keep=keep,
+        api_base=api_base,
+        catalog=catalog,
+        monthly_budget=monthly_budget,
+    )
     assert ctx.connect is not None  # provision checked it
     async with contextlib.AsyncExitStack() as stack:
         executor: Executor | None = None

@@ -43,6 +43,8 @@ from overbrainer.lifecycle.target import (
     TargetGone,
 )
 from overbrainer.runpod import cost_cap, messages
+from overbrainer.runpod.candidates import NoCandidate, choose, wanted_of
+from overbrainer.runpod.client import RunpodError
 from overbrainer.runpod.clocks import ServerClock
 from overbrainer.runpod.decide import interrupted_before_job
 from overbrainer.runpod.models import GpuType, Pod
@@ -50,12 +52,14 @@ from overbrainer.runpod.timing import Timing
 from overbrainer.session.session import Session, ended_by
 from overbrainer.targets.runpod import following
 from overbrainer.targets.runpod.billing import after_end
+from overbrainer.targets.runpod.budget import month_budget
 from overbrainer.targets.runpod.delete import release
 from overbrainer.targets.runpod.ending import end_pod
 from overbrainer.targets.runpod.podrm import end_abandoned, still_starting, warn_orphans
 from overbrainer.targets.runpod.pods import PodContext, note_clock
 from overbrainer.targets.runpod.preflight import parallelism_of
 from overbrainer.targets.runpod.provision import (
+    OverBudget,
     ProvisionCancelled,
     ProvisionInterrupted,
     ProvisionOvertaken,
@@ -284,11 +288,40 @@ class PodTarget:
     # -- a new run --
 
     async def before_create(self) -> None:
-        """Warn about the chat template, and about leftover pods nothing will delete."""
+        """Refuse a run that could pass the project's monthly budget; warn about the chat
+        template, and about leftover pods nothing will delete.
+
+        Raises:
+            OverBudget: the run's bound and the month's spend would pass the budget.
+        """
+        await self._within_budget()
         warning = reasoning_template_warning(self.settings.training)
         if warning:
             self.session.front.warn(warning)
         await warn_orphans(self.ctx, self.pods)
+
+    async def _within_budget(self) -> None:
+        """With a monthly budget, the run's bound (its candidates chosen from the catalog,
+        read here when the preflight did not) against the month's spend. When no candidate
+        may be tried the walk refuses the run itself, saying why."""
+        budget = self.settings.project.monthly_budget_usd
+        if budget is None:
+            return
+        wanted = wanted_of(self.name, self.spec, priced=True)
+        if self.catalog is None and wanted.needs_catalog:
+            try:
+                self.catalog = await self.ctx.client.list_gpu_types(
+                    availability=True, gpu_count=wanted.gpu_count
+                )
+            except RunpodError:
+                return  # provisioning reads it again, and refuses without it
+        try:
+            chosen = choose(wanted, self.catalog)
+        except NoCandidate:
+            return
+        verdict = await month_budget(self.session, budget, wanted, chosen, self.ctx.clock())
+        if not verdict.fits:
+            raise OverBudget(verdict.refusal(self.name, "no run"))
 
     def created(self, run_id: str) -> ev.RunCreated:
         """The run's first event: its pod's directory, ``--keep-pod``."""
@@ -318,6 +351,7 @@ class PodTarget:
                 keep=self.keep,
                 api_base=self.api_base,
                 catalog=self.catalog,
+                monthly_budget=self.settings.project.monthly_budget_usd,
             ) as ready:
                 yield ready.executor
         except ProvisionInterrupted as stop:
