@@ -12,6 +12,7 @@ from overbrainer.events.types import RunState
 from overbrainer.plurals import plural, word
 
 if TYPE_CHECKING:
+    from overbrainer.cli.context import Invocation
     from overbrainer.config.model import Settings
     from overbrainer.events.aggregate import RunLog
     from overbrainer.front.console import Front
@@ -406,8 +407,25 @@ async def _preflight(target: str | None) -> "Preflight":
         env_problems = error.problems
         environ = dict(invocation.base_environ)
     return await preflight(
-        invocation.project_dir, environ, target=target, env_problems=env_problems
+        invocation.project_dir,
+        environ,
+        target=target,
+        env_problems=env_problems,
+        runs=partial(_project_runs, invocation),
     )
+
+
+def _project_runs(invocation: "Invocation") -> "list[RunLog]":
+    """Every run of the project's store (none before its log exists): the monthly
+    budget's spend, as `runs ls` reads it."""
+    from overbrainer.cli.common import store_url
+    from overbrainer.cli.listing import listing
+    from overbrainer.config.project import LOG_FILE
+
+    if store_url(invocation) is None and not (invocation.project_dir / LOG_FILE).is_file():
+        return []
+    states, _ = listing(invocation)
+    return states
 
 
 async def _act(name: str, session: "Session", settings: "Settings", state: "RunLog") -> int:

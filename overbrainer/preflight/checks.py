@@ -29,6 +29,7 @@ __all__ = [
     "Report",
     "Verdict",
     "budget_check",
+    "budget_unread",
     "candidates_check",
     "config_check",
     "data_check",
@@ -396,8 +397,18 @@ def candidates_check(wanted: Wanted, catalog: Sequence[GpuType] | ApiFailure) ->
 def budget_check(budget: Budget, target: str) -> Check:
     """The run against the project's monthly budget: the month's spend, the budget and
     the run's bound; a problem when the run could pass the budget."""
-    refusal = budget.refusal(target)
-    return _check("budget", budget.line(), [refusal] if refusal else [])
+    refusal = budget.refusal(target, None)  # the report says what was not created
+    return _check("budget", budget.line().removeprefix("budget: "), [refusal] if refusal else [])
+
+
+def budget_unread(why: str) -> Check:
+    """The month's spend could not be read from the store: the run cannot be checked
+    against the monthly budget, so it may not start."""
+    return _check(
+        "budget",
+        "this month's spend: not read",
+        [f"project.monthly_budget_usd: the month's spend could not be read ({why})"],
+    )
 
 
 def parallelism_check(choice: Choice) -> Check:

@@ -86,11 +86,15 @@ class Budget:
             return head + "; nothing bounds what this run may cost"
         return head + f"; this run may cost up to {money(self.bound)}"
 
-    def refusal(self, target: str, nothing: str = "no pod") -> str:
+    def refusal(self, target: str, nothing: str | None = "no pod") -> str:
         """Why the run may not start, and what to change (empty when it fits); ``nothing``
-        says what was not created (``no run``, ``no pod``)."""
+        says what was not created (``no run``, ``no pod``; None: left unsaid)."""
         if self.fits:
             return ""
+        text = self._refusal(target)
+        return text if nothing is None else f"{text}, {nothing} was created"
+
+    def _refusal(self, target: str) -> str:
         key = f"targets.{target}.max_cost_usd"
         left = _cents_down(self.left)
         spent = (
@@ -101,18 +105,12 @@ class Budget:
             return (
                 f"{spent}, and nothing bounds what a run on target {target} may cost (Runpod's "
                 f"catalog lists no price for a GPU type it may use): set {key} = {left:g} or "
-                f"less (what the month has left), {nothing} was created"
+                "less (what the month has left)"
             )
         over = f"{spent}; this run may cost up to {money(self.bound)}, which would pass it"
         if left <= 0:
-            return (
-                f"{over}: nothing is left this month; raise {BUDGET_KEY} or wait for next "
-                f"month, {nothing} was created"
-            )
-        return (
-            f"{over}: lower {key} to {left:g} (what is left) or raise {BUDGET_KEY}, "
-            f"{nothing} was created"
-        )
+            return f"{over}: nothing is left this month; raise {BUDGET_KEY} or wait for next month"
+        return f"{over}: lower {key} to {left:g} (what is left) or raise {BUDGET_KEY}"
 
 
 def _cents_down(amount: float) -> float:

@@ -8,14 +8,17 @@ caller races the whole walk against Ctrl-C.
 """
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import trio
 
 from overbrainer.config.load import ConfigError, load_settings
-from overbrainer.config.model import Settings, Target
+from overbrainer.config.model import RunpodTarget, Settings, Target
+from overbrainer.errors import OverbrainerError
+from overbrainer.events.aggregate import RunLog
 from overbrainer.preflight import checks
 from overbrainer.preflight.checks import Check, Report
 from overbrainer.targets.choose import TargetFound, check_target
@@ -24,6 +27,11 @@ from overbrainer.train.data import inspect_data
 __all__ = ["Preflight", "preflight"]
 
 _CONFIG_FILE = "overbrainer.toml"
+
+
+def _utc_now() -> datetime:
+    """This machine's time now."""
+    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)
@@ -44,11 +52,16 @@ async def preflight(
     *,
     target: str | None = None,
     env_problems: Sequence[str] = (),
+    runs: Callable[[], Sequence[RunLog]] | None = None,
+    now: Callable[[], datetime] = _utc_now,
 ) -> Preflight:
     """Every check a run on ``target`` (default: ``training.target``) would fail on.
 
     ``environ`` is the process environment over the project's ``.env``; ``env_problems``
-    what reading that ``.env`` found wrong (they are configuration problems too).
+    what reading that ``.env`` found wrong (they are configuration problems too). ``runs``
+    reads the project's runs from its store (called in a worker thread, only for a Runpod
+    target under ``[project] monthly_budget_usd``: the month's spend); ``now`` is this
+    machine's clock (which month it is).
     """
     problems = list(env_problems)
     settings: Settings | None = None
@@ -72,10 +85,30 @@ async def preflight(
         found.append(checks.skipped("target", "not checked: the configuration has problems"))
     else:
         seen = await check_target(found, settings, name, spec, project_dir)
+        budget = settings.project.monthly_budget_usd
+        if budget is not None and isinstance(spec, RunpodTarget) and runs is not None:
+            found.append(await _budget(budget, name, spec, seen, runs, now()))
     local_store = settings is None or settings.store.url is None
     found.append(await trio.to_thread.run_sync(_project_dirs, project_dir, local_store))
     report = Report(subject or "the project", tuple(found))
     return Preflight(report, settings if not problems else None, name, seen)
+
+
+async def _budget(
+    budget: float,
+    name: str,
+    spec: RunpodTarget,
+    seen: TargetFound,
+    runs: Callable[[], Sequence[RunLog]],
+    now: datetime,
+) -> Check:
+    from overbrainer.targets.runpod.budget import budget_check_of
+
+    try:
+        states = await trio.to_thread.run_sync(runs, abandon_on_cancel=True)
+    except OverbrainerError as error:
+        return checks.budget_unread(str(error))
+    return budget_check_of(budget, name, spec, seen.catalog, states, now)
 
 
 # --- the project's own directories -------------------------------------------------------

@@ -12,12 +12,23 @@ verdict as a check.
 from collections.abc import Iterable
 from datetime import datetime
 
+from overbrainer.config.model import RunpodTarget
 from overbrainer.events.aggregate import RunLog
+from overbrainer.preflight import checks
+from overbrainer.preflight.checks import Check
 from overbrainer.projections.budget import Budget, month_name, month_spend
-from overbrainer.runpod.candidates import Chosen, Wanted, run_cost_bound
+from overbrainer.runpod.candidates import (
+    Chosen,
+    NoCandidate,
+    Wanted,
+    choose,
+    run_cost_bound,
+    wanted_of,
+)
+from overbrainer.runpod.models import GpuType
 from overbrainer.session.session import Session
 
-__all__ = ["budget_of", "month_budget"]
+__all__ = ["budget_check_of", "budget_of", "month_budget"]
 
 
 def budget_of(
@@ -35,3 +46,21 @@ async def month_budget(
     """:func:`budget_of` with the project's runs as the store holds them now (a team
     store: every checkout's runs)."""
     return budget_of(budget, wanted, chosen, await session.journal.runs(), now)
+
+
+def budget_check_of(
+    budget: float,
+    name: str,
+    spec: RunpodTarget,
+    catalog: Iterable[GpuType] | None,
+    states: Iterable[RunLog],
+    now: datetime,
+) -> Check:
+    """The preflight's check of a new run on target ``name`` against the monthly budget:
+    the month's spend, the budget and the run's bound; a problem when it could pass it."""
+    wanted = wanted_of(name, spec, priced=True)
+    try:
+        chosen = choose(wanted, None if catalog is None else list(catalog))
+    except NoCandidate:
+        return checks.skipped("budget", "not checked: no GPU candidate to bound the run's cost")
+    return checks.budget_check(budget_of(budget, wanted, chosen, states, now), name)
