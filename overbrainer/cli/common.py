@@ -38,6 +38,42 @@ def store_url(invocation: Invocation) -> str | None:
     return url
 
 
+def monthly_budget(invocation: Invocation) -> float | None:
+    """``[project] monthly_budget_usd`` (env over file; None: not set), read leniently as
+    :func:`store_url` reads the store: listing runs needs no valid training configuration."""
+    import math
+
+    name = "OVERBRAINER_PROJECT__MONTHLY_BUDGET_USD"
+    value: object = invocation.environ().get(name) or None
+    where = name
+    if value is None:
+        where = "project.monthly_budget_usd in overbrainer.toml"
+        try:
+            data = tomllib.loads(
+                (invocation.project_dir / "overbrainer.toml").read_text(encoding="utf-8")
+            )
+        except FileNotFoundError:
+            return None
+        except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as error:
+            raise OverbrainerError(
+                f"cannot read overbrainer.toml: {error}; fix it (see `overbrainer config check`)"
+            ) from error
+        project = data.get("project")
+        value = project.get("monthly_budget_usd") if isinstance(project, dict) else None
+        if value is None:
+            return None
+    try:
+        amount = float(value) if isinstance(value, str | int | float) else math.nan
+    except ValueError:
+        amount = math.nan
+    if isinstance(value, bool) or not (math.isfinite(amount) and amount > 0):
+        raise OverbrainerError(
+            f"{where}: must be a number of US dollars greater than 0; fix it or remove it "
+            "(see `overbrainer config check`)"
+        )
+    return amount
+
+
 def _has_password(url: str) -> bool:
     from urllib.parse import urlsplit
 

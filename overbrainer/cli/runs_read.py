@@ -21,6 +21,7 @@ from overbrainer.events.states import RunState
 from overbrainer.plurals import plural, word
 
 if TYPE_CHECKING:
+    from overbrainer.events.aggregate import RunLog
     from overbrainer.projections.chart import Series
     from overbrainer.projections.live import Standing
     from overbrainer.projections.spend import Spend
@@ -89,6 +90,19 @@ def total_line(spends: "list[Spend]", since: str) -> str:
     if unknown:
         line += f"; the cost of {plural(unknown, 'pod')} is unknown"
     return line
+
+
+def _budget_text(invocation: Any, states: "Sequence[RunLog]", now: datetime) -> str:
+    """``; this month (Dec 2026) $12.00 of the monthly budget $100.00, $88.00 left`` when
+    ``[project] monthly_budget_usd`` is set (every run of the store counts), else empty."""
+    from overbrainer.cli.common import monthly_budget
+
+    budget = monthly_budget(invocation)
+    if budget is None:
+        return ""
+    from overbrainer.projections.budget import month_name, month_spend, month_text
+
+    return "; " + month_text(month_spend(states, now), budget, month_name(now))
 
 
 def _progress(standing: "Standing | None") -> str:
@@ -190,6 +204,7 @@ def list_runs(
 
         check_listing(invocation)
     now = clock()
+    every = states  # the month's spend counts every run, its files removed or not
     removed = sum(1 for s in states if s.run.files_removed is not None)
     if not all_runs:
         states = [s for s in states if s.run.files_removed is None]
@@ -244,7 +259,7 @@ def list_runs(
         from overbrainer.projections.spend import run_spend
 
         spends = [run_spend(s, now, here=hosts.get(s.run.run_id, "") == here) for s in states]
-        out.append(total_line(spends, since.strip()))
+        out.append(total_line(spends, since.strip()) + _budget_text(invocation, every, now))
     sys.stdout.write("\n".join(out) + "\n")
     _ended_notes(rows)
     return 0

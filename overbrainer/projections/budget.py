@@ -16,7 +16,7 @@ from overbrainer.events.aggregate import RunLog
 from overbrainer.projections.spend import money, run_spend
 from overbrainer.utc import parse_utc
 
-__all__ = ["BUDGET_KEY", "Budget", "month_bounds", "month_name", "month_spend"]
+__all__ = ["BUDGET_KEY", "Budget", "month_bounds", "month_name", "month_spend", "month_text"]
 
 BUDGET_KEY = "project.monthly_budget_usd"
 
@@ -52,6 +52,12 @@ def month_spend(states: Iterable[RunLog], now: datetime) -> float:
         if created is not None and start <= created < end:
             total += run_spend(state, now).total
     return total
+
+
+def month_text(spent: float, budget: float, month: str) -> str:
+    """``this month (Dec 2026) $12.00 of the monthly budget $100.00, $88.00 left``."""
+    left = f"{money(budget - spent)} left" if spent <= budget else f"{money(spent - budget)} over"
+    return f"this month ({month}) {money(spent)} of the monthly budget {money(budget)}, {left}"
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,12 @@ import pytest
 import trio
 import trio.testing
 
+from overbrainer.cli import runs_read
+from overbrainer.cli.main import main
 from overbrainer.config.model import ProjectSettings
 from overbrainer.events.ids import new_run_id
-from overbrainer.projections.budget import month_name
+from overbrainer.projections.budget import month_bounds, month_name
+from overbrainer.projections.spend import run_spend
 from overbrainer.targets.runpod.provision import OverBudget, provision
 from overbrainer.testing.pod_training import Train, training
 from overbrainer.utc import parse_utc
@@ -100,3 +103,41 @@ async def test_the_walk_asks_again_and_creates_no_pod_for_a_run_past_the_budget(
         ):
             await provision(command.ctx, run_id, t.spec, keep=False, monthly_budget=BUDGET)
         assert len(t.rig.creates()) == 1
+
+
+def _ls(capsys: pytest.CaptureFixture[str], project: Path, *args: str) -> str:
+    assert main(["-C", str(project), "runs", "ls", *args]) == 0
+    return capsys.readouterr().out
+
+
+async def test_runs_ls_since_shows_the_month_against_the_budget(
+    tmp_path: Path,
+    autojump_clock: trio.testing.MockClock,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with training(tmp_path) as t:
+        first = await _first_run(t)
+        state = t.rig.state(first)
+    created = parse_utc(state.run.created_at)
+    assert created is not None
+    spent = run_spend(state, created).total
+    assert spent > 0
+    # Without a budget, the totals line is as it was.
+    monkeypatch.setattr(runs_read, "clock", lambda: created)
+    assert "budget" not in _ls(capsys, tmp_path, "--since", "7d")
+    with (tmp_path / "overbrainer.toml").open("a") as toml:
+        toml.write("\n[project]\nmonthly_budget_usd = 10\n")
+    last = _ls(capsys, tmp_path, "--since", "7d").splitlines()[-1]
+    assert last.startswith(f"total ${spent:.2f} for 1 run created in the last 7d")
+    assert last.endswith(
+        f"; this month ({month_name(created)}) ${spent:.2f} of the monthly budget $10.00, "
+        f"${10 - spent:.2f} left"
+    )
+    # The next month (UTC): the run is still within the span listed, not in the month.
+    _, next_month = month_bounds(created)
+    monkeypatch.setattr(runs_read, "clock", lambda: next_month)
+    last = _ls(capsys, tmp_path, "--since", "60d").splitlines()[-1]
+    assert last.endswith(
+        f"; this month ({month_name(next_month)}) $0.00 of the monthly budget $10.00, $10.00 left"
+    )
