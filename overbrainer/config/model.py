@@ -772,9 +772,17 @@ class ProjectSettings(BaseModel):
 
     # The most the project's Runpod runs may cost in a calendar month (UTC), in US dollars:
     # a run that could pass it is refused before any pod exists. None: no budget.
-    monthly_budget_usd: (
-        Annotated[float, Field(gt=0, le=100_000_000, allow_inf_nan=False)] | None
-    ) = None
+    monthly_budget_usd: Annotated[float, Field(allow_inf_nan=False)] | None = None
+
+    @field_validator("monthly_budget_usd")
+    @classmethod
+    def _budget(cls, value: float | None) -> float | None:
+        if value is not None and not 0 < value <= 100_000_000:
+            raise ValueError(
+                "must be a number of US dollars greater than 0 (e.g. 100); remove it for no "
+                "monthly budget"
+            )
+        return value
 
 
 # --- all settings ----------------------------------------------------------------------

@@ -297,3 +297,26 @@ def test_a_save_that_leaves_no_time_to_train_is_refused(project: Path, value: st
 def test_a_negative_save_time_is_refused(project: Path) -> None:
     with pytest.raises(ConfigError, match="save_before_deadline_minutes"):
         load_settings(project, {"OVERBRAINER_TARGETS__GPU__SAVE_BEFORE_DEADLINE_MINUTES": "-1"})
+
+
+def test_the_monthly_budget_is_optional_and_set_in_the_file_or_the_environment(
+    project: Path,
+) -> None:
+    assert load_settings(project, {}).project.monthly_budget_usd is None
+    with (project / "overbrainer.toml").open("a", encoding="utf-8") as toml:
+        toml.write("\n[project]\nmonthly_budget_usd = 100\n")
+    assert load_settings(project, {}).project.monthly_budget_usd == 100.0
+    env = {"OVERBRAINER_PROJECT__MONTHLY_BUDGET_USD": "12.5"}
+    assert load_settings(project, env).project.monthly_budget_usd == 12.5
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "1e9"])
+def test_a_monthly_budget_that_is_not_a_positive_amount_is_refused(
+    project: Path, value: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings(project, {"OVERBRAINER_PROJECT__MONTHLY_BUDGET_USD": value})
+    assert refused.value.problems == [
+        "project.monthly_budget_usd (from OVERBRAINER_PROJECT__MONTHLY_BUDGET_USD): must be a "
+        "number of US dollars greater than 0 (e.g. 100); remove it for no monthly budget"
+    ]
