@@ -3,8 +3,9 @@
 The configuration, the data files and the project's directories are read here; the target
 is asked by its own home (``targets/machine/preflight.py``: ``probe.sh`` here or over SSH;
 ``targets/runpod/preflight.py``: the API), as ``targets.choose`` chooses. Every verdict
-comes from :mod:`overbrainer.preflight.checks`. Nothing is written, no run is created; the
-caller races the whole walk against Ctrl-C.
+comes from :mod:`overbrainer.preflight.checks`. Nothing is written (but the runs view, a
+cache, catching up with the store for the monthly budget), no run is created; the caller
+races the whole walk against Ctrl-C.
 """
 
 import os

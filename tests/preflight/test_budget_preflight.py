@@ -7,6 +7,9 @@ from pathlib import Path
 
 from overbrainer.projections.budget import month_name
 from tests.preflight.test_train_preflight import run, runpod_project
+from tests.runs.conftest import Project, project
+
+__all__ = ["project"]
 
 # The project's target: gpu_types = ["NVIDIA A40"] at $0.40/h, max_hours = 1.
 
@@ -59,3 +62,9 @@ async def test_a_run_that_could_pass_the_budget_is_a_problem_and_creates_nothing
     assert trained.returncode != 0
     assert refusal in trained.stdout + trained.stderr
     assert fake.create_requests() == [] and project.runs() == []
+
+
+def test_a_local_target_costs_nothing_against_the_budget(project: Project) -> None:
+    done = project.run("train", "--check", OVERBRAINER_PROJECT__MONTHLY_BUDGET_USD="0.01")
+    assert done.returncode == 0, done.stderr
+    assert " budget " not in done.stdout

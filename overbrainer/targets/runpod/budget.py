@@ -41,11 +41,20 @@ def budget_of(
 
 
 async def month_budget(
-    session: Session, budget: float, wanted: Wanted, chosen: Chosen, now: datetime
+    session: Session,
+    budget: float,
+    wanted: Wanted,
+    chosen: Chosen,
+    now: datetime,
+    *,
+    run_id: str | None = None,
 ) -> Budget:
     """:func:`budget_of` with the project's runs as the store holds them now (a team
-    store: every checkout's runs)."""
-    return budget_of(budget, wanted, chosen, await session.journal.runs(), now)
+    store: every checkout's runs). ``run_id``: the run being provisioned, left out of the
+    month's spend: its bound stands for all it may cost (a first pod of it cost nothing
+    yet; the pod of a later attempt is within the same ``max_cost_usd``)."""
+    states = [s for s in await session.journal.runs() if s.run.run_id != run_id]
+    return budget_of(budget, wanted, chosen, states, now)
 
 
 def budget_check_of(

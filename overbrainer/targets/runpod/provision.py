@@ -270,7 +270,9 @@ async def provision(
     if monthly_budget is not None:
         # Asked again here, candidates chosen: another run may have spent since `train`
         # looked before creating this one.
-        budget = await month_budget(ctx.session, monthly_budget, wanted, chosen, ctx.clock())
+        budget = await month_budget(
+            ctx.session, monthly_budget, wanted, chosen, ctx.clock(), run_id=run_id
+        )
         if not budget.fits:
             raise OverBudget(budget.refusal(state.run.target))
     walk = _Walk(ctx, run_id, spec, keep=keep, api_base=api_base, wanted=wanted, chosen=chosen)
