@@ -359,7 +359,7 @@ TREE = Command(
                 "attach`, another `supervise`), saying which, and takes over one whose "
                 "follower is gone. All it knows comes from the log: restarted, it goes on. "
                 "Ctrl-C or SIGTERM stops following (the jobs keep running, pods stay bounded "
-                "by their watchdogs); run it as a service (docs/supervise.md)."
+                "by their watchdogs). docs/commands.md shows it run as a systemd service."
             ),
             overview=(
                 (

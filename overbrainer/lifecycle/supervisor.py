@@ -71,6 +71,7 @@ class Supervisor:
         self._said: dict[str, str] = {}
         self.followed = 0
         self.failed = 0
+        self.left = 0  # runs whose following a signal stopped
 
     async def run(self) -> int:
         """Pass after pass until a signal (or, ``once``, until the runs of the first pass
@@ -85,10 +86,13 @@ class Supervisor:
                 if await interrupts.race(partial(trio.sleep, self.poll)) is None:
                     break
         if interrupts.interrupted:
-            front.result(
-                f"supervise: stopped ({interrupts.reason}); the jobs of the runs it followed "
-                "keep running: `overbrainer supervise` follows them again"
+            left = (
+                f"; the jobs of {plural(self.left, 'run')} it followed keep running: "
+                "`overbrainer supervise` follows them again"
+                if self.left
+                else ""
             )
+            front.result(f"supervise: stopped ({interrupts.reason}){left}")
             return 0
         if self.once:
             front.result(
@@ -136,8 +140,10 @@ class Supervisor:
             self.followed += 1
         except FollowedElsewhere as error:
             self._say(run_id, str(error))
-        except Interrupted:
-            pass  # the follow recorded its detach and said where the job runs
+        except Interrupted as stopped:
+            # The follow recorded its detach; where the job runs is said once here.
+            self.left += 1
+            front.warn(str(stopped))
         except OverbrainerError as error:
             self.failed += 1
             # Tried again at the next pass (once a minute at most is enough to read).

@@ -74,7 +74,7 @@ def _ended(e: ev.RunEnded, s: RunLog | None) -> str:
 
 
 def _followed(e: ev.Followed, s: RunLog | None) -> str:
-    return "took over following the run (its actor follows it from now on)"
+    return "a command took over following the run (`events -v` names it)"
 
 
 def _detached(e: ev.Detached, s: RunLog | None) -> str:

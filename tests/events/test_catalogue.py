@@ -224,7 +224,7 @@ EXPECTED_SENTENCES_D = [
     f"{RUN_B} from "
     "checkpoint-4",
     "started the job (pid 88) in runs/d",
-    "took over following the run (its actor follows it from now on)",
+    "a command took over following the run (`events -v` names it)",
     "checkpoint of step 5 retrieved (output/checkpoint-5), every checksum verified",
     "stop requested of the command following the run (save a checkpoint and stop)",
     "stop taken by the command following the run: the job saves a checkpoint and stops",
