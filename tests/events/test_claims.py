@@ -1,5 +1,7 @@
 """Who follows a run, as its log says, and what a command that wants to follow it finds."""
 
+import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -84,3 +86,38 @@ def test_a_run_left_alone_names_its_follower_and_what_takes_it_over() -> None:
     assert "`overbrainer supervise` takes it over" in said
     away = left_alone("r1", Claim.elsewhere, AWAY)
     assert "(pid 10 on host h2)" in away and "follow it from that host" in away
+
+
+def test_of_two_claims_from_one_read_of_the_log_the_store_keeps_one(tmp_path: Path) -> None:
+    from functools import partial
+
+    from overbrainer.events import decisions
+    from overbrainer.events.actor import Actor
+    from overbrainer.events.aggregate import InvalidTransition
+    from overbrainer.events.store import RunStore
+
+    run = "20260102-000000-abcd"
+    here = Actor.here("supervise")
+    first = RunStore(None, tmp_path, dataclasses.replace(here, pid=1001))
+    second = RunStore(None, tmp_path, dataclasses.replace(here, pid=1002))
+    try:
+        first.create(
+            ev.RunCreated(
+                run_id=run, target="here", kind="local", remote_dir="runs/x", settings_digest="d"
+            )
+        )
+        first.append(run, lambda _: [ev.JobStarted(job_dir="runs/x", pid=1)])
+        first.append(run, lambda _: [ev.Detached()])
+        # Both read the log at once: nobody follows the run.
+        read = [first.history(run), second.history(run)]
+        assert [follower(records) for records in read] == [None, None]
+        first.append(run, partial(decisions.follow, seen=len(read[0])))
+        with pytest.raises(InvalidTransition, match="changed while its follower was read"):
+            second.append(run, partial(decisions.follow, seen=len(read[1])))
+        # The loser reads again and finds the winner.
+        winner = follower(second.history(run))
+        assert winner is not None and winner["pid"] == 1001
+        assert decide(winner, {**here.to_json(), "pid": 1002}, True) is Claim.held
+    finally:
+        first.close()
+        second.close()
