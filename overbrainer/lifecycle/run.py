@@ -139,7 +139,7 @@ async def train(
             if target.billed is not None:
                 state = await target.billed.started(run_id, state)
             if detach:
-                return await _leave(session, job)
+                return await _leave(session, job, state)
             return await _follow(session, target, job, state)
     except StoppedBeforeJob as stop:
         await _fail_before_job(
@@ -157,14 +157,19 @@ async def train(
         raise
 
 
-async def _leave(session: Session, job: Job) -> int:
+async def _leave(session: Session, job: Job, state: RunLog) -> int:
     """``train --detach`` once the job started: record that nobody follows it, and say
-    who will."""
+    who will (and, on a pod, what bounds it meanwhile)."""
     run_id = job.run_id
     await service.detach(session, run_id, reason="left to the supervisor (train --detach)")
+    pod = state.pod
+    where = f"pod {pod.pod_id}" if pod.pod_id else job.executor.location
+    bound = (
+        f"; its watchdog deletes the pod by {pod.deadline} at the latest" if pod.deadline else ""
+    )
     session.front.result(
-        f"train: run {run_id} started on {job.executor.location} and is left running: "
-        f"`overbrainer supervise` follows it (or `overbrainer train attach {run_id}`)"
+        f"train: run {run_id} started on {where} and is left running: `overbrainer "
+        f"supervise` follows it (or `overbrainer train attach {run_id}`){bound}"
     )
     return 0
 

@@ -625,3 +625,25 @@ async def test_item_5_train_cancel_of_a_provisioning_run_is_taken_by_the_train_s
         assert w.run_json(run_id)["state"] == "cancelled"
         names = await w.events(run_id)
         assert names.count("run.CancelRequested") == 2 and "run.JobStarted" not in names
+
+
+async def test_a_detached_pod_run_is_followed_to_its_end_by_supervise_and_its_pod_deleted(
+    tmp_path: Path,
+) -> None:
+    async with world(tmp_path, steps=20, step_seconds=0.1) as w:
+        detached = await w.run("train", "--detach")
+        assert detached.returncode == 0, detached.stderr
+        run_id = w.runs()[-1]
+        pod_id = str(w.pod_json(run_id)["pod_id"])
+        assert f"train: run {run_id} started on pod " in detached.stdout
+        assert "is left running: `overbrainer supervise` follows it" in detached.stdout
+        assert w.fake.status(pod_id) == "RUNNING"
+        done = await w.run("supervise", "--once")
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+        assert f"train: run {run_id} succeeded" in done.stdout
+        assert final_line(done.stdout) == "supervise: followed 1 run"
+        assert w.fake.status(pod_id) == "TERMINATED"
+        names = await w.events(run_id)
+        assert names.count("run.Followed") == 1 and names.count("pod.Deleted") == 1
+        assert names.index("run.Detached") < names.index("run.Followed")
