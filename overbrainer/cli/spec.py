@@ -365,7 +365,7 @@ TREE = Command(
                 (
                     "supervise [--once] [--poll SECONDS]",
                     "follow every unfinished run to its end and collect it, and the runs "
-                    "started later; --once: those of now only",
+                    "started later (with --once, only those of now)",
                 ),
             ),
             brief="follow every unfinished run, now and later",

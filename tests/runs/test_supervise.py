@@ -159,3 +159,20 @@ def test_a_supervisor_follows_runs_started_after_it(project: Project) -> None:
             supervisor.kill()
     assert supervisor.returncode == 0, err
     assert f"train: run {run_id} succeeded" in out
+
+
+def test_a_run_its_train_still_follows_is_left_to_it(project: Project) -> None:
+    train = project.start("train", **SLOW)
+    try:
+        run_id = project.wait_for_state("running")
+        done = project.run("supervise", "--once", timeout=90)
+        assert done.returncode == 0, done.stderr
+        assert (
+            f"supervise: run {run_id} is followed by `overbrainer train` (pid {train.pid} on host "
+        ) in done.stderr
+        _out, err = train.communicate(timeout=60)
+    finally:
+        if train.poll() is None:
+            train.kill()
+    assert train.returncode == 0, err
+    assert "run.Followed" not in project.event_names(run_id)
