@@ -6,6 +6,11 @@ import signal
 import subprocess
 import time
 
+import pytest
+
+from overbrainer.events import types as ev
+from overbrainer.events.aggregate import fold
+from overbrainer.lifecycle.supervisor import needs_following
 from tests.runs.conftest import Project, alive, job_pid
 
 SLOW = {"FAKE_AXOLOTL_STEPS": "40", "FAKE_AXOLOTL_STEP_SECONDS": "0.1"}
@@ -176,3 +181,29 @@ def test_a_run_its_train_still_follows_is_left_to_it(project: Project) -> None:
             train.kill()
     assert train.returncode == 0, err
     assert "run.Followed" not in project.event_names(run_id)
+
+
+CREATED = ev.RunCreated(
+    run_id="20260102-000000-abcd", target="here", kind="local", remote_dir="x", settings_digest="d"
+)
+STARTED = ev.JobStarted(job_dir="runs/x", pid=5)
+HOME = ev.ArtifactsRetrieved(files=1, bytes=1, manifest_digest="m")
+DONE = ev.RunEnded(state="succeeded", exit_code=0)
+
+
+@pytest.mark.parametrize(
+    ("events", "followed"),
+    [
+        ([CREATED], True),  # left starting: its start is settled
+        ([CREATED, STARTED], True),
+        ([CREATED, STARTED, ev.Detached()], True),
+        ([CREATED, STARTED, HOME, DONE], False),  # nothing left to do
+        ([CREATED, STARTED, DONE], True),  # ended, its results not home
+        ([CREATED, STARTED, DONE, ev.NoteAdded(note="not retrieved")], True),
+        ([CREATED, ev.RunEnded(state="failed", message="no job")], False),
+        ([CREATED, STARTED, DONE, ev.FilesRemoved(bytes=1)], False),  # not here any more
+    ],
+)
+def test_which_runs_a_supervisor_follows(events: list[ev.Event], followed: bool) -> None:
+    state = fold((event, "2026-01-02T00:00:00Z") for event in events)
+    assert needs_following(state) is followed
