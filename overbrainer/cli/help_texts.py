@@ -63,6 +63,10 @@ HELP: dict[str, str] = {
         "│                    the one of that step): the base model, adapter, LoRA      │\n"
         "│                    shape and sequence length must be the ones it trained     │\n"
         "│                    with.                                                     │\n"
+        "│ --detach           Once the run's job has started, stop following it         │\n"
+        "│                    (recorded in its log) and exit: overbrainer supervise     │\n"
+        "│                    follows it, or overbrainer train attach RUN. [default:    │\n"
+        "│                    False]                                                    │\n"
         "╰──────────────────────────────────────────────────────────────────────────────╯\n"
     ),
     "train attach": (
@@ -99,6 +103,26 @@ HELP: dict[str, str] = {
         "╭─ Arguments ──────────────────────────────────────────────────────────────────╮\n"
         "│ *  RUN  The run: its ID, a unique prefix or suffix of it (ab12), or          │\n"
         "│         runs/<id>/. [required]                                               │\n"
+        "╰──────────────────────────────────────────────────────────────────────────────╯\n"
+    ),
+    "supervise": (
+        "Usage: overbrainer supervise [OPTIONS]\n"
+        "\n"
+        "Follow every unfinished run of the project's store as train attach would, until \n"
+        "it ends and its results are home, and keep doing so for runs started later      \n"
+        "(train --detach).                                                               \n"
+        "\n"
+        "It leaves alone a run that another live command follows (a train, a train       \n"
+        "attach, another supervise), saying which, and takes over one whose follower is  \n"
+        "gone. All it knows comes from the log: restarted, it goes on. Ctrl-C or SIGTERM \n"
+        "stops following (the jobs keep running, pods stay bounded by their watchdogs).  \n"
+        "docs/commands.md shows it run as a systemd service.\n"
+        "\n"
+        "╭─ Parameters ─────────────────────────────────────────────────────────────────╮\n"
+        "│ --once        Follow the runs unfinished now to their end, then exit (for    │\n"
+        "│               cron and scripts). [default: False]                            │\n"
+        "│ --poll FLOAT  How often to look for new unfinished runs, in seconds (default │\n"
+        "│               30).                                                           │\n"
         "╰──────────────────────────────────────────────────────────────────────────────╯\n"
     ),
     "runs": (

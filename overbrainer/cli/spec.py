@@ -252,6 +252,10 @@ TREE = Command(
                     "only those checks: print each with its verdict, create nothing",
                 ),
                 ("train --resume-from RUN[:STEP]", "a new run that goes on from RUN's checkpoint"),
+                (
+                    "train --detach",
+                    "start a run, then leave it to `overbrainer supervise` once its job runs",
+                ),
             ),
             brief="check, create a run, train, bring the results home",
             options=(
@@ -287,6 +291,14 @@ TREE = Command(
                     takes="text",
                     complete="run",
                     brief="go on from a run's checkpoint (RUN[:STEP])",
+                ),
+                Option(
+                    ("--detach",),
+                    "detach",
+                    "Once the run's job has started, stop following it (recorded in its log) "
+                    "and exit: `overbrainer supervise` follows it, or `overbrainer train attach "
+                    "RUN`.",
+                    brief="leave the started run to `overbrainer supervise`",
                 ),
             ),
             commands=(
@@ -333,6 +345,45 @@ TREE = Command(
                     ),
                     brief="have a run's job save a checkpoint and stop; collect it",
                     args=(Arg("RUN", "run", RUN_HELP, complete="run"),),
+                ),
+            ),
+        ),
+        Command(
+            "supervise",
+            "Follow every unfinished run of the project's store as `train attach` would, "
+            "until it ends and its results are home, and keep doing so for runs started "
+            "later (`train --detach`).",
+            does="overbrainer.cli.supervise_cmd:supervise",
+            more=(
+                "It leaves alone a run that another live command follows (a `train`, a `train "
+                "attach`, another `supervise`), saying which, and takes over one whose "
+                "follower is gone. All it knows comes from the log: restarted, it goes on. "
+                "Ctrl-C or SIGTERM stops following (the jobs keep running, pods stay bounded "
+                "by their watchdogs). docs/commands.md shows it run as a systemd service."
+            ),
+            overview=(
+                (
+                    "supervise [--once] [--poll SECONDS]",
+                    "follow every unfinished run to its end and collect it, and the runs "
+                    "started later (with --once, only those of now)",
+                ),
+            ),
+            brief="follow every unfinished run, now and later",
+            options=(
+                Option(
+                    ("--once",),
+                    "once",
+                    "Follow the runs unfinished now to their end, then exit (for cron and "
+                    "scripts).",
+                    brief="the runs unfinished now only, then exit",
+                ),
+                Option(
+                    ("--poll",),
+                    "poll",
+                    "How often to look for new unfinished runs, in seconds (default 30).",
+                    takes="number",
+                    metavar="SECONDS",
+                    brief="seconds between looks for new runs",
                 ),
             ),
         ),

@@ -65,8 +65,9 @@ async def _store(
 
 
 @asynccontextmanager
-async def _session() -> AsyncIterator["tuple[Settings, Session]"]:
-    """Settings, store, front end, journal and Ctrl-C controller for one train command."""
+async def command_session() -> AsyncIterator["tuple[Settings, Session]"]:
+    """Settings, store, front end, journal and Ctrl-C controller for one command that acts
+    on recorded runs (``train attach``, ``supervise``)."""
     from overbrainer.config.load import load_settings
 
     invocation = current()
@@ -83,7 +84,7 @@ async def _with_run(run: str, name: str) -> int:
     run = resolve_run(current(), run)
     # Read-only first: opening the log to write would make an emptied file a new log.
     require_logged(current(), run)
-    async with _session() as (settings, session):
+    async with command_session() as (settings, session):
         state = await session.journal.state(run)
         ended = came_to(state, session.project_dir) if state.final else ""
         if state.final and name == "stop":
@@ -143,6 +144,7 @@ async def train(
     keep_pod: bool = False,
     check: bool = False,
     resume_from: str | None = None,
+    detach: bool = False,
 ) -> int:
     # Create a run, start its job, follow it to the end, retrieve and verify the results.
     #
@@ -215,7 +217,7 @@ async def train(
                 else await _resume_checked(session, settings, wanted, _shape_of(found))
             )
             async with target_for(session, settings, name, found.seen, keep=keep_pod) as chosen:
-                code = await run.train(session, chosen, resume)
+                code = await run.train(session, chosen, resume, detach=detach)
             return interrupts.finish(code)
 
 

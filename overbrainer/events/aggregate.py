@@ -296,6 +296,11 @@ def _detached(s: RunLog, e: ev.Detached, at: str) -> None:
         s.run.metrics = dict(e.metrics)
 
 
+def _followed(s: RunLog, e: ev.Followed, at: str) -> None:
+    # Followed again: no longer detached.
+    s.run.detached = False
+
+
 def _artifacts(s: RunLog, e: ev.ArtifactsRetrieved, at: str) -> None:
     s.run.artifacts = {
         "files": e.files,
@@ -514,6 +519,7 @@ def _rules() -> dict[type[ev.Event], Any]:
         ev.CheckpointPruned: _checkpoint_pruned,
         ev.Interrupted: _interrupted,
         ev.Detached: _detached,
+        ev.Followed: _followed,
         ev.ArtifactsRetrieved: _artifacts,
         ev.NoteAdded: _note_added,
         ev.NoteCleared: _note_cleared,

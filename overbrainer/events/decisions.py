@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from overbrainer.events import types as ev
-from overbrainer.events.aggregate import RunLog
+from overbrainer.events.aggregate import InvalidTransition, RunLog
 from overbrainer.events.types import PodState, RunState
 
 NOT_RETRIEVED = "artifacts not retrieved"
@@ -86,6 +86,18 @@ def detach(state: RunLog, reason: str) -> Events:
     if state.run.state != RunState.running:
         return []
     return [ev.Detached(reason=reason, metrics=state.run.metrics)]
+
+
+def follow(state: RunLog, *, seen: int) -> Events:
+    """Claim the following of the run (``run.Followed``), decided on its log as it was at
+    version ``seen``: an event appended since (another claim among them) refuses it, and
+    the claimant reads the log again (see ``overbrainer.events.claims``)."""
+    if state.run.version != seen:
+        raise InvalidTransition(
+            f"run {state.run.run_id} changed while its follower was read "
+            f"(event {state.run.version}, not {seen})"
+        )
+    return [ev.Followed()]
 
 
 # ---- cancels -----------------------------------------------------------------------------

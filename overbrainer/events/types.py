@@ -184,6 +184,15 @@ class Detached(Event):
 
 
 @dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+class Followed(Event):
+    """A command took over following the run (``train attach``, ``supervise``): the
+    process in its actor is the run's follower until it detaches or is gone, and another
+    command that finds it alive leaves the run to it (``overbrainer.events.claims``)."""
+
+    name: ClassVar[str] = "run.Followed"
+
+
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ArtifactsRetrieved(Event):
     """The job's results came home and matched the target's manifest."""
 
@@ -452,6 +461,7 @@ CATALOGUE: dict[str, type[Event]] = {
         CheckpointPruned,
         Interrupted,
         Detached,
+        Followed,
         ArtifactsRetrieved,
         NoteAdded,
         NoteCleared,

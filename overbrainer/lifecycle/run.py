@@ -39,6 +39,7 @@ from overbrainer.exec.base import ExecError
 from overbrainer.lifecycle import service
 from overbrainer.lifecycle.bounds import until_bound
 from overbrainer.lifecycle.checkpoints_home import CheckpointFetcher, prune
+from overbrainer.lifecycle.claim import claim
 from overbrainer.lifecycle.report import (
     already_ended,
     report_ended_meanwhile,
@@ -78,10 +79,13 @@ def secrets_of(settings: Settings) -> dict[str, str]:
     return {"HF_TOKEN": token, "HUGGING_FACE_HUB_TOKEN": token}
 
 
-async def train(session: Session, target: Target, resume: ResumeFrom | None = None) -> int:
+async def train(
+    session: Session, target: Target, resume: ResumeFrom | None = None, *, detach: bool = False
+) -> int:
     """Create a run, start its job on ``target``, follow it to its end, bring the results
     home and end the target. ``resume``: the checkpoint it goes on from (checked to fit
-    the settings before this is called)."""
+    the settings before this is called). ``detach``: once the job started, stop following
+    it (recorded) and leave it to ``overbrainer supervise`` or ``train attach``."""
     await target.before_create()
     run_id = new_run_id()
     choice = target.parallelism
@@ -134,6 +138,8 @@ async def train(session: Session, target: Target, resume: ResumeFrom | None = No
                 raise
             if target.billed is not None:
                 state = await target.billed.started(run_id, state)
+            if detach:
+                return await _leave(session, job, state)
             return await _follow(session, target, job, state)
     except StoppedBeforeJob as stop:
         await _fail_before_job(
@@ -149,6 +155,23 @@ async def train(session: Session, target: Target, resume: ResumeFrom | None = No
     except OverbrainerError as error:
         await _fail_before_job(session, run_id, f"could not start: {error}")
         raise
+
+
+async def _leave(session: Session, job: Job, state: RunLog) -> int:
+    """``train --detach`` once the job started: record that nobody follows it, and say
+    who will (and, on a pod, what bounds it meanwhile)."""
+    run_id = job.run_id
+    await service.detach(session, run_id, reason="left to the supervisor (train --detach)")
+    pod = state.pod
+    where = f"pod {pod.pod_id}" if pod.pod_id else job.executor.location
+    bound = (
+        f"; its watchdog deletes the pod by {pod.deadline} at the latest" if pod.deadline else ""
+    )
+    session.front.result(
+        f"train: run {run_id} started on {where} and is left running: `overbrainer "
+        f"supervise` follows it (or `overbrainer train attach {run_id}`){bound}"
+    )
+    return 0
 
 
 async def _fail_before_job(
@@ -366,8 +389,11 @@ async def attach(session: Session, target: Target, state: RunLog) -> int:
     """Follow a started run again, then collect it and end its target; a run that ended
     without its results home has them collected again. A run left starting is settled
     first (see :meth:`Target.settle_start`)."""
+    run_id = state.run.run_id
     if state.run.state != RunState.preparing:
         _require_job(state)
+        # One process follows a run: another live one keeps it (a claim is appended).
+        await claim(session, run_id)
     session.front.info(attach_header(state))
     if state.run.state == RunState.preparing:
         settled = await target.settle_start(state, "attach")
@@ -375,7 +401,7 @@ async def attach(session: Session, target: Target, state: RunLog) -> int:
             return settled
         state = settled
         _require_job(state)
-    run_id = state.run.run_id
+        await claim(session, run_id)
     async with contextlib.AsyncExitStack() as stack:
         try:
             executor = await stack.enter_async_context(target.reach(state))

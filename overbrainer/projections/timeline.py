@@ -73,6 +73,10 @@ def _ended(e: ev.RunEnded, s: RunLog | None) -> str:
     return f"run {e.state}{why}" + (f" ({numbers})" if numbers else "")
 
 
+def _followed(e: ev.Followed, s: RunLog | None) -> str:
+    return "a command took over following the run (`events -v` names it)"
+
+
 def _detached(e: ev.Detached, s: RunLog | None) -> str:
     numbers = _metrics(e.metrics)
     # The log is where a user whose terminal went away learns how to go on: the same words
@@ -202,6 +206,7 @@ _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
     ),
     ev.Interrupted: lambda e, s: f"interrupted before the job started ({e.stage})",
     ev.Detached: _detached,
+    ev.Followed: _followed,
     ev.ArtifactsRetrieved: _artifacts,
     ev.NoteAdded: lambda e, s: f"note: {e.note}",
     ev.NoteCleared: lambda e, s: "note cleared",

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from overbrainer.errors import OverbrainerError
+from overbrainer.events.actor import Actor
 from overbrainer.events.aggregate import InvalidTransition, RunLog
 from overbrainer.events.store import Decision, Recorded, RunStore
 from overbrainer.events.types import Event, RunCreated
@@ -167,8 +168,17 @@ class Journal:
 
         return asker_text(await self.history(run_id), StopRequested)
 
+    @property
+    def actor(self) -> Actor:
+        """Who this command's appends are recorded as."""
+        return self._store.actor
+
     async def may_bill(self) -> dict[str, RunLog]:
-        """Every run of the store some pod of which may still exist, by its fresh state.
+        """Every run of the store some pod of which may still exist, by its fresh state."""
+        return await self.matching(lambda state: state.pod.may_bill())
+
+    async def matching(self, wanted: Callable[[RunLog], bool]) -> dict[str, RunLog]:
+        """Every run of the store whose fresh state is ``wanted``, by its ID.
 
         The runs view (a cache of one row per run) names the candidates, so a listing costs
         the events appended since the view's last catch-up, not the whole log; their states
@@ -180,11 +190,11 @@ class Journal:
             view = RunsView(view_path(self.project_dir), str(self._store.url))
             try:
                 view.catch_up(self._store)
-                candidates = [s.run.run_id for s in view.runs() if s.pod.may_bill()]
+                candidates = [s.run.run_id for s in view.runs() if wanted(s)]
             finally:
                 view.close()
             states = {run_id: self._store.state(run_id) for run_id in candidates}
-            return {run_id: state for run_id, state in states.items() if state.pod.may_bill()}
+            return {run_id: state for run_id, state in states.items() if wanted(state)}
 
         return await self._run(read)
 

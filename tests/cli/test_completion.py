@@ -53,7 +53,21 @@ NEWEST_FIRST = sorted(RUNS, reverse=True)
 @pytest.mark.parametrize(
     "words, current, expected",
     [
-        ([], "", ["init", "config", "train", "runs", "events", "pod", "store", "completion"]),
+        (
+            [],
+            "",
+            [
+                "init",
+                "config",
+                "train",
+                "supervise",
+                "runs",
+                "events",
+                "pod",
+                "store",
+                "completion",
+            ],
+        ),
         ([], "r", ["runs"]),
         ([], "-", ["-C", "--help", "--version"]),
         (["events"], "", NEWEST_FIRST),
@@ -66,7 +80,11 @@ NEWEST_FIRST = sorted(RUNS, reverse=True)
         (["events", "--json"], "--", ["--at", "--follow", "--verbose", "--help"]),
         (["events", "--at"], "", []),
         (["train"], "", ["attach", "cancel", "stop"]),
-        (["train"], "--", ["--target", "--keep-pod", "--check", "--resume-from", "--help"]),
+        (
+            ["train"],
+            "--",
+            ["--target", "--keep-pod", "--check", "--resume-from", "--detach", "--help"],
+        ),
         (["train", "--resume-from"], "2025", ["20251231-235959-0000"]),
         (["train", "stop"], "2025", ["20251231-235959-0000"]),
         (["train", "--target"], "", ["box", "gpu", "my laptop"]),

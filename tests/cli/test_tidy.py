@@ -108,7 +108,8 @@ def test_an_ambiguous_prefix_lists_the_candidates_and_changes_nothing(
     [
         (
             ["bogus"],
-            'error: unknown command "bogus"; the commands are init, config, train, runs, ',
+            'error: unknown command "bogus"; the commands are init, config, train, supervise, '
+            "runs, ",
         ),
         (["events"], "error: `overbrainer events` needs RUN; see `overbrainer events --help`"),
         (["runs", "show"], "error: `overbrainer runs show` needs RUN; see `overbrainer runs"),

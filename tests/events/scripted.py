@@ -174,6 +174,7 @@ RUN_D_SCRIPT: list[tuple[str, ev.Event]] = [
         ),
     ),
     (RUN_D, ev.JobStarted(job_dir="runs/d", pid=88)),
+    (RUN_D, ev.Followed()),
     # Brought home while the job ran, then pruned once a later one came (keep 1).
     (RUN_D, ev.CheckpointRetrieved(step=5, path="output/checkpoint-5")),
     (RUN_D, ev.StopRequested(relay="asked")),

@@ -217,13 +217,14 @@ EXPECTED_RUN_D = {
     "note": None,
     "clock_offset": None,
     "files_removed": None,
-    "version": 9,
+    "version": 10,
 }
 EXPECTED_SENTENCES_D = [
     f"created run {RUN_D}: full of m on target here (local), 2 processes (ddp), resuming run "
     f"{RUN_B} from "
     "checkpoint-4",
     "started the job (pid 88) in runs/d",
+    "a command took over following the run (`events -v` names it)",
     "checkpoint of step 5 retrieved (output/checkpoint-5), every checksum verified",
     "stop requested of the command following the run (save a checkpoint and stop)",
     "stop taken by the command following the run: the job saves a checkpoint and stops",

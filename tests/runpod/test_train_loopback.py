@@ -306,9 +306,10 @@ async def test_ctrl_c_once_the_job_runs_leaves_job_and_pod_and_attach_finishes(
         assert final_line(attach.stdout).startswith(f"train: run {run_id} succeeded; step 20/20")
         assert w.fake.status(pod_id) == "TERMINATED"
         names = await w.events(run_id)
-        assert names[-7:] == [
+        assert names[-8:] == [
             "pod.JobRunning",
             "run.Detached",
+            "run.Followed",
             "run.ArtifactsRetrieved",
             "run.Ended",
             "pod.Deleting",
@@ -494,7 +495,7 @@ async def test_train_and_a_cancel_from_another_terminal_agree_on_the_outcome(
         assert w.run_json(run_id)["state"] == "cancelled"
 
 
-async def test_two_attaches_both_report_the_success_and_delete_the_pod_once(
+async def test_of_two_attaches_one_follows_the_other_leaves_it_and_the_pod_goes_once(
     tmp_path: Path,
 ) -> None:
     async with world(tmp_path, steps=30, step_seconds=0.1) as w:
@@ -511,11 +512,19 @@ async def test_two_attaches_both_report_the_success_and_delete_the_pod_once(
 
             nursery.start_soon(attach)
             nursery.start_soon(attach)
+        followed = [each for each in done if each.returncode == 0]
+        assert followed, [each.stderr for each in done]
         for each in done:
-            assert each.returncode == 0, each.stderr
             assert "Traceback" not in each.stderr
             assert "SSH key" not in each.stderr
-            assert final_line(each.stdout).startswith(f"train: run {run_id} succeeded")
+            if each.returncode == 0:
+                assert final_line(each.stdout).startswith(f"train: run {run_id} succeeded")
+            else:
+                # One process follows a run: the later claim finds the first one's, alive.
+                assert each.returncode == 1
+                assert f"run {run_id} is followed by `overbrainer train attach` (pid " in (
+                    each.stderr
+                )
         names = await w.events(run_id)
         assert names.count("pod.Deleting") == 1 and names.count("pod.Deleted") == 1
         assert names.count("run.ArtifactsRetrieved") == 1 and names.count("run.Ended") == 1
@@ -616,3 +625,25 @@ async def test_item_5_train_cancel_of_a_provisioning_run_is_taken_by_the_train_s
         assert w.run_json(run_id)["state"] == "cancelled"
         names = await w.events(run_id)
         assert names.count("run.CancelRequested") == 2 and "run.JobStarted" not in names
+
+
+async def test_a_detached_pod_run_is_followed_to_its_end_by_supervise_and_its_pod_deleted(
+    tmp_path: Path,
+) -> None:
+    async with world(tmp_path, steps=20, step_seconds=0.1) as w:
+        detached = await w.run("train", "--detach")
+        assert detached.returncode == 0, detached.stderr
+        run_id = w.runs()[-1]
+        pod_id = str(w.pod_json(run_id)["pod_id"])
+        assert f"train: run {run_id} started on pod " in detached.stdout
+        assert "is left running: `overbrainer supervise` follows it" in detached.stdout
+        assert w.fake.status(pod_id) == "RUNNING"
+        done = await w.run("supervise", "--once")
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+        assert f"train: run {run_id} succeeded" in done.stdout
+        assert final_line(done.stdout) == "supervise: followed 1 run"
+        assert w.fake.status(pod_id) == "TERMINATED"
+        names = await w.events(run_id)
+        assert names.count("run.Followed") == 1 and names.count("pod.Deleted") == 1
+        assert names.index("run.Detached") < names.index("run.Followed")

@@ -174,8 +174,9 @@ async def test_ctrl_c_after_the_job_started_detaches_and_attach_finishes_the_run
         assert code == 0
         assert state.run.state == "succeeded" and state.pod.status == "deleted"
         assert t.rig.fake.status(pod_id) == "TERMINATED"
-        assert _names(t, run_id)[-6:] == [
+        assert _names(t, run_id)[-7:] == [
             "run.Detached",
+            "run.Followed",  # attach claims the run
             "run.ArtifactsRetrieved",
             "run.Ended",
             "pod.Deleting",

@@ -141,6 +141,7 @@ def test_ctrl_c_while_following_leaves_the_job_running_and_attach_finishes_it(
         "run.Created",
         "run.JobStarted",
         "run.Detached",
+        "run.Followed",  # attach claims it: one process follows a run at a time
         "run.ArtifactsRetrieved",
         "run.Ended",
     ]

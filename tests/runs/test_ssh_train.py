@@ -352,6 +352,7 @@ def test_ctrl_c_while_following_leaves_the_job_running_and_attach_finishes_it(
         "run.Created",
         "run.JobStarted",
         "run.Detached",
+        "run.Followed",  # train attach claims the run
         "run.ArtifactsRetrieved",
         "run.Ended",
     ]
@@ -485,6 +486,7 @@ def test_ctrl_c_while_the_job_starts_leaves_it_recorded_and_attachable(
         "run.Created",
         "run.JobStarted",
         "run.Detached",
+        "run.Followed",  # train attach claims the run
         "run.ArtifactsRetrieved",
         "run.Ended",
     ]
@@ -546,6 +548,7 @@ def test_following_gives_up_on_the_sixth_failed_poll_and_attach_finishes_later(
         "run.Created",
         "run.JobStarted",
         "run.Detached",
+        "run.Followed",  # train attach claims the run
         "run.ArtifactsRetrieved",
         "run.Ended",
     ]
@@ -613,6 +616,7 @@ def test_a_would_be_success_with_bad_results_stays_running_until_attach_collects
         "run.Created",
         "run.JobStarted",
         "run.NoteAdded",
+        "run.Followed",  # train attach claims the run
         "run.ArtifactsRetrieved",
         "run.NoteCleared",
         "run.Ended",
@@ -649,6 +653,7 @@ def test_a_failed_run_without_its_results_gets_a_note_that_a_later_collect_clear
         "run.JobStarted",
         "run.Ended",
         "run.NoteAdded",
+        "run.Followed",  # train attach claims the run
         "run.ArtifactsRetrieved",
         "run.NoteCleared",
     ]
