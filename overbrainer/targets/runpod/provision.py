@@ -32,7 +32,7 @@ use an in-memory executor, production :func:`pinned_ssh`.
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import TypeVar
 
@@ -51,6 +51,8 @@ from overbrainer.exec.base import (
     Runtime,
 )
 from overbrainer.front.interrupts import ShieldTimeout, StopRequested
+from overbrainer.plurals import plural
+from overbrainer.projections.words import duration_text
 from overbrainer.runpod import decide
 from overbrainer.runpod import provisioning as machine
 from overbrainer.runpod.candidates import (
@@ -256,7 +258,7 @@ async def provision(
     wanted = wanted_of(state.run.target, spec)
     chosen = await _choose(ctx, wanted, catalog)
     walk = _Walk(ctx, run_id, spec, keep=keep, api_base=api_base, wanted=wanted, chosen=chosen)
-    limit = ctx.timing.walk_limit(len(chosen.candidates))
+    limit = ctx.timing.walk_limit(len(chosen.candidates), spec.capacity_wait_seconds)
     try:
         return await ctx.session.interrupts.shield(
             f"provisioning a pod for run {run_id}", limit, walk.run
@@ -418,8 +420,12 @@ class _Walk:
                 resends=ctx.timing.resends,
                 rate_limited=ctx.timing.rate_limited,
                 max_retry_after=ctx.timing.max_retry_after,
+                capacity_wait=spec.capacity_wait_seconds,
+                capacity_first=ctx.timing.capacity_first,
+                capacity_cap=ctx.timing.capacity_cap,
             ),
         )
+        self.walk_first = 1  # the number of the first attempt of the latest walk
         self.then: list[Command] = []  # the machine's answer to the pod just created
         self.keys: RunKeys | None = None
         # The attempt being made: its number, pod name, GPU type and when it was sent.
@@ -494,6 +500,11 @@ class _Walk:
             case machine.Wait(seconds, why):
                 await self._race(why, partial(self._sleep_watching, seconds, why))
                 return self.machine.send(machine.Waited())
+            case machine.ReadClock():
+                return self.machine.send(machine.Clock(trio.current_time()))
+            case machine.AwaitCapacity(seconds, until, since, walks):
+                await self._await_capacity(seconds, until, since, walks)
+                return self.machine.send(machine.Waited())
             case machine.Settle(pod_id):
                 return await self._settle(self.created[pod_id])
             case machine.Resolve(result, detail, pod_id):
@@ -540,7 +551,15 @@ class _Walk:
             raise ProvisionCancelled(f"run {run_id} {reason}{deleted}", reason=reason)
         if outcome.kind == "nothing_placed":
             state = await self.journal.state(run_id)
-            raise NothingPlaced(decide.nothing_placed(run_id, state.pod.attempts))
+            if not outcome.walks:
+                raise NothingPlaced(decide.nothing_placed(run_id, state.pod.attempts))
+            last = [a for a in state.pod.attempts if int(a.get("n", 0)) >= self.walk_first]
+            waited = (
+                f"waited {duration_text(outcome.waited)} for capacity (wait_for_capacity = "
+                f'"{self.spec.wait_for_capacity}"), trying every GPU type '
+                f"{plural(outcome.walks, 'time')}"
+            )
+            raise NothingPlaced(decide.nothing_placed(run_id, last, waited=waited))
         if outcome.kind == "stopped":
             assert outcome.decision is not None
             raise CreateStopped(self._stopped(self.n, self.gpu_type, outcome.decision))
@@ -561,6 +580,32 @@ class _Walk:
         )
 
     # -- steps --
+
+    async def _await_capacity(self, seconds: float, until: float, since: float, walks: int) -> None:
+        """No GPU type had capacity: say what is awaited and until when, and wait
+        ``seconds`` (Ctrl-C or a cancel ends the wait) before the next walk."""
+        now = trio.current_time()
+        wall = self.ctx.clock()
+        stage = "waiting for capacity"
+        self.front.status(
+            f"run {self.run_id}: no capacity for {self._awaited()}: waiting for some until "
+            f"{_clock_text(wall, until - now)} (wait_for_capacity = "
+            f'"{self.spec.wait_for_capacity}", {duration_text(now - since)} so far); '
+            f"trying again at {_clock_text(wall, seconds)} (try {walks + 1}); Ctrl-C stops",
+            milestone=True,
+        )
+        await self._race(stage, partial(self._sleep_watching, seconds, stage))
+        self.front.close()
+        state = await self.journal.state(self.run_id)
+        self.walk_first = decide.next_attempt(state.pod.attempts)
+
+    def _awaited(self) -> str:
+        """``1 × NVIDIA A40 or NVIDIA L40S in any data center``: what the walk waits for."""
+        types = [c.gpu_type for c in self.machine.candidates]
+        named = ", ".join(types[:-1]) + f" or {types[-1]}" if len(types) > 1 else types[0]
+        centers = self.spec.data_center_ids
+        where = f"in {', '.join(centers)}" if centers else "in any data center"
+        return f"{self.spec.gpu_count} × {named} {where}"
 
     async def _record_candidates(self) -> None:
         """What will be tried, in order, and why the rest is left out: recorded when the
@@ -1075,6 +1120,11 @@ async def _what_others_did(ctx: PodContext, run_id: str, state: RunLog) -> str:
     # The other command may not have recorded the run's end yet: who deleted the pod.
     who = await recorded_by(ctx.session, run_id, ev.PodDeleting)
     return f"had its pod deleted{who or ' by another command'}"
+
+
+def _clock_text(wall: datetime, after: float) -> str:
+    """``21:15:03 UTC``: the time ``after`` seconds past ``wall``."""
+    return f"{(wall + timedelta(seconds=max(0.0, after))).astimezone(UTC):%H:%M:%S} UTC"
 
 
 def _cents4(rate: float | None) -> float | None:
