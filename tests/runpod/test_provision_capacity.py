@@ -12,6 +12,7 @@ import pytest
 import trio
 import trio.testing
 
+from overbrainer.events import types as ev
 from overbrainer.targets.runpod.provision import (
     NothingPlaced,
     Provisioned,
@@ -19,6 +20,7 @@ from overbrainer.targets.runpod.provision import (
     provision,
 )
 from overbrainer.testing.fake_executor import PodRig, pod_rig, runpod_target
+from overbrainer.utc import parse_utc
 
 A40 = "NVIDIA A40"
 RTX = "NVIDIA GeForce RTX 4090"
@@ -66,6 +68,17 @@ async def test_capacity_back_after_10_minutes_gives_the_run_its_pod(
     assert 600 <= walks[-1] - start < 600 + 300 + 5
     results = [a["result"] for a in rig.state(run_id).pod.attempts]
     assert results[-1] == "created" and set(results[:-1]) == {"no_capacity"}
+    # Each wait is in the run's log: what it waited for, how long, until when.
+    awaited = rig.events(run_id, ev.CapacityAwaited)
+    assert len(awaited) == len(walks) - 1
+    first = awaited[0]
+    assert isinstance(first, ev.CapacityAwaited)
+    assert (first.walks, first.seconds, first.gpu_types) == (1, 30.0, [RTX, A40])
+    assert (first.gpu_count, first.data_centers) == (1, [])
+    assert [e.seconds for e in awaited[:5]] == [30.0, 60.0, 120.0, 240.0, 300.0]  # type: ignore[attr-defined]
+    # One end for the whole wait: 30 min after the first walk found no capacity.
+    ends = [parse_utc(e.until) for e in awaited]  # type: ignore[attr-defined]
+    assert all(end is not None and abs((end - ends[0]).total_seconds()) <= 1 for end in ends)  # type: ignore[operator]
 
 
 async def test_capacity_that_never_returns_fails_the_run_saying_it_waited(
@@ -135,8 +148,9 @@ async def test_the_wait_says_what_it_waits_for_and_until_when(
     no_capacity_until(rig, trio.current_time() + 100)
     await walk(rig, run_id, "30m")
 
-    lines = [line for line in rig.err.getvalue().splitlines() if "no capacity for" in line]
-    assert lines, rig.err.getvalue()
+    said = rig.err.getvalue().splitlines()
+    lines = [line for line in said if line.startswith(f"run {run_id}: no capacity for")]
+    assert lines, said
     first = lines[0]
     assert f"run {run_id}: no capacity for 1 × {RTX} or {A40} in any data center" in first
     assert "waiting for some until " in first and " UTC" in first

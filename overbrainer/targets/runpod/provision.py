@@ -587,6 +587,17 @@ class _Walk:
         now = trio.current_time()
         wall = self.ctx.clock()
         stage = "waiting for capacity"
+        awaited = ev.CapacityAwaited(
+            walks=walks,
+            seconds=seconds,
+            until=iso_utc((wall + timedelta(seconds=until - now)).replace(microsecond=0)),
+            gpu_types=[c.gpu_type for c in self.machine.candidates],
+            gpu_count=self.spec.gpu_count,
+            data_centers=list(self.spec.data_center_ids),
+        )
+        self._taken(
+            await self.journal.append(self.run_id, self._unless_overtaken([awaited])), stage
+        )
         self.front.status(
             f"run {self.run_id}: no capacity for {self._awaited()}: waiting for some until "
             f"{_clock_text(wall, until - now)} (wait_for_capacity = "
