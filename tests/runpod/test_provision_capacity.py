@@ -6,6 +6,7 @@ with no pod left."""
 from __future__ import annotations
 
 import itertools
+import signal
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,10 @@ import trio
 import trio.testing
 
 from overbrainer.events import types as ev
+from overbrainer.runpod.timing import Timing
 from overbrainer.targets.runpod.provision import (
     NothingPlaced,
+    ProvisionCancelled,
     Provisioned,
     ProvisionInterrupted,
     provision,
@@ -117,8 +120,9 @@ async def test_without_a_wait_no_capacity_fails_at_once(
     assert len(create_times(rig)) == 2
 
 
-async def test_ctrl_c_during_the_wait_ends_the_run_before_its_job_with_no_pod(
-    rig: PodRig, autojump_clock: trio.testing.MockClock
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+async def test_a_signal_during_the_wait_ends_the_run_before_its_job_with_no_pod(
+    rig: PodRig, signum: signal.Signals, autojump_clock: trio.testing.MockClock
 ) -> None:
     run_id = await rig.new_run()
     start = trio.current_time()
@@ -126,7 +130,7 @@ async def test_ctrl_c_during_the_wait_ends_the_run_before_its_job_with_no_pod(
 
     async def interrupt() -> None:
         await trio.sleep_until(start + 100)
-        rig.interrupts.interrupt()
+        rig.interrupts.interrupt(signum)
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(interrupt)
@@ -157,3 +161,24 @@ async def test_the_wait_says_what_it_waits_for_and_until_when(
     assert 'wait_for_capacity = "30m"' in first
     assert "trying again at " in first and "(try 2)" in first
     assert "Ctrl-C stops" in first
+
+
+async def test_a_cancel_asked_during_the_wait_is_taken_at_once_with_no_pod(
+    rig: PodRig, autojump_clock: trio.testing.MockClock
+) -> None:
+    run_id = await rig.new_run()
+    start = trio.current_time()
+    no_capacity_until(rig, start + 600)
+
+    async def ask() -> None:
+        await trio.sleep_until(start + 100)
+        await rig.journal.append(run_id, [ev.CancelRequested(relay="asked")])
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ask)
+        with pytest.raises(ProvisionCancelled, match="cancelled before its job started"):
+            await walk(rig, run_id, "30m")
+
+    # The log is looked at every poll of the wait, not only when it ends.
+    assert trio.current_time() - start < 100 + 2 * Timing().poll
+    assert not rig.fake.pods and not rig.state(run_id).pod.may_bill()
