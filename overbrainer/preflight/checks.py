@@ -16,6 +16,7 @@ from typing import Literal
 from overbrainer.config.model import is_pinned_image
 from overbrainer.plurals import plural, word
 from overbrainer.preflight.probes import EngineProbe, GpusProbe, TrainerProbe
+from overbrainer.projections.words import duration_text
 from overbrainer.runpod.candidates import NoCandidate, Wanted, choose, hours_text, price_text
 from overbrainer.runpod.models import GpuType
 from overbrainer.train.data import DataReport
@@ -28,6 +29,7 @@ __all__ = [
     "Report",
     "Verdict",
     "candidates_check",
+    "capacity_wait_check",
     "config_check",
     "data_check",
     "engine_check",
@@ -386,6 +388,16 @@ def candidates_check(wanted: Wanted, catalog: Sequence[GpuType] | ApiFailure) ->
             f"{x.gpu_type} ({x.reason})" for x in chosen.left
         )
     return _check(name, summary)
+
+
+def capacity_wait_check(name: str, written: str, seconds: float) -> Check:
+    """What the walk does when no GPU type has capacity: wait up to ``seconds``
+    (``written`` as the target ``name`` sets it), trying every type again meanwhile."""
+    return _check(
+        "capacity wait",
+        f"when no GPU type has capacity, waits up to {duration_text(seconds)} for some, "
+        f'trying them all again meanwhile (targets.{name}.wait_for_capacity = "{written}")',
+    )
 
 
 # --- how the job's processes share the model ---------------------------------------------
