@@ -154,8 +154,8 @@ class Outcome:
     """How the walk ended.
 
     ``kind``: ``ready`` (``pod_id`` is the pod), ``nothing_placed`` (every type tried;
-    ``waited``: the seconds waited for capacity, ``walks`` the walks that found none when
-    it waited, else 0),
+    ``waited``: the seconds waited for capacity, ``walks`` the walks over every type made
+    when it waited, else 0),
     ``stopped`` (``decision`` says why), ``rate_limited`` (``wait`` last asked),
     ``unknown`` (an ambiguous create that could not be looked up: ``detail``),
     ``refused`` (``pod_id`` refused, ``detail`` why), ``interrupted``, ``cancelled`` (at
@@ -334,7 +334,7 @@ class Walk:
         self.done = False
         # Waiting for capacity: whether this walk over the types met a "no capacity"
         # answer, when the wait began and ends (None: not begun), the next pause, the walks
-        # that found none, and whether the Waited expected ends a wait for capacity.
+        # over every type made, and whether the Waited expected ends a wait for capacity.
         self.no_capacity = False
         self.since: float | None = None
         self.until = 0.0
@@ -443,7 +443,8 @@ class Walk:
         """The next candidate; when none is left, the wait for capacity (if the policy
         waits and a type had none) or the end of the walk."""
         if self.index + 1 >= len(self.candidates):
-            if self.policy.capacity_wait > 0 and self.no_capacity:
+            # Once waiting, the time tells how long the wait was, whatever ends it.
+            if self.policy.capacity_wait > 0 and (self.no_capacity or self.since is not None):
                 return [ReadClock()]
             return [Done(self._nothing_placed(0.0))]
         self.index += 1
@@ -451,13 +452,13 @@ class Walk:
         return [SendCreate(self.candidate)]
 
     def _capacity(self, now: float) -> list[Command]:
-        """Every type was tried, some had no capacity: wait (backing off, never past the
-        wait's end) or, once the wait is over, end."""
-        self.walks += 1
+        """Every type was tried: wait (backing off, never past the wait's end) if some had
+        no capacity, else or once the wait is over, end."""
         if self.since is None:
             self.since, self.until = now, now + self.policy.capacity_wait
+        self.walks += 1
         left = self.until - now
-        if left <= 0:
+        if left <= 0 or not self.no_capacity:
             return [Done(self._nothing_placed(now - self.since))]
         seconds = min(self.pause, left)
         self.pause = min(self.pause * 2, self.policy.capacity_cap)

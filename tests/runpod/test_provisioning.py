@@ -280,8 +280,8 @@ ROWS = {
         policy=WAITS,
     ),
     "only a walk that met 'no capacity' waits: the next one without it ends": Row(
-        [*ONE_WALK, Clock(0.0), Waited(), status(403), status(403)],
-        [Resolve("no_access", "said 403"), Done(Outcome("nothing_placed", walks=1))],
+        [*ONE_WALK, Clock(0.0), Waited(), status(403), status(403), Clock(31.0)],
+        [Done(Outcome("nothing_placed", waited=31.0, walks=2))],
         policy=WAITS,
     ),
     "Ctrl-C during a wait for capacity ends the walk with no pod": Row(
