@@ -18,9 +18,14 @@ What to do next is decided by the pure machine :class:`overbrainer.runpod.provis
 performs each command (the create, the listing, the waits, the deletes, the log's appends)
 with trio, httpx and the journal, and feeds back what came of it.
 
+Waiting for capacity (the target's ``wait_for_capacity``): when every GPU type was tried
+and some had no capacity, the machine asks the time and the walk waits (recording
+``pod.CapacityAwaited`` and showing what it waits for and until when), then tries every
+type again; the machine decides how long, never past the wait's end.
+
 Ctrl-C: the walk runs shielded, so a create or a delete is never torn. It checks for
-Ctrl-C before each create, and its waits (a pod booting, a rate limit) are races the first
-Ctrl-C ends. Then the pod, if any, is deleted (shielded), ``run.Interrupted`` is appended
+Ctrl-C before each create, and its waits (a pod booting, a rate limit, capacity) are races
+the first Ctrl-C ends. Then the pod, if any, is deleted (shielded), ``run.Interrupted`` is appended
 and :class:`ProvisionInterrupted` raised, its message saying from the run's log whether a
 pod of it may be left (:func:`~overbrainer.runpod.decide.interrupted_before_job`). The
 caller appends the run's ``run.Ended``, as for every other error here.
@@ -605,8 +610,10 @@ class _Walk:
             f"trying again at {_clock_text(wall, seconds)} (try {walks + 1}); Ctrl-C stops",
             milestone=True,
         )
-        await self._race(stage, partial(self._sleep_watching, seconds, stage))
-        self.front.close()
+        try:
+            await self._race(stage, partial(self._sleep_watching, seconds, stage))
+        finally:
+            self.front.close()  # the waiting line gives way to the next walk's or the end's
         state = await self.journal.state(self.run_id)
         self.walk_first = decide.next_attempt(state.pod.attempts)
 
