@@ -33,6 +33,7 @@ from pydantic_core import PydanticCustomError  # noqa: E402
 
 from overbrainer.config.axolotl_keys import MANAGED_AXOLOTL_KEYS, SETTING_KEYS  # noqa: E402
 from overbrainer.config.defaults import RUNPOD_DEFAULT_IMAGE  # noqa: E402
+from overbrainer.config.durations import parse_duration  # noqa: E402
 from overbrainer.errors import OverbrainerError  # noqa: E402
 
 __all__ = [
@@ -580,11 +581,19 @@ class RunpodTarget(BaseModel):
     save_before_deadline_minutes: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     data_center_ids: list[str] = []  # a plain default: see TrainingSettings.env
     network_volume_id: str | None = None
+    # How long the walk waits for capacity when no candidate has any ("30m"); unset or
+    # "0": the run fails at once. Kept as written (config show says what was written).
+    wait_for_capacity: str | None = None
 
     @property
     def described(self) -> str:
         """The target's kind, as the preflight names it."""
         return self.kind
+
+    @property
+    def capacity_wait_seconds(self) -> float:
+        """``wait_for_capacity`` in seconds (0: no wait)."""
+        return 0.0 if self.wait_for_capacity is None else parse_duration(self.wait_for_capacity)
 
     @property
     def job_processes(self) -> int:
@@ -656,6 +665,22 @@ class RunpodTarget(BaseModel):
     @classmethod
     def _safe(cls, value: str) -> str:
         _check_safe(value)
+        return value
+
+    @field_validator("wait_for_capacity", mode="plain")
+    @classmethod
+    def _capacity_wait(cls, value: object) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise ValueError(
+                f'({value!r}) must be a string: a span like wait_for_capacity = "30m" '
+                '(or "0": fail at once when no GPU type has capacity)'
+            )
+        try:
+            parse_duration(value)
+        except ValueError as error:
+            raise ValueError(f'{error} (or "0": fail at once)') from None
         return value
 
     @field_validator("image")

@@ -139,6 +139,9 @@ kind = "local"                        # this machine
 # max_cost_usd = 10                   # default: none; the most the pod may cost, at the
 #                                     # rate it was created at: it is deleted when it
 #                                     # reaches it (not with --keep-pod)
+# wait_for_capacity = "30m"          # default: none (fail at once); when no GPU type has
+#                                     # capacity, try them all again (backing off) for up
+#                                     # to this long: "90s", "30m", "2h", "1h30m"
 
 # A pod on the cheapest GPU type in Runpod's catalog that has the memory it needs
 # (`overbrainer pod gpus` lists them, cheapest first).

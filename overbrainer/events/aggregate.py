@@ -501,6 +501,11 @@ def _candidates(s: RunLog, e: ev.CandidatesChosen, at: str) -> None:
         raise InvalidTransition("GPU candidates are chosen only before the job starts")
 
 
+def _capacity_awaited(s: RunLog, e: ev.CapacityAwaited, at: str) -> None:
+    if s.run.state != RunState.preparing:
+        raise InvalidTransition("capacity is awaited only before the job starts")
+
+
 # Each event type's rule, set on the first event folded (whole, by one assignment).
 _HANDLERS: dict[type[ev.Event], Any] = {}
 
@@ -541,6 +546,7 @@ def _rules() -> dict[type[ev.Event], Any]:
         ev.StrayRecorded: _stray,
         ev.StrayDropped: _stray_dropped,
         ev.CandidatesChosen: _candidates,
+        ev.CapacityAwaited: _capacity_awaited,
         ev.PodBilled: _billed,
     }
     return _HANDLERS

@@ -429,6 +429,23 @@ class CandidatesChosen(Event):
     max_cost_usd: float | None = None
 
 
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+class CapacityAwaited(Event):
+    """No GPU type had capacity (``wait_for_capacity`` is set): the walk waits ``seconds``,
+    then tries every type again. ``walks`` counts the walks that found none so far;
+    ``until`` is when the wait ends at the latest (this machine's clock, UTC); what is
+    awaited: ``gpu_count`` GPUs of one of ``gpu_types`` in ``data_centers`` (empty: any).
+    """
+
+    name: ClassVar[str] = "pod.CapacityAwaited"
+    walks: int
+    seconds: float
+    until: str
+    gpu_types: list[str] = field(default_factory=list)
+    gpu_count: int = 1
+    data_centers: list[str] = field(default_factory=list)
+
+
 # ---- what Runpod billed ----------------------------------------------------------------
 
 
@@ -483,6 +500,7 @@ CATALOGUE: dict[str, type[Event]] = {
         StrayRecorded,
         StrayDropped,
         CandidatesChosen,
+        CapacityAwaited,
         PodBilled,
     )
 }

@@ -17,6 +17,7 @@ from overbrainer.config.model import is_pinned_image
 from overbrainer.plurals import plural, word
 from overbrainer.preflight.probes import EngineProbe, GpusProbe, TrainerProbe
 from overbrainer.projections.budget import Budget
+from overbrainer.projections.words import duration_text
 from overbrainer.runpod.candidates import NoCandidate, Wanted, choose, hours_text, price_text
 from overbrainer.runpod.models import GpuType
 from overbrainer.train.data import DataReport
@@ -31,6 +32,7 @@ __all__ = [
     "budget_check",
     "budget_unread",
     "candidates_check",
+    "capacity_wait_check",
     "config_check",
     "data_check",
     "engine_check",
@@ -389,6 +391,16 @@ def candidates_check(wanted: Wanted, catalog: Sequence[GpuType] | ApiFailure) ->
             f"{x.gpu_type} ({x.reason})" for x in chosen.left
         )
     return _check(name, summary)
+
+
+def capacity_wait_check(name: str, written: str, seconds: float) -> Check:
+    """What the walk does when no GPU type has capacity: wait up to ``seconds``
+    (``written`` as the target ``name`` sets it), trying every type again meanwhile."""
+    return _check(
+        "capacity wait",
+        f"when no GPU type has capacity, waits up to {duration_text(seconds)} for some, "
+        f'trying them all again meanwhile (targets.{name}.wait_for_capacity = "{written}")',
+    )
 
 
 # --- how the job's processes share the model ---------------------------------------------

@@ -135,6 +135,15 @@ def _candidates(e: ev.CandidatesChosen, s: RunLog | None) -> str:
     return text
 
 
+def _capacity_awaited(e: ev.CapacityAwaited, s: RunLog | None) -> str:
+    types = " or ".join(e.gpu_types) or "the GPU types"
+    where = ", ".join(e.data_centers) or "any data center"
+    return (
+        f"no capacity for {e.gpu_count} × {types} in {where} (try {e.walks}): trying again "
+        f"in {duration_text(e.seconds)}, waiting until {e.until} at the latest"
+    )
+
+
 def _attempt_resolved(e: ev.AttemptResolved, s: RunLog | None) -> str:
     pod = f" pod {e.pod_id}" if e.pod_id else ""
     detail = f": {e.detail}" if e.detail else ""
@@ -232,6 +241,7 @@ _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
     ev.StrayRecorded: lambda e, s: f"stray pod {e.pod_id} recorded ({e.reason})",
     ev.StrayDropped: lambda e, s: f"stray pod {e.pod_id} is gone",
     ev.CandidatesChosen: _candidates,
+    ev.CapacityAwaited: _capacity_awaited,
     ev.PodBilled: _billed,
 }
 

@@ -270,9 +270,16 @@ def attempt_line(attempt: Mapping[str, Any]) -> str:
     return f"attempt {attempt.get('n')} ({attempt.get('gpu_type')}): {result}{where}{said}"
 
 
-def nothing_placed(run_id: str, attempts: Sequence[Mapping[str, Any]]) -> str:
-    """The error of a walk that tried every GPU type without a ready pod."""
+def nothing_placed(run_id: str, attempts: Sequence[Mapping[str, Any]], *, waited: str = "") -> str:
+    """The error of a walk that tried every GPU type without a ready pod; after a wait for
+    capacity, ``waited`` says how long and ``attempts`` are the last walk's."""
     lines = "; ".join(attempt_line(a) for a in attempts) or "no attempt was made"
+    if waited:
+        return (
+            f"run {run_id} got no pod: {waited}; the last time: {lines}. Add other "
+            "gpu_types or data_center_ids to the target in overbrainer.toml, or wait "
+            "longer (wait_for_capacity), then run `overbrainer train` again"
+        )
     return (
         f"run {run_id} got no pod: {lines}. Add other gpu_types or data_center_ids to the "
         "target in overbrainer.toml, then run `overbrainer train` again"

@@ -15,6 +15,12 @@ came of it. The policy is all here, so it is tested as tables of events and comm
   anything else (401, 402, 422, a create that never left) stops the walk.
 - A created pod is settled; one that is not ready is deleted and the next type tried, one
   that is refused is deleted and the run refused.
+- A walk that tried every type with no pod ends ``nothing_placed``, unless the policy
+  waits for capacity (``capacity_wait``) and some type answered "no capacity" (400): then
+  it asks the time (:class:`ReadClock`), waits (:class:`AwaitCapacity`: 30 s, doubling up
+  to 5 min, never past the wait's end, counted from the first walk that found none) and
+  walks every type again; once the wait is over it ends ``nothing_placed``, saying how
+  long it waited.
 - Ctrl-C, a cancel asked through the log, another command overtaking the walk, or any
   other failure end the walk, deleting the pod it holds (``live``) if any.
 
@@ -31,8 +37,10 @@ from overbrainer.runpod.candidates import Candidate
 from overbrainer.runpod.decide import CreateDecision, Step
 
 __all__ = [
+    "AwaitCapacity",
     "Booted",
     "Cancelled",
+    "Clock",
     "Command",
     "CreateFailed",
     "Created",
@@ -45,6 +53,7 @@ __all__ = [
     "Outcome",
     "Overtaken",
     "Policy",
+    "ReadClock",
     "Reconcile",
     "ReconcileFailed",
     "Record",
@@ -82,6 +91,26 @@ class Wait:
 
     seconds: float
     why: str
+
+
+@dataclass(frozen=True)
+class ReadClock:
+    """Tell the machine the time (:class:`Clock`): every type was tried and none had
+    capacity, and the machine waits for some."""
+
+
+@dataclass(frozen=True)
+class AwaitCapacity:
+    """No type had capacity: record it, show what is awaited until ``until`` and wait
+    ``seconds`` (a race Ctrl-C ends), then feed :class:`Waited` for the next walk.
+
+    ``until`` and ``since`` (when the wait began) are on the clock :class:`Clock` gave;
+    ``walks`` counts the walks that found no capacity so far."""
+
+    seconds: float
+    until: float
+    since: float
+    walks: int
 
 
 @dataclass(frozen=True)
@@ -124,7 +153,9 @@ class DeletePod:
 class Outcome:
     """How the walk ended.
 
-    ``kind``: ``ready`` (``pod_id`` is the pod), ``nothing_placed`` (every type tried),
+    ``kind``: ``ready`` (``pod_id`` is the pod), ``nothing_placed`` (every type tried;
+    ``waited``: the seconds waited for capacity, ``walks`` the walks over every type made
+    when it waited, else 0),
     ``stopped`` (``decision`` says why), ``rate_limited`` (``wait`` last asked),
     ``unknown`` (an ambiguous create that could not be looked up: ``detail``),
     ``refused`` (``pod_id`` refused, ``detail`` why), ``interrupted``, ``cancelled`` (at
@@ -149,6 +180,8 @@ class Outcome:
     wait: float = 0.0
     decision: CreateDecision | None = None
     deleted: str | None = None
+    waited: float = 0.0
+    walks: int = 0
 
 
 @dataclass(frozen=True)
@@ -158,7 +191,18 @@ class Done:
     outcome: Outcome
 
 
-Command = SendCreate | Reconcile | Wait | Settle | Resolve | Record | DeletePod | Done
+Command = (
+    SendCreate
+    | Reconcile
+    | Wait
+    | ReadClock
+    | AwaitCapacity
+    | Settle
+    | Resolve
+    | Record
+    | DeletePod
+    | Done
+)
 
 
 # --- events (what the driver saw) -------------------------------------------------------
@@ -208,6 +252,13 @@ class Waited:
 
 
 @dataclass(frozen=True)
+class Clock:
+    """The time, in seconds on the driver's monotonic clock (after :class:`ReadClock`)."""
+
+    now: float
+
+
+@dataclass(frozen=True)
 class Interrupted:
     """Ctrl-C was noted at ``stage``."""
 
@@ -239,6 +290,7 @@ Event = (
     | ReconcileFailed
     | Booted
     | Waited
+    | Clock
     | Interrupted
     | Cancelled
     | Overtaken
@@ -249,11 +301,17 @@ Event = (
 @dataclass(frozen=True)
 class Policy:
     """How often the walk sends again: ``resends`` after ambiguous creates that left no
-    pod, ``rate_limited`` after 429s, never waiting longer than ``max_retry_after``."""
+    pod, ``rate_limited`` after 429s, never waiting longer than ``max_retry_after``; how
+    long it waits for capacity when no type has any (``capacity_wait`` seconds, 0: not at
+    all), walking again after ``capacity_first`` seconds, then twice as long each time up
+    to ``capacity_cap``."""
 
     resends: int = 2
     rate_limited: int = 5
     max_retry_after: float = 300.0
+    capacity_wait: float = 0.0
+    capacity_first: float = 30.0
+    capacity_cap: float = 300.0
 
 
 _RATE_LIMIT = "waiting out Runpod's rate limit"
@@ -274,6 +332,15 @@ class Walk:
         # other than success, it is deleted.
         self.live: str | None = None
         self.done = False
+        # Waiting for capacity: whether this walk over the types met a "no capacity"
+        # answer, when the wait began and ends (None: not begun), the next pause, the walks
+        # over every type made, and whether the Waited expected ends a wait for capacity.
+        self.no_capacity = False
+        self.since: float | None = None
+        self.until = 0.0
+        self.pause = policy.capacity_first
+        self.walks = 0
+        self.awaiting = False
 
     @property
     def candidate(self) -> Candidate:
@@ -311,7 +378,11 @@ class Walk:
             case Booted(kind, detail):
                 return self._booted(kind, detail)
             case Waited():
+                if self.awaiting:
+                    return self._walk_again()
                 return [SendCreate(self.candidate, self.resends + self.limited)]
+            case Clock(now):
+                return self._capacity(now)
             case Interrupted(stage):
                 return [
                     Record("interrupted", stage),
@@ -341,6 +412,8 @@ class Walk:
             return [Reconcile(said)]
         resolve = Resolve(decision.result, decision.detail)
         if decision.step is Step.NEXT_TYPE:
+            if decision.result == "no_capacity":
+                self.no_capacity = True
             return [resolve, *self._next()]
         if decision.step is Step.STOP:
             return [resolve, Done(Outcome("stopped", decision=decision))]
@@ -367,12 +440,40 @@ class Walk:
         return [*commands, *self._next()]
 
     def _next(self) -> list[Command]:
-        """The next candidate, or the end of the walk when none is left."""
+        """The next candidate; when none is left, the wait for capacity (if the policy
+        waits and a type had none) or the end of the walk."""
         if self.index + 1 >= len(self.candidates):
-            return [Done(Outcome("nothing_placed"))]
+            # Once waiting, the time tells how long the wait was, whatever ends it.
+            if self.policy.capacity_wait > 0 and (self.no_capacity or self.since is not None):
+                return [ReadClock()]
+            return [Done(self._nothing_placed(0.0))]
         self.index += 1
         self.resends = self.limited = 0
         return [SendCreate(self.candidate)]
+
+    def _capacity(self, now: float) -> list[Command]:
+        """Every type was tried: wait (backing off, never past the wait's end) if some had
+        no capacity, else or once the wait is over, end."""
+        if self.since is None:
+            self.since, self.until = now, now + self.policy.capacity_wait
+        self.walks += 1
+        left = self.until - now
+        if left <= 0 or not self.no_capacity:
+            return [Done(self._nothing_placed(now - self.since))]
+        seconds = min(self.pause, left)
+        self.pause = min(self.pause * 2, self.policy.capacity_cap)
+        self.awaiting = True
+        return [AwaitCapacity(seconds, self.until, self.since, self.walks)]
+
+    def _walk_again(self) -> list[Command]:
+        """After a wait for capacity: every type again, from the first."""
+        self.awaiting = False
+        self.index = self.resends = self.limited = 0
+        self.no_capacity = False
+        return [SendCreate(self.candidate)]
+
+    def _nothing_placed(self, waited: float) -> Outcome:
+        return Outcome("nothing_placed", waited=waited, walks=self.walks)
 
     def _release(self, reason: ev.DeleteReason) -> list[Command]:
         return [] if self.live is None else [DeletePod(self.live, reason)]

@@ -46,12 +46,20 @@ class Timing:
     """Attempts to open the job's SSH connection to a pod that was just found ready."""
     watchdog_interval: float | None = None
     """Seconds between the pod watchdog's checks; None keeps the watchdog's own (60 s)."""
+    capacity_first: float = 30.0
+    """Waiting for capacity (``wait_for_capacity``): the first pause before every GPU type
+    is tried again; each next one is twice as long, up to ``capacity_cap``."""
+    capacity_cap: float = 300.0
+    """The longest pause while waiting for capacity."""
 
-    def walk_limit(self, gpu_types: int) -> float:
-        """An upper bound of a whole provisioning walk over ``gpu_types`` types.
+    def walk_limit(self, gpu_types: int, capacity_wait: float = 0.0) -> float:
+        """An upper bound of a whole provisioning walk over ``gpu_types`` types, waiting up
+        to ``capacity_wait`` seconds for capacity.
 
         It is the sum of every bound a walk can reach, so the shield around the walk
         never stops it first: it only keeps a runaway bug from holding a command forever.
+        While waiting for capacity, every pause but the last is at least
+        ``capacity_first``, and each pause is followed by one more walk.
         """
         sends = self.resends + 1
         reconcile = max(self.reconcile_after, default=0.0) + 2 * self.delete_limit
@@ -63,7 +71,11 @@ class Timing:
             + self.connect_attempts * self.poll
             + 2 * self.delete_limit
         )
-        return max(1, gpu_types) * per_type + 2 * self.delete_limit + 60.0
+        walks = 1
+        if capacity_wait > 0:
+            walks += int(capacity_wait // max(self.capacity_first, 1e-3)) + 2
+        walk = max(1, gpu_types) * per_type
+        return walks * walk + capacity_wait + 2 * self.delete_limit + 60.0
 
     @classmethod
     def standard(cls) -> "Timing":

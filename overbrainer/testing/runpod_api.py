@@ -355,6 +355,9 @@ class FakeRunpod:
         self.data_centers = tuple(data_centers)
         self.capacity_per_gpu_type = capacity_per_gpu_type
         self.capacity: dict[tuple[str, str], int] = {}
+        # Capacity that changes later: (trio time, GPU type, count, data center or None),
+        # applied in order once the fake's clock reaches each.
+        self.capacity_changes: list[tuple[float, str, int, str | None]] = []
         # The catalog: every GPU type a pod can be created with, in listing order.
         self.gpu_types: dict[str, FakeGpuType] = {}
         if gpu_types is None:
@@ -430,6 +433,14 @@ class FakeRunpod:
         """Set how many GPUs of a type are free in a data center (all of them if None)."""
         for dc in [data_center] if data_center else self.data_centers:
             self.capacity[(gpu_id, dc)] = count
+
+    def set_capacity_at(
+        self, when: float, gpu_id: str, count: int, data_center: str | None = None
+    ) -> None:
+        """From trio time ``when`` on, :meth:`set_capacity` as given: "no capacity for a
+        while" is ``set_capacity(gpu, 0)`` now and ``set_capacity_at(later, gpu, 8)``."""
+        self.capacity_changes.append((when, gpu_id, count, data_center))
+        self.capacity_changes.sort(key=lambda change: change[0])
 
     def fail_next(self, route: str, status: int | None = 500, *, times: int = 1, **kw: Any) -> None:
         """Script the next ``times`` requests matching ``route`` (see :class:`Fault`)."""
@@ -1023,7 +1034,11 @@ class FakeRunpod:
     # --- lifecycle ---
 
     async def _advance(self, now: float) -> None:
-        """Apply what time has done: vanishing, ERROR, first sight of RUNNING (hooks)."""
+        """Apply what time has done: capacity that changed, vanishing, ERROR, first sight
+        of RUNNING (hooks)."""
+        while self.capacity_changes and self.capacity_changes[0][0] <= now:
+            _, gpu_id, count, data_center = self.capacity_changes.pop(0)
+            self.set_capacity(gpu_id, count, data_center)
         for pod in list(self.pods.values()):
             if pod.deleted:
                 continue

@@ -320,3 +320,41 @@ def test_a_monthly_budget_that_is_not_a_positive_amount_is_refused(
         "project.monthly_budget_usd (from OVERBRAINER_PROJECT__MONTHLY_BUDGET_USD): must be a "
         "number of US dollars greater than 0 (e.g. 100); remove it for no monthly budget"
     ]
+@pytest.mark.parametrize(
+    ("written", "seconds"),
+    [(None, 0.0), ('"0"', 0.0), ('"30m"', 1800.0), ('"2h"', 7200.0), ('"90s"', 90.0)],
+)
+def test_wait_for_capacity_is_read_as_a_span(
+    project: Path, written: str | None, seconds: float
+) -> None:
+    if written is not None:
+        text = (project / "overbrainer.toml").read_text()
+        (project / "overbrainer.toml").write_text(
+            text + f"wait_for_capacity = {written}\n", encoding="utf-8"
+        )
+    gpu = load_settings(project, {}).target_of("gpu")
+    assert isinstance(gpu, RunpodTarget)
+    assert gpu.capacity_wait_seconds == seconds
+
+
+def test_wait_for_capacity_comes_from_the_environment_too(project: Path) -> None:
+    variable = "OVERBRAINER_TARGETS__GPU__WAIT_FOR_CAPACITY"
+    gpu = load_settings(project, {variable: "1h30m"}).target_of("gpu")
+    assert isinstance(gpu, RunpodTarget)
+    assert gpu.wait_for_capacity == "1h30m" and gpu.capacity_wait_seconds == 5400
+
+
+@pytest.mark.parametrize("written", ['"30 min"', '"1.5h"', '"-5m"', '"30"', "30", '"200h"'])
+def test_a_wait_for_capacity_not_a_span_is_refused_naming_key_value_and_form(
+    project: Path, written: str
+) -> None:
+    text = (project / "overbrainer.toml").read_text()
+    (project / "overbrainer.toml").write_text(
+        text + f"wait_for_capacity = {written}\n", encoding="utf-8"
+    )
+    with pytest.raises(ConfigError) as refused:
+        load_settings(project, {})
+    message = str(refused.value)
+    assert "targets.gpu.wait_for_capacity" in message
+    assert written.strip('"') in message
+    assert '"30m"' in message

@@ -215,6 +215,16 @@ def _since_0_3_0(script: list[tuple[str, ev.Event]]) -> list[tuple[str, ev.Event
     out: list[tuple[str, ev.Event]] = []
     for run_id, event in script:
         out.append((run_id, event))
+        if run_id == RUN_A and isinstance(event, ev.AttemptResolved) and event.n == 1:
+            # The walk waited for capacity before it tried again.
+            awaited = ev.CapacityAwaited(
+                walks=1,
+                seconds=30.0,
+                until="2026-01-01T10:30:00Z",
+                gpu_types=["NVIDIA A100", "NVIDIA A40"],
+                data_centers=["EU-RO-1"],
+            )
+            out.append((RUN_A, awaited))
         if run_id == RUN_A and isinstance(event, ev.PodJobRunning):
             near = ev.CostCapNear(pod_id="k3x9", max_cost_usd=3.0, cost_per_hour=0.53)
             out.append((RUN_A, near))

@@ -81,7 +81,7 @@ EXPECTED_RUN_A = {
     "note": None,
     "clock_offset": None,
     "files_removed": None,
-    "version": 26,
+    "version": 27,
 }
 EXPECTED_POD_A = {
     "keep": True,
@@ -290,6 +290,8 @@ EXPECTED_SENTENCES_A = [
     f"attempt 1: asking Runpod for pod overbrainer-{RUN_A}-1 on NVIDIA A100 "
     "(deadline 2026-01-01T16:00:00Z)",
     "attempt 1 no capacity: no A100 in EU-RO-1",
+    "no capacity for 1 × NVIDIA A100 or NVIDIA A40 in EU-RO-1 (try 1): trying again in 30s, "
+    "waiting until 2026-01-01T10:30:00Z at the latest",
     f"attempt 2: asking Runpod for pod overbrainer-{RUN_A}-2 on NVIDIA A40 "
     "(max_hours 6 from its creation)",
     "attempt 2 created pod k3x9",
@@ -563,7 +565,7 @@ def _check_everything(
     assert "  — test script by " in out.splitlines()[0]
     code, out, _ = _cli(capsys, project, "events", RUN_A, "--json")
     lines = [json.loads(row) for row in out.splitlines()]
-    assert [row["seq"] for row in lines] == list(range(1, 27))
+    assert [row["seq"] for row in lines] == list(range(1, 28))
     assert [row["event"] for row in lines] == [e.name for r, e in EVERY_TYPE if r == RUN_A]
     assert all(row["actor"]["command"] == "test script" for row in lines)
 
@@ -596,17 +598,17 @@ async def test_events_at_n_shows_the_state_after_event_n(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     await _record_script(tmp_path)
-    code, out, _ = _cli(capsys, tmp_path, "events", RUN_A, "--at", "8", "--json")
+    code, out, _ = _cli(capsys, tmp_path, "events", RUN_A, "--at", "9", "--json")
     assert code == 0
     state = json.loads(out)
-    assert state["at"] == 8
+    assert state["at"] == 9
     assert state["run"]["state"] == "preparing"
-    assert state["run"]["version"] == 8
+    assert state["run"]["version"] == 9
     assert state["pod"]["pod_id"] == "k3x9"
     assert state["pod"]["status"] == "created"
     assert [a["result"] for a in state["pod"]["attempts"]] == ["no_capacity", "created"]
 
-    code, out, _ = _cli(capsys, tmp_path, "events", RUN_A, "--at", "15", "--json")
+    code, out, _ = _cli(capsys, tmp_path, "events", RUN_A, "--at", "16", "--json")
     state = json.loads(out)
     assert (state["run"]["state"], state["pod"]["status"]) == ("running", "job_running")
 
@@ -615,8 +617,8 @@ async def test_events_at_n_shows_the_state_after_event_n(
 
     code, out, err = _cli(capsys, tmp_path, "events", RUN_A, "--at", "99")
     assert code == 2
-    assert "has 26 events" in err
+    assert "has 27 events" in err
 
-    code, out, _ = _cli(capsys, tmp_path, "events", RUN_A, "--at", "26")
+    code, out, _ = _cli(capsys, tmp_path, "events", RUN_A, "--at", "27")
     assert code == 0
     assert "succeeded" in out and "k3x9" in out

@@ -343,6 +343,21 @@ async def test_check_on_auto_shows_the_candidates_it_would_try(tmp_path: Path) -
     assert fake.create_requests() == [] and project.runs() == []
 
 
+async def test_check_says_how_long_the_run_would_wait_for_capacity(tmp_path: Path) -> None:
+    async with runpod_project(tmp_path, []) as (fake, project):
+        (project.path / "overbrainer.toml").write_text(
+            AUTO_TOML.format(price=1.5, extra='wait_for_capacity = "30m"\n')
+        )
+        done = await run(project, "train", "--check")
+    assert done.returncode == 0, done.stderr
+    (line,) = [x for x in done.stdout.splitlines() if "capacity wait" in x]
+    assert " ".join(line.split()) == (
+        "ok capacity wait when no GPU type has capacity, waits up to 30m00s for some, trying "
+        'them all again meanwhile (targets.gpu.wait_for_capacity = "30m")'
+    )
+    assert fake.create_requests() == [] and project.runs() == []
+
+
 @pytest.mark.parametrize(
     ("price", "extra", "words"),
     [

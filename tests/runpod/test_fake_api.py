@@ -122,6 +122,21 @@ async def test_capacity_is_per_gpu_type_and_data_center(
     assert other["dataCenterId"] == "EU-RO-1"
 
 
+async def test_capacity_can_come_back_at_a_set_time(
+    fake: FakeRunpod, http: httpx.AsyncClient, autojump_clock: trio.testing.MockClock
+) -> None:
+    start = trio.current_time()
+    fake.set_capacity(GPU, 0)
+    fake.set_capacity_at(start + 600, GPU, 1, "US-TX-3")
+    full = await http.post("/pods", json=body())
+    assert full.status_code == 400 and problem_of(full)["detail"] == NO_CAPACITY
+    await trio.sleep(599)
+    assert (await http.post("/pods", json=body())).status_code == 400
+    await trio.sleep(1)
+    assert (await create(http))["dataCenterId"] == "US-TX-3"
+    assert (await http.post("/pods", json=body())).status_code == 400  # only one came back
+
+
 async def test_balance_unknown_gpu_and_rules_are_refused(
     fake: FakeRunpod, http: httpx.AsyncClient, autojump_clock: trio.testing.MockClock
 ) -> None:

@@ -11,8 +11,10 @@ from overbrainer.runpod.client import AmbiguousCreate, CreateNotSent
 from overbrainer.runpod.client import CreateFailed as ClientCreateFailed
 from overbrainer.runpod.decide import after_create_error
 from overbrainer.runpod.provisioning import (
+    AwaitCapacity,
     Booted,
     Cancelled,
+    Clock,
     Command,
     Created,
     CreateFailed,
@@ -25,6 +27,7 @@ from overbrainer.runpod.provisioning import (
     Outcome,
     Overtaken,
     Policy,
+    ReadClock,
     Reconcile,
     ReconcileFailed,
     Record,
@@ -64,6 +67,9 @@ class Row:
     candidates: Sequence[Candidate] = (A, B)
     policy: Policy = field(default_factory=Policy)
 
+
+WAITS = Policy(capacity_wait=1800.0)
+ONE_WALK = (status(400), status(400))  # both candidates (A, B) without capacity
 
 ROWS = {
     "the walk starts with a create on the first candidate": Row([], [SendCreate(A)]),
@@ -216,6 +222,88 @@ ROWS = {
         [status(400), status(400)],
         [Resolve("no_capacity", "said 400"), SendCreate(C)],
         candidates=[A, B, C],
+    ),
+    # Waiting for capacity (30 min here): the walk asks the time, waits, walks again.
+    "with a wait, a walk that found no capacity asks the time": Row(
+        [status(400), status(400)],
+        [Resolve("no_capacity", "said 400"), ReadClock()],
+        policy=WAITS,
+    ),
+    "the first wait for capacity is 30 s, the wait ending 30 min after": Row(
+        [status(400), status(400), Clock(100.0)],
+        [AwaitCapacity(30.0, until=1900.0, since=100.0, walks=1)],
+        policy=WAITS,
+    ),
+    "after a wait for capacity every type is tried again from the first": Row(
+        [status(400), status(400), Clock(100.0), Waited()], [SendCreate(A)], policy=WAITS
+    ),
+    "the waits for capacity double": Row(
+        [*ONE_WALK, Clock(100.0), Waited(), *ONE_WALK, Clock(131.0)],
+        [AwaitCapacity(60.0, until=1900.0, since=100.0, walks=2)],
+        policy=WAITS,
+    ),
+    "the waits for capacity stop doubling at 5 min": Row(
+        [
+            *ONE_WALK,
+            *[
+                e
+                for now in (0.0, 30.0, 90.0, 210.0, 450.0)
+                for e in (Clock(now), Waited(), *ONE_WALK)
+            ],
+            Clock(750.0),
+        ],
+        [AwaitCapacity(300.0, until=1800.0, since=0.0, walks=6)],
+        policy=WAITS,
+    ),
+    "a wait for capacity never goes past the wait's end": Row(
+        [*ONE_WALK, Clock(0.0), Waited(), *ONE_WALK, Clock(1790.0)],
+        [AwaitCapacity(10.0, until=1800.0, since=0.0, walks=2)],
+        policy=WAITS,
+    ),
+    "once the wait for capacity is over the walk places nothing, saying how long it waited": Row(
+        [*ONE_WALK, Clock(0.0), Waited(), *ONE_WALK, Clock(1801.0)],
+        [Done(Outcome("nothing_placed", waited=1801.0, walks=2))],
+        policy=WAITS,
+    ),
+    "a walk with no 'no capacity' answer does not wait": Row(
+        [status(403), status(403)],
+        [Resolve("no_access", "said 403"), Done(Outcome("nothing_placed"))],
+        policy=WAITS,
+    ),
+    "a pod not ready on the last type after no capacity on the first still waits": Row(
+        [status(400), Created("p1"), Booted("not_ready", "no SSH")],
+        [
+            Resolve("not_ready", "no SSH", "p1"),
+            DeletePod("p1", "not_ready", strict=True),
+            ReadClock(),
+        ],
+        policy=WAITS,
+    ),
+    "only a walk that met 'no capacity' waits: the next one without it ends": Row(
+        [*ONE_WALK, Clock(0.0), Waited(), status(403), status(403), Clock(31.0)],
+        [Done(Outcome("nothing_placed", waited=31.0, walks=2))],
+        policy=WAITS,
+    ),
+    "Ctrl-C during a wait for capacity ends the walk with no pod": Row(
+        [*ONE_WALK, Clock(0.0), Interrupted("waiting for capacity")],
+        [
+            Record("interrupted", "waiting for capacity"),
+            Done(Outcome("interrupted", stage="waiting for capacity")),
+        ],
+        policy=WAITS,
+    ),
+    "a cancel during a wait for capacity is taken": Row(
+        [*ONE_WALK, Clock(0.0), Cancelled("waiting for capacity")],
+        [
+            Record("cancel_taken", "waiting for capacity"),
+            Done(Outcome("cancelled", stage="waiting for capacity")),
+        ],
+        policy=WAITS,
+    ),
+    "a rate limit after a wait for capacity is waited out as before": Row(
+        [*ONE_WALK, Clock(0.0), Waited(), status(429), Waited()],
+        [SendCreate(A, resend=1)],
+        policy=WAITS,
     ),
 }
 

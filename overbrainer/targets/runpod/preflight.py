@@ -99,6 +99,10 @@ async def check_pod_target(
                 if wanted.needs_catalog:
                     found.append(checks.candidates_check(wanted, catalog))
             clock = client.server_clock if client.server_clock.known else None
+    if spec.wait_for_capacity is not None and spec.capacity_wait_seconds > 0:
+        found.append(
+            checks.capacity_wait_check(name, spec.wait_for_capacity, spec.capacity_wait_seconds)
+        )
     found.append(
         checks.image_check(
             "pod image",

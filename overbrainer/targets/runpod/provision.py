@@ -18,9 +18,14 @@ What to do next is decided by the pure machine :class:`overbrainer.runpod.provis
 performs each command (the create, the listing, the waits, the deletes, the log's appends)
 with trio, httpx and the journal, and feeds back what came of it.
 
+Waiting for capacity (the target's ``wait_for_capacity``): when every GPU type was tried
+and some had no capacity, the machine asks the time and the walk waits (recording
+``pod.CapacityAwaited`` and showing what it waits for and until when), then tries every
+type again; the machine decides how long, never past the wait's end.
+
 Ctrl-C: the walk runs shielded, so a create or a delete is never torn. It checks for
-Ctrl-C before each create, and its waits (a pod booting, a rate limit) are races the first
-Ctrl-C ends. Then the pod, if any, is deleted (shielded), ``run.Interrupted`` is appended
+Ctrl-C before each create, and its waits (a pod booting, a rate limit, capacity) are races
+the first Ctrl-C ends. Then the pod, if any, is deleted (shielded), ``run.Interrupted`` is appended
 and :class:`ProvisionInterrupted` raised, its message saying from the run's log whether a
 pod of it may be left (:func:`~overbrainer.runpod.decide.interrupted_before_job`). The
 caller appends the run's ``run.Ended``, as for every other error here.
@@ -32,7 +37,7 @@ use an in-memory executor, production :func:`pinned_ssh`.
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import TypeVar
 
@@ -51,6 +56,8 @@ from overbrainer.exec.base import (
     Runtime,
 )
 from overbrainer.front.interrupts import ShieldTimeout, StopRequested
+from overbrainer.plurals import plural
+from overbrainer.projections.words import duration_text
 from overbrainer.runpod import decide
 from overbrainer.runpod import provisioning as machine
 from overbrainer.runpod.candidates import (
@@ -276,7 +283,7 @@ async def provision(
         if not budget.fits:
             raise OverBudget(budget.refusal(state.run.target))
     walk = _Walk(ctx, run_id, spec, keep=keep, api_base=api_base, wanted=wanted, chosen=chosen)
-    limit = ctx.timing.walk_limit(len(chosen.candidates))
+    limit = ctx.timing.walk_limit(len(chosen.candidates), spec.capacity_wait_seconds)
     try:
         return await ctx.session.interrupts.shield(
             f"provisioning a pod for run {run_id}", limit, walk.run
@@ -447,8 +454,12 @@ class _Walk:
                 resends=ctx.timing.resends,
                 rate_limited=ctx.timing.rate_limited,
                 max_retry_after=ctx.timing.max_retry_after,
+                capacity_wait=spec.capacity_wait_seconds,
+                capacity_first=ctx.timing.capacity_first,
+                capacity_cap=ctx.timing.capacity_cap,
             ),
         )
+        self.walk_first = 1  # the number of the first attempt of the latest walk
         self.then: list[Command] = []  # the machine's answer to the pod just created
         self.keys: RunKeys | None = None
         # The attempt being made: its number, pod name, GPU type and when it was sent.
@@ -523,6 +534,11 @@ class _Walk:
             case machine.Wait(seconds, why):
                 await self._race(why, partial(self._sleep_watching, seconds, why))
                 return self.machine.send(machine.Waited())
+            case machine.ReadClock():
+                return self.machine.send(machine.Clock(trio.current_time()))
+            case machine.AwaitCapacity(seconds, until, since, walks):
+                await self._await_capacity(seconds, until, since, walks)
+                return self.machine.send(machine.Waited())
             case machine.Settle(pod_id):
                 return await self._settle(self.created[pod_id])
             case machine.Resolve(result, detail, pod_id):
@@ -569,7 +585,15 @@ class _Walk:
             raise ProvisionCancelled(f"run {run_id} {reason}{deleted}", reason=reason)
         if outcome.kind == "nothing_placed":
             state = await self.journal.state(run_id)
-            raise NothingPlaced(decide.nothing_placed(run_id, state.pod.attempts))
+            if not outcome.walks:
+                raise NothingPlaced(decide.nothing_placed(run_id, state.pod.attempts))
+            last = [a for a in state.pod.attempts if int(a.get("n", 0)) >= self.walk_first]
+            waited = (
+                f"waited {duration_text(outcome.waited)} for capacity (wait_for_capacity = "
+                f'"{self.spec.wait_for_capacity}"), trying every GPU type '
+                f"{plural(outcome.walks, 'time')}"
+            )
+            raise NothingPlaced(decide.nothing_placed(run_id, last, waited=waited))
         if outcome.kind == "stopped":
             assert outcome.decision is not None
             raise CreateStopped(self._stopped(self.n, self.gpu_type, outcome.decision))
@@ -590,6 +614,45 @@ class _Walk:
         )
 
     # -- steps --
+
+    async def _await_capacity(self, seconds: float, until: float, since: float, walks: int) -> None:
+        """No GPU type had capacity: say what is awaited and until when, and wait
+        ``seconds`` (Ctrl-C or a cancel ends the wait) before the next walk."""
+        now = trio.current_time()
+        wall = self.ctx.clock()
+        stage = "waiting for capacity"
+        awaited = ev.CapacityAwaited(
+            walks=walks,
+            seconds=seconds,
+            until=iso_utc((wall + timedelta(seconds=until - now)).replace(microsecond=0)),
+            gpu_types=[c.gpu_type for c in self.machine.candidates],
+            gpu_count=self.spec.gpu_count,
+            data_centers=list(self.spec.data_center_ids),
+        )
+        self._taken(
+            await self.journal.append(self.run_id, self._unless_overtaken([awaited])), stage
+        )
+        self.front.status(
+            f"run {self.run_id}: no capacity for {self._awaited()}: waiting for some until "
+            f"{_clock_text(wall, until - now)} (wait_for_capacity = "
+            f'"{self.spec.wait_for_capacity}", {duration_text(now - since)} so far); '
+            f"trying again at {_clock_text(wall, seconds)} (try {walks + 1}); Ctrl-C stops",
+            milestone=True,
+        )
+        try:
+            await self._race(stage, partial(self._sleep_watching, seconds, stage))
+        finally:
+            self.front.close()  # the waiting line gives way to the next walk's or the end's
+        state = await self.journal.state(self.run_id)
+        self.walk_first = decide.next_attempt(state.pod.attempts)
+
+    def _awaited(self) -> str:
+        """``1 × NVIDIA A40 or NVIDIA L40S in any data center``: what the walk waits for."""
+        types = [c.gpu_type for c in self.machine.candidates]
+        named = ", ".join(types[:-1]) + f" or {types[-1]}" if len(types) > 1 else types[0]
+        centers = self.spec.data_center_ids
+        where = f"in {', '.join(centers)}" if centers else "in any data center"
+        return f"{self.spec.gpu_count} × {named} {where}"
 
     async def _record_candidates(self) -> None:
         """What will be tried, in order, and why the rest is left out: recorded when the
@@ -1104,6 +1167,11 @@ async def _what_others_did(ctx: PodContext, run_id: str, state: RunLog) -> str:
     # The other command may not have recorded the run's end yet: who deleted the pod.
     who = await recorded_by(ctx.session, run_id, ev.PodDeleting)
     return f"had its pod deleted{who or ' by another command'}"
+
+
+def _clock_text(wall: datetime, after: float) -> str:
+    """``21:15:03 UTC``: the time ``after`` seconds past ``wall``."""
+    return f"{(wall + timedelta(seconds=max(0.0, after))).astimezone(UTC):%H:%M:%S} UTC"
 
 
 def _cents4(rate: float | None) -> float | None:
