@@ -334,6 +334,13 @@ class TrainingSettings(BaseModel):
     # `train stop`: how long a job asked to save a checkpoint and stop has before it is
     # cancelled instead (a save of a big model takes minutes).
     stop_timeout_minutes: Annotated[float, Field(gt=0, le=24 * 60, allow_inf_nan=False)] = 5
+    # A job that writes no metrics line for this long is stalled (hung): it is asked to
+    # save and stop, then ended (lifecycle/stalls.py; the pod's watchdog keeps the same
+    # rule when nothing follows the run).
+    stall_minutes: Annotated[float, Field(gt=0, le=24 * 60, allow_inf_nan=False)] = 20
+    # Before its first metrics line a job may take longer: the model is downloaded, loaded
+    # and the data prepared first. Counted from the job's start.
+    first_step_minutes: Annotated[float, Field(gt=0, le=24 * 60, allow_inf_nan=False)] = 60
     # How many of a run's checkpoints stay on this machine: each one the trainer saves comes
     # home while the job runs; older ones beyond these are removed (the last always stays).
     keep_checkpoints: Count = 2
@@ -372,6 +379,17 @@ class TrainingSettings(BaseModel):
             raise ValueError(
                 "only applies to adapter lora or qlora (a full fine-tune has no adapter to "
                 "merge); set merge = false"
+            )
+        return value
+
+    @field_validator("first_step_minutes")
+    @classmethod
+    def _first_step_not_shorter(cls, value: float, info: ValidationInfo) -> float:
+        stall = info.data.get("stall_minutes")
+        if stall is not None and value < stall:
+            raise ValueError(
+                f"must be at least stall_minutes ({stall:g}): the first step also downloads "
+                "and loads the model, so it may take longer than any other, never less"
             )
         return value
 

@@ -46,6 +46,10 @@ adapter = "lora"
 # saves_per_epoch = 1                 # >= 1
 # merge = false                       # lora/qlora only: also write the merged model
 # stop_timeout_minutes = 5            # `train stop`: a job not stopped by then is cancelled
+# stall_minutes = 20                  # a job writing no metrics line for this long is
+#                                     # stalled: asked to save, then ended (> 0)
+# first_step_minutes = 60             # the same before its first line (model download;
+#                                     # >= stall_minutes)
 # keep_checkpoints = 2                # checkpoints come home as they are saved; this many of
 #                                     # the last stay in runs/<id>/output (>= 1)
 # hub_model_id = "you/your-model"     # push the result to the Hugging Face Hub (needs

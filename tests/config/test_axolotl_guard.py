@@ -48,7 +48,8 @@ OTHER_VALUES: dict[str, Any] = {
 # Settings of overbrainer's own, written to no key of axolotl.yaml; and parallelism, written
 # only for a job of many processes, through its target's choice (tests/train).
 NOT_RENDERED = {
-    "target", "axolotl_extra", "env", "stop_timeout_minutes", "keep_checkpoints", "parallelism"
+    "target", "axolotl_extra", "env", "stop_timeout_minutes", "stall_minutes",
+    "first_step_minutes", "keep_checkpoints", "parallelism"
 }  # fmt: skip
 
 

@@ -104,6 +104,33 @@ def test_keep_checkpoints_defaults_to_two_and_refuses_none(project: Path) -> Non
         load_settings(project, {"OVERBRAINER_TRAINING__KEEP_CHECKPOINTS": "0"})
 
 
+def test_stall_bounds_default_to_twenty_and_sixty_minutes(project: Path) -> None:
+    training = load_settings(project, {}).training
+    assert (training.stall_minutes, training.first_step_minutes) == (20, 60)
+
+
+@pytest.mark.parametrize(
+    ("environ", "problem"),
+    [
+        ({"OVERBRAINER_TRAINING__STALL_MINUTES": "0"}, r"training\.stall_minutes"),
+        ({"OVERBRAINER_TRAINING__STALL_MINUTES": "inf"}, r"training\.stall_minutes"),
+        ({"OVERBRAINER_TRAINING__FIRST_STEP_MINUTES": "-1"}, r"training\.first_step_minutes"),
+        (
+            {
+                "OVERBRAINER_TRAINING__STALL_MINUTES": "30",
+                "OVERBRAINER_TRAINING__FIRST_STEP_MINUTES": "25",
+            },
+            r"training\.first_step_minutes.*at least stall_minutes \(30\)",
+        ),
+    ],
+)
+def test_stall_bounds_out_of_range_are_refused_naming_the_key(
+    project: Path, environ: dict[str, str], problem: str
+) -> None:
+    with pytest.raises(ConfigError, match=problem):
+        load_settings(project, environ)
+
+
 def test_target_overrides_from_env(project: Path) -> None:
     resolved = load_resolved(
         project,
