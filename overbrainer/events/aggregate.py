@@ -106,6 +106,8 @@ class RunView:
     # run's follower and not written on the target yet.
     stop_requested: bool = False
     stop_pending: bool = False
+    # The job stalled (wrote no metrics line for too long): {"minutes", "step", "at"}.
+    stalled: dict[str, Any] | None = None
     interrupted_stage: str | None = None
     detached: bool = False
     artifacts: dict[str, Any] | None = None
@@ -248,6 +250,12 @@ def _stop_requested(s: RunLog, e: ev.StopRequested, at: str) -> None:
         s.run.stop_pending = True
     elif e.relay == "taken":
         s.run.stop_pending = False
+
+
+def _stalled(s: RunLog, e: ev.Stalled, at: str) -> None:
+    if s.run.state != RunState.running:
+        raise InvalidTransition(f"a job stalled while the run is {s.run.state}")
+    s.run.stalled = {"minutes": e.silent_minutes, "step": e.last_step, "at": at}
 
 
 def _checkpoint(s: RunLog, e: ev.CheckpointRetrieved, at: str) -> None:
@@ -520,6 +528,7 @@ def _rules() -> dict[type[ev.Event], Any]:
         ev.RunEnded: _ended,
         ev.CancelRequested: _cancel_requested,
         ev.StopRequested: _stop_requested,
+        ev.Stalled: _stalled,
         ev.CheckpointRetrieved: _checkpoint,
         ev.CheckpointPruned: _checkpoint_pruned,
         ev.Interrupted: _interrupted,

@@ -162,6 +162,19 @@ def take_stop(state: RunLog) -> Events:
     return [ev.StopRequested(relay="taken")]
 
 
+# ---- stalls -----------------------------------------------------------------------------
+
+
+def record_stall(
+    state: RunLog, *, silent_minutes: float, last_step: int | None, first_line: bool
+) -> Events:
+    """A running job that wrote no metrics line for too long; once per run (a stall
+    recorded already, or a run that is not running, records nothing)."""
+    if state.run.state != RunState.running or state.run.stalled is not None:
+        return []
+    return [ev.Stalled(silent_minutes=silent_minutes, last_step=last_step, first_line=first_line)]
+
+
 # ---- checkpoints brought home while the job runs --------------------------------------
 
 

@@ -146,6 +146,19 @@ class StopRequested(Event):
 
 
 @dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+class Stalled(Event):
+    """The run's job stalled: it wrote no metrics line for ``silent_minutes`` (``[training]
+    stall_minutes``; before its first line, ``first_line``, ``first_step_minutes``), the
+    last at ``last_step`` (None: none with a step). Recorded by the command following it,
+    which then asks the job to save and stop and, past the stop grace, cancels it."""
+
+    name: ClassVar[str] = "run.Stalled"
+    silent_minutes: float
+    last_step: int | None = None
+    first_line: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CheckpointRetrieved(Event):
     """A checkpoint of the job (``path``, run-relative, saved at ``step``) came home and
     matched the target's manifest: the run can be resumed from it."""
@@ -474,6 +487,7 @@ CATALOGUE: dict[str, type[Event]] = {
         RunEnded,
         CancelRequested,
         StopRequested,
+        Stalled,
         CheckpointRetrieved,
         CheckpointPruned,
         Interrupted,

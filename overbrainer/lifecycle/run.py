@@ -46,6 +46,7 @@ from overbrainer.lifecycle.report import (
     report_retrieval,
 )
 from overbrainer.lifecycle.service import EndedMeanwhile, Followed, Job, Retrieval, attach_hint
+from overbrainer.lifecycle.stalls import LineClock, Stall, StallRule
 from overbrainer.lifecycle.target import (
     CancelledBeforeJob,
     Command,
@@ -60,12 +61,23 @@ from overbrainer.projections.summary import attach_header
 from overbrainer.session.session import Session
 from overbrainer.train.axolotl import prepare_run_dir
 from overbrainer.train.data import DataError, check_data
-from overbrainer.train.metrics import MetricsSummary, summary_line
+from overbrainer.train.metrics import MetricsEvent, MetricsSummary, summary_line
 from overbrainer.train.resume import ResumeFrom
 
-__all__ = ["attach", "cancel", "secrets_of", "stop", "train"]
+__all__ = ["JobStalled", "attach", "cancel", "secrets_of", "stop", "train"]
 
 T = TypeVar("T")
+B = TypeVar("B")
+
+
+class JobStalled(OverbrainerError):
+    """A run's job stalled and was ended (:func:`_end_stalled`): the run failed saying so.
+    ``stall`` is what was seen; ``state`` the run as it ended."""
+
+    def __init__(self, message: str, *, stall: Stall, state: RunLog) -> None:
+        super().__init__(message)
+        self.stall = stall
+        self.state = state
 
 
 # ---- train ----------------------------------------------------------------------------
@@ -219,6 +231,8 @@ async def _follow(
         return await target.billed.past_deadline(job)
     if watched is Stop.stop_overdue:
         return await _cancel_overdue(session, target, job, stop_within)
+    if isinstance(watched, Stall):
+        return await _end_stalled(session, target, job, watched)
     assert isinstance(watched, Followed)
     try:
         state, retrieval = await service.settle(session, job, watched)
@@ -252,9 +266,11 @@ async def _detach(session: Session, target: Target, job: Job) -> Interrupted:
 
 async def _watch(
     session: Session, target: Target, job: Job, state: RunLog, *, stop_within: float = math.inf
-) -> Followed | Stop | EndedMeanwhile:
-    """``service.watch`` raced against signals, against the target's deadline and against
-    ``stop_within`` (a job asked to save and stop)."""
+) -> Followed | Stop | Stall | EndedMeanwhile:
+    """``service.watch`` raced against signals, against the target's deadline, against
+    ``stop_within`` (a job asked to save and stop) and against a stall (no metrics line
+    for ``[training] stall_minutes``; not watched for a job asked to stop, which
+    ``stop_within`` bounds)."""
     billed = target.billed
     left = math.inf if billed is None else billed.seconds_left(state)
     if left <= 0 and await _ended(job):
@@ -270,8 +286,20 @@ async def _watch(
         home=state.run.checkpoints,
         pruned=state.run.pruned,
     )
+    lines = LineClock(StallRule.of(target.settings.training))
+    watch_stalls = math.isinf(stop_within)
 
-    async def work() -> Followed | Stop:
+    def saw(events: list[MetricsEvent]) -> None:
+        fetcher.saw(events)
+        lines.saw(events)
+
+    async def bounds() -> Stop | Stall:
+        bound = partial(until_bound, billed, state, left, stop_within=stop_within)
+        if not watch_stalls:
+            return await bound()
+        return await _first_of(bound, lines.until_stalled)
+
+    async def work() -> Followed | Stop | Stall:
         async def follow() -> Followed:
             followed = await service.watch(
                 session,
@@ -279,7 +307,7 @@ async def _watch(
                 poll=target.poll,
                 spend=spend,
                 at_each_poll=check,
-                on_events=fetcher.saw,
+                on_events=saw,
             )
             # The job ended: its last saves come home before its target may go.
             await fetcher.finish()
@@ -290,9 +318,7 @@ async def _watch(
             return await _beside(follow, fetcher.run)
 
         # The bound is confirmed on the target's clock before it ends anything (bounds.py).
-        return await _first(
-            followed, partial(until_bound, billed, state, left, stop_within=stop_within)
-        )
+        return await _first(followed, bounds)
 
     try:
         finished = await session.interrupts.race(work)
@@ -323,12 +349,11 @@ async def _beside(main: Callable[[], Awaitable[T]], background: Callable[[], Awa
     return done[0]
 
 
-async def _first(
-    main: Callable[[], Awaitable[T]], bound: Callable[[], Awaitable[Stop]]
-) -> T | Stop:
+async def _first(main: Callable[[], Awaitable[T]], bound: Callable[[], Awaitable[B]]) -> T | B:
     """``main``'s result (or error, as it is), unless ``bound`` returns first: then its
-    :class:`Stop`, ``main`` cancelled. ``bound`` must not fail."""
-    stopped: list[Stop] = []
+    result (a :class:`Stop`, a :class:`Stall`), ``main`` cancelled. ``bound`` must not
+    fail."""
+    stopped: list[B] = []
     with trio.CancelScope() as scope:
 
         async def watch_bound() -> None:
@@ -337,6 +362,21 @@ async def _first(
 
         return await _beside(main, watch_bound)
     return stopped[0]
+
+
+async def _first_of(*bounds: Callable[[], Awaitable[B]]) -> B:
+    """The result of whichever of ``bounds`` returns first, the others cancelled. None
+    may fail."""
+    done: list[B] = []
+    async with trio.open_nursery() as nursery:
+
+        async def one(bound: Callable[[], Awaitable[B]]) -> None:
+            done.append(await bound())
+            nursery.cancel_scope.cancel()
+
+        for bound in bounds:
+            nursery.start_soon(one, bound)
+    return done[0]
 
 
 async def _ended(job: Job) -> bool:
@@ -563,6 +603,98 @@ async def _cancel_overdue(session: Session, target: Target, job: Job, within: fl
         f"run {run_id} {state.run.state}: its job did not stop within {_minutes(within)} of "
         "the request to save and stop (see [training] stop_timeout_minutes)"
     )
+
+
+# ---- stalls ---------------------------------------------------------------------------
+
+
+async def _end_stalled(session: Session, target: Target, job: Job, stall: Stall) -> int:
+    """The end of a stalled job (no metrics line for ``[training] stall_minutes``), the one
+    place every stall comes to: record it (``run.Stalled``), ask the job to save a
+    checkpoint and stop (the request ``train stop`` writes), give it ``[training]
+    stop_timeout_minutes``, cancel it as ``train cancel`` does, collect what it left, end
+    the target, and raise :class:`JobStalled` (the run failed, saying how to go on).
+
+    A job that ends on its own within that grace (it saved and stopped after all, or
+    finished) is settled as any end is (its checkpoint home), and its outcome reported. A
+    signal during the grace stops following only, as at any time: the job keeps running,
+    and ``train attach`` follows it again.
+
+    Automatic recovery hooks in here: the run's end is recorded and its target ended
+    before :class:`JobStalled` is raised."""
+    run_id = job.run_id
+    grace = target.settings.training.stop_timeout_minutes * 60
+    what = stall.describe()
+    state = await session.journal.append(
+        run_id,
+        lambda s: decisions.record_stall(
+            s,
+            silent_minutes=stall.minutes,
+            last_step=stall.last_step,
+            first_line=stall.first_line,
+        ),
+    )
+    if state.final:
+        return await report_ended_meanwhile(session, state)
+    session.front.warn(
+        f"the job of run {run_id} on {job.executor.location} stalled: {what} ([training] "
+        f"stall_minutes); asking it to save a checkpoint and stop, then ending it within "
+        f"{_minutes(grace)}"
+    )
+    try:
+        # Written first, recorded next, as `train stop` does.
+        await session.interrupts.shield(
+            f"asking the stalled job of run {run_id} to stop",
+            STOP_REQUEST_LIMIT,
+            lambda: service.write_stop_request(job),
+        )
+    except ExecError as error:
+        session.front.warn(f"{error}; the stalled job is cancelled without a save")
+        grace = 0.0
+    else:
+        state = await session.journal.append(run_id, decisions.request_stop)
+    if grace > 0:
+        finished = await session.interrupts.race(partial(_ended_within, job, grace, target.poll))
+        if finished is None:
+            raise await _detach(session, target, job)
+        if finished.value:
+            # It saved and stopped after all (or finished): settled as any end is, the
+            # checkpoint it saved brought home with its results.
+            return await _follow(session, target, job, await session.journal.state(run_id))
+    message = f"stalled: {what}; ended as it did not save and stop within {_minutes(grace)}"
+    state, retrieval = await service.stop_and_collect(session, job, message)
+    state = await target.end(job, state, retrieval)
+    if retrieval.stopped:
+        raise service.stopped_collection(job)
+    if state.run.state != RunState.failed or state.run.message != message:
+        # It ended on its own just before the cancel: that end is the run's outcome.
+        return report_retrieval(session, state, None, retrieval)
+    raise JobStalled(_stalled_message(state, what), stall=stall, state=state)
+
+
+async def _ended_within(job: Job, within: float, poll: float) -> bool:
+    """Whether the job ends within ``within`` seconds, looked at every ``poll`` seconds (a
+    look that cannot reach the target counts as not ended)."""
+    with trio.move_on_after(within):
+        while True:
+            if await _ended(job):
+                return True
+            await trio.sleep(poll)
+    return False
+
+
+def _stalled_message(state: RunLog, what: str) -> str:
+    """Why a stalled run failed, and the command that goes on from where it got."""
+    run_id = state.run.run_id
+    checkpoint = state.run.checkpoint
+    if checkpoint is not None:
+        after = (
+            f"`overbrainer train --resume-from {run_id}` goes on from its checkpoint of "
+            f"step {checkpoint['step']}"
+        )
+    else:
+        after = "no checkpoint of it came home: `overbrainer train` starts it again"
+    return f"run {run_id} failed: its job stalled ({what}); {after}"
 
 
 def _no_job_to_cancel(state: RunLog) -> OverbrainerError:

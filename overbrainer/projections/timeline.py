@@ -9,7 +9,7 @@ from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.recorded import Recorded
-from overbrainer.plurals import plural
+from overbrainer.plurals import plural, word
 from overbrainer.projections.words import duration_text, job_shape, size_text
 from overbrainer.runpod.clocks import offset_text
 from overbrainer.train.metrics import MetricsSummary, format_loss
@@ -190,6 +190,14 @@ def _deleted(e: ev.PodDeleted, s: RunLog | None) -> str:
     )
 
 
+def _stalled(e: ev.Stalled, s: RunLog | None) -> str:
+    minutes = f"{e.silent_minutes:g} {word(e.silent_minutes, 'minute')}"
+    if e.first_line:
+        return f"stalled: the job wrote no metrics line in the {minutes} since it started"
+    at = "" if e.last_step is None else f" (last at step {e.last_step})"
+    return f"stalled: the job wrote no metrics line for {minutes}{at}"
+
+
 def _billed(e: ev.PodBilled, s: RunLog | None) -> str:
     final = "" if e.final else " so far (Runpod's billing may still be catching up)"
     return f"Runpod billed {_money(e.amount)} for pod {e.pod_id}{final}"
@@ -203,6 +211,7 @@ _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
     ev.StopRequested: lambda e, s: _STOP_TEXT.get(
         e.relay, "stop requested: the job saves a checkpoint and stops"
     ),
+    ev.Stalled: _stalled,
     ev.CheckpointRetrieved: lambda e, s: (
         f"checkpoint of step {e.step} retrieved ({e.path}), every checksum verified"
     ),

@@ -7,8 +7,9 @@ RUN_A = "20260101-100000-aaaa"  # a kept Runpod run: attempts (the first as olde
 RUN_B = "20260101-110000-bbbb"  # a cancelled local run whose artifacts came later
 RUN_C = "20260101-120000-cccc"  # a Runpod run interrupted while provisioning, started
 # from a machine whose clock was 3 h behind (an older version's log otherwise)
-RUN_D = "20260101-130000-dddd"  # a local run resumed from RUN_B's checkpoint, stopped by a
-# request taken by its follower, its checkpoint home (an earlier one brought home, pruned)
+RUN_D = "20260101-130000-dddd"  # a local run resumed from RUN_B's checkpoint that stalled,
+# stopped by a request taken by its follower, its checkpoint home (an earlier one brought
+# home, pruned)
 RUN_E = "20260101-140000-eeee"  # a local run that succeeded, its files removed (runs rm)
 
 # Event types added since 0.3.0, whose log (``logs/v0.3.0.sqlite``) holds the rest of the
@@ -177,6 +178,8 @@ RUN_D_SCRIPT: list[tuple[str, ev.Event]] = [
     (RUN_D, ev.Followed()),
     # Brought home while the job ran, then pruned once a later one came (keep 1).
     (RUN_D, ev.CheckpointRetrieved(step=5, path="output/checkpoint-5")),
+    # Then it stalled (no line for 20 minutes after step 5); asked to save, it did.
+    (RUN_D, ev.Stalled(silent_minutes=20.0, last_step=5)),
     (RUN_D, ev.StopRequested(relay="asked")),
     (RUN_D, ev.StopRequested(relay="taken")),
     (RUN_D, ev.ArtifactsRetrieved(files=9, bytes=900, manifest_digest="m4")),

@@ -489,6 +489,37 @@ def rows() -> list[Any]:
         ("take_stop taken", d.take_stop, log(CREATED, STARTED, STOP, STOP_TAKEN), []),
         ("take_stop nothing asked", d.take_stop, RUNNING, []),
         ("take_stop ended", d.take_stop, log(CREATED, STARTED, STOP, FAILED), []),
+        # a stall: recorded once, of a running job only
+        (
+            "record_stall",
+            lambda s: d.record_stall(s, silent_minutes=20.0, last_step=7, first_line=False),
+            RUNNING,
+            [ev.Stalled(silent_minutes=20.0, last_step=7)],
+        ),
+        (
+            "record_stall before any line",
+            lambda s: d.record_stall(s, silent_minutes=60.0, last_step=None, first_line=True),
+            RUNNING,
+            [ev.Stalled(silent_minutes=60.0, first_line=True)],
+        ),
+        (
+            "record_stall again",
+            lambda s: d.record_stall(s, silent_minutes=21.0, last_step=7, first_line=False),
+            log(CREATED, STARTED, ev.Stalled(silent_minutes=20.0, last_step=7)),
+            [],
+        ),
+        (
+            "record_stall ended",
+            lambda s: d.record_stall(s, silent_minutes=20.0, last_step=7, first_line=False),
+            ENDED_RUNNING,
+            [],
+        ),
+        (
+            "record_stall preparing",
+            lambda s: d.record_stall(s, silent_minutes=20.0, last_step=None, first_line=True),
+            PREPARING,
+            [],
+        ),
         # a stopped job's end: its checkpoint recorded before the end, when home
         (
             "record_end stopped, checkpoint home",

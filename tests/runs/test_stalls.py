@@ -1,0 +1,82 @@
+"""The stall rule as a table: a job's start, its last metrics line and now in, a stall (how
+long without a line, the last step) or nothing out — then :class:`LineClock` on trio's
+MockClock."""
+
+import pytest
+import trio
+import trio.testing
+
+from overbrainer.lifecycle.stalls import LineClock, Stall, StallRule, stalled
+from overbrainer.train.metrics import MetricsEvent
+
+RULE = StallRule(silence=20 * 60.0, first_line=60 * 60.0)
+
+
+@pytest.mark.parametrize(
+    ("job_start", "last_line", "last_step", "now", "expected"),
+    [
+        # Before the first line: the first-step allowance, from the job's start.
+        (100.0, None, None, 100.0, None),
+        (100.0, None, None, 100.0 + 59 * 60, None),
+        (100.0, None, None, 100.0 + 60 * 60, Stall(3600.0, None, True)),
+        (100.0, None, None, 100.0 + 61 * 60, Stall(3660.0, None, True)),
+        # After a line: the stall bound, from that line (not from the job's start).
+        (0.0, 5000.0, 7, 5000.0 + 19 * 60, None),
+        (0.0, 5000.0, 7, 5000.0 + 20 * 60, Stall(1200.0, 7, False)),
+        (0.0, 5000.0, 7, 5000.0 + 25 * 60, Stall(1500.0, 7, False)),
+        # A first line long after the start: the first-step allowance no longer counts.
+        (0.0, 3500.0, 1, 3500.0 + 20 * 60 - 1, None),
+        # A line without a step (the trainer's begin line) counts as a line.
+        (0.0, 10.0, None, 10.0 + 20 * 60, Stall(1200.0, None, False)),
+    ],
+)
+def test_stall_decision(
+    job_start: float,
+    last_line: float | None,
+    last_step: int | None,
+    now: float,
+    expected: Stall | None,
+) -> None:
+    found = stalled(RULE, job_start=job_start, last_line=last_line, last_step=last_step, now=now)
+    assert found == expected
+
+
+def test_stall_describes_what_the_job_did_not_do() -> None:
+    assert Stall(1500.0, 7, False).describe() == (
+        "it wrote no metrics line for 25 minutes after its last one (at step 7)"
+    )
+    assert Stall(3600.0, None, True).describe() == (
+        "it wrote no metrics line in the 60 minutes since it started"
+    )
+    assert Stall(61.0, 2, False).describe().startswith("it wrote no metrics line for 1 minute ")
+    assert Stall(1500.0, 7, False).minutes == 25
+
+
+async def test_line_clock_moves_its_bound_with_each_line_and_keeps_the_last_step(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    clock = LineClock(StallRule(silence=60.0, first_line=300.0))
+    start = trio.current_time()
+
+    async def lines() -> None:
+        for step in (1, 2, 3):
+            await trio.sleep(50.0)
+            clock.saw([MetricsEvent(event="log", step=step)])
+        clock.saw([])  # a read with nothing new is no line
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lines)
+        stall = await clock.until_stalled()
+    # Three lines 50 s apart, then silence: stalled 60 s after the third.
+    assert trio.current_time() - start == pytest.approx(150.0 + 60.0)
+    assert stall == Stall(60.0, 3, False)
+
+
+async def test_line_clock_allows_the_first_step_longer(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    clock = LineClock(StallRule(silence=60.0, first_line=300.0))
+    start = trio.current_time()
+    stall = await clock.until_stalled()
+    assert trio.current_time() - start == pytest.approx(300.0)
+    assert stall.first_line and stall.last_step is None
