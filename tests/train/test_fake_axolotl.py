@@ -293,6 +293,25 @@ def test_sigterm_ignored_needs_sigkill(started: tuple[Path, list[subprocess.Pope
     assert process.wait(timeout=5) == -signal.SIGKILL
 
 
+def test_hang_knob_stops_the_lines_after_its_step_and_keeps_running(
+    started: tuple[Path, list[subprocess.Popen[bytes]]],
+) -> None:
+    run_dir, processes = started
+    process = _start(run_dir, processes, FAKE_AXOLOTL_HANG_AFTER="3")
+    deadline = time.monotonic() + 10
+    while not any(e.step == 3 for e in _metrics(run_dir)):
+        assert time.monotonic() < deadline, "the stand-in never reached step 3"
+        time.sleep(0.01)
+    size = (run_dir / "metrics.jsonl").stat().st_size
+    (run_dir / "stop_request").write_text("")  # a hung job does not answer it either
+    time.sleep(0.5)  # 25 steps' time
+    assert process.poll() is None
+    assert (run_dir / "metrics.jsonl").stat().st_size == size
+    assert [e.step for e in _metrics(run_dir) if e.event == "log"] == [1, 2, 3]
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=5) == 143
+
+
 def test_grandchild_dies_with_the_group(
     started: tuple[Path, list[subprocess.Popen[bytes]]],
 ) -> None:
