@@ -1,5 +1,7 @@
 """When a running job is stalled: it wrote no metrics line for ``[training] stall_minutes``
-(before its first line, ``first_step_minutes``: the model is downloaded and loaded first).
+(before its first line, ``first_step_minutes``: the model is downloaded and loaded first;
+and once its training is over — a ``phase`` line: saving, merging — ``first_step_minutes``
+too: a merge of a big model writes nothing for long).
 
 A hung job (a deadlocked collective, a dead data loader, a GPU that stopped answering)
 keeps its process alive and its target billing while it trains nothing. Whoever follows
@@ -23,6 +25,9 @@ from overbrainer.train.metrics import MetricsEvent
 
 __all__ = ["LineClock", "Stall", "StallRule", "stalled"]
 
+TRAINING_OVER = frozenset({"phase", "stopped"})
+"""The metrics events after which the job trains no more: it saves, merges or ends."""
+
 
 @dataclass(frozen=True)
 class StallRule:
@@ -37,12 +42,15 @@ class StallRule:
         """The rule of ``[training]``."""
         return cls(training.stall_minutes * 60, training.first_step_minutes * 60)
 
-    def due(self, *, job_start: float, last_line: float | None) -> float:
+    def due(
+        self, *, job_start: float, last_line: float | None, training_over: bool = False
+    ) -> float:
         """When a job started at ``job_start`` whose last line came at ``last_line`` (None:
-        none yet) is stalled, unless a line comes first."""
+        none yet) is stalled, unless a line comes first; ``training_over``: its training
+        ended (it saves or merges), which has the longer bound too."""
         if last_line is None:
             return job_start + self.first_line
-        return last_line + self.silence
+        return last_line + (self.first_line if training_over else self.silence)
 
 
 @dataclass(frozen=True)
@@ -75,11 +83,13 @@ def stalled(
     last_line: float | None,
     last_step: int | None,
     now: float,
+    training_over: bool = False,
 ) -> Stall | None:
     """The stall of a job started at ``job_start`` whose last metrics line came at
     ``last_line`` (None: none yet), at step ``last_step``, as of ``now``; None while it is
-    within its bound. All times on one monotonic clock."""
-    if now < rule.due(job_start=job_start, last_line=last_line):
+    within its bound (``training_over``: the longer one, see :meth:`StallRule.due`). All
+    times on one monotonic clock."""
+    if now < rule.due(job_start=job_start, last_line=last_line, training_over=training_over):
         return None
     since = job_start if last_line is None else last_line
     return Stall(silent=now - since, last_step=last_step, first_line=last_line is None)
@@ -94,6 +104,7 @@ class LineClock:
         self.job_start = trio.current_time()
         self.last_line: float | None = None
         self.last_step: int | None = None
+        self.training_over = False
         # Set by a line: the first line's bound may come before the first-step allowance's.
         self._moved = trio.Event()
 
@@ -105,6 +116,7 @@ class LineClock:
         steps = [e.step for e in events if e.step is not None]
         if steps:
             self.last_step = max(steps)
+        self.training_over = self.training_over or any(e.event in TRAINING_OVER for e in events)
         self._moved.set()
 
     def check(self) -> Stall | None:
@@ -115,13 +127,19 @@ class LineClock:
             last_line=self.last_line,
             last_step=self.last_step,
             now=trio.current_time(),
+            training_over=self.training_over,
         )
 
     async def until_stalled(self) -> Stall:
         """Return the stall once there is one (a line read meanwhile moves the bound)."""
         while True:
             self._moved = trio.Event()
-            with trio.move_on_at(self.rule.due(job_start=self.job_start, last_line=self.last_line)):
+            due = self.rule.due(
+                job_start=self.job_start,
+                last_line=self.last_line,
+                training_over=self.training_over,
+            )
+            with trio.move_on_at(due):
                 await self._moved.wait()
             stall = self.check()
             if stall is not None:

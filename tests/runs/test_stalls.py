@@ -41,6 +41,18 @@ def test_stall_decision(
     assert found == expected
 
 
+@pytest.mark.parametrize(
+    ("since", "expected"), [(59 * 60.0, None), (60 * 60.0, Stall(3600.0, 9, False))]
+)
+def test_once_training_is_over_saving_and_merging_have_the_longer_bound(
+    since: float, expected: Stall | None
+) -> None:
+    found = stalled(
+        RULE, job_start=0.0, last_line=100.0, last_step=9, now=100.0 + since, training_over=True
+    )
+    assert found == expected
+
+
 def test_stall_describes_what_the_job_did_not_do() -> None:
     assert Stall(1500.0, 7, False).describe() == (
         "it wrote no metrics line for 25 minutes after its last one (at step 7)"
@@ -80,3 +92,15 @@ async def test_line_clock_allows_the_first_step_longer(
     stall = await clock.until_stalled()
     assert trio.current_time() - start == pytest.approx(300.0)
     assert stall.first_line and stall.last_step is None
+
+
+async def test_line_clock_gives_a_job_that_ended_training_the_longer_bound(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    clock = LineClock(StallRule(silence=60.0, first_line=300.0))
+    clock.saw([MetricsEvent(event="log", step=8)])
+    clock.saw([MetricsEvent(event="phase")])  # saving, then merging: nothing for long
+    start = trio.current_time()
+    stall = await clock.until_stalled()
+    assert trio.current_time() - start == pytest.approx(300.0)
+    assert stall == Stall(300.0, 8, False)
