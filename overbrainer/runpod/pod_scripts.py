@@ -13,9 +13,11 @@ import gzip
 import math
 import re
 import shlex
+from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from importlib import resources
 
+from overbrainer.config.model import TrainingSettings
 from overbrainer.errors import OverbrainerError
 from overbrainer.events.ids import check_run_id
 from overbrainer.runpod.keys import RunKeys
@@ -39,6 +41,9 @@ ENV_MAX_COST = "OVERBRAINER_MAX_COST_USD"
 ENV_COST_PER_HOUR = "OVERBRAINER_COST_PER_HOUR"
 ENV_SAVE_BEFORE = "OVERBRAINER_SAVE_BEFORE"
 ENV_BOOT_GRACE = "OVERBRAINER_BOOT_GRACE"
+ENV_STALL_SECONDS = "OVERBRAINER_STALL_SECONDS"
+ENV_FIRST_STEP_SECONDS = "OVERBRAINER_FIRST_STEP_SECONDS"
+ENV_STALL_GRACE = "OVERBRAINER_STALL_GRACE"
 ENV_RETRIEVE_GRACE = "OVERBRAINER_RETRIEVE_GRACE"
 ENV_KEEP = "OVERBRAINER_KEEP"
 ENV_INTERVAL = "OVERBRAINER_INTERVAL"
@@ -70,6 +75,28 @@ def script_text(name: str) -> str:
     return resources.files("overbrainer.runpod").joinpath("scripts", name).read_text("utf-8")
 
 
+@dataclass(frozen=True)
+class StallBound:
+    """The stall rule the pod's watchdog keeps when nothing follows the run (seconds): a
+    running job whose metrics file has not grown for ``silence`` (before it has grown at
+    all: ``first_line`` since the job started) is asked to save and stop, and its pod is
+    deleted ``grace`` later ([training] stall_minutes, first_step_minutes,
+    stop_timeout_minutes)."""
+
+    silence: float
+    first_line: float
+    grace: float
+
+
+def stall_bound(training: TrainingSettings) -> StallBound:
+    """The stall rule of ``[training]``, for the watchdog."""
+    return StallBound(
+        silence=training.stall_minutes * 60,
+        first_line=training.first_step_minutes * 60,
+        grace=training.stop_timeout_minutes * 60,
+    )
+
+
 def pod_env(
     run_id: str,
     keys: RunKeys,
@@ -85,6 +112,7 @@ def pod_env(
     max_cost_usd: float | None = None,
     expected_cost_per_hour: float | None = None,
     save_before_seconds: float = 0.0,
+    stall: StallBound | None = None,
 ) -> dict[str, str]:
     """The ``env`` of the create call for run ``run_id``'s pod.
 
@@ -98,7 +126,7 @@ def pod_env(
     ``api_base`` is given only when it is not Runpod's own API (the fake one, in tests and
     the demo). ``save_before_seconds``: the watchdog asks the job to save a checkpoint and
     stop this long before the deadline (0: only when the cost cap is near); it must leave
-    time to train.
+    time to train. ``stall``: the stall rule the watchdog keeps (None: none).
     """
     check_run_id(run_id)
     _check_path("run_dir", run_dir, absolute=False)
@@ -124,6 +152,10 @@ def pod_env(
     }
     if save_before_seconds > 0:
         env[ENV_SAVE_BEFORE] = _seconds("save_before_seconds", save_before_seconds)
+    if stall is not None:
+        env[ENV_STALL_SECONDS] = _seconds("stall silence", stall.silence)
+        env[ENV_FIRST_STEP_SECONDS] = _seconds("stall first_line", stall.first_line)
+        env[ENV_STALL_GRACE] = _seconds("stall grace", stall.grace)
     if hf_home is not None:
         env[ENV_HF_HOME] = hf_home
     if api_base is not None:

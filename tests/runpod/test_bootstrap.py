@@ -10,16 +10,19 @@ from pathlib import Path
 
 import pytest
 
+from overbrainer.config.model import TrainingSettings
 from overbrainer.runpod.keys import RunKeys, write_run_keys, write_ssh_config
 from overbrainer.runpod.pod_scripts import (
     BOOTSTRAP,
     RUN_MARKER,
     WATCHDOG,
+    StallBound,
     UnsafePodValue,
     pod_args,
     pod_env,
     save_before_seconds,
     script_text,
+    stall_bound,
 )
 from overbrainer.testing.sshd import ensure_privsep_dir, free_port, wait_for_port
 
@@ -519,6 +522,34 @@ def test_pod_env_carries_the_time_to_save_before_the_deadline(keys: RunKeys):
     for bad in (3600, 4000, -1, float("nan"), float("inf")):
         with pytest.raises(UnsafePodValue, match="must leave time before max_hours"):
             env(bad)
+
+
+def test_pod_env_carries_the_stall_rule_of_the_training_settings(keys: RunKeys):
+    def env(stall: StallBound | None) -> dict[str, str]:
+        return pod_env(
+            RUN,
+            keys,
+            run_dir="overbrainer/" + RUN,
+            max_hours=1.0,
+            boot_grace_seconds=60,
+            retrieve_grace_seconds=60,
+            keep=False,
+            stall=stall,
+        )
+
+    training = TrainingSettings(
+        target="gpu", base_model="a/b", adapter="lora", stall_minutes=20, first_step_minutes=45
+    )
+    carried = env(stall_bound(training))
+    assert carried["OVERBRAINER_STALL_SECONDS"] == "1200"
+    assert carried["OVERBRAINER_FIRST_STEP_SECONDS"] == "2700"
+    assert carried["OVERBRAINER_STALL_GRACE"] == "300"  # stop_timeout_minutes, by default
+    assert env(StallBound(silence=0.5, first_line=2, grace=0.25))["OVERBRAINER_STALL_SECONDS"] == (
+        "0.5"
+    )
+    assert not any("STALL" in name or "FIRST_STEP" in name for name in env(None))
+    with pytest.raises(UnsafePodValue, match="stall silence must be a positive number"):
+        env(StallBound(silence=float("nan"), first_line=60, grace=60))
 
 
 @pytest.mark.parametrize(

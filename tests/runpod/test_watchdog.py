@@ -989,3 +989,157 @@ def test_the_watchdog_writes_the_request_where_the_plugin_looks() -> None:
     assert f"\nSTOP_REQUEST={STOP_FILE}\n" in script_text(WATCHDOG)
     # The job runs in the run directory: the plugin's path is relative to it.
     assert job_environment()["OVERBRAINER_STOP"] == STOP_FILE == STOP_REQUEST
+
+
+# --- a stalled job, with nothing following it ------------------------------------------
+
+METRICS = "metrics.jsonl"
+LINE = '{"event":"log","step":1}\n'
+
+
+@pytest.mark.parametrize("shell", SHELLS, ids=SHELL_IDS)
+async def test_a_hung_job_with_the_laptop_gone_is_asked_to_save_then_its_pod_deleted(
+    tmp_path, api, shell
+):
+    pod_id = await api.create_pod()
+    async with watchdog(
+        tmp_path,
+        shell,
+        api,
+        pod_id,
+        files=("job.pid", METRICS),
+        OVERBRAINER_STALL_SECONDS="1",
+        OVERBRAINER_FIRST_STEP_SECONDS="3",
+        OVERBRAINER_STALL_GRACE="1",
+    ) as dog:
+        request = dog.run_dir / STOP_REQUEST
+        await _until(dog.verdict)
+        # The job wrote its lines, then hangs: nothing grows the metrics file again.
+        hung = trio.current_time()
+        asked = await _appeared(request) - hung
+        assert request.read_text() == "stall\n"
+        assert api.fake.status(pod_id) == "RUNNING"
+        await _deleted(api, dog, pod_id, timeout=8.0)
+        gone = trio.current_time() - hung
+    # Asked once the stall bound passed, deleted a grace later: at most stall + grace
+    # and a few checks of 0.1 s (and the processes' start).
+    assert 1.0 - 2 * float(INTERVAL) <= asked < 1.0 + 1.0, asked
+    assert 2.0 - 2 * float(INTERVAL) <= gone < 2.0 + 1.5, gone
+    log = dog.log()
+    assert "is stalled: asked to save and stop, the pod deleted 1s later" in log
+    assert log.count("save_requested (stall): the job wrote no new metrics line for ") == 1
+    assert "deleting pod " + pod_id + ": stall: the job wrote no new metrics line for " in log
+    assert "and did not stop within 1s of the request to save and stop" in log
+    assert log.index("save_requested (stall)") < log.index("deleting pod")
+
+
+async def test_a_job_that_keeps_writing_lines_is_never_stalled(tmp_path, api):
+    pod_id = await api.create_pod()
+    async with watchdog(
+        tmp_path,
+        ("dash",),
+        api,
+        pod_id,
+        files=("job.pid",),
+        OVERBRAINER_STALL_SECONDS="0.5",
+        OVERBRAINER_FIRST_STEP_SECONDS="0.5",
+        OVERBRAINER_STALL_GRACE="0.3",
+    ) as dog:
+        metrics = dog.run_dir / METRICS
+        await _until(dog.verdict)
+        for _ in range(12):  # a line every 0.2 s for 2.4 s: more than the bound and grace
+            with metrics.open("a") as handle:
+                handle.write(LINE)
+            await trio.sleep(0.2)
+        assert not (dog.run_dir / STOP_REQUEST).exists()
+        assert api.fake.status(pod_id) == "RUNNING"
+        # Then it hangs.
+        await _deleted(api, dog, pod_id, timeout=8.0)
+    assert "stall: the job wrote no new metrics line" in dog.log()
+
+
+async def test_before_its_first_line_a_job_has_the_first_step_allowance(tmp_path, api):
+    pod_id = await api.create_pod()
+    async with watchdog(
+        tmp_path,
+        ("busybox", "sh"),
+        api,
+        pod_id,
+        files=("job.pid",),
+        OVERBRAINER_STALL_SECONDS="0.3",
+        OVERBRAINER_FIRST_STEP_SECONDS="2",
+        OVERBRAINER_STALL_GRACE="0.3",
+    ) as dog:
+        started = trio.current_time()
+        request = dog.run_dir / STOP_REQUEST
+        asked = await _appeared(request) - started
+        assert 2.0 - 2 * float(INTERVAL) <= asked < 2.0 + 1.0, asked
+        await _deleted(api, dog, pod_id, timeout=8.0)
+    assert "stall: no metrics line in the " in dog.log()
+    assert "since the job started (bound 2s)" in dog.log()
+
+
+async def test_a_job_that_writes_again_after_the_request_is_no_longer_stalled(tmp_path, api):
+    pod_id = await api.create_pod()
+    async with watchdog(
+        tmp_path,
+        ("dash",),
+        api,
+        pod_id,
+        files=("job.pid", METRICS),
+        OVERBRAINER_STALL_SECONDS="0.5",
+        OVERBRAINER_STALL_GRACE="1.5",
+    ) as dog:
+        request = dog.run_dir / STOP_REQUEST
+        await _appeared(request)
+        # It answers: its stopped line (it saves and ends; the retrieve grace rules then).
+        with (dog.run_dir / METRICS).open("a") as handle:
+            handle.write('{"event":"stopped","step":1}\n')
+        await _until(lambda: "no longer stalled" in dog.log())
+        assert api.fake.status(pod_id) == "RUNNING"
+        (dog.run_dir / "exit_code").write_text("0\n")
+        await trio.sleep(2.0)
+        assert api.fake.status(pod_id) == "RUNNING"
+    assert "deleting pod" not in dog.log()
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-1"])
+async def test_a_bad_stall_bound_disables_the_rule_and_says_so(tmp_path, api, value):
+    pod_id = await api.create_pod()
+    async with watchdog(
+        tmp_path,
+        ("dash",),
+        api,
+        pod_id,
+        files=("job.pid", METRICS),
+        OVERBRAINER_STALL_SECONDS=value,
+    ) as dog:
+        await _until(dog.verdict)
+        assert dog.verdict() == "ready\n"
+        await trio.sleep(0.5)
+        assert api.fake.status(pod_id) == "RUNNING"
+    assert "OVERBRAINER_STALL_SECONDS is not a positive number of seconds" in dog.log()
+
+
+async def test_once_training_is_over_saving_and_merging_have_the_first_step_bound(
+    tmp_path, api
+):
+    pod_id = await api.create_pod()
+    async with watchdog(
+        tmp_path,
+        ("busybox", "sh"),
+        api,
+        pod_id,
+        files=("job.pid",),
+        OVERBRAINER_STALL_SECONDS="0.4",
+        OVERBRAINER_FIRST_STEP_SECONDS="2",
+        OVERBRAINER_STALL_GRACE="0.2",
+    ) as dog:
+        await _until(dog.verdict)
+        metrics = dog.run_dir / METRICS
+        metrics.write_text(LINE + '{"event":"phase","time":1.0,"phase":"merging"}\n')
+        written = trio.current_time()
+        request = dog.run_dir / STOP_REQUEST
+        asked = await _appeared(request) - written
+        assert 2.0 - 2 * float(INTERVAL) <= asked < 2.0 + 1.0, asked
+        await _deleted(api, dog, pod_id, timeout=8.0)

@@ -12,10 +12,16 @@
 #      near, which is written once to .pod/cost_cap_near (and logged) without deleting;
 #   3c. (not a delete) a running job is asked, once, to save a checkpoint and stop - the
 #      request `train stop` writes, stop_request in the run directory, holding the reason
-#      (`deadline` or `cost_cap`) - OVERBRAINER_SAVE_BEFORE seconds before the deadline, or
+#      (`deadline` or `cost_cap`; `stall` in 5b) - OVERBRAINER_SAVE_BEFORE seconds before the deadline, or
 #      when the cost cap is near: the bound then ends the run with a checkpoint, not a loss;
 #   4. the results were retrieved (.pod/retrieved);
 #   5. the job ended (exit_code or cancelled) and was not retrieved within the retrieve grace;
+#   5b. stalled (reason `stall`): the job started and has not ended, and its metrics file
+#      (metrics.jsonl) has not grown for OVERBRAINER_STALL_SECONDS - before it has grown at
+#      all, for OVERBRAINER_FIRST_STEP_SECONDS since the job was seen started, and as long
+#      once its last line says training is over (a phase: saving, merging): the job is
+#      asked, once, to save a checkpoint and stop (stop_request holding `stall`), and the
+#      pod is deleted OVERBRAINER_STALL_GRACE seconds later unless the file grew meanwhile;
 #   6. no job started (no job.pid) within the boot grace since the watchdog started.
 # A delete falls back to the `terminate` action, then `stop`; a failed one is retried at the
 # next check; a 404 in Runpod's error shape means the pod is gone and the watchdog ends.
@@ -40,6 +46,12 @@
 #   OVERBRAINER_COST_PER_HOUR       the rate to count with when Runpod's answer gives none
 #                                   (USD/h; optional): with a cap and no rate from either,
 #                                   the cost cannot be bounded and the pod is deleted at once
+#   OVERBRAINER_STALL_SECONDS       a running job whose metrics file has not grown this long
+#                                   is stalled (seconds; unset: no stall rule)
+#   OVERBRAINER_FIRST_STEP_SECONDS  the same before the file has grown at all, counted from
+#                                   the job's start (seconds; default: the stall seconds)
+#   OVERBRAINER_STALL_GRACE         seconds a stalled job asked to save and stop has before
+#                                   the pod is deleted (300)
 #   OVERBRAINER_BOOT_GRACE          seconds for the job to start (1800)
 #   OVERBRAINER_RETRIEVE_GRACE      seconds to retrieve the results of an ended job (3600)
 #   OVERBRAINER_INTERVAL            seconds between checks (60)
@@ -60,6 +72,8 @@ CANCELLED=cancelled
 CAP_NEAR=cost_cap_near
 # The save-and-stop request the job's metrics plugin looks for after every step.
 STOP_REQUEST=stop_request
+# The job's metrics, a line per trainer log: a file that stops growing is a stalled job.
+METRICS=metrics.jsonl
 
 base=${OVERBRAINER_API_BASE:-https://api.runpod.io/v2}
 base=${base%/}
@@ -269,6 +283,35 @@ if [ -n "${OVERBRAINER_SAVE_BEFORE:-}" ]; then
         save_ms=$((max_ms - ms))
     elif [ "$ms" -gt 0 ]; then
         save_note="OVERBRAINER_SAVE_BEFORE ($(shown "$ms")) leaves no time before the deadline: the job is not asked to save before it"
+    fi
+fi
+# The stall rule, if any (stall_ms). A bad value disables it with a note: it is no bound on
+# the pod's cost, which the deadline and the cap keep.
+stall_ms=
+first_step_ms=
+stall_grace_ms=
+stall_note=
+if [ -n "${OVERBRAINER_STALL_SECONDS:-}" ]; then
+    if to_ms "$OVERBRAINER_STALL_SECONDS" && [ "$ms" -gt 0 ]; then
+        stall_ms=$ms
+        first_step_ms=$ms
+        if [ -n "${OVERBRAINER_FIRST_STEP_SECONDS:-}" ]; then
+            if to_ms "$OVERBRAINER_FIRST_STEP_SECONDS" && [ "$ms" -gt 0 ]; then
+                first_step_ms=$ms
+            else
+                stall_note="OVERBRAINER_FIRST_STEP_SECONDS is not a positive number of seconds: the stall bound counts before the first line too"
+            fi
+        fi
+        stall_grace_ms=300000
+        if [ -n "${OVERBRAINER_STALL_GRACE:-}" ]; then
+            if to_ms "$OVERBRAINER_STALL_GRACE"; then
+                stall_grace_ms=$ms
+            else
+                stall_note="OVERBRAINER_STALL_GRACE is not a number of seconds: a stalled job has $(shown "$stall_grace_ms") to stop"
+            fi
+        fi
+    else
+        stall_note="OVERBRAINER_STALL_SECONDS is not a positive number of seconds: a stalled job is not stopped (the deadline still holds)"
     fi
 fi
 # The cost cap, if any; a cap that is not a positive amount is a bad setting too. Its time
@@ -595,6 +638,8 @@ decide() {
         return
     fi
     if [ -f "$run_dir/$JOB_PID" ]; then
+        stall
+        [ -n "$reason" ] && return
         note "the job is running"
         return
     fi
@@ -623,7 +668,7 @@ cap_near() {
 }
 
 # ask_save REASON WHY: asks the running job, once, to save a checkpoint and stop - the
-# request `train stop` makes, holding REASON (deadline or cost_cap) for the record. Created
+# request `train stop` makes, holding REASON (deadline, cost_cap or stall) for the record. Created
 # whole (a hard link of a written file, which never replaces one): the job never reads a
 # half-written request, and a request already there (`train stop`) is left as it is.
 # Nothing is asked of a job that has not started or has ended.
@@ -648,6 +693,61 @@ ask_save() {
         log "save_requested ($1): $2; cannot write $run_dir/$STOP_REQUEST"
     fi
     rm -f "$run_dir/.$STOP_REQUEST.tmp"
+}
+
+# stall: with the stall rule, a running job whose metrics file has not grown for
+# stall_ms (before it has grown at all, first_step_ms since the job was seen started) is
+# asked to save and stop (`stall`) and, stall_grace_ms later, sets $reason. The file
+# growing again ends the stall: the job answered. Spans are on the pod's uptime (now).
+job_seen=
+metrics_size=
+grew_at=
+stalled_at=
+training_over=
+stall() {
+    [ -n "$stall_ms" ] || return 0
+    size=0
+    if [ -f "$run_dir/$METRICS" ]; then
+        size=$(wc -c 2>/dev/null <"$run_dir/$METRICS" | tr -cd '0-9')
+        size=${size:-0}
+    fi
+    if [ -z "$job_seen" ]; then
+        job_seen=$now
+        metrics_size=$size
+        # Lines written before the watchdog looked (a restart): counted as written now.
+        [ "$size" = 0 ] || grew_at=$now
+    elif [ "$size" != "$metrics_size" ]; then
+        metrics_size=$size
+        grew_at=$now
+        # Saving and merging write no line for long: they have the first step's bound.
+        if tail -n 1 "$run_dir/$METRICS" 2>/dev/null |
+            grep -Eq '"event"[[:space:]]*:[[:space:]]*"(phase|stopped)"'; then
+            training_over=1
+        fi
+        if [ -n "$stalled_at" ]; then
+            log "the job wrote a metrics line again: no longer stalled"
+            stalled_at=
+        fi
+    fi
+    if [ -z "$grew_at" ]; then
+        since=$job_seen
+        allowed=$first_step_ms
+        silence="no metrics line in the $(shown $((now - since))) since the job started"
+    else
+        since=$grew_at
+        allowed=$stall_ms
+        [ -z "$training_over" ] || allowed=$first_step_ms
+        silence="no new metrics line for $(shown $((now - since)))"
+    fi
+    [ $((now - since)) -ge "$allowed" ] || return 0
+    if [ -z "$stalled_at" ]; then
+        stalled_at=$now
+        log "stall: $silence (bound $(shown "$allowed")); the pod is deleted $(shown "$stall_grace_ms") from now unless the job writes again"
+        ask_save stall "the job wrote $silence"
+    fi
+    if [ $((now - stalled_at)) -ge "$stall_grace_ms" ]; then
+        reason="stall: the job wrote $silence and did not stop within $(shown "$stall_grace_ms") of the request to save and stop"
+    fi
 }
 
 # One attempt at ending the pod: delete, else terminate, else stop.
@@ -700,6 +800,12 @@ if [ -n "$save_ms" ]; then
     log "the job is asked to save a checkpoint and stop $(shown $((max_ms - save_ms))) before the deadline"
 elif [ -n "$save_note" ]; then
     log "$save_note"
+fi
+if [ -n "$stall_ms" ]; then
+    log "a running job whose metrics file has not grown for $(shown "$stall_ms") ($(shown "$first_step_ms") before its first line) is stalled: asked to save and stop, the pod deleted $(shown "$stall_grace_ms") later"
+fi
+if [ -n "$stall_note" ]; then
+    log "$stall_note"
 fi
 if ! prove_key; then
     # Without a usable key (or curl) nothing here can delete the pod; overbrainer reads the

@@ -82,6 +82,7 @@ from overbrainer.runpod.models import GpuType, Pod, SshEndpoint, UnsafeSshEndpoi
 from overbrainer.runpod.pod_scripts import (
     BOOTSTRAP_FAILED,
     VERDICT,
+    StallBound,
     pod_args,
     pod_env,
     save_before_seconds,
@@ -249,6 +250,7 @@ async def provision(
     api_base: str | None = None,
     catalog: Sequence[GpuType] | None = None,
     monthly_budget: float | None = None,
+    stall: StallBound | None = None,
 ) -> Provisioned:
     """Create run ``run_id``'s pod on the first GPU type of ``spec`` that gives a ready one.
 
@@ -258,7 +260,7 @@ async def provision(
     when the choice needs it. ``monthly_budget`` is the project's (``[project]
     monthly_budget_usd``): a run whose bound could pass what the month has left creates no
     pod. The whole walk is shielded; see the module docstring for Ctrl-C. The run must
-    exist and be preparing.
+    exist and be preparing. ``stall`` is the stall rule told to the watchdog (None: none).
 
     Raises:
         NoGpuCandidate: no GPU type may be tried; nothing was created.
@@ -282,7 +284,16 @@ async def provision(
         )
         if not budget.fits:
             raise OverBudget(budget.refusal(state.run.target))
-    walk = _Walk(ctx, run_id, spec, keep=keep, api_base=api_base, wanted=wanted, chosen=chosen)
+    walk = _Walk(
+        ctx,
+        run_id,
+        spec,
+        keep=keep,
+        api_base=api_base,
+        wanted=wanted,
+        chosen=chosen,
+        stall=stall,
+    )
     limit = ctx.timing.walk_limit(len(chosen.candidates), spec.capacity_wait_seconds)
     try:
         return await ctx.session.interrupts.shield(
@@ -320,6 +331,7 @@ async def open_provisioned(
     api_base: str | None = None,
     catalog: Sequence[GpuType] | None = None,
     monthly_budget: float | None = None,
+    stall: StallBound | None = None,
 ) -> AsyncIterator[ReadyPod]:
     """:func:`provision`, then hold the SSH connection the job starts through.
 
@@ -337,6 +349,7 @@ async def open_provisioned(
         api_base=api_base,
         catalog=catalog,
         monthly_budget=monthly_budget,
+        stall=stall,
     )
     assert ctx.connect is not None  # provision checked it
     async with contextlib.AsyncExitStack() as stack:
@@ -431,8 +444,10 @@ class _Walk:
         api_base: str | None,
         wanted: Wanted,
         chosen: Chosen,
+        stall: StallBound | None = None,
     ) -> None:
         self.ctx = ctx
+        self.stall = stall
         self.wanted = wanted
         self.chosen = chosen
         # The candidate being tried (its bound and price go into the create and the log).
@@ -875,6 +890,7 @@ class _Walk:
             max_cost_usd=spec.max_cost_usd,
             expected_cost_per_hour=self.current.rate,
             save_before_seconds=save_before_seconds(spec.save_before, self.current.max_hours),
+            stall=self.stall,
         )
         return CreatePod(
             name=name,

@@ -48,6 +48,7 @@ from overbrainer.runpod.client import RunpodError
 from overbrainer.runpod.clocks import ServerClock
 from overbrainer.runpod.decide import interrupted_before_job
 from overbrainer.runpod.models import GpuType, Pod
+from overbrainer.runpod.pod_scripts import stall_bound
 from overbrainer.runpod.timing import Timing
 from overbrainer.session.session import Session, ended_by
 from overbrainer.targets.runpod import following
@@ -352,6 +353,7 @@ class PodTarget:
                 api_base=self.api_base,
                 catalog=self.catalog,
                 monthly_budget=self.settings.project.monthly_budget_usd,
+                stall=stall_bound(self.settings.training),
             ) as ready:
                 yield ready.executor
         except ProvisionInterrupted as stop:
