@@ -267,6 +267,7 @@ def format_rate(rate: float) -> str:
 STOP_REASONS = {
     "deadline": "its pod's watchdog asked, before the pod's deadline",
     "cost_cap": "its pod's watchdog asked, at 95 % of the pod's cost cap",
+    "stall": "its pod's watchdog asked, as the job had written no metrics line for too long",
 }
 """Why a job was asked to save and stop, by the reason its request held (none: ``train
 stop``)."""

@@ -65,6 +65,18 @@ SOME_MALFORMED = MetricsSummary(lines=3, malformed=2)
         ),
         pytest.param(
             JobState(JobStatus.exited, 0),
+            MetricsSummary(lines=4, stopped_step=40, stopped_reason="stall"),
+            True,
+            Verdict(
+                RunState.stopped,
+                "saved checkpoint-40 and stopped, as its pod's watchdog asked, as the job had "
+                "written no metrics line for too long",
+                0,
+            ),
+            id="stopped-as-stalled",
+        ),
+        pytest.param(
+            JobState(JobStatus.exited, 0),
             MetricsSummary(lines=4, stopped_step=40, stopped_reason="whatever"),
             True,
             Verdict(RunState.stopped, "saved checkpoint-40 and stopped, as asked", 0),
