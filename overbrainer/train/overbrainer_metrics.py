@@ -28,7 +28,8 @@ step, whose checkpoint is ``checkpoint-STEP`` in the trainer's output directory:
     {"event":"stopped","time":…,"step":57}
 
 A request holding a reason (one word: the pod's watchdog writes ``deadline``,
-``cost_cap`` or ``stall``; ``train stop`` writes nothing) has it in the line: ``"reason":"deadline"``.
+``cost_cap`` or ``stall``; ``train stop`` writes nothing) has it in the line:
+``"reason":"deadline"``.
 
 **Saves.** Every checkpoint the trainer saves is announced by a ``saved`` line naming its
 step, written from the trainer's ``on_save``, which it calls only once it has written the

@@ -647,3 +647,50 @@ async def test_a_detached_pod_run_is_followed_to_its_end_by_supervise_and_its_po
         names = await w.events(run_id)
         assert names.count("run.Followed") == 1 and names.count("pod.Deleted") == 1
         assert names.index("run.Detached") < names.index("run.Followed")
+
+
+async def test_a_hung_job_with_the_laptop_gone_is_ended_by_its_pods_watchdog(
+    tmp_path: Path,
+) -> None:
+    # The stand-in hangs after step 3; the stall bound is 1.8 s and its grace 1.2 s.
+    async with world(
+        tmp_path,
+        steps=200,
+        step_seconds=0.1,
+        knobs="FAKE_AXOLOTL_HANG_AFTER=3",
+        overrides={"OVERBRAINER_INTERVAL": "0.2"},
+    ) as w:
+        w.env.update(
+            OVERBRAINER_TRAINING__STALL_MINUTES="0.03",
+            OVERBRAINER_TRAINING__FIRST_STEP_MINUTES="0.5",
+            OVERBRAINER_TRAINING__STOP_TIMEOUT_MINUTES="0.02",
+        )
+        process = await w.start("train")
+        run_id = await w.wait_for("job_running")
+        process.send_signal(signal.SIGINT)  # the laptop goes: nothing follows the run
+        _out, text = await communicate(process, 30)
+        assert process.returncode == 130, text
+        pod_id = str(w.pod_json(run_id)["pod_id"])
+        run_dir = w.pod_run_dir(pod_id, run_id)
+        metrics = run_dir / "metrics.jsonl"
+        with trio.fail_after(20):
+            while '"step": 3' not in _text(metrics) and '"step":3' not in _text(metrics):
+                await trio.sleep(0.02)
+        hung = trio.current_time()
+        with trio.fail_after(20):
+            while w.fake.status(pod_id) != "TERMINATED":
+                await trio.sleep(0.05)
+        gone = trio.current_time() - hung
+        # Within the stall bound and its grace, and a few checks (0.2 s) more.
+        assert 1.8 + 1.2 - 0.5 <= gone <= 1.8 + 1.2 + 2.0, gone
+        assert (run_dir / "stop_request").read_text() == "stall\n"
+        log = (run_dir / ".pod" / "watchdog.log").read_text()
+        assert "save_requested (stall)" in log
+        assert f"deleting pod {pod_id}: stall: the job wrote no new metrics line" in log
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""

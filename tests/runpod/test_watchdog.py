@@ -1121,9 +1121,7 @@ async def test_a_bad_stall_bound_disables_the_rule_and_says_so(tmp_path, api, va
     assert "OVERBRAINER_STALL_SECONDS is not a positive number of seconds" in dog.log()
 
 
-async def test_once_training_is_over_saving_and_merging_have_the_first_step_bound(
-    tmp_path, api
-):
+async def test_once_training_is_over_saving_and_merging_have_the_first_step_bound(tmp_path, api):
     pod_id = await api.create_pod()
     async with watchdog(
         tmp_path,
