@@ -650,8 +650,10 @@ async def _end_stalled(session: Session, target: Target, job: Job, stall: Stall)
         )
     except ExecError as error:
         session.front.warn(f"{error}; the stalled job is cancelled without a save")
+        ending = "cancelled: the request to save and stop could not be written"
         grace = 0.0
     else:
+        ending = f"ended as it did not save and stop within {_minutes(grace)}"
         state = await session.journal.append(run_id, decisions.request_stop)
     if grace > 0:
         finished = await session.interrupts.race(partial(_ended_within, job, grace, target.poll))
@@ -661,7 +663,7 @@ async def _end_stalled(session: Session, target: Target, job: Job, stall: Stall)
             # It saved and stopped after all (or finished): settled as any end is, the
             # checkpoint it saved brought home with its results.
             return await _follow(session, target, job, await session.journal.state(run_id))
-    message = f"stalled: {what}; ended as it did not save and stop within {_minutes(grace)}"
+    message = f"stalled: {what}; {ending}"
     state, retrieval = await service.stop_and_collect(session, job, message)
     state = await target.end(job, state, retrieval)
     if retrieval.stopped:

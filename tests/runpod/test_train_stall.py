@@ -13,7 +13,9 @@ import trio
 import trio.testing
 
 from overbrainer.events import types as ev
+from overbrainer.exec.base import ExecError
 from overbrainer.lifecycle.run import JobStalled
+from overbrainer.testing.fake_executor import FakeExecutor
 from overbrainer.testing.pod_training import JobScript, training
 from overbrainer.train.axolotl import STOP_FILE
 
@@ -96,3 +98,29 @@ async def test_a_stalled_job_that_saves_when_asked_ends_stopped_with_its_checkpo
         assert "run.Stalled" in t.rig.names(run_id)
         assert state.run.state == "stopped"
         assert state.run.checkpoint is not None and state.run.checkpoint["step"] == 1
+
+
+async def test_a_stop_request_that_cannot_be_written_cancels_the_stalled_job_at_once(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def refuse(self: FakeExecutor, path: str) -> None:
+        await trio.lowlevel.checkpoint()
+        raise ExecError(f"cannot write {path}: disk full")
+
+    monkeypatch.setattr(FakeExecutor, "touch", refuse)
+    async with training(tmp_path) as t:
+        t.network.script = JobScript(steps=3, step_seconds=STEP, ends=False, stops=False)
+        with pytest.raises(JobStalled):
+            await t.train()
+        run_id = t.run_id()
+        state = t.rig.state(run_id)
+        names = t.rig.names(run_id)
+        assert "run.StopRequested" not in names  # never written, so never recorded
+        assert state.run.message == (
+            "stalled: it wrote no metrics line for 20 minutes after its last one (at step 3); "
+            "cancelled: the request to save and stop could not be written"
+        )
+        (created,) = t.request_times("POST", "/pods")
+        (deleted,) = t.request_times("DELETE", f"/pods/{t.pod_id(run_id)}")
+        assert deleted - created < 3 * STEP + STALL + 120  # no grace waited
+        assert "disk full; the stalled job is cancelled without a save" in t.err()
