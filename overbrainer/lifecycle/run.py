@@ -293,6 +293,12 @@ async def _watch(
         fetcher.saw(events)
         lines.saw(events)
 
+    async def each_poll() -> None:
+        # Each look confirms (or not) a stall that seemed due on this machine's clock.
+        lines.looked()
+        if check is not None:
+            await check()
+
     async def bounds() -> Stop | Stall:
         bound = partial(until_bound, billed, state, left, stop_within=stop_within)
         if not watch_stalls:
@@ -306,7 +312,7 @@ async def _watch(
                 job,
                 poll=target.poll,
                 spend=spend,
-                at_each_poll=check,
+                at_each_poll=each_poll,
                 on_events=saw,
             )
             # The job ended: its last saves come home before its target may go.

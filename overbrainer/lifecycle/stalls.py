@@ -10,9 +10,13 @@ the run watches the time since the last line it read and, past the bound, ends t
 (``runpod/scripts/watchdog.sh``).
 
 Every span here is on trio's monotonic clock (``trio.current_time``), counted from what
-this process saw: a wall clock stepped, or a laptop waking up, never fakes a stall. A
-follower that starts on a job already running (``train attach``) counts the job's start
-from when it began to follow: it only declares a stall it watched whole.
+this process saw: a wall clock stepped never fakes a stall. That clock is trusted to say
+when to look, never to end a job on its own (as ``bounds.py`` does for a target's bound):
+a VM restored, or a machine whose monotonic clock counts its sleep, moves it hours at
+once while the job wrote on. So a stall that seems due is declared only once a look at
+the job made after that moment found no new line. A follower that starts on a job
+already running (``train attach``) counts the job's start from when it began to follow:
+it only declares a stall it watched whole.
 """
 
 from dataclasses import dataclass
@@ -97,7 +101,9 @@ def stalled(
 
 class LineClock:
     """What a follower saw of a job's metrics lines, on the monotonic clock: give it every
-    read's new events (:meth:`saw`); :meth:`until_stalled` returns once the job stalls."""
+    read's new events (:meth:`saw`) and tell it each look at the job that completed
+    (:meth:`looked`, after :meth:`saw`); :meth:`until_stalled` returns once the job
+    stalls, confirmed by a look."""
 
     def __init__(self, rule: StallRule) -> None:
         self.rule = rule
@@ -107,6 +113,7 @@ class LineClock:
         self.training_over = False
         # Set by a line: the first line's bound may come before the first-step allowance's.
         self._moved = trio.Event()
+        self._looked = trio.Event()
 
     def saw(self, events: list[MetricsEvent]) -> None:
         """New lines were read now."""
@@ -118,6 +125,11 @@ class LineClock:
             self.last_step = max(steps)
         self.training_over = self.training_over or any(e.event in TRAINING_OVER for e in events)
         self._moved.set()
+
+    def looked(self) -> None:
+        """A look at the job (its status and its new lines, given to :meth:`saw` first)
+        completed now."""
+        self._looked.set()
 
     def check(self) -> Stall | None:
         """The stall as of now, if any."""
@@ -131,7 +143,8 @@ class LineClock:
         )
 
     async def until_stalled(self) -> Stall:
-        """Return the stall once there is one (a line read meanwhile moves the bound)."""
+        """Return the stall once there is one, confirmed by a look at the job made after
+        it seemed due (a line read meanwhile moves the bound)."""
         while True:
             self._moved = trio.Event()
             due = self.rule.due(
@@ -141,6 +154,10 @@ class LineClock:
             )
             with trio.move_on_at(due):
                 await self._moved.wait()
+            if self.check() is None:
+                continue
+            self._looked = trio.Event()
+            await self._looked.wait()
             stall = self.check()
             if stall is not None:
                 return stall
