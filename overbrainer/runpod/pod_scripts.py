@@ -88,12 +88,20 @@ class StallBound:
     grace: float
 
 
+STALL_FOLLOW_MARGIN = 2 * 60.0
+"""What the watchdog's stall grace adds to ``stop_timeout_minutes``: a follower, which sees
+each metrics line within seconds where the watchdog looks once a minute, ends a stalled
+job first (its cancel ends the stall rule), so the pod is not deleted under its
+collection. A shorter stop timeout is added instead (a fake world's seconds)."""
+
+
 def stall_bound(training: TrainingSettings) -> StallBound:
     """The stall rule of ``[training]``, for the watchdog."""
+    stop = training.stop_timeout_minutes * 60
     return StallBound(
         silence=training.stall_minutes * 60,
         first_line=training.first_step_minutes * 60,
-        grace=training.stop_timeout_minutes * 60,
+        grace=stop + min(stop, STALL_FOLLOW_MARGIN),
     )
 
 

@@ -543,7 +543,10 @@ def test_pod_env_carries_the_stall_rule_of_the_training_settings(keys: RunKeys):
     carried = env(stall_bound(training))
     assert carried["OVERBRAINER_STALL_SECONDS"] == "1200"
     assert carried["OVERBRAINER_FIRST_STEP_SECONDS"] == "2700"
-    assert carried["OVERBRAINER_STALL_GRACE"] == "300"  # stop_timeout_minutes, by default
+    # stop_timeout_minutes (5, by default) and 2 min for a follower to end the job first.
+    assert carried["OVERBRAINER_STALL_GRACE"] == "420"
+    short = training.model_copy(update={"stop_timeout_minutes": 0.5})
+    assert env(stall_bound(short))["OVERBRAINER_STALL_GRACE"] == "60"  # 30 s, and as much
     assert env(StallBound(silence=0.5, first_line=2, grace=0.25))["OVERBRAINER_STALL_SECONDS"] == (
         "0.5"
     )
