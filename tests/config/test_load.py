@@ -347,6 +347,8 @@ def test_a_monthly_budget_that_is_not_a_positive_amount_is_refused(
         "project.monthly_budget_usd (from OVERBRAINER_PROJECT__MONTHLY_BUDGET_USD): must be a "
         "number of US dollars greater than 0 (e.g. 100); remove it for no monthly budget"
     ]
+
+
 @pytest.mark.parametrize(
     ("written", "seconds"),
     [(None, 0.0), ('"0"', 0.0), ('"30m"', 1800.0), ('"2h"', 7200.0), ('"90s"', 90.0)],

@@ -220,7 +220,7 @@ EXPECTED_RUN_D = {
     "note": None,
     "clock_offset": None,
     "files_removed": None,
-    "version": 10,
+    "version": 11,
 }
 EXPECTED_SENTENCES_D = [
     f"created run {RUN_D}: full of m on target here (local), 2 processes (ddp), resuming run "
