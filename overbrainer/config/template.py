@@ -139,6 +139,9 @@ kind = "local"                        # this machine
 # max_cost_usd = 10                   # default: none; the most the pod may cost, at the
 #                                     # rate it was created at: it is deleted when it
 #                                     # reaches it (not with --keep-pod)
+# max_recoveries = 3                  # >= 0: how often a run whose pod is lost before its
+#                                     # job ended goes on, on a new pod, from its newest
+#                                     # checkpoint home; 0: never
 
 # A pod on the cheapest GPU type in Runpod's catalog that has the memory it needs
 # (`overbrainer pod gpus` lists them, cheapest first).
