@@ -5,12 +5,14 @@ the stand-in trainer saving a checkpoint every few steps."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 from pathlib import Path
 
 import trio
 
+from overbrainer.testing.fake_executor import CANARY_KEY
 from tests.runpod.test_train_loopback import World, world
 
 SAVING = "FAKE_AXOLOTL_SAVE_EVERY=10 FAKE_AXOLOTL_CHECKPOINT_KB=16"
@@ -95,3 +97,76 @@ async def test_a_pod_lost_after_a_checkpoint_came_home_is_replaced_and_the_run_s
         # Both pods count in the run's spend.
         costs = pod["costs"]
         assert isinstance(costs, dict) and set(costs) == {first, second}
+
+
+async def test_a_pod_lost_three_times_ends_succeeded_with_every_pod_gone_and_counted(
+    tmp_path: Path,
+) -> None:
+    async with world(tmp_path, steps=300, step_seconds=0.02, knobs=SAVING) as w:
+        done = await _train_losing_pods(w, 3)
+        assert done.returncode == 0, done.stderr
+        (run_id,) = w.runs()
+        run = w.run_json(run_id)
+        assert run["state"] == "succeeded", run
+        recoveries = run["recoveries"]
+        assert isinstance(recoveries, list)
+        assert [r["attempt"] for r in recoveries] == [1, 2, 3]
+        # Each from the newest checkpoint home when its pod was lost, each later than the last.
+        resumed = [r["resumed_step"] for r in recoveries]
+        assert resumed == sorted(set(resumed)) and resumed[0] > 0, recoveries
+        # At most what was trained since the last save is lost (the one in flight, too).
+        assert all(r["lost_steps"] is None or r["lost_steps"] <= 20 for r in recoveries)
+        # No pod left; four pods, one at a time, each in the run's costs.
+        assert w.fake.live_pods() == []
+        pods = {p.id for p in w.fake.pods.values()}
+        assert len(pods) == 4
+        costs = w.pod_json(run_id)["costs"]
+        assert isinstance(costs, dict) and set(costs) == pods
+        # The run's spend is the sum of its pods' costs; none is under what the fake billed
+        # (a lost pod is counted until it was found gone, a few seconds past its end).
+        listed = await w.run("runs", "ls", "--json")
+        (row,) = [json.loads(line) for line in listed.stdout.splitlines()]
+        estimates = [costs[p]["estimate"] for p in pods]
+        assert all(e is not None for e in estimates), costs
+        assert abs(row["estimate_usd"] - sum(estimates)) < 1e-3, (row, costs)
+        for pod_id in pods:
+            fake = w.fake.pod(pod_id)
+            bill = fake.price * fake.billed_seconds(0.0, trio.current_time()) / 3600
+            assert bill - 1e-3 <= costs[pod_id]["estimate"] <= bill + fake.price * 30 / 3600
+
+
+async def test_a_recovery_max_cost_usd_cannot_pay_for_creates_no_pod_and_fails_the_run(
+    tmp_path: Path,
+) -> None:
+    async with world(tmp_path, steps=300, step_seconds=0.02, knobs=SAVING) as w:
+        # Listed at $0.50/h (a $10 cap passes the choice) but billed $36/h: a recovery's
+        # pod needs an hour at $36, far more than what is left of $10.
+        for gpu in list(w.fake.gpu_types.values()):
+            w.fake.add_gpu_type(dataclasses.replace(gpu, price=0.5, billed_price=36.0))
+        w.fake.accounts[CANARY_KEY].balance = 1000.0
+        w.env["OVERBRAINER_TARGETS__GPU__MAX_COST_USD"] = "10"
+        done = await _train_losing_pods(w, 1)
+        assert done.returncode == 1, done.stderr
+        (run_id,) = w.runs()
+        run = w.run_json(run_id)
+        assert run["state"] == "failed" and run["recoveries"] == [], run
+        assert len(w.fake.pods) == 1 and w.fake.live_pods() == []
+        message = str(run["message"])
+        assert "no recovery: its pods cost $" in message and "of max_cost_usd $10.00" in message
+        assert "a recovery's pod needs at least $36.00 (1 h at $36.00/h)" in message
+        assert "no new pod was created" in message
+        assert f"go on with `overbrainer train --resume-from {run_id}`" in done.stderr
+        assert "run.Recovering" not in await w.events(run_id)
+
+
+async def test_a_run_whose_recoveries_are_used_up_fails_saying_so(tmp_path: Path) -> None:
+    async with world(tmp_path, steps=300, step_seconds=0.02, knobs=SAVING) as w:
+        w.env["OVERBRAINER_TARGETS__GPU__MAX_RECOVERIES"] = "1"
+        done = await _train_losing_pods(w, 2)
+        assert done.returncode == 1, done.stderr
+        (run_id,) = w.runs()
+        run = w.run_json(run_id)
+        assert run["state"] == "failed" and len(run["recoveries"]) == 1, run  # type: ignore[arg-type]
+        assert "recoveries exhausted (1/1, max_recoveries of target gpu)" in done.stderr
+        assert f"go on with `overbrainer train --resume-from {run_id}`" in done.stderr
+        assert len(w.fake.pods) == 2 and w.fake.live_pods() == []
