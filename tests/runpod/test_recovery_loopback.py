@@ -12,6 +12,7 @@ from pathlib import Path
 
 import trio
 
+from overbrainer.runpod.client import RunpodClient
 from overbrainer.testing.fake_executor import CANARY_KEY
 from tests.runpod.test_train_loopback import World, world
 
@@ -35,9 +36,12 @@ def _pod_id(w: World, run_id: str) -> str | None:
     return str(pod["pod_id"]) if pod.get("pod_id") and pod.get("status") == "job_running" else None
 
 
-async def _train_losing_pods(w: World, losses: int) -> subprocess.CompletedProcess[str]:
+async def _train_losing_pods(
+    w: World, losses: int, *, stop: bool = False
+) -> subprocess.CompletedProcess[str]:
     """``train``, its pod vanishing (everything in it ending) ``losses`` times, each once a
-    checkpoint more than at the last loss came home on the pod then running."""
+    checkpoint more than at the last loss came home on the pod then running; ``stop``:
+    stopped through the API instead (EXITED, the job gone with it)."""
     lost: list[str] = []
 
     async def lose_pods() -> None:
@@ -49,8 +53,12 @@ async def _train_losing_pods(w: World, losses: int) -> subprocess.CompletedProce
                 if pod_id and pod_id not in lost and home and max(home) > newest:
                     newest = max(home)
                     lost.append(pod_id)
-                    w.fake.vanish(pod_id)
-                    await w.pods.on_deleted(w.fake.pod(pod_id))
+                    if stop:
+                        async with RunpodClient(CANARY_KEY, w.base_url) as client:
+                            await client.pod_action(pod_id, "stop")
+                    else:
+                        w.fake.vanish(pod_id)
+                        await w.pods.on_deleted(w.fake.pod(pod_id))
             await trio.sleep(0.05)
 
     async with trio.open_nursery() as nursery:
@@ -170,3 +178,22 @@ async def test_a_run_whose_recoveries_are_used_up_fails_saying_so(tmp_path: Path
         assert "recoveries exhausted (1/1, max_recoveries of target gpu)" in done.stderr
         assert f"go on with `overbrainer train --resume-from {run_id}`" in done.stderr
         assert len(w.fake.pods) == 2 and w.fake.live_pods() == []
+
+
+async def test_a_pod_stopped_under_its_job_is_deleted_and_the_run_recovered(
+    tmp_path: Path,
+) -> None:
+    async with world(tmp_path, steps=150, step_seconds=0.02, knobs=SAVING) as w:
+        done = await _train_losing_pods(w, 1, stop=True)
+        assert done.returncode == 0, done.stderr
+        (run_id,) = w.runs()
+        run = w.run_json(run_id)
+        assert run["state"] == "succeeded", run
+        (recovery,) = run["recoveries"]  # type: ignore[misc]
+        first = recovery["lost_pod"]
+        assert recovery["reason"] == f"pod {first} is EXITED (stopped) without the job's end"
+        # The stopped pod (which bills its disk) was deleted before the new one was created.
+        assert w.fake.status(first) == "TERMINATED" and w.fake.live_pods() == []
+        names = await w.events(run_id)
+        deleted = [i for i, name in enumerate(names) if name == "pod.Deleted"]
+        assert deleted[0] < names.index("run.Recovering")
