@@ -227,7 +227,7 @@ def list_runs(
         [
             r["id"],
             *([r["host"] or "?"] if with_host else []),
-            _state_text(r),
+            state_text(r),
             r["target"],
             (r["created"] or "")[:16].replace("T", " "),
             r["progress"],
@@ -275,7 +275,7 @@ def _ended_notes(rows: list[dict[str, Any]]) -> None:
 _ENDED_WORDS = {"exited": "ended", "cancelled": "cancelled", "lost": "lost"}
 
 
-def _state_text(row: dict[str, Any]) -> str:
+def state_text(row: dict[str, Any]) -> str:
     """The run's state, with the step of the checkpoint it can be resumed from; for a run
     whose job ended unfollowed, that (the log says running until it is collected)."""
     end = row.get("job_ended")
