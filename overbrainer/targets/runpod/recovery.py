@@ -139,7 +139,7 @@ async def recovered_pod(
     upload = run_dir / UPLOAD_DIR
     following = False
     try:
-        _prepare_upload(upload, run_dir, session.project_dir, settings, step, device, choice)
+        _prepare_upload(upload, run_dir, settings, step, device, choice)
         async with open_provisioned(ctx, run_id, pod_spec, keep=keep, api_base=api_base) as ready:
             pod_id = ready.pod.pod_id
             job = Job(run_id, ready.executor, remote_run_dir(run_id))
@@ -186,22 +186,17 @@ async def recovered_pod(
 
 
 def _prepare_upload(
-    upload: Path,
-    run_dir: Path,
-    project_dir: Path,
-    settings: Settings,
-    step: int,
-    device: str,
-    choice: Choice,
+    upload: Path, run_dir: Path, settings: Settings, step: int, device: str, choice: Choice
 ) -> None:
     """The run's inputs, as its first job had them, and the checkpoint of ``step`` to
-    resume from (none: from the start), in ``upload``."""
+    resume from (none: from the start), in ``upload``. The data is the run's own copy:
+    the project's may have changed since the run began."""
     shutil.rmtree(upload, ignore_errors=True)
     prepare_run_dir(
         upload,
-        project_dir,
+        run_dir,
         settings.training,
-        check_data(project_dir),
+        check_data(run_dir),
         device=device,
         choice=choice,
         resume=(run_dir, step) if step else None,
