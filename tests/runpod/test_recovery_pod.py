@@ -3,9 +3,11 @@ the fake API in-process: its money counted across pods, the new pod's cap what i
 
 from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 
+from overbrainer.errors import OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.runpod.pod_scripts import ENV_MAX_COST
 from overbrainer.testing.pod_training import JobScript, Train, training
@@ -48,3 +50,27 @@ async def test_a_pod_lost_before_any_checkpoint_is_replaced_and_the_job_starts_a
         assert float(t.rig.fake.pod_env(second)[ENV_MAX_COST]) == sent[1].max_cost_usd
         assert "recovery 1/3 on a new pod, its cost cap $" in t.err()
         assert f"run.Recovered: recovery 1: the job runs on pod {second}" in t.err()
+
+
+async def test_a_recovery_whose_new_pod_cannot_be_placed_fails_the_run_saying_so(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with training(tmp_path) as t:
+        t.network.script = JobScript(steps=60, step_seconds=60.0)
+
+        async def lose_it_and_every_gpu() -> None:
+            await _lose_the_pod_at_ten_minutes(t)
+            for gpu in t.spec.gpu_types:
+                t.rig.fake.set_capacity(gpu, 0)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lose_it_and_every_gpu)
+            with pytest.raises(OverbrainerError) as caught:
+                await t.train()
+        run_id = t.run_id()
+        assert str(caught.value).startswith(f"run {run_id} failed: recovery 1 could not start: ")
+        state = t.rig.state(run_id)
+        assert state.run.state == "failed" and len(state.run.recoveries) == 1
+        assert state.run.message is not None
+        assert state.run.message.startswith("recovery 1 could not start: ")
+        assert t.rig.fake.live_pods() == []

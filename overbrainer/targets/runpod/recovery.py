@@ -20,11 +20,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from overbrainer.config.model import RunpodTarget, Settings
-from overbrainer.errors import OverbrainerError
+from overbrainer.errors import Interrupted, OverbrainerError
 from overbrainer.events import decisions
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.errors import StoreError
+from overbrainer.events.types import RunState
 from overbrainer.exec.base import Executor
 from overbrainer.lifecycle import service
 from overbrainer.lifecycle.run import secrets_of
@@ -35,7 +36,11 @@ from overbrainer.projections.spend import run_spend
 from overbrainer.runpod.recovery import Fail, Off, cheapest_rate, decide
 from overbrainer.targets.runpod.delete import delete_pod, forget_key_if_done, release
 from overbrainer.targets.runpod.pods import PodContext
-from overbrainer.targets.runpod.provision import open_provisioned, remote_run_dir
+from overbrainer.targets.runpod.provision import (
+    ProvisionCancelled,
+    open_provisioned,
+    remote_run_dir,
+)
 from overbrainer.train.axolotl import prepare_run_dir
 from overbrainer.train.data import check_data
 from overbrainer.train.layout import OUTPUT_DIR
@@ -177,12 +182,21 @@ async def recovered_pod(
         if following:
             # The job runs on the new pod: what follows it says what became of the run.
             raise
-        message = f"run {run_id} failed: recovery {verdict.attempt} could not start: {error}"
+        outcome = RunState.failed
+        if isinstance(error, ProvisionCancelled):
+            # `train cancel` asked through the log while the new pod was being started.
+            outcome, message = RunState.cancelled, error.reason
+        else:
+            message = f"recovery {verdict.attempt} could not start: {error}"
         try:
-            await session.journal.append(run_id, lambda s: decisions.fail_before_job(s, message))
+            await session.journal.append(
+                run_id, lambda s: decisions.fail_before_job(s, message, outcome=outcome)
+            )
         except StoreError as store:
-            session.front.warn(f"{store} (while recording that run {run_id} failed)")
-        raise OverbrainerError(message) from error
+            session.front.warn(f"{store} (while recording that run {run_id} ended)")
+        if isinstance(error, Interrupted):
+            raise  # a signal stays one (its exit code); provisioning said what is left
+        raise OverbrainerError(f"run {run_id} {outcome}: {message}") from error
 
 
 def _prepare_upload(
