@@ -48,6 +48,11 @@ async def test_a_pod_lost_before_any_checkpoint_is_replaced_and_the_job_starts_a
         sent = t.rig.events(run_id, ev.AttemptSent)
         assert [a.max_cost_usd for a in sent] == [1.0, round(1.0 - spent, 6)]
         assert float(t.rig.fake.pod_env(second)[ENV_MAX_COST]) == sent[1].max_cost_usd
+        # While following the new pod, the spend shown is the run's: both pods'.
+        last = [line for line in t.err().splitlines() if line.startswith("progress:")][-1]
+        shown = float(last.rpartition("spend $")[2])
+        second_pod = state.pod.costs[second]["estimate"]
+        assert abs(shown - (spent + second_pod)) < 0.02, (last, spent, second_pod)
         assert "recovery 1/3 on a new pod, its cost cap $" in t.err()
         assert f"run.Recovered: recovery 1: the job runs on pod {second}" in t.err()
 

@@ -209,10 +209,11 @@ async def at_cost_cap(ctx: PodContext, run_id: str, message: str, *, collected: 
     return state
 
 
-def spend_so_far(pod: PodView, ctx: PodContext) -> float | None:
+def spend_so_far(pod: PodView, ctx: PodContext, earlier: float = 0.0) -> float | None:
     """The pod's spend until now: its rate times its uptime on Runpod's clock (None when
-    unknown)."""
-    return uptime_and_spend(pod.created_at, ctx.server_now(), pod.cost_per_hour)[1]
+    unknown), plus ``earlier``: what the run's earlier pods cost (a recovered run's)."""
+    spend = uptime_and_spend(pod.created_at, ctx.server_now(), pod.cost_per_hour)[1]
+    return None if spend is None else spend + earlier
 
 
 def max_hours(pod: PodView, default: float) -> float:

@@ -43,6 +43,7 @@ from overbrainer.lifecycle.target import (
     StoppedBeforeJob,
     TargetGone,
 )
+from overbrainer.projections.spend import run_spend
 from overbrainer.runpod import cost_cap, messages
 from overbrainer.runpod.clocks import ServerClock
 from overbrainer.runpod.decide import interrupted_before_job
@@ -463,8 +464,10 @@ class PodTarget:
         return await following.confirm_left(self.ctx, state)
 
     def spend(self, state: RunLog) -> Callable[[], float | None] | None:
-        """The pod's rate times its uptime, on Runpod's clock."""
-        return partial(following.spend_so_far, state.pod, self.ctx)
+        """The pod's rate times its uptime, on Runpod's clock; a recovered run's earlier
+        pods added (their cost as recorded), the whole run's spend."""
+        earlier = run_spend(state, None).total if state.run.recoveries else 0.0
+        return partial(following.spend_so_far, state.pod, self.ctx, earlier)
 
     def at_each_poll(self, state: RunLog) -> Callable[[], Awaitable[None]] | None:
         """Record once when the pod nears its cost cap (``following.CostCapWatch``)."""
