@@ -46,7 +46,7 @@ from overbrainer.train.data import check_data
 from overbrainer.train.layout import OUTPUT_DIR
 from overbrainer.train.parallelism import Choice
 
-__all__ = ["UPLOAD_DIR", "recovered_pod"]
+__all__ = ["UPLOAD_DIR", "next_command", "recovered_pod"]
 
 UPLOAD_DIR = ".recovery-upload"
 """In ``runs/<id>/``: what a recovery uploads to the new pod (the run's inputs and the
