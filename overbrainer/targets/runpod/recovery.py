@@ -192,8 +192,8 @@ async def recovered_pod(
             await session.journal.append(
                 run_id, lambda s: decisions.fail_before_job(s, message, outcome=outcome)
             )
-        except StoreError as store:
-            session.front.warn(f"{store} (while recording that run {run_id} ended)")
+        except StoreError as trouble:
+            session.front.warn(f"{trouble} (while recording that run {run_id} ended)")
         if isinstance(error, Interrupted):
             raise  # a signal stays one (its exit code); provisioning said what is left
         raise OverbrainerError(f"run {run_id} {outcome}: {message}") from error
