@@ -158,6 +158,9 @@ def _row(state: Any, now: datetime, host: str, project: Path) -> dict[str, Any]:
         "resumed_from": (
             f"{run.resumed_from['run']}:{run.resumed_from['step']}" if run.resumed_from else ""
         ),
+        # How often the run went on, on a new pod, its pod lost (of how many allowed).
+        "recoveries": len(run.recoveries),
+        "max_recoveries": run.max_recoveries,
     }
     row.update(standing.to_json(now) if standing is not None else dict.fromkeys(_STANDING_KEYS))
     # A job that ended with nobody following it: no ETA, and the run is not shown running.
@@ -239,7 +242,7 @@ def list_runs(
         [
             r["id"],
             *([r["host"] or "?"] if with_host else []),
-            _state_text(r),
+            state_text(r),
             r["target"],
             (r["created"] or "")[:16].replace("T", " "),
             r["progress"],
@@ -287,7 +290,7 @@ def _ended_notes(rows: list[dict[str, Any]]) -> None:
 _ENDED_WORDS = {"exited": "ended", "cancelled": "cancelled", "lost": "lost"}
 
 
-def _state_text(row: dict[str, Any]) -> str:
+def state_text(row: dict[str, Any]) -> str:
     """The run's state, with the step of the checkpoint it can be resumed from; for a run
     whose job ended unfollowed, that (the log says running until it is collected)."""
     end = row.get("job_ended")
@@ -296,6 +299,9 @@ def _state_text(row: dict[str, Any]) -> str:
         how = _ENDED_WORDS[end["how"]] + (f" (exit {code})" if code not in (0, None) else "")
         return f"job {how}, not collected"
     step = row["checkpoint_step"]
+    if row.get("recoveries") and row["state"] in (RunState.preparing, RunState.running):
+        # A run starting a pod again after its pod was lost goes on: it is running.
+        return f"running (recovery {row['recoveries']}/{row['max_recoveries']})"
     if row["files_removed"]:
         return f"{row['state']} (files removed)"
     return f"{row['state']} (checkpoint {step})" if step is not None else str(row["state"])

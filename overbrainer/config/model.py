@@ -587,6 +587,9 @@ class RunpodTarget(BaseModel):
     max_price_per_hour: Annotated[float, Field(gt=0, le=10_000, allow_inf_nan=False)] | None = None
     # The most a run's pod may cost, in US dollars, at the rate it was created at.
     max_cost_usd: Annotated[float, Field(gt=0, le=1_000_000, allow_inf_nan=False)] | None = None
+    # How many times a run whose pod is lost before its job ended is recovered on a new pod
+    # (0: never; the run fails as the pod goes).
+    max_recoveries: Annotated[int, Field(ge=0, le=100)] = 3
     # Declared before ``image`` so that the image's validator sees it.
     allow_unpinned_image: bool = False
     image: str = RUNPOD_DEFAULT_IMAGE

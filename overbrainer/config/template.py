@@ -146,6 +146,9 @@ kind = "local"                        # this machine
 # wait_for_capacity = "30m"          # default: none (fail at once); when no GPU type has
 #                                     # capacity, try them all again (backing off) for up
 #                                     # to this long: "90s", "30m", "2h", "1h30m"
+# max_recoveries = 3                  # >= 0: how often a run whose pod is lost before its
+#                                     # job ended goes on, on a new pod, from its newest
+#                                     # checkpoint home; 0: never
 
 # A pod on the cheapest GPU type in Runpod's catalog that has the memory it needs
 # (`overbrainer pod gpus` lists them, cheapest first).

@@ -123,6 +123,11 @@ class RunView:
     clock_offset: float | None = None
     # The run's directory was removed (``runs rm``/``runs gc``): {"at", "bytes"}.
     files_removed: dict[str, Any] | None = None
+    # Each recovery of the run on a new pod, its pod lost ({"attempt", "reason",
+    # "lost_pod", "last_step", "at", "pod_id", "resumed_step", "lost_steps",
+    # "recovered_at"}), and how many the target allowed as the last one began.
+    recoveries: list[dict[str, Any]] = field(default_factory=list)
+    max_recoveries: int | None = None
     version: int = 0
 
     @property
@@ -328,6 +333,46 @@ def _note_cleared(s: RunLog, e: ev.NoteCleared, at: str) -> None:
 
 def _clock_offset(s: RunLog, e: ev.ClockOffset, at: str) -> None:
     s.run.clock_offset = e.offset_seconds
+
+
+def _recovering(s: RunLog, e: ev.Recovering, at: str) -> None:
+    if s.run.state != RunState.running:
+        raise InvalidTransition(f"recovering a run that is {s.run.state}")
+    if e.attempt != len(s.run.recoveries) + 1:
+        raise InvalidTransition(
+            f"recovery {e.attempt} after {len(s.run.recoveries)} recoveries of the run"
+        )
+    s.run.recoveries.append(
+        {
+            "attempt": e.attempt,
+            "reason": e.reason,
+            "lost_pod": e.pod_id,
+            "last_step": e.last_step,
+            "at": at,
+            "pod_id": None,
+            "resumed_step": None,
+            "lost_steps": None,
+            "recovered_at": None,
+        }
+    )
+    s.run.max_recoveries = e.max_recoveries
+    # The run starts a pod again: its job is gone with the lost pod.
+    s.run.state = RunState.preparing
+    s.run.job = None
+    s.run.detached = False
+    s.run.interrupted_stage = None
+
+
+def _recovered(s: RunLog, e: ev.Recovered, at: str) -> None:
+    if s.run.state != RunState.running:
+        raise InvalidTransition(f"recovered a run that is {s.run.state}")
+    last = s.run.recoveries[-1] if s.run.recoveries else None
+    if last is None or last["attempt"] != e.attempt or last["pod_id"] is not None:
+        raise InvalidTransition(f"recovery {e.attempt} was not under way")
+    _current(s, e.pod_id, "recovered")
+    last.update(
+        pod_id=e.pod_id, resumed_step=e.resumed_step, lost_steps=e.lost_steps, recovered_at=at
+    )
 
 
 def _nothing(s: RunLog, e: ev.Event, at: str) -> None:
@@ -540,6 +585,8 @@ def _rules() -> dict[type[ev.Event], Any]:
         ev.ClockOffset: _clock_offset,
         ev.FilesRemoved: _files_removed,
         ev.ClockJumped: _nothing,
+        ev.Recovering: _recovering,
+        ev.Recovered: _recovered,
         ev.KeysGenerated: _keys,
         ev.AttemptSent: _attempt_sent,
         ev.AttemptResolved: _attempt_resolved,

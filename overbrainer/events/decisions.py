@@ -284,6 +284,42 @@ def pod_gone(state: RunLog, pod_id: str, bound: str | None = None) -> Events:
     return events
 
 
+def pod_lost(
+    state: RunLog, pod_id: str, uptime_seconds: float | None, spend: float | None
+) -> Events:
+    """The run's pod was found gone, lost under its job (no bound its watchdog keeps had
+    passed), and the run is to be recovered: the pod is recorded gone with what it cost
+    until now (Runpod's clock), and the run does not fail."""
+    if state.pod.deleted(pod_id):
+        return []
+    return [
+        ev.PodDeleted(pod_id=pod_id, by="found_gone", uptime_seconds=uptime_seconds, spend=spend)
+    ]
+
+
+def recovering(state: RunLog, recovering: ev.Recovering) -> Events:
+    """Begin recovery ``recovering.attempt`` of a running run whose pod was lost; nothing
+    when another command ended the run or began that recovery meanwhile."""
+    if state.run.state != RunState.running or len(state.run.recoveries) >= recovering.attempt:
+        return []
+    return [recovering]
+
+
+def recovered(state: RunLog, recovered: ev.Recovered) -> Events:
+    """The recovery under way has its job running on its new pod."""
+    last = state.run.recoveries[-1] if state.run.recoveries else None
+    if state.run.state != RunState.running or last is None or last["pod_id"] is not None:
+        return []
+    return [recovered]
+
+
+def fail_lost(state: RunLog, message: str) -> Events:
+    """A run whose pod was lost and that is not recovered fails, its results not home."""
+    if state.final:
+        return []
+    return _fail_without_results(state, message, "its pod was lost before the job ended")
+
+
 def fail_past_deadline(state: RunLog, message: str) -> Events:
     """The job was still followed past its pod's deadline: the run fails (``message``
     says how), its results not home."""

@@ -32,6 +32,7 @@ DeleteReason = Literal[
     "requested",
     "cancelled",
     "failed",
+    "lost",
 ]
 DeletedBy = Literal["client", "watchdog", "pod_rm", "found_gone"]
 
@@ -260,6 +261,34 @@ class ClockJumped(Event):
 
     name: ClassVar[str] = "run.ClockJumped"
     seconds: float
+
+
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+class Recovering(Event):
+    """The run's pod was lost before its job ended (``reason`` says how; ``pod_id`` the
+    pod lost): the run goes on, on a new pod, as recovery ``attempt`` of
+    ``max_recoveries``. The run is starting a pod again until :class:`Recovered`.
+    ``last_step``: the last training step the job was seen at (None: unknown)."""
+
+    name: ClassVar[str] = "run.Recovering"
+    reason: str
+    attempt: int
+    max_recoveries: int
+    pod_id: str | None = None
+    last_step: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+class Recovered(Event):
+    """The run's job runs again, on pod ``pod_id``, resumed from the checkpoint of
+    ``resumed_step`` (0: from the start); ``lost_steps``: the steps done since that
+    checkpoint on the lost pod, done again now (None: unknown)."""
+
+    name: ClassVar[str] = "run.Recovered"
+    attempt: int
+    pod_id: str
+    resumed_step: int
+    lost_steps: int | None = None
 
 
 # ---- pod -----------------------------------------------------------------------------
@@ -499,6 +528,8 @@ CATALOGUE: dict[str, type[Event]] = {
         ClockOffset,
         FilesRemoved,
         ClockJumped,
+        Recovering,
+        Recovered,
         KeysGenerated,
         AttemptSent,
         AttemptResolved,

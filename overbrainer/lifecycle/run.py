@@ -51,6 +51,7 @@ from overbrainer.lifecycle.target import (
     CancelledBeforeJob,
     Command,
     NotEnded,
+    Recover,
     Stop,
     StoppedBeforeJob,
     Target,
@@ -224,6 +225,12 @@ async def _follow(
     if isinstance(watched, EndedMeanwhile):
         # Another command won the race to the end (it may have ended the target).
         return await report_ended_meanwhile(session, watched.state)
+    if isinstance(watched, Recover):
+        # The target was lost under the job: a new one takes it on, from the newest
+        # checkpoint home, and this follows it there (the run keeps its ID).
+        assert target.billed is not None  # only a rented machine is lost and replaced
+        async with target.billed.recover(job, watched) as (executor, state):
+            return await _follow(session, target, target.job(run_id, executor, state), state)
     if watched is Stop.detached:
         raise await _detach(session, target, job)
     if watched is Stop.past_deadline:
@@ -266,7 +273,7 @@ async def _detach(session: Session, target: Target, job: Job) -> Interrupted:
 
 async def _watch(
     session: Session, target: Target, job: Job, state: RunLog, *, stop_within: float = math.inf
-) -> Followed | Stop | Stall | EndedMeanwhile:
+) -> Followed | Stop | Stall | Recover | EndedMeanwhile:
     """``service.watch`` raced against signals, against the target's deadline, against
     ``stop_within`` (a job asked to save and stop) and against a stall (no metrics line
     for ``[training] stall_minutes``; not watched for a job asked to stop, which

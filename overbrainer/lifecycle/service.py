@@ -125,13 +125,15 @@ async def start(
     env: Mapping[str, str],
     secrets: Mapping[str, str],
     container: str | None = None,
+    source: Path | None = None,
 ) -> RunLog:
     """Upload the run and spawn its job, recording it — never interrupted: a job spawned but
-    not recorded would be a job nothing finds again."""
+    not recorded would be a job nothing finds again. ``source``: what is uploaded, when it
+    is not the run's directory (a recovery's: its inputs only, not what came home)."""
 
     async def work() -> RunLog:
         if not job.in_place:
-            await job.executor.upload(session.run_dir(job.run_id), job.remote_dir)
+            await job.executor.upload(source or session.run_dir(job.run_id), job.remote_dir)
         handle = await job.executor.spawn(
             job.remote_dir, commands, env=env, secrets=secrets, container=container
         )

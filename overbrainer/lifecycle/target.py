@@ -47,6 +47,14 @@ class Stop(Enum):
     stop_overdue = "a job asked to save and stop did not stop in time"
 
 
+@dataclass(frozen=True)
+class Recover:
+    """Following lost the target before the job ended, and the target goes on with the run
+    on a new one (:meth:`Billed.recover`): ``why`` the target was lost."""
+
+    why: str
+
+
 class StoppedBeforeJob(Interrupted):
     """A signal stopped the run before its job started; the message says what is left.
     ``stage`` is where, for ``run.Interrupted`` (None: the target recorded it already)."""
@@ -138,9 +146,10 @@ class Target(Protocol):
     def job(self, run_id: str, executor: Executor, state: RunLog) -> Job:
         """The run's job on the target, reached through ``executor``."""
 
-    async def lost(self, job: Job, state: RunLog, lost: FollowLost) -> Stop:
+    async def lost(self, job: Job, state: RunLog, lost: FollowLost) -> "Stop | Recover":
         """Following gave up reaching the target: :attr:`Stop.detached` when a signal came
-        meanwhile; otherwise raises, saying what became of the run and its target."""
+        meanwhile; :class:`Recover` when the target was lost and the run goes on, on a new
+        one; otherwise raises, saying what became of the run and its target."""
 
     def detached(self, state: RunLog, job: Job) -> str:
         """The message of a command that stopped following while the job runs on."""
@@ -181,6 +190,17 @@ class Billed(Protocol):
     def at_each_poll(self, state: RunLog) -> Callable[[], Awaitable[None]] | None:
         """What the target checks at each poll while its job is followed (a pod nearing
         its cost cap); None: nothing."""
+
+    def recover(
+        self, job: Job, recover: Recover
+    ) -> AbstractAsyncContextManager[tuple[Executor, RunLog]]:
+        """A new target for a run whose target was lost (``recover``): the job started on
+        it again from the run's newest checkpoint home, and the run's state then, for as
+        long as the block runs.
+
+        Raises:
+            OverbrainerError: the run is not recovered (it failed: the message says why).
+        """
 
     async def past_deadline(self, job: Job) -> int:
         """Following reached :meth:`seconds_left`: end the target (its job's results so far

@@ -78,6 +78,7 @@ def summary_lines(state: RunLog, checkpoints_bytes: int | None = None) -> list[s
         lines.append(
             f"  resumed    from run {r.resumed_from['run']}, checkpoint-{r.resumed_from['step']}"
         )
+    lines += recovery_lines(state)
     if r.note:
         lines.append(f"  note       {r.note}")
     if r.files_removed is not None:
@@ -104,6 +105,26 @@ def summary_lines(state: RunLog, checkpoints_bytes: int | None = None) -> list[s
             lines.append(f"  spend      {spent} over {duration_text(p.uptime_seconds or 0)}")
         if p.strays:
             lines.append("  strays     " + ", ".join(sorted(p.strays)))
+    return lines
+
+
+def recovery_lines(state: RunLog) -> list[str]:
+    """Each recovery of the run on a new pod: why its pod was lost, the new pod, the step
+    it resumed from and the training done again."""
+    lines = []
+    for r in state.run.recoveries:
+        head = f"  recovery   {r['attempt']}/{state.run.max_recoveries}: "
+        lost = f"pod {r['lost_pod'] or '(none)'} lost ({r['reason']})"
+        if r["pod_id"] is None:
+            lines.append(f"{head}{lost}; starting a new pod")
+            continue
+        start = f"step {r['resumed_step']}" if r["resumed_step"] else "the start"
+        redone = (
+            f", {plural(int(r['lost_steps']), 'step')} of training lost"
+            if r["lost_steps"] is not None
+            else ""
+        )
+        lines.append(f"{head}{lost}; on pod {r['pod_id']} from {start}{redone}")
     return lines
 
 

@@ -164,6 +164,21 @@ def _jumped(e: ev.ClockJumped, s: RunLog | None) -> str:
     )
 
 
+def _recovering(e: ev.Recovering, s: RunLog | None) -> str:
+    pod = f"pod {e.pod_id}" if e.pod_id else "its pod"
+    seen = f" (last seen at step {e.last_step})" if e.last_step is not None else ""
+    return (
+        f"{pod} lost before the job ended ({e.reason}){seen}: recovery "
+        f"{e.attempt}/{e.max_recoveries} on a new pod"
+    )
+
+
+def _recovered(e: ev.Recovered, s: RunLog | None) -> str:
+    start = f"step {e.resumed_step}" if e.resumed_step else "the start (no checkpoint home)"
+    lost = f"; {e.lost_steps} steps done again" if e.lost_steps is not None else ""
+    return f"recovery {e.attempt}: the job runs on pod {e.pod_id}, resumed from {start}{lost}"
+
+
 def _endpoint(e: ev.EndpointSeen, s: RunLog | None) -> str:
     return f"pod {e.pod_id} answers SSH at {e.user}@{e.host}:{e.port}"
 
@@ -230,6 +245,8 @@ _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
     ev.NoteCleared: lambda e, s: "note cleared",
     ev.ClockOffset: _clock,
     ev.ClockJumped: _jumped,
+    ev.Recovering: _recovering,
+    ev.Recovered: _recovered,
     ev.KeysGenerated: lambda e, s: "generated the run's SSH client key and pod host key",
     ev.AttemptSent: _attempt_sent,
     ev.AttemptResolved: _attempt_resolved,

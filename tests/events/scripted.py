@@ -11,6 +11,8 @@ RUN_D = "20260101-130000-dddd"  # a local run resumed from RUN_B's checkpoint th
 # stopped by a request taken by its follower, its checkpoint home (an earlier one brought
 # home, pruned)
 RUN_E = "20260101-140000-eeee"  # a local run that succeeded, its files removed (runs rm)
+RUN_F = "20260101-150000-ffff"  # a Runpod run whose pod vanished after a checkpoint came
+# home: recovered on a second pod, resumed from that checkpoint, succeeded
 
 # Event types added since 0.3.0, whose log (``logs/v0.3.0.sqlite``) holds the rest of the
 # script as it is.
@@ -263,7 +265,53 @@ def _since_0_3_0(script: list[tuple[str, ev.Event]]) -> list[tuple[str, ev.Event
     return out
 
 
-EVERY_TYPE: list[tuple[str, ev.Event]] = [*_since_0_3_0(SCRIPT), *RUN_D_SCRIPT, *RUN_E_SCRIPT]
+RUN_F_SCRIPT: list[tuple[str, ev.Event]] = [
+    (
+        RUN_F,
+        ev.RunCreated(
+            run_id=RUN_F,
+            target="gpu",
+            kind="runpod",
+            remote_dir="overbrainer/f",
+            settings_digest="d6",
+        ),
+    ),
+    (RUN_F, ev.KeysGenerated(host_public_key="ssh-ed25519 AAAAf1")),
+    (RUN_F, ev.AttemptSent(n=1, pod_name=f"overbrainer-{RUN_F}-1", gpu_type="NVIDIA A40")),
+    (RUN_F, ev.AttemptResolved(n=1, result="created", pod_id="f1")),
+    (RUN_F, ev.PodCreated(pod_id="f1", gpu_type="NVIDIA A40", cost_per_hour=0.5)),
+    (RUN_F, ev.PodReady(pod_id="f1", verdict="ready")),
+    (RUN_F, ev.JobStarted(job_dir="overbrainer/f", pid=11)),
+    (RUN_F, ev.PodJobRunning(pod_id="f1")),
+    (RUN_F, ev.CheckpointRetrieved(step=4, path="output/checkpoint-4")),
+    (RUN_F, ev.PodDeleted(pod_id="f1", by="found_gone", uptime_seconds=600.0, spend=0.0833)),
+    (
+        RUN_F,
+        ev.Recovering(
+            reason="pod f1 no longer exists", attempt=1, max_recoveries=3, pod_id="f1", last_step=6
+        ),
+    ),
+    (RUN_F, ev.KeysGenerated(host_public_key="ssh-ed25519 AAAAf2")),
+    (RUN_F, ev.AttemptSent(n=2, pod_name=f"overbrainer-{RUN_F}-2", gpu_type="NVIDIA A40")),
+    (RUN_F, ev.AttemptResolved(n=2, result="created", pod_id="f2")),
+    (RUN_F, ev.PodCreated(pod_id="f2", gpu_type="NVIDIA A40", cost_per_hour=0.5)),
+    (RUN_F, ev.PodReady(pod_id="f2", verdict="ready")),
+    (RUN_F, ev.JobStarted(job_dir="overbrainer/f", pid=12)),
+    (RUN_F, ev.PodJobRunning(pod_id="f2")),
+    (RUN_F, ev.Recovered(attempt=1, pod_id="f2", resumed_step=4, lost_steps=2)),
+    (RUN_F, ev.ArtifactsRetrieved(files=3, bytes=300, manifest_digest="m6")),
+    (RUN_F, ev.RunEnded(state="succeeded", exit_code=0, metrics={"step": 10, "loss": 0.4})),
+    (RUN_F, ev.PodDeleting(pod_id="f2", reason="retrieved")),
+    (RUN_F, ev.PodDeleted(pod_id="f2", by="client", uptime_seconds=900.0, spend=0.125)),
+]
+
+
+EVERY_TYPE: list[tuple[str, ev.Event]] = [
+    *_since_0_3_0(SCRIPT),
+    *RUN_D_SCRIPT,
+    *RUN_E_SCRIPT,
+    *RUN_F_SCRIPT,
+]
 """``SCRIPT`` and the event types added since, in order: every type of the catalogue."""
 
 SCRIPT_0_3: list[tuple[str, ev.Event]] = [

@@ -255,3 +255,49 @@ def test_no_run_state_or_pod_status_is_compared_as_a_bare_string() -> None:
         for line in _bare_state_comparisons(path.read_text())
     ]
     assert wrong == []
+
+
+def test_a_recovery_puts_the_run_back_to_starting_a_pod_and_keeps_every_pod() -> None:
+    at = "2026-01-01T00:00:00.000000Z"
+    events: list[ev.Event] = [
+        ev.RunCreated(run_id="r", target="gpu", kind="runpod", remote_dir="d", settings_digest="s"),
+        ev.AttemptSent(n=1, pod_name="a-1", gpu_type="A40"),
+        ev.PodCreated(pod_id="p1", gpu_type="A40", cost_per_hour=0.5),
+        ev.JobStarted(job_dir="d", pid=1),
+        ev.PodDeleted(pod_id="p1", by="found_gone", spend=0.1),
+        ev.Recovering(reason="gone", attempt=1, max_recoveries=2, pod_id="p1", last_step=7),
+    ]
+    state = fold((e, at) for e in events)
+    assert (state.run.state, state.run.job, state.run.max_recoveries) == (
+        RunState.preparing,
+        None,
+        2,
+    )
+    assert state.run.recoveries[0]["lost_pod"] == "p1"
+    # Only the next attempt, and only on a running run.
+    with pytest.raises(InvalidTransition):
+        state.copy().apply(ev.Recovering(reason="x", attempt=2, max_recoveries=2), at)
+    for event in (
+        ev.AttemptSent(n=2, pod_name="a-2", gpu_type="A40"),
+        ev.PodCreated(pod_id="p2", gpu_type="A40", cost_per_hour=0.7),
+        ev.JobStarted(job_dir="d", pid=2),
+        ev.Recovered(attempt=1, pod_id="p2", resumed_step=5, lost_steps=2),
+    ):
+        state.apply(event, at)
+    assert state.run.state == RunState.running
+    assert state.pod.pod_id == "p2"  # the current pod; the lost one stays in the costs
+    assert set(state.pod.costs) == {"p1", "p2"}
+    assert state.run.recoveries[0] | {"at": None, "recovered_at": None} == {
+        "attempt": 1,
+        "reason": "gone",
+        "lost_pod": "p1",
+        "last_step": 7,
+        "at": None,
+        "pod_id": "p2",
+        "resumed_step": 5,
+        "lost_steps": 2,
+        "recovered_at": None,
+    }
+    # A Recovered for another pod than the current one, or twice, is refused.
+    with pytest.raises(InvalidTransition):
+        state.copy().apply(ev.Recovered(attempt=1, pod_id="p2", resumed_step=5), at)

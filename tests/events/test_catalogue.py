@@ -15,7 +15,7 @@ from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
 from overbrainer.events.store import RunStore
 from overbrainer.session.journal import Journal
-from tests.events.scripted import EVERY_TYPE, RUN_A, RUN_B, RUN_C, RUN_D, RUN_E
+from tests.events.scripted import EVERY_TYPE, RUN_A, RUN_B, RUN_C, RUN_D, RUN_E, RUN_F
 
 T = "<time>"
 
@@ -82,6 +82,8 @@ EXPECTED_RUN_A = {
     "note": None,
     "clock_offset": None,
     "files_removed": None,
+    "recoveries": [],
+    "max_recoveries": None,
     "version": 27,
 }
 EXPECTED_POD_A = {
@@ -185,6 +187,8 @@ EXPECTED_RUN_B = {
     "note": None,
     "clock_offset": None,
     "files_removed": None,
+    "recoveries": [],
+    "max_recoveries": None,
     "version": 7,
 }
 EXPECTED_RUN_D = {
@@ -220,6 +224,8 @@ EXPECTED_RUN_D = {
     "note": None,
     "clock_offset": None,
     "files_removed": None,
+    "recoveries": [],
+    "max_recoveries": None,
     "version": 11,
 }
 EXPECTED_SENTENCES_D = [
@@ -348,6 +354,8 @@ EXPECTED_ROWS = [
         "job_ended": None,
         "checkpoint_step": None,
         "resumed_from": "",
+        "recoveries": 0,
+        "max_recoveries": None,
         "step": 10,
         "max_steps": 10,
         "percent": 100.0,
@@ -379,6 +387,8 @@ EXPECTED_ROWS = [
         "job_ended": None,
         "checkpoint_step": None,
         "resumed_from": "",
+        "recoveries": 0,
+        "max_recoveries": None,
         "step": None,
         "max_steps": None,
         "percent": None,
@@ -410,6 +420,8 @@ EXPECTED_ROWS = [
         "job_ended": None,
         "checkpoint_step": None,
         "resumed_from": "",
+        "recoveries": 0,
+        "max_recoveries": None,
         "step": None,
         "max_steps": None,
         "percent": None,
@@ -441,11 +453,47 @@ EXPECTED_ROWS = [
         "job_ended": None,
         "checkpoint_step": 6,
         "resumed_from": f"{RUN_B}:4",
+        "recoveries": 0,
+        "max_recoveries": None,
         "step": 6,
         "max_steps": 12,
         "percent": 50.0,
         "epoch": None,
         "loss": None,
+        "eval_loss": None,
+        "eta_seconds": None,
+        "seen_at": None,
+        "eta": "",
+    },
+    {
+        # Both pods of the run count: the lost one and the one it recovered on.
+        "id": RUN_F,
+        "host": HERE,
+        "state": "succeeded",
+        "target": "gpu",
+        "kind": "runpod",
+        "created": T,
+        "progress": "10",
+        "pod": "f2",
+        "pod_status": "deleted",
+        "spend": "~$0.21",
+        "spend_usd": 0.2083,
+        "spend_estimated_usd": 0.2083,
+        "billed_usd": None,
+        "billed_final": False,
+        "estimate_usd": 0.2083,
+        "note": "",
+        "files_removed": False,
+        "job_ended": None,
+        "checkpoint_step": 4,
+        "resumed_from": "",
+        "recoveries": 1,
+        "max_recoveries": 3,
+        "step": 10,
+        "max_steps": None,
+        "percent": None,
+        "epoch": None,
+        "loss": 0.4,
         "eval_loss": None,
         "eta_seconds": None,
         "seen_at": None,
@@ -532,6 +580,21 @@ def _check_everything(
         [RUN_D, "stopped", "(checkpoint", "6)"]
     ]
 
+    code, out, _ = _cli(capsys, project, "runs", "show", RUN_F, "--no-plot")
+    assert code == 0
+    assert (
+        "  recovery   1/3: pod f1 lost (pod f1 no longer exists); on pod f2 from step 4, "
+        "2 steps of training lost"
+    ) in out.splitlines()
+    code, out, _ = _cli(capsys, project, "events", RUN_F)
+    assert code == 0
+    assert (
+        "pod f1 lost before the job ended (pod f1 no longer exists) (last seen at step 6): "
+        "recovery 1/3 on a new pod"
+    ) in _sentences(out)
+    assert "recovery 1: the job runs on pod f2, resumed from step 4; 2 steps done again" in (
+        _sentences(out)
+    )
     code, out, _ = _cli(capsys, project, "runs", "ls", "--json")
     assert code == 0
     assert [_times(json.loads(row), window) for row in out.splitlines()] == EXPECTED_ROWS

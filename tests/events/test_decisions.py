@@ -70,6 +70,28 @@ PRUNED_5 = ev.CheckpointPruned(step=5, path=P5)
 HOME_5 = log(CREATED, STARTED, CKPT_5)
 
 
+LOST_1 = ev.Recovering(reason="pod p1 no longer exists", attempt=1, max_recoveries=3, pod_id="p1")
+BACK_1 = ev.Recovered(attempt=1, pod_id="p2", resumed_step=5, lost_steps=2)
+RECOVERING = log(CREATED, SENT, POD, STARTED, ev.PodDeleted(pod_id="p1", by="found_gone"), LOST_1)
+RECOVERED_JOB = log(
+    CREATED,
+    SENT,
+    POD,
+    STARTED,
+    ev.PodDeleted(pod_id="p1", by="found_gone"),
+    LOST_1,
+    ev.AttemptSent(n=2, pod_name="overbrainer-x-2", gpu_type="A40"),
+    ev.PodCreated(pod_id="p2", gpu_type="A40", cost_per_hour=0.5),
+    ev.JobStarted(job_dir="runs/x", pid=43),
+)
+
+
+def log_recovered() -> RunLog:
+    state = RECOVERED_JOB.copy()
+    state.apply(BACK_1, AT)
+    return state
+
+
 def rows() -> list[Any]:
     """(name, decision on the state, state, expected events)."""
     table: list[tuple[str, Callable[[RunLog], list[ev.Event]], RunLog, list[ev.Event]]] = [
@@ -605,6 +627,35 @@ def rows() -> list[Any]:
             [],
         ),
         ("checkpoint_pruned never home", lambda s: d.checkpoint_pruned(s, 5, P5), RUNNING, []),
+        # a pod lost under its job is recorded gone with its spend; the run does not fail
+        (
+            "pod_lost",
+            lambda s: d.pod_lost(s, "p1", 60.0, 0.01),
+            POD_RUNNING,
+            [ev.PodDeleted(pod_id="p1", by="found_gone", uptime_seconds=60.0, spend=0.01)],
+        ),
+        ("pod_lost recorded already", lambda s: d.pod_lost(s, "p1", 1.0, 0.1), POD_DELETED, []),
+        # a recovery begins on a running run only, once
+        ("recovering", lambda s: d.recovering(s, LOST_1), POD_DELETED, [LOST_1]),
+        ("recovering again", lambda s: d.recovering(s, LOST_1), RECOVERING, []),
+        ("recovering ended", lambda s: d.recovering(s, LOST_1), ENDED_RUNNING, []),
+        ("recovering preparing", lambda s: d.recovering(s, LOST_1), PREPARING, []),
+        # it is recovered once its job runs on its new pod
+        ("recovered", lambda s: d.recovered(s, BACK_1), RECOVERED_JOB, [BACK_1]),
+        ("recovered twice", lambda s: d.recovered(s, BACK_1), log_recovered(), []),
+        ("recovered before its job", lambda s: d.recovered(s, BACK_1), RECOVERING, []),
+        ("recovered never lost", lambda s: d.recovered(s, BACK_1), POD_RUNNING, []),
+        # a run not recovered fails, its results not home
+        (
+            "fail_lost",
+            lambda s: d.fail_lost(s, "lost"),
+            POD_DELETED,
+            [
+                ev.RunEnded(state=RunState.failed, message="lost"),
+                ev.NoteAdded(note=f"{d.NOT_RETRIEVED}: its pod was lost before the job ended"),
+            ],
+        ),
+        ("fail_lost ended", lambda s: d.fail_lost(s, "lost"), ENDED_RUNNING, []),
     ]
     return [pytest.param(decide, state, want, id=name) for name, decide, state, want in table]
 

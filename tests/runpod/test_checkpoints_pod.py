@@ -52,6 +52,9 @@ async def test_a_pod_that_vanishes_mid_run_leaves_its_last_checkpoint_home_to_re
     # No bound comes near: the pod disappears from Runpod's answers (404) and everything in
     # it ends, once two checkpoints are home — as a pod lost to a host failure does.
     async with world(tmp_path, steps=800, knobs=SAVING) as w:
+        # A target that recovers nothing: the run fails with its pod (recoveries:
+        # tests/runpod/test_recovery_loopback.py).
+        w.env["OVERBRAINER_TARGETS__GPU__MAX_RECOVERIES"] = "0"
 
         async def vanish_once_two_checkpoints_are_home() -> None:
             while True:

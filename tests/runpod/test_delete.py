@@ -2,6 +2,7 @@
 records is produced by some path: one scenario per reason, on trio's MockClock."""
 
 import ast
+import contextlib
 import dataclasses
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -177,6 +178,26 @@ async def requested(tmp_path: Path) -> list[str]:
         return await _trained(t)
 
 
+async def lost(tmp_path: Path) -> list[str]:
+    """A pod stopped under its job: deleted before the run is recovered on a new pod."""
+    async with training(tmp_path) as t:
+        t.network.script = JobScript(steps=60, step_seconds=60.0)
+
+        async def stop_the_pod() -> None:
+            while not t.network.machines or not t.machine().spawned:
+                await trio.sleep(5)
+            await trio.sleep(600)
+            await t.rig.context.client.pod_action(t.rig.fake.live_pods()[0].id, "stop")
+            t.machine().down = True
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stop_the_pod)
+            # Whatever becomes of the recovery (its new pod on the machine now down).
+            with contextlib.suppress(OverbrainerError):
+                await t.train()
+        return await _trained(t)
+
+
 PATHS: dict[str, Callable[[Path], Awaitable[list[str]]]] = {
     "retrieved": retrieved,
     "interrupted": interrupted,
@@ -188,6 +209,7 @@ PATHS: dict[str, Callable[[Path], Awaitable[list[str]]]] = {
     "requested": requested,
     "cancelled": cancelled,
     "failed": failed,
+    "lost": lost,
 }
 
 

@@ -284,6 +284,8 @@ async def test_a_watch_that_loses_a_deleted_pod_fails_the_run_once_it_is_confirm
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with training(tmp_path) as t:
+        # A target that recovers nothing (recoveries: tests/runpod/test_recovery_*.py).
+        t.spec = t.spec.model_copy(update={"max_recoveries": 0})
         t.network.script = JobScript(steps=60, step_seconds=60.0)
 
         async def pod_vanishes() -> None:

@@ -28,7 +28,9 @@ from overbrainer.events import types as ev
 from overbrainer.events.aggregate import PodView, RunLog
 from overbrainer.projections.summary import resume_clause
 from overbrainer.runpod import clocks, cost_cap, messages
+from overbrainer.runpod.cost_cap import bound_passed
 from overbrainer.runpod.decide import uptime_and_spend
+from overbrainer.runpod.models import PodStatus
 from overbrainer.targets.runpod.delete import delete_pod
 from overbrainer.targets.runpod.pods import PodContext, confirm_gone, note_clock
 from overbrainer.targets.runpod.reach import record_gone
@@ -207,10 +209,11 @@ async def at_cost_cap(ctx: PodContext, run_id: str, message: str, *, collected: 
     return state
 
 
-def spend_so_far(pod: PodView, ctx: PodContext) -> float | None:
+def spend_so_far(pod: PodView, ctx: PodContext, earlier: float = 0.0) -> float | None:
     """The pod's spend until now: its rate times its uptime on Runpod's clock (None when
-    unknown)."""
-    return uptime_and_spend(pod.created_at, ctx.server_now(), pod.cost_per_hour)[1]
+    unknown), plus ``earlier``: what the run's earlier pods cost (a recovered run's)."""
+    spend = uptime_and_spend(pod.created_at, ctx.server_now(), pod.cost_per_hour)[1]
+    return None if spend is None else spend + earlier
 
 
 def max_hours(pod: PodView, default: float) -> float:
@@ -253,11 +256,23 @@ async def past_deadline(ctx: PodContext, run_id: str, *, default_hours: float) -
 
 
 async def lost(
-    ctx: PodContext, run_id: str, state: RunLog, lost: Exception, *, default_hours: float
-) -> None:
+    ctx: PodContext,
+    run_id: str,
+    state: RunLog,
+    lost: Exception,
+    *,
+    default_hours: float,
+    recovers: bool = False,
+) -> str | None:
     """Following lost the pod (``lost`` says how): the run fails only if the pod is
     confirmed gone; otherwise following stops and the error says the pod is still there.
-    Returns only when a signal stopped the check (following then stops as for any signal).
+    Returns None when a signal stopped the check (following then stops as for any signal).
+
+    ``recovers``: the target recovers a run whose pod is lost (``max_recoveries``). A pod
+    confirmed gone with no bound of its watchdog passed (recorded gone, with its spend, the
+    run not failed), or one Runpod shows stopped (EXITED, ERROR) under the job, is then
+    lost: the reason is returned, for the caller to recover the run. A pod its watchdog
+    deleted at a bound fails the run as before: a new pod would meet the same bound.
     """
     session = ctx.session
     pod = state.pod
@@ -272,7 +287,11 @@ async def lost(
             f"`overbrainer pod ls`, delete it with `overbrainer pod rm {run_id}`"
         ) from error
     if checked is None:
-        return
+        return None
+    if checked.value and recovers and bound_passed(pod, ctx.server_now()) is None:
+        uptime, spend = uptime_and_spend(pod.created_at, ctx.server_now(), pod.cost_per_hour)
+        await session.journal.append(run_id, lambda s: decisions.pod_lost(s, pod_id, uptime, spend))
+        return f"pod {pod_id} no longer exists"
     if checked.value:
         state = await record_gone(ctx, run_id, pod_id)
         resume = resume_clause(state)
@@ -297,11 +316,26 @@ async def lost(
             "'no such pod' again and again and no longer lists it), and its job went with "
             "it; start again with `overbrainer train`" + (resume or "")
         )
+    stopped = await _stopped_status(ctx, pod_id) if recovers else None
+    if stopped is not None:
+        return f"pod {pod_id} is {stopped} (stopped) without the job's end"
     await _detach(ctx, run_id)
     raise OverbrainerError(
         f"{lost}; pod {pod_id}{messages.rate(pod)} is still there: delete it with "
         f"`overbrainer pod rm {run_id}`"
     )
+
+
+async def _stopped_status(ctx: PodContext, pod_id: str) -> str | None:
+    """Runpod's status of a pod it shows stopped (EXITED, ERROR): its job cannot run on
+    it. None for any other status, or when the read fails (nothing is known)."""
+    try:
+        remote = await ctx.client.get_pod(pod_id)
+    except OverbrainerError:
+        return None
+    if remote is None or remote.status not in (PodStatus.EXITED, PodStatus.ERROR):
+        return None
+    return remote.raw_status or remote.status.value
 
 
 async def _detach(ctx: PodContext, run_id: str) -> None:

@@ -38,10 +38,12 @@ from overbrainer.lifecycle.target import (
     Command,
     Launch,
     NotEnded,
+    Recover,
     Stop,
     StoppedBeforeJob,
     TargetGone,
 )
+from overbrainer.projections.spend import run_spend
 from overbrainer.runpod import cost_cap, messages
 from overbrainer.runpod.candidates import NoCandidate, choose, wanted_of
 from overbrainer.runpod.client import RunpodError
@@ -69,6 +71,7 @@ from overbrainer.targets.runpod.provision import (
     remote_run_dir,
 )
 from overbrainer.targets.runpod.reach import connect, reach, record_gone
+from overbrainer.targets.runpod.recovery import recovered_pod
 from overbrainer.targets.runpod.starting import Start, start_of, wait_starting
 from overbrainer.train.axolotl import (
     job_environment,
@@ -497,8 +500,10 @@ class PodTarget:
         return await following.confirm_left(self.ctx, state)
 
     def spend(self, state: RunLog) -> Callable[[], float | None] | None:
-        """The pod's rate times its uptime, on Runpod's clock."""
-        return partial(following.spend_so_far, state.pod, self.ctx)
+        """The pod's rate times its uptime, on Runpod's clock; a recovered run's earlier
+        pods added (their cost as recorded), the whole run's spend."""
+        earlier = run_spend(state, None).total if state.run.recoveries else 0.0
+        return partial(following.spend_so_far, state.pod, self.ctx, earlier)
 
     def at_each_poll(self, state: RunLog) -> Callable[[], Awaitable[None]] | None:
         """Record once when the pod nears its cost cap (``following.CostCapWatch``)."""
@@ -557,10 +562,35 @@ class PodTarget:
             raise OverbrainerError(f"run {run_id}: {'; '.join(problems)}")
         return code
 
-    async def lost(self, job: Job, state: RunLog, lost: FollowLost) -> Stop:
-        """The run fails only if the pod is confirmed gone."""
-        await following.lost(self.ctx, job.run_id, state, lost, default_hours=self.spec.max_hours)
-        return Stop.detached
+    async def lost(self, job: Job, state: RunLog, lost: FollowLost) -> Stop | Recover:
+        """The run is recovered on a new pod when its pod is lost (gone, or stopped under
+        the job) and the target recovers runs; it fails only if the pod is confirmed gone."""
+        why = await following.lost(
+            self.ctx,
+            job.run_id,
+            state,
+            lost,
+            default_hours=self.spec.max_hours,
+            recovers=self.spec.max_recoveries > 0,
+        )
+        return Stop.detached if why is None else Recover(why)
+
+    @contextlib.asynccontextmanager
+    async def recover(self, job: Job, recover: Recover) -> AsyncIterator[tuple[Executor, RunLog]]:
+        """A new pod for the run whose pod was lost (``targets/runpod/recovery.py``)."""
+        async with recovered_pod(
+            self.ctx,
+            self.settings,
+            self.spec,
+            job.run_id,
+            recover.why,
+            launch=self.launch(job.run_id),
+            keep=self.keep,
+            api_base=self.api_base,
+            device=self.device,
+            choice=self.parallelism,
+        ) as (executor, state):
+            yield executor, state
 
     def detached(self, state: RunLog, job: Job) -> str:
         """Where the job keeps running, what bounds its pod, and the ways on."""

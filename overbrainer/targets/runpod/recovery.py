@@ -1,0 +1,217 @@
+"""Recovering a run whose pod was lost before its job ended: the driver of
+``overbrainer.runpod.recovery.decide``.
+
+What is left of the lost pod is ended first (deleted, or recorded gone): no new pod is
+created while the old one may bill. Then the decision: recoveries left, and money left
+of ``max_cost_usd`` (every pod of the run counts). A run not recovered fails, saying why
+and the command that goes on. A recovered one records ``run.Recovering``, gets a new pod
+by the same candidate walk as its first (its cost cap: what is left), has its inputs
+uploaded with the newest checkpoint home and verified to resume from (from the start when
+none is), its job started, and ``run.Recovered`` recorded; the caller follows the job on
+the new pod.
+
+Who else recovers a run (a stall's end, a supervisor) calls :func:`recovered_pod` with
+the reason, once the job is known ended and nothing else follows it.
+"""
+
+import contextlib
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from overbrainer.config.model import RunpodTarget, Settings
+from overbrainer.errors import Interrupted, OverbrainerError
+from overbrainer.events import decisions
+from overbrainer.events import types as ev
+from overbrainer.events.aggregate import RunLog
+from overbrainer.events.errors import StoreError
+from overbrainer.events.types import RunState
+from overbrainer.exec.base import Executor
+from overbrainer.lifecycle import service
+from overbrainer.lifecycle.run import secrets_of
+from overbrainer.lifecycle.service import Job
+from overbrainer.lifecycle.target import Launch
+from overbrainer.projections.live import standing
+from overbrainer.projections.spend import run_spend
+from overbrainer.runpod.recovery import Fail, Off, cheapest_rate, decide
+from overbrainer.targets.runpod.delete import delete_pod, forget_key_if_done, release
+from overbrainer.targets.runpod.pods import PodContext
+from overbrainer.targets.runpod.provision import (
+    ProvisionCancelled,
+    open_provisioned,
+    remote_run_dir,
+)
+from overbrainer.train.axolotl import prepare_run_dir
+from overbrainer.train.data import check_data
+from overbrainer.train.layout import OUTPUT_DIR
+from overbrainer.train.parallelism import Choice
+
+__all__ = ["UPLOAD_DIR", "next_command", "recovered_pod"]
+
+UPLOAD_DIR = ".recovery-upload"
+"""In ``runs/<id>/``: what a recovery uploads to the new pod (the run's inputs and the
+checkpoint it resumes from; not what came home), removed once the job started."""
+
+
+def next_command(state: RunLog) -> str:
+    """What goes on with a run that is not recovered: a resume from its newest checkpoint
+    home, or a new run."""
+    if state.run.checkpoint is None:
+        return "overbrainer train"
+    return f"overbrainer train --resume-from {state.run.run_id}"
+
+
+@contextlib.asynccontextmanager
+async def recovered_pod(
+    ctx: PodContext,
+    settings: Settings,
+    spec: RunpodTarget,
+    run_id: str,
+    why: str,
+    *,
+    launch: Launch,
+    keep: bool,
+    api_base: str | None,
+    device: str,
+    choice: Choice,
+) -> AsyncIterator[tuple[Executor, RunLog]]:
+    """Recover run ``run_id``, whose pod was lost (``why``), on a new pod: its job running
+    there again, through the SSH connection held for as long as the block runs, and the
+    run's state then.
+
+    Raises:
+        OverbrainerError: the run was not recovered (no recovery left, not money enough, or
+            its new pod or job could not start); the run failed and the message says why.
+    """
+    session = ctx.session
+    state = await session.journal.state(run_id)
+    lost = state.pod.pod_id
+    if lost is not None and not state.pod.deleted(lost):
+        # Stopped, not gone: deleted before anything else, its spend recorded.
+        await delete_pod(ctx, run_id, lost, "lost")
+        state = await session.journal.state(run_id)
+    verdict = decide(
+        run_id=run_id,
+        target=state.run.target,
+        why=why,
+        done=len(state.run.recoveries),
+        max_recoveries=spec.max_recoveries,
+        spent=run_spend(state, None).total,
+        max_cost_usd=spec.max_cost_usd,
+        rate=cheapest_rate([cost.get("rate") for cost in state.pod.costs.values()]),
+        max_hours=spec.max_hours,
+        next_command=next_command(state),
+    )
+    if isinstance(verdict, Fail | Off):
+        message = (
+            verdict.message
+            if isinstance(verdict, Fail)
+            else f"run {run_id} failed: {why}; its job went with it"
+        )
+        state = await session.journal.append(run_id, lambda s: decisions.fail_lost(s, message))
+        forget_key_if_done(ctx, run_id, state)
+        raise OverbrainerError(message)
+    run_dir = session.run_dir(run_id)
+    seen = standing(state, run_dir)
+    last_step = seen.summary.step if seen is not None else None
+    checkpoint = state.run.checkpoint
+    step = int(checkpoint["step"]) if checkpoint is not None else 0
+    if step and not (run_dir / OUTPUT_DIR / f"checkpoint-{step}").is_dir():
+        step = 0  # recorded home, but no longer there: from the start
+    begun = ev.Recovering(
+        reason=why,
+        attempt=verdict.attempt,
+        max_recoveries=verdict.max_recoveries,
+        pod_id=lost,
+        last_step=last_step,
+    )
+    state = await session.journal.append(run_id, lambda s: decisions.recovering(s, begun))
+    if not state.run.recoveries or state.run.recoveries[-1]["attempt"] != verdict.attempt:
+        raise OverbrainerError(f"run {run_id} was {state.run.state} meanwhile: not recovered")
+    start = f"checkpoint-{step}" if step else "the start (no checkpoint home)"
+    cap = (
+        ""
+        if verdict.cost_left is None
+        else f", its cost cap ${verdict.cost_left:.2f} (what is left)"
+    )
+    session.front.warn(
+        f"run {run_id}: {why}: recovery {verdict.attempt}/{verdict.max_recoveries} on a new "
+        f"pod{cap}, resuming from {start}"
+    )
+    pod_spec = spec
+    if verdict.cost_left is not None:
+        pod_spec = spec.model_copy(update={"max_cost_usd": verdict.cost_left})
+    upload = run_dir / UPLOAD_DIR
+    following = False
+    try:
+        _prepare_upload(upload, run_dir, settings, step, device, choice)
+        async with open_provisioned(ctx, run_id, pod_spec, keep=keep, api_base=api_base) as ready:
+            pod_id = ready.pod.pod_id
+            job = Job(run_id, ready.executor, remote_run_dir(run_id))
+            try:
+                state = await service.start(
+                    session,
+                    job,
+                    launch.commands,
+                    env=launch.env,
+                    secrets=secrets_of(settings),
+                    container=launch.container,
+                    source=upload,
+                )
+            except OverbrainerError:
+                await release(ctx, run_id, "failed")
+                raise
+            state = await session.journal.append(
+                run_id, lambda s: decisions.pod_job_running(s, pod_id)
+            )
+            done = ev.Recovered(
+                attempt=verdict.attempt,
+                pod_id=pod_id,
+                resumed_step=step,
+                lost_steps=None if last_step is None else max(0, last_step - step),
+            )
+            state = await session.journal.append(run_id, lambda s: decisions.recovered(s, done))
+            shutil.rmtree(upload, ignore_errors=True)
+            following = True
+            yield ready.executor, state
+    except StoreError:
+        shutil.rmtree(upload, ignore_errors=True)
+        raise
+    except (OverbrainerError, OSError) as error:
+        shutil.rmtree(upload, ignore_errors=True)
+        if following:
+            # The job runs on the new pod: what follows it says what became of the run.
+            raise
+        outcome = RunState.failed
+        if isinstance(error, ProvisionCancelled):
+            # `train cancel` asked through the log while the new pod was being started.
+            outcome, message = RunState.cancelled, error.reason
+        else:
+            message = f"recovery {verdict.attempt} could not start: {error}"
+        try:
+            await session.journal.append(
+                run_id, lambda s: decisions.fail_before_job(s, message, outcome=outcome)
+            )
+        except StoreError as trouble:
+            session.front.warn(f"{trouble} (while recording that run {run_id} ended)")
+        if isinstance(error, Interrupted):
+            raise  # a signal stays one (its exit code); provisioning said what is left
+        raise OverbrainerError(f"run {run_id} {outcome}: {message}") from error
+
+
+def _prepare_upload(
+    upload: Path, run_dir: Path, settings: Settings, step: int, device: str, choice: Choice
+) -> None:
+    """The run's inputs, as its first job had them, and the checkpoint of ``step`` to
+    resume from (none: from the start), in ``upload``. The data is the run's own copy:
+    the project's may have changed since the run began."""
+    shutil.rmtree(upload, ignore_errors=True)
+    prepare_run_dir(
+        upload,
+        run_dir,
+        settings.training,
+        check_data(run_dir),
+        device=device,
+        choice=choice,
+        resume=(run_dir, step) if step else None,
+    )

@@ -1,0 +1,199 @@
+"""A run whose pod is lost before its job ended goes on, on a new pod, from its newest
+checkpoint home — the real ``overbrainer`` command against the fake Runpod API on
+loopback, fake pods running the real bootstrap and watchdog behind a real SSH server, and
+the stand-in trainer saving a checkpoint every few steps."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+from pathlib import Path
+
+import trio
+
+from overbrainer.runpod.client import RunpodClient
+from overbrainer.testing.fake_executor import CANARY_KEY
+from tests.runpod.test_train_loopback import World, world
+
+SAVING = "FAKE_AXOLOTL_SAVE_EVERY=10 FAKE_AXOLOTL_CHECKPOINT_KB=16"
+"""The job saves a checkpoint every 10 steps."""
+
+
+def _home(w: World, run_id: str) -> list[int]:
+    try:
+        home = w.run_json(run_id).get("checkpoints")
+    except (OSError, ValueError):
+        return []
+    return list(home) if isinstance(home, list) else []
+
+
+def _pod_id(w: World, run_id: str) -> str | None:
+    try:
+        pod = w.pod_json(run_id)
+    except (OSError, ValueError):
+        return None
+    return str(pod["pod_id"]) if pod.get("pod_id") and pod.get("status") == "job_running" else None
+
+
+async def _train_losing_pods(
+    w: World, losses: int, *, stop: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """``train``, its pod vanishing (everything in it ending) ``losses`` times, each once a
+    checkpoint more than at the last loss came home on the pod then running; ``stop``:
+    stopped through the API instead (EXITED, the job gone with it)."""
+    lost: list[str] = []
+
+    async def lose_pods() -> None:
+        newest = -1
+        while len(lost) < losses:
+            for run_id in w.runs()[-1:]:
+                pod_id = _pod_id(w, run_id)
+                home = _home(w, run_id)
+                if pod_id and pod_id not in lost and home and max(home) > newest:
+                    newest = max(home)
+                    lost.append(pod_id)
+                    if stop:
+                        async with RunpodClient(CANARY_KEY, w.base_url) as client:
+                            await client.pod_action(pod_id, "stop")
+                    else:
+                        w.fake.vanish(pod_id)
+                        await w.pods.on_deleted(w.fake.pod(pod_id))
+            await trio.sleep(0.05)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lose_pods)
+        done = await w.run("train", timeout=240)
+        nursery.cancel_scope.cancel()
+    assert len(lost) == losses, (lost, done.stderr)
+    return done
+
+
+async def test_a_pod_lost_after_a_checkpoint_came_home_is_replaced_and_the_run_succeeds(
+    tmp_path: Path,
+) -> None:
+    async with world(tmp_path, steps=150, step_seconds=0.02, knobs=SAVING) as w:
+        done = await _train_losing_pods(w, 1)
+        assert done.returncode == 0, done.stderr
+        (run_id,) = w.runs()
+        run = w.run_json(run_id)
+        assert run["state"] == "succeeded", run
+        (recovery,) = run["recoveries"]  # type: ignore[misc]
+        assert recovery["attempt"] == 1 and run["max_recoveries"] == 3
+        step = recovery["resumed_step"]
+        assert step > 0 and step % 10 == 0, recovery
+        assert recovery["lost_steps"] is None or recovery["lost_steps"] >= 0
+        first, second = recovery["lost_pod"], recovery["pod_id"]
+        assert first != second
+        pod = w.pod_json(run_id)
+        assert pod["pod_id"] == second and pod["status"] == "deleted"
+        assert w.fake.live_pods() == []
+        names = await w.events(run_id)
+        assert names.count("run.Recovering") == names.count("run.Recovered") == 1
+        assert (
+            names.index("run.Recovering") < names.index("run.Recovered") < names.index("run.Ended")
+        )
+        # The second job trained from the checkpoint on: its first step is the next one.
+        metrics = w.pod_run_dir(second, run_id) / "metrics.jsonl"
+        steps = [
+            json.loads(line)["step"]
+            for line in metrics.read_text().splitlines()
+            if json.loads(line)["event"] == "log"
+        ]
+        assert steps[0] == step + 1 and steps[-1] == 150, steps[:3]
+        assert f"recovery 1/3 on a new pod, resuming from checkpoint-{step}" in done.stderr
+        # Both pods count in the run's spend.
+        costs = pod["costs"]
+        assert isinstance(costs, dict) and set(costs) == {first, second}
+
+
+async def test_a_pod_lost_three_times_ends_succeeded_with_every_pod_gone_and_counted(
+    tmp_path: Path,
+) -> None:
+    async with world(tmp_path, steps=300, step_seconds=0.02, knobs=SAVING) as w:
+        done = await _train_losing_pods(w, 3)
+        assert done.returncode == 0, done.stderr
+        (run_id,) = w.runs()
+        run = w.run_json(run_id)
+        assert run["state"] == "succeeded", run
+        recoveries = run["recoveries"]
+        assert isinstance(recoveries, list)
+        assert [r["attempt"] for r in recoveries] == [1, 2, 3]
+        # Each from the newest checkpoint home when its pod was lost, each later than the last.
+        resumed = [r["resumed_step"] for r in recoveries]
+        assert resumed == sorted(set(resumed)) and resumed[0] > 0, recoveries
+        # At most what was trained since the last save is lost (the one in flight, too).
+        assert all(r["lost_steps"] is None or r["lost_steps"] <= 20 for r in recoveries)
+        # No pod left; four pods, one at a time, each in the run's costs.
+        assert w.fake.live_pods() == []
+        pods = {p.id for p in w.fake.pods.values()}
+        assert len(pods) == 4
+        costs = w.pod_json(run_id)["costs"]
+        assert isinstance(costs, dict) and set(costs) == pods
+        # The run's spend is the sum of its pods' costs; none is under what the fake billed
+        # (a lost pod is counted until it was found gone, a few seconds past its end).
+        listed = await w.run("runs", "ls", "--json")
+        (row,) = [json.loads(line) for line in listed.stdout.splitlines()]
+        estimates = [costs[p]["estimate"] for p in pods]
+        assert all(e is not None for e in estimates), costs
+        assert abs(row["estimate_usd"] - sum(estimates)) < 1e-3, (row, costs)
+        for pod_id in pods:
+            fake = w.fake.pod(pod_id)
+            bill = fake.price * fake.billed_seconds(0.0, trio.current_time()) / 3600
+            assert bill - 1e-3 <= costs[pod_id]["estimate"] <= bill + fake.price * 30 / 3600
+
+
+async def test_a_recovery_max_cost_usd_cannot_pay_for_creates_no_pod_and_fails_the_run(
+    tmp_path: Path,
+) -> None:
+    async with world(tmp_path, steps=300, step_seconds=0.02, knobs=SAVING) as w:
+        # Listed at $0.50/h (a $10 cap passes the choice) but billed $36/h: a recovery's
+        # pod needs an hour at $36, far more than what is left of $10.
+        for gpu in list(w.fake.gpu_types.values()):
+            w.fake.add_gpu_type(dataclasses.replace(gpu, price=0.5, billed_price=36.0))
+        w.fake.accounts[CANARY_KEY].balance = 1000.0
+        w.env["OVERBRAINER_TARGETS__GPU__MAX_COST_USD"] = "10"
+        done = await _train_losing_pods(w, 1)
+        assert done.returncode == 1, done.stderr
+        (run_id,) = w.runs()
+        run = w.run_json(run_id)
+        assert run["state"] == "failed" and run["recoveries"] == [], run
+        assert len(w.fake.pods) == 1 and w.fake.live_pods() == []
+        message = str(run["message"])
+        assert "no recovery: its pods cost $" in message and "of max_cost_usd $10.00" in message
+        assert "a recovery's pod needs at least $36.00 (1 h at $36.00/h)" in message
+        assert "no new pod was created" in message
+        assert f"go on with `overbrainer train --resume-from {run_id}`" in done.stderr
+        assert "run.Recovering" not in await w.events(run_id)
+
+
+async def test_a_run_whose_recoveries_are_used_up_fails_saying_so(tmp_path: Path) -> None:
+    async with world(tmp_path, steps=300, step_seconds=0.02, knobs=SAVING) as w:
+        w.env["OVERBRAINER_TARGETS__GPU__MAX_RECOVERIES"] = "1"
+        done = await _train_losing_pods(w, 2)
+        assert done.returncode == 1, done.stderr
+        (run_id,) = w.runs()
+        run = w.run_json(run_id)
+        assert run["state"] == "failed" and len(run["recoveries"]) == 1, run  # type: ignore[arg-type]
+        assert "recoveries exhausted (1/1, max_recoveries of target gpu)" in done.stderr
+        assert f"go on with `overbrainer train --resume-from {run_id}`" in done.stderr
+        assert len(w.fake.pods) == 2 and w.fake.live_pods() == []
+
+
+async def test_a_pod_stopped_under_its_job_is_deleted_and_the_run_recovered(
+    tmp_path: Path,
+) -> None:
+    async with world(tmp_path, steps=150, step_seconds=0.02, knobs=SAVING) as w:
+        done = await _train_losing_pods(w, 1, stop=True)
+        assert done.returncode == 0, done.stderr
+        (run_id,) = w.runs()
+        run = w.run_json(run_id)
+        assert run["state"] == "succeeded", run
+        (recovery,) = run["recoveries"]  # type: ignore[misc]
+        first = recovery["lost_pod"]
+        assert recovery["reason"] == f"pod {first} is EXITED (stopped) without the job's end"
+        # The stopped pod (which bills its disk) was deleted before the new one was created.
+        assert w.fake.status(first) == "TERMINATED" and w.fake.live_pods() == []
+        names = await w.events(run_id)
+        deleted = [i for i, name in enumerate(names) if name == "pod.Deleted"]
+        assert deleted[0] < names.index("run.Recovering")
