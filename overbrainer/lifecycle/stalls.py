@@ -29,6 +29,10 @@ from overbrainer.train.metrics import MetricsEvent
 
 __all__ = ["LineClock", "Stall", "StallRule", "stalled"]
 
+JUMP_GAP = 120.0
+"""A gap between two looks at a job this long (seconds) is a jump of the clock, not
+silence of the job: a follower looks every few seconds."""
+
 TRAINING_OVER = frozenset({"phase", "stopped"})
 """The metrics events after which the job trains no more: it saves, merges or ends."""
 
@@ -114,6 +118,7 @@ class LineClock:
         # Set by a line: the first line's bound may come before the first-step allowance's.
         self._moved = trio.Event()
         self._looked = trio.Event()
+        self._last_look: float | None = None
 
     def saw(self, events: list[MetricsEvent]) -> None:
         """New lines were read now."""
@@ -129,6 +134,17 @@ class LineClock:
     def looked(self) -> None:
         """A look at the job (its status and its new lines, given to :meth:`saw` first)
         completed now."""
+        now = trio.current_time()
+        gap = 0.0 if self._last_look is None else now - self._last_look
+        self._last_look = now
+        if gap > JUMP_GAP:
+            # Looks come a poll apart: this machine's monotonic clock jumped (a VM restored,
+            # a clock counting sleep), or a look hung. The job's silence is not counted
+            # across the gap: its bound moves by it.
+            self.job_start += gap
+            if self.last_line is not None:
+                self.last_line += gap
+            self._moved.set()
         self._looked.set()
 
     def check(self) -> Stall | None:

@@ -141,6 +141,37 @@ async def test_a_jump_of_this_machines_clock_is_no_stall_when_the_next_look_find
         nursery.cancel_scope.cancel()
 
 
+async def test_a_jump_of_this_machines_clock_is_no_stall_when_the_next_look_finds_none(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The clock moves 2 h between two looks of a follower that looks every 10 s, and the
+    # job (slow between lines) wrote none meanwhile: its silence is not counted across the
+    # gap, and it stalls only once really silent for the bound after it.
+    clock = LineClock(StallRule(silence=60.0, first_line=300.0))
+    clock.saw([MetricsEvent(event="log", step=1)])
+    clock.looked()
+    stalls: list[Stall] = []
+
+    async def watch() -> None:
+        stalls.append(await clock.until_stalled())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch)
+        await trio.sleep(10.0)
+        clock.looked()
+        autojump_clock.jump(2 * 3600)
+        await trio.sleep(0)
+        clock.looked()
+        await trio.sleep(0)
+        assert stalls == []
+        after = trio.current_time()
+        nursery.start_soon(_look_every, clock, 10.0)
+        while not stalls:
+            await trio.sleep(1.0)
+        assert 60.0 - 10.0 <= trio.current_time() - after <= 60.0 + 10.0
+        nursery.cancel_scope.cancel()
+
+
 async def _look_every(clock: LineClock, period: float) -> None:
     """A follower's looks that find nothing new."""
     while True:
