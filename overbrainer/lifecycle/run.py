@@ -445,9 +445,11 @@ async def attach(session: Session, target: Target, state: RunLog) -> int:
     run_id = state.run.run_id
     if state.run.state != RunState.preparing:
         _require_job(state)
+    # Where the run stands comes first, then what this command does about it.
+    session.front.info(attach_header(state))
+    if state.run.state != RunState.preparing:
         # One process follows a run: another live one keeps it (a claim is appended).
         await claim(session, run_id)
-    session.front.info(attach_header(state))
     if state.run.state == RunState.preparing:
         settled = await target.settle_start(state, "attach")
         if isinstance(settled, int):
