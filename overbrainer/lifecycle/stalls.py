@@ -118,7 +118,8 @@ class LineClock:
         # Set by a line: the first line's bound may come before the first-step allowance's.
         self._moved = trio.Event()
         self._looked = trio.Event()
-        self._last_look: float | None = None
+        # The first look's gap counts from the start: the clock may jump before it ends.
+        self._last_look = self.job_start
 
     def saw(self, events: list[MetricsEvent]) -> None:
         """New lines were read now."""
@@ -135,7 +136,7 @@ class LineClock:
         """A look at the job (its status and its new lines, given to :meth:`saw` first)
         completed now."""
         now = trio.current_time()
-        gap = 0.0 if self._last_look is None else now - self._last_look
+        gap = now - self._last_look
         self._last_look = now
         if gap > JUMP_GAP:
             # Looks come a poll apart: this machine's monotonic clock jumped (a VM restored,

@@ -172,6 +172,34 @@ async def test_a_jump_of_this_machines_clock_is_no_stall_when_the_next_look_find
         nursery.cancel_scope.cancel()
 
 
+async def test_a_jump_of_this_machines_clock_before_the_first_look_is_no_stall(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The follower begins (its job just started), and the clock moves 2 h before its first
+    # look completes: the first look's gap is counted from the start, not ignored.
+    clock = LineClock(StallRule(silence=60.0, first_line=300.0))
+    stalls: list[Stall] = []
+
+    async def watch() -> None:
+        stalls.append(await clock.until_stalled())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch)
+        await trio.sleep(1.0)
+        autojump_clock.jump(2 * 3600)
+        await trio.sleep(0)
+        clock.looked()
+        await trio.sleep(0)
+        assert stalls == []
+        after = trio.current_time()
+        nursery.start_soon(_look_every, clock, 10.0)
+        while not stalls:
+            await trio.sleep(1.0)
+        assert stalls[0].first_line
+        assert 300.0 - 10.0 <= trio.current_time() - after <= 300.0 + 10.0
+        nursery.cancel_scope.cancel()
+
+
 async def _look_every(clock: LineClock, period: float) -> None:
     """A follower's looks that find nothing new."""
     while True:
