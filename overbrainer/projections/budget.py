@@ -64,12 +64,15 @@ def month_text(spent: float, budget: float, month: str) -> str:
 class Budget:
     """A new run against the monthly budget: ``budget`` (USD), what the month ``spent`` so
     far, the run's ``bound`` (the most it may cost; None: nothing bounds it) and the
-    ``month`` (``Dec 2026``)."""
+    ``month`` (``Dec 2026``); ``pods``: how many pods that bound counts (a run without
+    ``max_cost_usd`` may get a new pod per recovery, each as dear as its first).
+    """
 
     budget: float
     spent: float
     bound: float | None
     month: str
+    pods: int = 1
 
     @property
     def left(self) -> float:
@@ -90,7 +93,12 @@ class Budget:
         )
         if self.bound is None:
             return head + "; nothing bounds what this run may cost"
-        return head + f"; this run may cost up to {money(self.bound)}"
+        return head + f"; this run may cost up to {money(self.bound)}{self._pods()}"
+
+    def _pods(self) -> str:
+        if self.pods == 1:
+            return ""
+        return f" ({self.pods} pods: its first and one per recovery, max_recoveries)"
 
     def refusal(self, target: str, nothing: str | None = "no pod") -> str:
         """Why the run may not start, and what to change (empty when it fits); ``nothing``
@@ -113,7 +121,10 @@ class Budget:
                 f"catalog lists no price for a GPU type it may use): set {key} = {left:g} or "
                 "less (what the month has left)"
             )
-        over = f"{spent}; this run may cost up to {money(self.bound)}, which would pass it"
+        over = (
+            f"{spent}; this run may cost up to {money(self.bound)}{self._pods()}, which would "
+            "pass it"
+        )
         if left <= 0:
             return f"{over}: nothing is left this month; raise {BUDGET_KEY} or wait for next month"
         return f"{over}: lower {key} to {left:g} (what is left) or raise {BUDGET_KEY}"

@@ -57,6 +57,9 @@ class Wanted:
     max_price_per_hour: float | None = None
     max_cost_usd: float | None = None
     data_center_ids: Sequence[str] = ()
+    # How many new pods a run may get when one is lost: each may cost as much as the first
+    # (without max_cost_usd, which bounds them all).
+    max_recoveries: int = 0
     # The run's cost must be bounded (the project has a monthly budget): each candidate's
     # price is needed.
     priced: bool = False
@@ -89,6 +92,7 @@ def wanted_of(target: str, spec: "RunpodTarget", *, priced: bool = False) -> Wan
         max_price_per_hour=spec.max_price_per_hour,
         max_cost_usd=spec.max_cost_usd,
         data_center_ids=tuple(spec.data_center_ids),
+        max_recoveries=spec.max_recoveries,
         priced=priced,
     )
 
@@ -408,18 +412,20 @@ def choose(wanted: Wanted, catalog: Sequence[GpuType] | None) -> Chosen:
 
 
 def run_cost_bound(wanted: Wanted, chosen: Chosen) -> float | None:
-    """The most a run's pod may cost, in USD: ``max_cost_usd``; else ``max_price_per_hour``
-    × ``gpu_count`` × ``max_hours``; else the dearest candidate's list rate × its bound
-    (the walk may end on any of them). None when a candidate has no known price: nothing
-    bounds what it costs."""
+    """The most a run may cost, in USD: ``max_cost_usd`` (it bounds every pod of the run);
+    else what one pod may cost times the pods the run may have (its first and one per
+    recovery, ``max_recoveries``). One pod may cost ``max_price_per_hour`` × ``gpu_count``
+    × ``max_hours``; else the dearest candidate's list rate × its bound (the walk may end
+    on any of them). None when a candidate has no known price: nothing bounds it."""
     if wanted.max_cost_usd is not None:
         return wanted.max_cost_usd
+    pods = 1 + wanted.max_recoveries
     if wanted.max_price_per_hour is not None:
-        return wanted.max_price_per_hour * wanted.gpu_count * wanted.max_hours
+        return wanted.max_price_per_hour * wanted.gpu_count * wanted.max_hours * pods
     costs = [None if c.rate is None else c.rate * c.max_hours for c in chosen.candidates]
     if not costs or any(cost is None for cost in costs):
         return None
-    return max(cost for cost in costs if cost is not None)
+    return max(cost for cost in costs if cost is not None) * pods
 
 
 def shortened_text(candidate: Candidate, wanted_hours: float, cap: float) -> str:

@@ -28,7 +28,7 @@ async def test_check_shows_the_months_spend_against_the_budget_and_the_runs_boun
 ) -> None:
     async with runpod_project(tmp_path, ["NVIDIA A40"]) as (fake, project):
         before = _months()
-        done = await run(project, "train", "--check", OVERBRAINER_PROJECT__MONTHLY_BUDGET_USD="1")
+        done = await run(project, "train", "--check", OVERBRAINER_PROJECT__MONTHLY_BUDGET_USD="2")
         after = _months()
     assert done.returncode == 0, done.stderr
     line = _budget_line(done.stdout)
@@ -36,8 +36,8 @@ async def test_check_shows_the_months_spend_against_the_budget_and_the_runs_boun
     # The month the command ran in (UTC): the one before or after it, at a month's turn.
     assert any(
         line.endswith(
-            f"budget          $0.00 of $1.00 spent this month ({month}); this run may "
-            "cost up to $0.40"
+            f"budget          $0.00 of $2.00 spent this month ({month}); this run may "
+            "cost up to $1.60 (4 pods: its first and one per recovery, max_recoveries)"
         )
         for month in {before, after}
     ), line
@@ -54,8 +54,8 @@ async def test_a_run_that_could_pass_the_budget_is_a_problem_and_creates_nothing
     assert checked.returncode != 0
     assert _budget_line(checked.stdout).split()[0] == "PROBLEM"
     refusal = (
-        "project.monthly_budget_usd $0.30; this run may cost up to $0.40, which would pass "
-        "it: lower targets.gpu.max_cost_usd to 0.3 (what is left) or raise "
+        "project.monthly_budget_usd $0.30; this run may cost up to $1.60 (4 pods: its first "
+        "and one per recovery, max_recoveries), which would pass it: lower targets.gpu.max_cost_usd to 0.3 (what is left) or raise "
         "project.monthly_budget_usd"
     )
     assert refusal in checked.stdout + checked.stderr

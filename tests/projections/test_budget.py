@@ -139,3 +139,11 @@ def test_a_refusal_of_an_unbounded_run_says_to_set_max_cost_usd() -> None:
     text = Budget(100.0, 40.0, None, "Dec 2026").refusal("gpu")
     assert "nothing bounds what a run on target gpu may cost" in text
     assert "set targets.gpu.max_cost_usd = 60 or less" in text
+
+
+def test_a_bound_that_counts_a_pod_per_recovery_says_so() -> None:
+    line = Budget(100.0, 12.0, 32.0, "Dec 2026", pods=4).line()
+    assert line.endswith(
+        "this run may cost up to $32.00 (4 pods: its first and one per recovery, max_recoveries)"
+    )
+    assert "(4 pods" in Budget(100.0, 80.0, 32.0, "Dec 2026", pods=4).refusal("gpu")

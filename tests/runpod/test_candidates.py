@@ -180,12 +180,17 @@ LISTED = Wanted(
         # No price bound: the dearest candidate × gpu_count × max_hours.
         (LISTED, CATALOG, 0.86 * 2 * 4.0),
         (replace(AUTO, max_price_per_hour=None), CATALOG, 2.99 * 4.0),
+        # A run may get a new pod per recovery, each as dear as its first...
+        (replace(AUTO, gpu_count=2, max_recoveries=3), CATALOG, 1.5 * 2 * 4.0 * 4),
+        (replace(LISTED, max_recoveries=1), CATALOG, 0.86 * 2 * 4.0 * 2),
+        # ... unless max_cost_usd bounds them all.
+        (replace(LISTED, max_recoveries=3, max_cost_usd=7.5), CATALOG, 7.5),
         # A candidate without a price: nothing bounds it.
         (replace(LISTED, gpu_types=("NVIDIA A40", "NVIDIA B200")), CATALOG, None),
         (LISTED, None, None),
     ],
 )
-def test_a_runs_cost_bound_is_its_cap_else_its_price_bound_else_its_dearest_candidate(
+def test_a_runs_cost_bound_is_its_cap_else_each_pods_price_bound_or_dearest_candidate(
     wanted: Wanted, catalog: tuple[GpuType, ...] | None, bound: float | None
 ) -> None:
     found = run_cost_bound(wanted, choose(wanted, catalog))
@@ -283,6 +288,7 @@ def test_the_wanted_settings_come_from_the_target() -> None:
         max_price_per_hour=1.5,
         max_cost_usd=3.0,
         data_center_ids=("EU-RO-1",),
+        max_recoveries=3,
     )
     assert wanted.needs_catalog
     listed = wanted_of("gpu", runpod_target(["NVIDIA A40"]))

@@ -20,7 +20,8 @@ from overbrainer.targets.runpod.provision import OverBudget, provision
 from overbrainer.testing.pod_training import Train, training
 from overbrainer.utc import parse_utc
 
-# The A40 lists at $0.40/h: a run of max_hours = 2 may cost up to $0.80 (no max_cost_usd).
+# The A40 lists at $0.40/h: a run of max_hours = 2 may cost up to $0.80 (no max_cost_usd,
+# no recovery: one pod).
 BUDGET = 0.82
 
 
@@ -28,6 +29,7 @@ def _budgeted(t: Train, budget: float = BUDGET) -> None:
     t.settings = t.settings.model_copy(
         update={"project": ProjectSettings(monthly_budget_usd=budget)}
     )
+    t.spec = t.spec.model_copy(update={"max_recoveries": 0})
 
 
 async def _first_run(t: Train) -> str:

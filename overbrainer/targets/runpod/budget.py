@@ -37,7 +37,8 @@ def budget_of(
     """A new run of ``wanted`` (its candidates ``chosen``) against a monthly ``budget`` as
     of ``now`` (the month is UTC's), the project's runs being ``states``."""
     bound = run_cost_bound(wanted, chosen)
-    return Budget(budget, month_spend(states, now), bound, month_name(now))
+    pods = 1 if wanted.max_cost_usd is not None else 1 + wanted.max_recoveries
+    return Budget(budget, month_spend(states, now), bound, month_name(now), pods)
 
 
 async def month_budget(
