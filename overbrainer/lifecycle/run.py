@@ -56,6 +56,7 @@ from overbrainer.lifecycle.target import (
     StoppedBeforeJob,
     Target,
     TargetGone,
+    TargetLost,
 )
 from overbrainer.plurals import word
 from overbrainer.projections.summary import attach_header
@@ -226,11 +227,7 @@ async def _follow(
         # Another command won the race to the end (it may have ended the target).
         return await report_ended_meanwhile(session, watched.state)
     if isinstance(watched, Recover):
-        # The target was lost under the job: a new one takes it on, from the newest
-        # checkpoint home, and this follows it there (the run keeps its ID).
-        assert target.billed is not None  # only a rented machine is lost and replaced
-        async with target.billed.recover(job, watched) as (executor, state):
-            return await _follow(session, target, target.job(run_id, executor, state), state)
+        return await _recover(session, target, run_id, watched)
     if watched is Stop.detached:
         raise await _detach(session, target, job)
     if watched is Stop.past_deadline:
@@ -255,6 +252,14 @@ async def _follow(
         # The run's outcome stands; the next command that prunes tries again.
         session.front.warn(f"could not remove older checkpoints of run {run_id}: {error}")
     return await _end(session, target, job, state, watched.summary, retrieval)
+
+
+async def _recover(session: Session, target: Target, run_id: str, recover: Recover) -> int:
+    """The run's target was lost under its job: a new one takes the job on, from the
+    newest checkpoint home, and this follows it there (the run keeps its ID)."""
+    assert target.billed is not None  # only a rented machine is lost and replaced
+    async with target.billed.recover(run_id, recover) as (executor, state):
+        return await _follow(session, target, target.job(run_id, executor, state), state)
 
 
 async def _gone(target: Target, state: RunLog, command: Command) -> int:
@@ -451,7 +456,12 @@ async def attach(session: Session, target: Target, state: RunLog) -> int:
         # One process follows a run: another live one keeps it (a claim is appended).
         await claim(session, run_id)
     if state.run.state == RunState.preparing:
-        settled = await target.settle_start(state, "attach")
+        try:
+            settled = await target.settle_start(state, "attach")
+        except TargetLost as lost:
+            # A recovery its command left unfinished goes on here, this command its follower.
+            await claim(session, run_id)
+            return await _recover(session, target, run_id, Recover(lost.why))
         if isinstance(settled, int):
             return settled
         state = settled
@@ -459,7 +469,9 @@ async def attach(session: Session, target: Target, state: RunLog) -> int:
         await claim(session, run_id)
     async with contextlib.AsyncExitStack() as stack:
         try:
-            executor = await stack.enter_async_context(target.reach(state))
+            executor = await stack.enter_async_context(target.reach(state, recovers=True))
+        except TargetLost as lost:
+            return await _recover(session, target, run_id, Recover(lost.why))
         except TargetGone:
             return await _gone(target, state, "attach")
         except OverbrainerError:

@@ -77,6 +77,17 @@ class TargetGone(Exception):
     """What ran the run's job no longer exists (its pod): nothing can be reached."""
 
 
+class TargetLost(TargetGone):
+    """What ran the run's job was lost before the job ended, or a recovery of it was left
+    unfinished by a command that died, and the target recovers runs: ``why`` it was lost.
+    Only ``train attach`` (and ``supervise``, through it) goes on with the run on a new
+    one (:meth:`Billed.recover`); the rest treat it as gone."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
 class NotEnded(OverbrainerError):
     """The run's job ended, but its target could not be ended (a pod that may still bill);
     the message says so and what to do."""
@@ -132,12 +143,22 @@ class Target(Protocol):
 
     async def settle_start(self, state: RunLog, command: Command) -> RunLog | int:
         """A run still preparing: the state to go on with (its start settled), or the
-        command's exit code once it was dealt with here."""
-
-    def reach(self, state: RunLog) -> AbstractAsyncContextManager[Executor]:
-        """The run's job, reached again.
+        command's exit code once it was dealt with here.
 
         Raises:
+            TargetLost: ``attach`` of a run whose recovery was left unfinished by a command
+                that died: what that recovery held is ended, and the recovery goes on.
+        """
+
+    def reach(
+        self, state: RunLog, *, recovers: bool = False
+    ) -> AbstractAsyncContextManager[Executor]:
+        """The run's job, reached again. ``recovers``: the command goes on with a run whose
+        target was lost on a new one (``train attach``), so a lost target is not the run's
+        end.
+
+        Raises:
+            TargetLost: ``recovers``, and the target was lost under the running job.
             TargetGone: the target no longer exists.
         """
 
@@ -192,7 +213,7 @@ class Billed(Protocol):
         its cost cap); None: nothing."""
 
     def recover(
-        self, job: Job, recover: Recover
+        self, run_id: str, recover: Recover
     ) -> AbstractAsyncContextManager[tuple[Executor, RunLog]]:
         """A new target for a run whose target was lost (``recover``): the job started on
         it again from the run's newest checkpoint home, and the run's state then, for as

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import signal
 import subprocess
 from pathlib import Path
 
@@ -197,3 +198,80 @@ async def test_a_pod_stopped_under_its_job_is_deleted_and_the_run_recovered(
         names = await w.events(run_id)
         deleted = [i for i, name in enumerate(names) if name == "pod.Deleted"]
         assert deleted[0] < names.index("run.Recovering")
+
+
+async def _followed_until_a_checkpoint_came_home_then_lost(w: World) -> tuple[str, str, int]:
+    """``train`` followed until a checkpoint came home, then interrupted (the laptop goes:
+    the job runs on, nothing follows it), then its pod vanishes; the run, the lost pod and
+    the newest checkpoint home."""
+    process = await w.start("train", output=False)
+    run_id = await w.wait_for("job_running")
+    with trio.fail_after(60):
+        while not _home(w, run_id):
+            await trio.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    with trio.fail_after(30):
+        await process.wait()
+    assert process.returncode == 130
+    assert w.run_json(run_id)["state"] == "running"
+    pod_id = str(w.pod_json(run_id)["pod_id"])
+    w.fake.vanish(pod_id)
+    await w.pods.on_deleted(w.fake.pod(pod_id))
+    return run_id, pod_id, max(_home(w, run_id))
+
+
+def _one_pod_at_a_time(names: list[str]) -> bool:
+    """Whether each pod the run created came after the one before it was deleted."""
+    pods = [name for name in names if name in ("pod.Created", "pod.Deleted")]
+    return pods == ["pod.Created", "pod.Deleted"] * (len(pods) // 2)
+
+
+async def test_train_attach_finding_the_pod_lost_recovers_the_run_from_its_checkpoint(
+    tmp_path: Path,
+) -> None:
+    async with world(tmp_path, steps=150, step_seconds=0.04, knobs=SAVING) as w:
+        run_id, lost, newest = await _followed_until_a_checkpoint_came_home_then_lost(w)
+        done = await w.run("train", "attach", run_id, timeout=120)
+        assert done.returncode == 0, done.stderr
+        run = w.run_json(run_id)
+        assert run["state"] == "succeeded", run
+        (recovery,) = run["recoveries"]  # type: ignore[misc]
+        assert recovery["lost_pod"] == lost
+        assert recovery["reason"] == f"pod {lost} no longer exists"
+        assert recovery["resumed_step"] >= newest
+        assert "recovery 1/3 on a new pod, resuming from checkpoint-" in done.stderr
+        assert w.fake.live_pods() == []
+        assert _one_pod_at_a_time(await w.events(run_id))
+
+
+async def test_a_supervisor_killed_mid_recovery_is_followed_by_one_that_finishes_it_once(
+    tmp_path: Path,
+) -> None:
+    async with world(tmp_path, steps=150, step_seconds=0.04, knobs=SAVING) as w:
+        run_id, lost, _ = await _followed_until_a_checkpoint_came_home_then_lost(w)
+        # The new pod takes seconds to boot: the supervisor dies with it half made.
+        w.fake.provisioning_seconds = 3.0
+        first = await w.start("supervise", output=False)
+        with trio.fail_after(60):
+            while str(w.pod_json(run_id).get("pod_id")) == lost:
+                await trio.sleep(0.02)
+        half_made = str(w.pod_json(run_id)["pod_id"])
+        first.kill()
+        await first.wait()
+        run = w.run_json(run_id)
+        (recovery,) = run["recoveries"]  # type: ignore[misc]
+        assert recovery["pod_id"] is None and run["state"] == "preparing", run
+        w.fake.provisioning_seconds = 0.2
+        done = await w.run("supervise", "--once", timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert f"train: run {run_id} succeeded" in done.stdout
+        run = w.run_json(run_id)
+        assert run["state"] == "succeeded", run
+        # One recovery, finished by the second supervisor on a third pod.
+        (recovery,) = run["recoveries"]  # type: ignore[misc]
+        assert recovery["attempt"] == 1 and recovery["pod_id"] not in (lost, half_made)
+        assert "recovery 1 was left unfinished" in done.stderr
+        names = await w.events(run_id)
+        assert names.count("run.Recovering") == names.count("run.Recovered") == 1
+        assert _one_pod_at_a_time(names)
+        assert len(w.fake.pods) == 3 and w.fake.live_pods() == []

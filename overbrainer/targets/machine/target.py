@@ -236,8 +236,11 @@ class MachineTarget:
             job = self.job(state.run.run_id, executor, state)
             return await settle_start(self.session, job, state)
 
-    def reach(self, state: RunLog) -> AbstractAsyncContextManager[Executor]:
-        """Connect to the machine the run's job runs on."""
+    def reach(
+        self, state: RunLog, *, recovers: bool = False
+    ) -> AbstractAsyncContextManager[Executor]:
+        """Connect to the machine the run's job runs on (it is never lost: ``recovers``
+        changes nothing)."""
         return open_job(self.session, self.plan, state.run.run_id)
 
     # -- following and ending --

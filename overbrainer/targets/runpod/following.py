@@ -28,12 +28,11 @@ from overbrainer.events import types as ev
 from overbrainer.events.aggregate import PodView, RunLog
 from overbrainer.projections.summary import resume_clause
 from overbrainer.runpod import clocks, cost_cap, messages
-from overbrainer.runpod.cost_cap import bound_passed
 from overbrainer.runpod.decide import uptime_and_spend
 from overbrainer.runpod.models import PodStatus
 from overbrainer.targets.runpod.delete import delete_pod
 from overbrainer.targets.runpod.pods import PodContext, confirm_gone, note_clock
-from overbrainer.targets.runpod.reach import record_gone
+from overbrainer.targets.runpod.reach import record_gone, record_lost
 from overbrainer.train.metrics import MetricsSummary, summary_line
 from overbrainer.utc import parse_utc
 
@@ -288,10 +287,8 @@ async def lost(
         ) from error
     if checked is None:
         return None
-    if checked.value and recovers and bound_passed(pod, ctx.server_now()) is None:
-        uptime, spend = uptime_and_spend(pod.created_at, ctx.server_now(), pod.cost_per_hour)
-        await session.journal.append(run_id, lambda s: decisions.pod_lost(s, pod_id, uptime, spend))
-        return f"pod {pod_id} no longer exists"
+    if checked.value and recovers and (why := await record_lost(ctx, state)) is not None:
+        return why
     if checked.value:
         state = await record_gone(ctx, run_id, pod_id)
         resume = resume_clause(state)

@@ -3,7 +3,9 @@ endpoint (which a restart may change), and an SSH connection with its pinned hos
 
 A pod Runpod no longer shows — confirmed gone, or terminated — is recorded gone
 (``pod.Deleted`` by ``found_gone``), and a run still going fails with it: its job went with
-the pod. A stopped pod, one with no endpoint yet, or one without a pinned host key is an
+the pod — unless the caller recovers runs (``train attach`` with ``max_recoveries``): then
+a pod lost under the running job is :class:`~overbrainer.lifecycle.target.TargetLost`.
+A stopped pod, one with no endpoint yet, or one without a pinned host key is an
 error naming the way out.
 """
 
@@ -18,17 +20,19 @@ from overbrainer.errors import Interrupted, OverbrainerError
 from overbrainer.events import decisions
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
+from overbrainer.events.types import RunState
 from overbrainer.exec.base import ExecError, Executor, TargetUnreachable
+from overbrainer.lifecycle.target import TargetLost
 from overbrainer.runpod import messages
 from overbrainer.runpod.cost_cap import bound_passed
-from overbrainer.runpod.decide import connect_again_within
+from overbrainer.runpod.decide import connect_again_within, uptime_and_spend
 from overbrainer.runpod.keys import client_key_path, write_ssh_config
 from overbrainer.runpod.models import PodStatus, UnsafeSshEndpoint
 from overbrainer.targets.runpod.delete import forget_key_if_done
 from overbrainer.targets.runpod.podrm import duration_text
 from overbrainer.targets.runpod.pods import PodAccess, PodContext, confirm_gone, note_clock
 
-__all__ = ["Reached", "connect", "reach", "record_gone"]
+__all__ = ["Reached", "connect", "reach", "record_gone", "record_lost"]
 
 
 @dataclass(frozen=True)
@@ -40,11 +44,17 @@ class Reached:
     started_at: datetime | None
 
 
-async def reach(ctx: PodContext, state: RunLog) -> Reached | None:
+async def reach(ctx: PodContext, state: RunLog, *, recovers: bool = False) -> Reached | None:
     """A fresh look at the run's pod: how to reach it now (its endpoint may have
     changed: recorded, and ``ssh/config`` rewritten) and since when it runs, or None
     when it is gone (recorded, and a running run failed). A stopped or unreachable pod
-    is an error naming the way out."""
+    is an error naming the way out.
+
+    ``recovers``: the caller recovers a run whose pod was lost under its running job (a
+    pod gone with no bound of its watchdog passed, or stopped: EXITED, ERROR); such a pod
+    raises :class:`TargetLost` instead, the gone one recorded with its spend, the run not
+    failed.
+    """
     run_id = state.run.run_id
     pod = state.pod
     pod_id = pod.pod_id
@@ -55,6 +65,8 @@ async def reach(ctx: PodContext, state: RunLog) -> Reached | None:
     await note_clock(ctx, run_id)
     if remote is None:
         if await confirm_gone(ctx, pod_id):
+            if recovers and (why := await record_lost(ctx, state)) is not None:
+                raise TargetLost(why)
             await record_gone(ctx, run_id, pod_id)
             return None
         remote = await client.get_pod(pod_id)
@@ -64,10 +76,15 @@ async def reach(ctx: PodContext, state: RunLog) -> Reached | None:
                 f"`overbrainer train attach {run_id}` again later"
             )
     if remote.status is PodStatus.TERMINATED:
+        if recovers and (why := await record_lost(ctx, state)) is not None:
+            raise TargetLost(why)
         await record_gone(ctx, run_id, pod_id)
         return None
     status = remote.raw_status or remote.status.value
     if remote.status in (PodStatus.EXITED, PodStatus.ERROR):
+        if recovers and state.run.state == RunState.running:
+            # Deleted by the recovery before anything else (it may bill while stopped).
+            raise TargetLost(f"pod {pod_id} is {status} (stopped) without the job's end")
         raise OverbrainerError(messages.stopped(pod, run_id, status))
     try:
         endpoint = remote.ssh_endpoint()
@@ -149,6 +166,23 @@ async def connect(
             f"`overbrainer train attach {run_id}` again, or delete the pod with "
             f"`overbrainer pod rm {run_id}`"
         ) from error
+
+
+async def record_lost(ctx: PodContext, state: RunLog) -> str | None:
+    """The run's pod, confirmed gone under its running job with no bound of its watchdog
+    passed, recorded gone with what it cost until now (Runpod's clock) and the run not
+    failed: why it was lost, for the run to be recovered. None when the run is not running
+    or a bound had passed (a new pod would meet the same bound): nothing recorded."""
+    pod = state.pod
+    pod_id = pod.pod_id
+    now = ctx.server_now()
+    if pod_id is None or state.run.state != RunState.running or bound_passed(pod, now):
+        return None
+    uptime, spend = uptime_and_spend(pod.created_at, now, pod.cost_per_hour)
+    await ctx.session.journal.append(
+        state.run.run_id, lambda s: decisions.pod_lost(s, pod_id, uptime, spend)
+    )
+    return f"pod {pod_id} no longer exists"
 
 
 async def record_gone(ctx: PodContext, run_id: str, pod_id: str) -> RunLog:

@@ -87,14 +87,18 @@ async def recovered_pod(
     state = await session.journal.state(run_id)
     lost = state.pod.pod_id
     if lost is not None and not state.pod.deleted(lost):
-        # Stopped, not gone: deleted before anything else, its spend recorded.
+        # Stopped, not gone (or the new pod of a recovery a dead command left unfinished):
+        # deleted before anything else, its spend recorded.
         await delete_pod(ctx, run_id, lost, "lost")
         state = await session.journal.state(run_id)
+    # A recovery left unfinished (begun, its job never started) goes on as the same
+    # attempt: only the finished ones count as done.
+    finished = [r for r in state.run.recoveries if r["pod_id"] is not None]
     verdict = decide(
         run_id=run_id,
         target=state.run.target,
         why=why,
-        done=len(state.run.recoveries),
+        done=len(finished),
         max_recoveries=spec.max_recoveries,
         spent=run_spend(state, None).total,
         max_cost_usd=spec.max_cost_usd,
@@ -126,7 +130,8 @@ async def recovered_pod(
         last_step=last_step,
     )
     state = await session.journal.append(run_id, lambda s: decisions.recovering(s, begun))
-    if not state.run.recoveries or state.run.recoveries[-1]["attempt"] != verdict.attempt:
+    last = state.run.recoveries[-1] if state.run.recoveries else None
+    if state.final or last is None or last["attempt"] != verdict.attempt or last["pod_id"]:
         raise OverbrainerError(f"run {run_id} was {state.run.state} meanwhile: not recovered")
     start = f"checkpoint-{step}" if step else "the start (no checkpoint home)"
     cap = (

@@ -42,6 +42,7 @@ from overbrainer.lifecycle.target import (
     Stop,
     StoppedBeforeJob,
     TargetGone,
+    TargetLost,
 )
 from overbrainer.projections.spend import run_spend
 from overbrainer.runpod import cost_cap, messages
@@ -442,10 +443,12 @@ class PodTarget:
         return await self._cancel_starting(state)
 
     @contextlib.asynccontextmanager
-    async def reach(self, state: RunLog) -> AsyncIterator[Executor]:
+    async def reach(self, state: RunLog, *, recovers: bool = False) -> AsyncIterator[Executor]:
         """A fresh look at the run's pod (its endpoint may have changed), then an SSH
-        connection to it."""
-        reached = await reach(self.ctx, state)
+        connection to it. ``recovers``: a pod lost under the running job is
+        :class:`TargetLost` when this target recovers runs (``max_recoveries``)."""
+        recovers = recovers and self.spec.max_recoveries > 0
+        reached = await reach(self.ctx, state, recovers=recovers)
         if reached is None:
             raise TargetGone
         async with contextlib.AsyncExitStack() as stack:
@@ -576,15 +579,17 @@ class PodTarget:
         return Stop.detached if why is None else Recover(why)
 
     @contextlib.asynccontextmanager
-    async def recover(self, job: Job, recover: Recover) -> AsyncIterator[tuple[Executor, RunLog]]:
+    async def recover(
+        self, run_id: str, recover: Recover
+    ) -> AsyncIterator[tuple[Executor, RunLog]]:
         """A new pod for the run whose pod was lost (``targets/runpod/recovery.py``)."""
         async with recovered_pod(
             self.ctx,
             self.settings,
             self.spec,
-            job.run_id,
+            run_id,
             recover.why,
-            launch=self.launch(job.run_id),
+            launch=self.launch(run_id),
             keep=self.keep,
             api_base=self.api_base,
             device=self.device,
@@ -634,6 +639,15 @@ class PodTarget:
             raise OverbrainerError(
                 f"{still_starting(start)}; `overbrainer train attach {run_id}` follows it "
                 "once its job started"
+            )
+        recoveries = state.run.recoveries
+        if recoveries and recoveries[-1]["pod_id"] is None and self.spec.max_recoveries > 0:
+            # Its recovery was left unfinished: it goes on here, as the same attempt (what
+            # the dead command's recovery holds is ended first, by the recovery).
+            attempt = recoveries[-1]["attempt"]
+            raise TargetLost(
+                f"recovery {attempt} was left unfinished: {start.who()} is gone ({start.why}); "
+                f"it was recovering from: {recoveries[-1]['reason']}"
             )
         self.session.front.info(
             f"train: run {run_id} was abandoned while starting its pod: {start.who()} is "
