@@ -60,6 +60,7 @@ from overbrainer.lifecycle.target import (
 )
 from overbrainer.plurals import word
 from overbrainer.projections.summary import attach_header
+from overbrainer.session.limits import CANCEL_LIMIT
 from overbrainer.session.session import Session
 from overbrainer.train.axolotl import prepare_run_dir
 from overbrainer.train.data import DataError, check_data
@@ -236,7 +237,10 @@ async def _follow(
     if watched is Stop.stop_overdue:
         return await _cancel_overdue(session, target, job, stop_within)
     if isinstance(watched, Stall):
-        return await _end_stalled(session, target, job, watched)
+        ended = await _end_stalled(session, target, job, watched)
+        if isinstance(ended, Recover):
+            return await _recover(session, target, run_id, ended)
+        return ended
     assert isinstance(watched, Followed)
     try:
         state, retrieval = await service.settle(session, job, watched)
@@ -635,7 +639,7 @@ async def _cancel_overdue(session: Session, target: Target, job: Job, within: fl
 # ---- stalls ---------------------------------------------------------------------------
 
 
-async def _end_stalled(session: Session, target: Target, job: Job, stall: Stall) -> int:
+async def _end_stalled(session: Session, target: Target, job: Job, stall: Stall) -> int | Recover:
     """The end of a stalled job (no metrics line for ``[training] stall_minutes``), the one
     place every stall comes to: record it (``run.Stalled``), ask the job to save a
     checkpoint and stop (the request ``train stop`` writes), give it ``[training]
@@ -647,10 +651,10 @@ async def _end_stalled(session: Session, target: Target, job: Job, stall: Stall)
     signal during the grace stops following only, as at any time: the job keeps running,
     and ``train attach`` follows it again.
 
-    Automatic recovery hooks in here: the run's end is recorded and its target ended
-    before :class:`JobStalled` is raised."""
+    On a target that recovers runs, the stalled job is ended without ending the run, and
+    the :class:`Recover` returned: the run goes on, on a new target (:func:`_recover_stalled`).
+    """
     run_id = job.run_id
-    grace = target.settings.training.stop_timeout_minutes * 60
     what = stall.describe()
     state = await session.journal.append(
         run_id,
@@ -663,6 +667,9 @@ async def _end_stalled(session: Session, target: Target, job: Job, stall: Stall)
     )
     if state.final:
         return await report_ended_meanwhile(session, state)
+    if target.billed is not None and target.billed.recovers:
+        return await _recover_stalled(session, target, job, state, what)
+    grace = target.settings.training.stop_timeout_minutes * 60
     session.front.warn(
         f"the job of run {run_id} on {job.executor.location} stalled: {what} ([training] "
         f"stall_minutes); asking it to save a checkpoint and stop, then ending it within "
@@ -699,6 +706,66 @@ async def _end_stalled(session: Session, target: Target, job: Job, stall: Stall)
         # It ended on its own just before the cancel: that end is the run's outcome.
         return report_retrieval(session, state, None, retrieval)
     raise JobStalled(_stalled_message(state, what), stall=stall, state=state)
+
+
+async def _recover_stalled(
+    session: Session, target: Target, job: Job, state: RunLog, what: str
+) -> int | Recover:
+    """A stalled job on a target that recovers runs: asked to save a checkpoint and stop,
+    given ``[training] stop_timeout_minutes``, then its process group ended (the run's end
+    is not recorded); the checkpoints it saved come home, and the run goes on from the
+    newest on a new target (the :class:`Recover` returned). A job that ended on its own in
+    the grace other than by that save (it finished after all) is settled as any end is."""
+    run_id = job.run_id
+    grace = target.settings.training.stop_timeout_minutes * 60
+    session.front.warn(
+        f"the job of run {run_id} on {job.executor.location} stalled: {what} ([training] "
+        f"stall_minutes); asking it to save a checkpoint and stop, then ending it within "
+        f"{_minutes(grace)} and going on, on a new pod, from its newest checkpoint"
+    )
+    try:
+        await session.interrupts.shield(
+            f"asking the stalled job of run {run_id} to stop",
+            STOP_REQUEST_LIMIT,
+            lambda: service.write_stop_request(job),
+        )
+    except ExecError as error:
+        session.front.warn(f"{error}; the stalled job is ended without a save")
+        grace = 0.0
+    ended = False
+    if grace > 0:
+        finished = await session.interrupts.race(partial(_ended_within, job, grace, target.poll))
+        if finished is None:
+            raise await _detach(session, target, job)
+        ended = finished.value
+    try:
+        events = await service.read_all_metrics(job)
+    except ExecError as error:
+        session.front.warn(f"could not read what the stalled job of run {run_id} wrote: {error}")
+        events = []
+    if ended and not any(event.event == "stopped" for event in events):
+        # It finished (or failed) on its own after all: that end is the run's outcome.
+        return await _follow(session, target, job, await session.journal.state(run_id))
+    fetcher = CheckpointFetcher(
+        session,
+        job,
+        keep=target.settings.training.keep_checkpoints,
+        home=state.run.checkpoints,
+        pruned=state.run.pruned,
+    )
+    fetcher.saw(events)
+    await fetcher.finish()
+    if not ended:
+        try:
+            await session.interrupts.shield(
+                f"ending the stalled job of run {run_id}",
+                CANCEL_LIMIT,
+                partial(job.executor.cancel, job.remote_dir),
+            )
+        except ExecError as error:
+            # Its target is ended before a new one is made: the job goes with it.
+            session.front.warn(f"could not end the stalled job of run {run_id}: {error}")
+    return Recover(f"its job stalled: {what}")
 
 
 async def _ended_within(job: Job, within: float, poll: float) -> bool:

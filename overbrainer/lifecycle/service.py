@@ -328,6 +328,12 @@ async def write_stop_request(job: Job) -> None:
     await job.executor.touch(f"{job.remote_dir}/{STOP_FILE}")
 
 
+async def read_all_metrics(job: Job) -> list[MetricsEvent]:
+    """Every complete metrics line the job wrote so far, read from its target."""
+    _, _, events = await _read_metrics(job, MetricsSummary(), 0, final=True)
+    return events
+
+
 async def _read_metrics(
     job: Job, summary: MetricsSummary, offset: int, *, final: bool
 ) -> tuple[MetricsSummary, int, list[MetricsEvent]]:

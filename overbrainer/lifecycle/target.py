@@ -212,6 +212,11 @@ class Billed(Protocol):
         """What the target checks at each poll while its job is followed (a pod nearing
         its cost cap); None: nothing."""
 
+    @property
+    def recovers(self) -> bool:
+        """Whether a run whose target is lost, or whose job stalls, goes on, on a new one
+        (:meth:`recover`) rather than failing."""
+
     def recover(
         self, run_id: str, recover: Recover
     ) -> AbstractAsyncContextManager[tuple[Executor, RunLog]]:

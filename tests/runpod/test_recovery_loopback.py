@@ -275,3 +275,48 @@ async def test_a_supervisor_killed_mid_recovery_is_followed_by_one_that_finishes
         assert names.count("run.Recovering") == names.count("run.Recovered") == 1
         assert _one_pod_at_a_time(names)
         assert len(w.fake.pods) == 3 and w.fake.live_pods() == []
+
+
+async def test_a_stalled_job_is_ended_and_its_run_recovered_from_the_newest_checkpoint(
+    tmp_path: Path,
+) -> None:
+    # Checkpoints at 10 and 20, then a hang at step 25 (only a job trained from scratch
+    # hangs); the stall bound 1.8 s, the stop timeout 1.2 s.
+    async with world(
+        tmp_path,
+        steps=60,
+        step_seconds=0.04,
+        knobs=f"{SAVING} FAKE_AXOLOTL_HANG_AFTER=25 FAKE_AXOLOTL_HANG_ONCE=1",
+        overrides={"OVERBRAINER_INTERVAL": "0.2"},
+    ) as w:
+        w.env.update(
+            OVERBRAINER_TRAINING__STALL_MINUTES="0.03",
+            OVERBRAINER_TRAINING__FIRST_STEP_MINUTES="0.5",
+            OVERBRAINER_TRAINING__STOP_TIMEOUT_MINUTES="0.02",
+        )
+        done = await w.run("train", timeout=120)
+        assert done.returncode == 0, done.stderr
+        (run_id,) = w.runs()
+        run = w.run_json(run_id)
+        assert run["state"] == "succeeded", run
+        (recovery,) = run["recoveries"]  # type: ignore[misc]
+        assert str(recovery["reason"]).startswith(
+            "its job stalled: it wrote no metrics line for 1 second after its last one (at step 25)"
+        ), recovery
+        assert recovery["resumed_step"] == 20 and recovery["last_step"] == 25, recovery
+        assert "asking it to save a checkpoint and stop, then ending it within" in done.stderr
+        names = await w.events(run_id)
+        assert names.index("run.Stalled") < names.index("run.Recovering")
+        assert "run.StopRequested" not in names and names.count("run.Ended") == 1
+        assert _one_pod_at_a_time(names)
+        assert len(w.fake.pods) == 2 and w.fake.live_pods() == []
+        # The stalled job was ended before its pod went; the new job went on from step 21.
+        first = str(recovery["lost_pod"])
+        assert (w.pod_run_dir(first, run_id) / "cancelled").exists()
+        metrics = w.pod_run_dir(str(recovery["pod_id"]), run_id) / "metrics.jsonl"
+        steps = [
+            json.loads(line)["step"]
+            for line in metrics.read_text().splitlines()
+            if json.loads(line)["event"] == "log"
+        ]
+        assert steps[0] == 21 and steps[-1] == 60, steps[:3]

@@ -2,7 +2,9 @@
 in-process, the pod's machine in memory with a scripted job that stops writing metrics
 lines after step 3 and keeps running (hung). The follower records the stall, asks the job
 to save and stop, gives it ``[training] stop_timeout_minutes``, cancels it, brings what it
-left home, deletes the pod and fails the run saying it stalled and what to run next."""
+left home, deletes the pod and fails the run saying it stalled and what to run next (the
+target recovers no run here: ``max_recoveries = 0``; a stall recovered on a new pod is
+tested in ``test_recovery_loopback.py``)."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ async def test_a_hung_job_is_asked_to_save_then_cancelled_and_the_run_fails_stal
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with training(tmp_path) as t:
+        t.spec = t.spec.model_copy(update={"max_recoveries": 0})
         # Three steps, then nothing more: no line, no end, no answer to a stop request.
         t.network.script = JobScript(steps=3, step_seconds=STEP, ends=False, stops=False)
         with pytest.raises(JobStalled) as caught:
@@ -74,6 +77,7 @@ async def test_a_job_that_began_but_never_stepped_stalls_after_the_stall_bound(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with training(tmp_path) as t:
+        t.spec = t.spec.model_copy(update={"max_recoveries": 0})
         # The trainer's begin line (the model is loaded), then not a single step.
         t.network.script = JobScript(steps=0, step_seconds=STEP, ends=False, stops=False)
         with pytest.raises(JobStalled):
@@ -88,6 +92,7 @@ async def test_a_stalled_job_that_saves_when_asked_ends_stopped_with_its_checkpo
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with training(tmp_path) as t:
+        t.spec = t.spec.model_copy(update={"max_recoveries": 0})
         # Silent for longer than the stall bound (a step of 30 min), but it still answers a
         # save-and-stop request at the end of the step under way, within the grace.
         t.network.script = JobScript(steps=4, step_seconds=23 * 60.0, ends=False, stops=True)
@@ -109,6 +114,7 @@ async def test_a_stop_request_that_cannot_be_written_cancels_the_stalled_job_at_
 
     monkeypatch.setattr(FakeExecutor, "touch", refuse)
     async with training(tmp_path) as t:
+        t.spec = t.spec.model_copy(update={"max_recoveries": 0})
         t.network.script = JobScript(steps=3, step_seconds=STEP, ends=False, stops=False)
         with pytest.raises(JobStalled):
             await t.train()

@@ -447,8 +447,7 @@ class PodTarget:
         """A fresh look at the run's pod (its endpoint may have changed), then an SSH
         connection to it. ``recovers``: a pod lost under the running job is
         :class:`TargetLost` when this target recovers runs (``max_recoveries``)."""
-        recovers = recovers and self.spec.max_recoveries > 0
-        reached = await reach(self.ctx, state, recovers=recovers)
+        reached = await reach(self.ctx, state, recovers=recovers and self.recovers)
         if reached is None:
             raise TargetGone
         async with contextlib.AsyncExitStack() as stack:
@@ -574,9 +573,14 @@ class PodTarget:
             state,
             lost,
             default_hours=self.spec.max_hours,
-            recovers=self.spec.max_recoveries > 0,
+            recovers=self.recovers,
         )
         return Stop.detached if why is None else Recover(why)
+
+    @property
+    def recovers(self) -> bool:
+        """Whether the target recovers runs: ``max_recoveries`` > 0."""
+        return self.spec.max_recoveries > 0
 
     @contextlib.asynccontextmanager
     async def recover(
@@ -641,7 +645,7 @@ class PodTarget:
                 "once its job started"
             )
         recoveries = state.run.recoveries
-        if recoveries and recoveries[-1]["pod_id"] is None and self.spec.max_recoveries > 0:
+        if recoveries and recoveries[-1]["pod_id"] is None and self.recovers:
             # Its recovery was left unfinished: it goes on here, as the same attempt (what
             # the dead command's recovery holds is ended first, by the recovery).
             attempt = recoveries[-1]["attempt"]
