@@ -35,7 +35,7 @@ from overbrainer.events.aggregate import RunLog
 from overbrainer.events.errors import StoreError
 from overbrainer.events.ids import new_run_id
 from overbrainer.events.types import PodState, RunState
-from overbrainer.exec.base import ExecError
+from overbrainer.exec.base import ExecError, JobStatus
 from overbrainer.lifecycle import service
 from overbrainer.lifecycle.bounds import until_bound
 from overbrainer.lifecycle.checkpoints_home import CheckpointFetcher, prune
@@ -242,6 +242,11 @@ async def _follow(
             return await _recover(session, target, run_id, ended)
         return ended
     assert isinstance(watched, Followed)
+    if watched.state.status is JobStatus.lost and target.billed is not None:
+        # Its machine restarted under it: one that can no longer train is replaced.
+        recover = await target.billed.job_vanished(state)
+        if recover is not None:
+            return await _recover(session, target, run_id, recover)
     try:
         state, retrieval = await service.settle(session, job, watched)
     except StoreError as error:

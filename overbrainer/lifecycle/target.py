@@ -212,6 +212,11 @@ class Billed(Protocol):
         """What the target checks at each poll while its job is followed (a pod nearing
         its cost cap); None: nothing."""
 
+    async def job_vanished(self, state: RunLog) -> Recover | None:
+        """The job ended without an exit code (its machine restarted under it, or it was
+        killed): a :class:`Recover` when the target can no longer run it (a pod stopped,
+        or back with no GPU) and recovers runs; None: the end is settled as any."""
+
     @property
     def recovers(self) -> bool:
         """Whether a run whose target is lost, or whose job stalls, goes on, on a new one

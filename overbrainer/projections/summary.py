@@ -109,12 +109,12 @@ def summary_lines(state: RunLog, checkpoints_bytes: int | None = None) -> list[s
 
 
 def recovery_lines(state: RunLog) -> list[str]:
-    """Each recovery of the run on a new pod: why its pod was lost, the new pod, the step
-    it resumed from and the training done again."""
+    """Each recovery of the run on a new pod: why (its pod gone, stopped or without GPUs,
+    its job stalled), the new pod, the step it resumed from and the training done again."""
     lines = []
     for r in state.run.recoveries:
         head = f"  recovery   {r['attempt']}/{state.run.max_recoveries}: "
-        lost = f"pod {r['lost_pod'] or '(none)'} lost ({r['reason']})"
+        lost = str(r["reason"])
         if r["pod_id"] is None:
             lines.append(f"{head}{lost}; starting a new pod")
             continue

@@ -165,12 +165,9 @@ def _jumped(e: ev.ClockJumped, s: RunLog | None) -> str:
 
 
 def _recovering(e: ev.Recovering, s: RunLog | None) -> str:
-    pod = f"pod {e.pod_id}" if e.pod_id else "its pod"
-    seen = f" (last seen at step {e.last_step})" if e.last_step is not None else ""
-    return (
-        f"{pod} lost before the job ended ({e.reason}){seen}: recovery "
-        f"{e.attempt}/{e.max_recoveries} on a new pod"
-    )
+    # The reason names what was lost: a pod gone, stopped or without GPUs, a job stalled.
+    seen = f" (the job last seen at step {e.last_step})" if e.last_step is not None else ""
+    return f"recovery {e.attempt}/{e.max_recoveries} on a new pod: {e.reason}{seen}"
 
 
 def _recovered(e: ev.Recovered, s: RunLog | None) -> str:

@@ -171,6 +171,9 @@ class Pod:
     started_at: datetime | None
     ssh_direct: SshEndpoint | None
     ssh_problem: str | None = None
+    # The GPUs a running pod's runtime lists (None: not shown). A pod restarted on a host
+    # whose GPUs another tenant took runs with none.
+    gpus_running: int | None = None
 
     def ssh_endpoint(self) -> SshEndpoint | None:
         """The validated direct SSH endpoint, or None while Runpod shows none.
@@ -180,6 +183,11 @@ class Pod:
         if self.ssh_problem is not None:
             raise UnsafeSshEndpoint(f"pod {self.id}: {self.ssh_problem}")
         return self.ssh_direct
+
+    @property
+    def without_gpus(self) -> bool:
+        """Whether the pod runs with none of the GPUs it was created with."""
+        return self.status is PodStatus.RUNNING and bool(self.gpu_count) and self.gpus_running == 0
 
     @property
     def billing(self) -> bool:
@@ -210,6 +218,8 @@ def parse_pod(data: object) -> Pod:
         if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
             gpu_count = count
     direct, problem = _ssh_direct(data.get("ssh"))
+    runtime = data.get("runtime")
+    gpus = runtime.get("gpus") if isinstance(runtime, dict) else None
     return Pod(
         id=pod_id,
         name=_text(data.get("name"), 200) or "",
@@ -224,6 +234,7 @@ def parse_pod(data: object) -> Pod:
         started_at=_time(data.get("startedAt")),
         ssh_direct=direct,
         ssh_problem=problem,
+        gpus_running=len(gpus) if isinstance(gpus, list) else None,
     )
 
 

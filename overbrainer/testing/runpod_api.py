@@ -205,6 +205,7 @@ class FakePod:
     boot_provisioning: float
     boot_starting: float
     halted: str | None = None  # "EXITED" or "ERROR" while held there
+    gpus_lost: bool = False  # restarted with no GPU: RUNNING, its runtime lists none
     vanish_at: float | None = None
     error_at: float | None = None
     ssh: SshDirect | None = None
@@ -456,6 +457,15 @@ class FakeRunpod:
     ) -> None:
         """The next created pod vanishes (404) or ends in ERROR this long after creation."""
         self._next_fates.append((vanish_after, error_after))
+
+    async def lose_gpus(self, pod_id: str) -> None:
+        """The pod's host restarts it with no GPU (another tenant took them while it was
+        down): whatever ran in it ends, it boots again and shows RUNNING, its runtime
+        listing no GPU — as Runpod's zero-GPU pods do."""
+        pod = self.pods[pod_id]
+        await self._stopped(pod)
+        pod.gpus_lost = True
+        self._boot_again(pod, trio.current_time())
 
     def vanish(self, pod_id: str) -> None:
         """Make a pod disappear now, without a delete (it reads 404 from now on)."""
@@ -853,12 +863,16 @@ class FakeRunpod:
         else:  # start or restart: boot again, skipping provisioning (same machine)
             if action == "restart":
                 await self._stopped(pod)
-            pod.halted = None
-            pod.bill_from(now)
-            pod.boot_at = now
-            pod.boot_provisioning = 0.0
-            pod.boot_starting = self.starting_seconds
+            self._boot_again(pod, now)
         return _json(200, self._render(pod, now))
+
+    def _boot_again(self, pod: FakePod, now: float) -> None:
+        """Boot a stopped (or restarting) pod on the same machine: no provisioning."""
+        pod.halted = None
+        pod.bill_from(now)
+        pod.boot_at = now
+        pod.boot_provisioning = 0.0
+        pod.boot_starting = self.starting_seconds
 
     # --- a pod's log ---
 
@@ -1100,6 +1114,9 @@ class FakeRunpod:
         if phase == "RUNNING":
             ssh = self._direct(pod)
             runtime = {"uptime": int(now - pod.running_since()), "ports": []}
+            # One utilization entry per GPU the running pod has (none once they are lost).
+            gpus = 0 if pod.gpus_lost else pod.gpu_count
+            runtime["gpus"] = [{"util": 0, "memoryUtil": 0} for _ in range(gpus)]
             if "22/tcp" in ports:
                 runtime["ports"].append(
                     {"private": 22, "public": ssh.port, "type": "tcp", "ip": ssh.host}

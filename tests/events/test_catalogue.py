@@ -583,14 +583,12 @@ def _check_everything(
     code, out, _ = _cli(capsys, project, "runs", "show", RUN_F, "--no-plot")
     assert code == 0
     assert (
-        "  recovery   1/3: pod f1 lost (pod f1 no longer exists); on pod f2 from step 4, "
-        "2 steps of training lost"
+        "  recovery   1/3: pod f1 no longer exists; on pod f2 from step 4, 2 steps of training lost"
     ) in out.splitlines()
     code, out, _ = _cli(capsys, project, "events", RUN_F)
     assert code == 0
     assert (
-        "pod f1 lost before the job ended (pod f1 no longer exists) (last seen at step 6): "
-        "recovery 1/3 on a new pod"
+        "recovery 1/3 on a new pod: pod f1 no longer exists (the job last seen at step 6)"
     ) in _sentences(out)
     assert "recovery 1: the job runs on pod f2, resumed from step 4; 2 steps done again" in (
         _sentences(out)

@@ -18,7 +18,7 @@ HEAD: list[ev.Event] = [
 def test_a_recovery_under_way_says_it_starts_a_new_pod() -> None:
     state = fold((e, AT) for e in HEAD)
     assert recovery_lines(state) == [
-        "  recovery   1/3: pod p1 lost (pod p1 no longer exists); starting a new pod"
+        "  recovery   1/3: pod p1 no longer exists; starting a new pod"
     ]
 
 
@@ -31,6 +31,6 @@ def test_a_recovery_done_names_its_pod_its_step_and_the_training_lost() -> None:
     ]
     state = fold((e, AT) for e in [*HEAD, *tail])
     assert recovery_lines(state) == [
-        "  recovery   1/3: pod p1 lost (pod p1 no longer exists); on pod p2 from the start, "
+        "  recovery   1/3: pod p1 no longer exists; on pod p2 from the start, "
         "1 step of training lost"
     ]

@@ -693,6 +693,25 @@ def test_a_pod_is_parsed_tolerantly() -> None:
     assert parse_pod(raw_pod(cost=float("nan"), status=None)).status is PodStatus.UNKNOWN
 
 
+@pytest.mark.parametrize(
+    ("fields", "running", "without"),
+    [
+        ({}, None, False),  # no runtime shown: nothing known
+        ({"runtime": {"uptime": 5, "gpus": [{"util": 90}]}}, 1, False),
+        ({"runtime": {"uptime": 5, "gpus": []}}, 0, True),  # restarted with no GPU
+        ({"runtime": {"uptime": 5}}, None, False),
+        ({"runtime": {"gpus": "many"}}, None, False),
+        ({"runtime": {"gpus": []}, "status": "EXITED"}, 0, False),  # not running: stopped
+        ({"runtime": {"gpus": []}, "gpu": None}, 0, False),  # a CPU pod has none to lose
+    ],
+)
+def test_a_running_pod_whose_runtime_lists_no_gpu_is_without_its_gpus(
+    fields: dict[str, Any], running: int | None, without: bool
+) -> None:
+    pod = parse_pod(raw_pod(**fields))
+    assert pod.gpus_running == running and pod.without_gpus is without
+
+
 def test_account_provided_text_is_one_printable_line() -> None:
     pod = parse_pod(raw_pod(name="evil\n\x1b[2Jname\u202e", status="RUNNING\nX"))
     assert pod.name == "evil [2Jname" and pod.status is PodStatus.UNKNOWN

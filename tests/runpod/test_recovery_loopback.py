@@ -10,6 +10,7 @@ import json
 import signal
 import subprocess
 from pathlib import Path
+from typing import Literal
 
 import trio
 
@@ -38,11 +39,12 @@ def _pod_id(w: World, run_id: str) -> str | None:
 
 
 async def _train_losing_pods(
-    w: World, losses: int, *, stop: bool = False
+    w: World, losses: int, *, how: Literal["vanish", "stop", "gpus"] = "vanish"
 ) -> subprocess.CompletedProcess[str]:
     """``train``, its pod vanishing (everything in it ending) ``losses`` times, each once a
-    checkpoint more than at the last loss came home on the pod then running; ``stop``:
-    stopped through the API instead (EXITED, the job gone with it)."""
+    checkpoint more than at the last loss came home on the pod then running; ``how``:
+    ``stop``: stopped through the API instead (EXITED, the job gone with it); ``gpus``:
+    restarted by its host with no GPU (RUNNING, the job gone with the restart)."""
     lost: list[str] = []
 
     async def lose_pods() -> None:
@@ -54,9 +56,11 @@ async def _train_losing_pods(
                 if pod_id and pod_id not in lost and home and max(home) > newest:
                     newest = max(home)
                     lost.append(pod_id)
-                    if stop:
+                    if how == "stop":
                         async with RunpodClient(CANARY_KEY, w.base_url) as client:
                             await client.pod_action(pod_id, "stop")
+                    elif how == "gpus":
+                        await w.fake.lose_gpus(pod_id)
                     else:
                         w.fake.vanish(pod_id)
                         await w.pods.on_deleted(w.fake.pod(pod_id))
@@ -185,7 +189,7 @@ async def test_a_pod_stopped_under_its_job_is_deleted_and_the_run_recovered(
     tmp_path: Path,
 ) -> None:
     async with world(tmp_path, steps=150, step_seconds=0.02, knobs=SAVING) as w:
-        done = await _train_losing_pods(w, 1, stop=True)
+        done = await _train_losing_pods(w, 1, how="stop")
         assert done.returncode == 0, done.stderr
         (run_id,) = w.runs()
         run = w.run_json(run_id)
@@ -320,3 +324,24 @@ async def test_a_stalled_job_is_ended_and_its_run_recovered_from_the_newest_chec
             if json.loads(line)["event"] == "log"
         ]
         assert steps[0] == 21 and steps[-1] == 60, steps[:3]
+
+
+async def test_a_pod_restarted_with_no_gpu_is_deleted_and_the_run_recovered(
+    tmp_path: Path,
+) -> None:
+    async with world(tmp_path, steps=150, step_seconds=0.02, knobs=SAVING) as w:
+        done = await _train_losing_pods(w, 1, how="gpus")
+        assert done.returncode == 0, done.stderr
+        (run_id,) = w.runs()
+        run = w.run_json(run_id)
+        assert run["state"] == "succeeded", run
+        (recovery,) = run["recoveries"]  # type: ignore[misc]
+        first = recovery["lost_pod"]
+        assert recovery["reason"] == (
+            f"pod {first} restarted with no GPU (it was created with 1): its job ended with "
+            "the restart and cannot train there"
+        )
+        assert recovery["resumed_step"] > 0
+        # The GPU-less pod (which bills) was deleted before the new one was created.
+        assert w.fake.status(first) == "TERMINATED" and w.fake.live_pods() == []
+        assert _one_pod_at_a_time(await w.events(run_id))

@@ -29,10 +29,9 @@ from overbrainer.events.aggregate import PodView, RunLog
 from overbrainer.projections.summary import resume_clause
 from overbrainer.runpod import clocks, cost_cap, messages
 from overbrainer.runpod.decide import uptime_and_spend
-from overbrainer.runpod.models import PodStatus
 from overbrainer.targets.runpod.delete import delete_pod
 from overbrainer.targets.runpod.pods import PodContext, confirm_gone, note_clock
-from overbrainer.targets.runpod.reach import record_gone, record_lost
+from overbrainer.targets.runpod.reach import lost_reason, record_gone, record_lost
 from overbrainer.train.metrics import MetricsSummary, summary_line
 from overbrainer.utc import parse_utc
 
@@ -313,9 +312,9 @@ async def lost(
             "'no such pod' again and again and no longer lists it), and its job went with "
             "it; start again with `overbrainer train`" + (resume or "")
         )
-    stopped = await _stopped_status(ctx, pod_id) if recovers else None
+    stopped = await lost_status(ctx, pod_id) if recovers else None
     if stopped is not None:
-        return f"pod {pod_id} is {stopped} (stopped) without the job's end"
+        return stopped
     await _detach(ctx, run_id)
     raise OverbrainerError(
         f"{lost}; pod {pod_id}{messages.rate(pod)} is still there: delete it with "
@@ -323,16 +322,14 @@ async def lost(
     )
 
 
-async def _stopped_status(ctx: PodContext, pod_id: str) -> str | None:
-    """Runpod's status of a pod it shows stopped (EXITED, ERROR): its job cannot run on
-    it. None for any other status, or when the read fails (nothing is known)."""
+async def lost_status(ctx: PodContext, pod_id: str) -> str | None:
+    """Why the pod Runpod shows can no longer run its job (stopped; restarted with no GPU:
+    ``reach.lost_reason``), or None: any other state, or the read failed (nothing known)."""
     try:
         remote = await ctx.client.get_pod(pod_id)
     except OverbrainerError:
         return None
-    if remote is None or remote.status not in (PodStatus.EXITED, PodStatus.ERROR):
-        return None
-    return remote.raw_status or remote.status.value
+    return None if remote is None else lost_reason(remote)
 
 
 async def _detach(ctx: PodContext, run_id: str) -> None:

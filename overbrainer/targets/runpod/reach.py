@@ -27,12 +27,12 @@ from overbrainer.runpod import messages
 from overbrainer.runpod.cost_cap import bound_passed
 from overbrainer.runpod.decide import connect_again_within, uptime_and_spend
 from overbrainer.runpod.keys import client_key_path, write_ssh_config
-from overbrainer.runpod.models import PodStatus, UnsafeSshEndpoint
+from overbrainer.runpod.models import Pod, PodStatus, UnsafeSshEndpoint
 from overbrainer.targets.runpod.delete import forget_key_if_done
 from overbrainer.targets.runpod.podrm import duration_text
 from overbrainer.targets.runpod.pods import PodAccess, PodContext, confirm_gone, note_clock
 
-__all__ = ["Reached", "connect", "reach", "record_gone", "record_lost"]
+__all__ = ["Reached", "connect", "lost_reason", "reach", "record_gone", "record_lost"]
 
 
 @dataclass(frozen=True)
@@ -81,10 +81,11 @@ async def reach(ctx: PodContext, state: RunLog, *, recovers: bool = False) -> Re
         await record_gone(ctx, run_id, pod_id)
         return None
     status = remote.raw_status or remote.status.value
+    lost = lost_reason(remote)
+    if recovers and lost is not None and state.run.state == RunState.running:
+        # Deleted by the recovery before anything else (it may bill while stopped).
+        raise TargetLost(lost)
     if remote.status in (PodStatus.EXITED, PodStatus.ERROR):
-        if recovers and state.run.state == RunState.running:
-            # Deleted by the recovery before anything else (it may bill while stopped).
-            raise TargetLost(f"pod {pod_id} is {status} (stopped) without the job's end")
         raise OverbrainerError(messages.stopped(pod, run_id, status))
     try:
         endpoint = remote.ssh_endpoint()
@@ -166,6 +167,20 @@ async def connect(
             f"`overbrainer train attach {run_id}` again, or delete the pod with "
             f"`overbrainer pod rm {run_id}`"
         ) from error
+
+
+def lost_reason(remote: Pod) -> str | None:
+    """Why a pod Runpod still shows can no longer run its job — stopped (EXITED, ERROR),
+    or restarted with none of its GPUs — or None."""
+    if remote.status in (PodStatus.EXITED, PodStatus.ERROR):
+        status = remote.raw_status or remote.status.value
+        return f"pod {remote.id} is {status} (stopped) without the job's end"
+    if remote.without_gpus:
+        return (
+            f"pod {remote.id} restarted with no GPU (it was created with {remote.gpu_count}): "
+            "its job ended with the restart and cannot train there"
+        )
+    return None
 
 
 async def record_lost(ctx: PodContext, state: RunLog) -> str | None:

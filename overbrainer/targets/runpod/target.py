@@ -582,6 +582,15 @@ class PodTarget:
         """Whether the target recovers runs: ``max_recoveries`` > 0."""
         return self.spec.max_recoveries > 0
 
+    async def job_vanished(self, state: RunLog) -> Recover | None:
+        """A job gone without an exit code on a pod Runpod shows stopped or restarted with
+        no GPU (``following.lost_status``) is recovered, when the target recovers runs."""
+        pod_id = state.pod.pod_id
+        if not self.recovers or pod_id is None:
+            return None
+        why = await following.lost_status(self.ctx, pod_id)
+        return None if why is None else Recover(why)
+
     @contextlib.asynccontextmanager
     async def recover(
         self, run_id: str, recover: Recover
