@@ -55,8 +55,8 @@ async def test_a_run_that_could_pass_the_budget_is_a_problem_and_creates_nothing
     assert _budget_line(checked.stdout).split()[0] == "PROBLEM"
     refusal = (
         "project.monthly_budget_usd $0.30; this run may cost up to $1.60 (4 pods: its first "
-        "and one per recovery, max_recoveries), which would pass it: lower targets.gpu.max_cost_usd to 0.3 (what is left) or raise "
-        "project.monthly_budget_usd"
+        "and one per recovery, max_recoveries), which would pass it: lower "
+        "targets.gpu.max_cost_usd to 0.3 (what is left) or raise project.monthly_budget_usd"
     )
     assert refusal in checked.stdout + checked.stderr
     assert trained.returncode != 0
