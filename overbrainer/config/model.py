@@ -590,6 +590,10 @@ class RunpodTarget(BaseModel):
     # How many times a run whose pod is lost before its job ended is recovered on a new pod
     # (0: never; the run fails as the pod goes).
     max_recoveries: Annotated[int, Field(ge=0, le=100)] = 3
+    # How long a pod Runpod shows running may not answer SSH before its run is recovered
+    # on a new pod (with max_recoveries > 0): the job may be fine, but nothing can reach
+    # it, bring its checkpoints home or end it.
+    unreachable_minutes: Annotated[float, Field(gt=0, le=1440, allow_inf_nan=False)] = 10.0
     # Declared before ``image`` so that the image's validator sees it.
     allow_unpinned_image: bool = False
     image: str = RUNPOD_DEFAULT_IMAGE

@@ -52,6 +52,7 @@ from overbrainer.lifecycle.target import (
     Command,
     NotEnded,
     Recover,
+    Resume,
     Stop,
     StoppedBeforeJob,
     Target,
@@ -229,6 +230,11 @@ async def _follow(
         return await report_ended_meanwhile(session, watched.state)
     if isinstance(watched, Recover):
         return await _recover(session, target, run_id, watched)
+    if isinstance(watched, Resume):
+        # It answers again (perhaps at a new endpoint): reached afresh, followed on.
+        state = await session.journal.state(run_id)
+        async with target.reach(state) as executor:
+            return await _follow(session, target, target.job(run_id, executor, state), state)
     if watched is Stop.detached:
         raise await _detach(session, target, job)
     if watched is Stop.past_deadline:
@@ -287,7 +293,7 @@ async def _detach(session: Session, target: Target, job: Job) -> Interrupted:
 
 async def _watch(
     session: Session, target: Target, job: Job, state: RunLog, *, stop_within: float = math.inf
-) -> Followed | Stop | Stall | Recover | EndedMeanwhile:
+) -> Followed | Stop | Stall | Recover | Resume | EndedMeanwhile:
     """``service.watch`` raced against signals, against the target's deadline, against
     ``stop_within`` (a job asked to save and stop) and against a stall (no metrics line
     for ``[training] stall_minutes``; not watched for a job asked to stop, which

@@ -55,6 +55,12 @@ class Recover:
     why: str
 
 
+@dataclass(frozen=True)
+class Resume:
+    """Following lost the target for a while, and it answers again: the job is followed
+    again, the target reached afresh (its endpoint may have changed)."""
+
+
 class StoppedBeforeJob(Interrupted):
     """A signal stopped the run before its job started; the message says what is left.
     ``stage`` is where, for ``run.Interrupted`` (None: the target recorded it already)."""
@@ -167,10 +173,11 @@ class Target(Protocol):
     def job(self, run_id: str, executor: Executor, state: RunLog) -> Job:
         """The run's job on the target, reached through ``executor``."""
 
-    async def lost(self, job: Job, state: RunLog, lost: FollowLost) -> "Stop | Recover":
+    async def lost(self, job: Job, state: RunLog, lost: FollowLost) -> "Stop | Recover | Resume":
         """Following gave up reaching the target: :attr:`Stop.detached` when a signal came
         meanwhile; :class:`Recover` when the target was lost and the run goes on, on a new
-        one; otherwise raises, saying what became of the run and its target."""
+        one; :class:`Resume` when it answers again; otherwise raises, saying what became of
+        the run and its target."""
 
     def detached(self, state: RunLog, job: Job) -> str:
         """The message of a command that stopped following while the job runs on."""

@@ -474,6 +474,14 @@ class FakePods:
         self.fake.set_ssh_endpoint(pod_id, "127.0.0.1", new.port, self.user)
         await trio.to_thread.run_sync(self._asyncio.run, _stop_ssh_server(old))
 
+    async def block_ssh(self, pod_id: str) -> None:
+        """The pod's SSH server stops answering (its jobs keep running, Runpod still shows
+        it RUNNING at the same endpoint): a pod nothing can reach."""
+        boot = self.current(pod_id)
+        if boot.ssh is not None:
+            await trio.to_thread.run_sync(self._asyncio.run, _stop_ssh_server(boot.ssh))
+            boot.ssh = None
+
     # --- internals ---
 
     def _stop_soon(self, pod_id: str) -> None:

@@ -39,12 +39,13 @@ def _pod_id(w: World, run_id: str) -> str | None:
 
 
 async def _train_losing_pods(
-    w: World, losses: int, *, how: Literal["vanish", "stop", "gpus"] = "vanish"
+    w: World, losses: int, *, how: Literal["vanish", "stop", "gpus", "ssh"] = "vanish"
 ) -> subprocess.CompletedProcess[str]:
     """``train``, its pod vanishing (everything in it ending) ``losses`` times, each once a
     checkpoint more than at the last loss came home on the pod then running; ``how``:
     ``stop``: stopped through the API instead (EXITED, the job gone with it); ``gpus``:
-    restarted by its host with no GPU (RUNNING, the job gone with the restart)."""
+    restarted by its host with no GPU (RUNNING, the job gone with the restart); ``ssh``:
+    its SSH server stops answering (RUNNING, the job going on)."""
     lost: list[str] = []
 
     async def lose_pods() -> None:
@@ -61,6 +62,8 @@ async def _train_losing_pods(
                             await client.pod_action(pod_id, "stop")
                     elif how == "gpus":
                         await w.fake.lose_gpus(pod_id)
+                    elif how == "ssh":
+                        await w.pods.block_ssh(pod_id)
                     else:
                         w.fake.vanish(pod_id)
                         await w.pods.on_deleted(w.fake.pod(pod_id))
@@ -345,3 +348,54 @@ async def test_a_pod_restarted_with_no_gpu_is_deleted_and_the_run_recovered(
         # The GPU-less pod (which bills) was deleted before the new one was created.
         assert w.fake.status(first) == "TERMINATED" and w.fake.live_pods() == []
         assert _one_pod_at_a_time(await w.events(run_id))
+
+
+async def test_a_pod_that_stops_answering_ssh_is_recovered_after_unreachable_minutes(
+    tmp_path: Path,
+) -> None:
+    async with world(tmp_path, steps=400, step_seconds=0.02, knobs=SAVING) as w:
+        w.env["OVERBRAINER_TARGETS__GPU__UNREACHABLE_MINUTES"] = "0.05"  # 3 s
+        done = await _train_losing_pods(w, 1, how="ssh")
+        assert done.returncode == 0, done.stderr
+        (run_id,) = w.runs()
+        run = w.run_json(run_id)
+        assert run["state"] == "succeeded", run
+        (recovery,) = run["recoveries"]  # type: ignore[misc]
+        first = recovery["lost_pod"]
+        assert recovery["reason"] == (
+            f"pod {first} did not answer SSH for 0.05 min (unreachable_minutes of target gpu)"
+        )
+        assert f"pod {first} of run {run_id} does not answer SSH; looking at it again" in (
+            done.stderr
+        )
+        # The unreachable pod (running, billing) was deleted before the new one was made.
+        assert w.fake.status(first) == "TERMINATED" and w.fake.live_pods() == []
+        assert _one_pod_at_a_time(await w.events(run_id))
+
+
+async def test_a_pod_whose_ssh_moves_while_followed_is_followed_on_with_no_recovery(
+    tmp_path: Path,
+) -> None:
+    async with world(tmp_path, steps=250, step_seconds=0.02, knobs=SAVING) as w:
+        moved: list[str] = []
+
+        async def move() -> None:
+            while not moved:
+                for run_id in w.runs()[-1:]:
+                    pod_id = _pod_id(w, run_id)
+                    if pod_id and _home(w, run_id):
+                        await w.pods.move_ssh_server(pod_id)
+                        moved.append(pod_id)
+                await trio.sleep(0.05)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(move)
+            done = await w.run("train", timeout=240)
+            nursery.cancel_scope.cancel()
+        assert done.returncode == 0, done.stderr
+        (run_id,) = w.runs()
+        run = w.run_json(run_id)
+        assert run["state"] == "succeeded" and run["recoveries"] == [], run
+        assert f"pod {moved[0]} of run {run_id} answers SSH again: following on" in done.stderr
+        assert len(w.fake.pods) == 1 and w.fake.live_pods() == []
+        assert (await w.events(run_id)).count("pod.EndpointSeen") == 2

@@ -26,12 +26,14 @@ from overbrainer.errors import OverbrainerError
 from overbrainer.events import decisions
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import PodView, RunLog
+from overbrainer.exec.base import ExecError
+from overbrainer.lifecycle.target import Recover, Resume, TargetLost
 from overbrainer.projections.summary import resume_clause
 from overbrainer.runpod import clocks, cost_cap, messages
 from overbrainer.runpod.decide import uptime_and_spend
 from overbrainer.targets.runpod.delete import delete_pod
 from overbrainer.targets.runpod.pods import PodContext, confirm_gone, note_clock
-from overbrainer.targets.runpod.reach import lost_reason, record_gone, record_lost
+from overbrainer.targets.runpod.reach import lost_reason, reach, record_gone, record_lost
 from overbrainer.train.metrics import MetricsSummary, summary_line
 from overbrainer.utc import parse_utc
 
@@ -261,16 +263,19 @@ async def lost(
     *,
     default_hours: float,
     recovers: bool = False,
-) -> str | None:
+    unreachable_minutes: float = 0.0,
+) -> Recover | Resume | None:
     """Following lost the pod (``lost`` says how): the run fails only if the pod is
     confirmed gone; otherwise following stops and the error says the pod is still there.
     Returns None when a signal stopped the check (following then stops as for any signal).
 
     ``recovers``: the target recovers a run whose pod is lost (``max_recoveries``). A pod
     confirmed gone with no bound of its watchdog passed (recorded gone, with its spend, the
-    run not failed), or one Runpod shows stopped (EXITED, ERROR) under the job, is then
-    lost: the reason is returned, for the caller to recover the run. A pod its watchdog
-    deleted at a bound fails the run as before: a new pod would meet the same bound.
+    run not failed), or one Runpod shows stopped (EXITED, ERROR) or without its GPUs under
+    the job, is then lost: :class:`Recover`, for the caller to recover the run. A pod its
+    watchdog deleted at a bound fails the run as before: a new pod would meet the same
+    bound. A pod still running is looked at again for ``unreachable_minutes``: one that
+    answers SSH again is followed again (:class:`Resume`); one that does not is lost.
     """
     session = ctx.session
     pod = state.pod
@@ -287,7 +292,7 @@ async def lost(
     if checked is None:
         return None
     if checked.value and recovers and (why := await record_lost(ctx, state)) is not None:
-        return why
+        return Recover(why)
     if checked.value:
         state = await record_gone(ctx, run_id, pod_id)
         resume = resume_clause(state)
@@ -314,11 +319,64 @@ async def lost(
         )
     stopped = await lost_status(ctx, pod_id) if recovers else None
     if stopped is not None:
-        return stopped
+        return Recover(stopped)
+    if recovers:
+        return await _until_answering(ctx, state, unreachable_minutes)
     await _detach(ctx, run_id)
     raise OverbrainerError(
         f"{lost}; pod {pod_id}{messages.rate(pod)} is still there: delete it with "
         f"`overbrainer pod rm {run_id}`"
+    )
+
+
+async def _until_answering(
+    ctx: PodContext, state: RunLog, minutes: float
+) -> Recover | Resume | None:
+    """Look at a pod Runpod shows but SSH does not reach, every poll, for ``minutes``: one
+    that answers SSH again (at the endpoint Runpod shows now) is :class:`Resume`; one gone,
+    stopped or without its GPUs meanwhile, or still not answering at the end, is
+    :class:`Recover`; None when a signal came first."""
+    session = ctx.session
+    run_id = state.run.run_id
+    pod_id = state.pod.pod_id
+    assert pod_id is not None and ctx.connect is not None
+    session.front.warn(
+        f"pod {pod_id} of run {run_id} does not answer SSH; looking at it again for up to "
+        f"{minutes:g} min (unreachable_minutes of target {state.run.target}), then "
+        "recovering the run on a new pod"
+    )
+    until = trio.current_time() + minutes * 60
+    while trio.current_time() < until:
+        if await session.interrupts.race(partial(trio.sleep, ctx.timing.poll)) is None:
+            return None
+        why = await lost_status(ctx, pod_id)
+        if why is not None:
+            return Recover(why)
+        state = await session.journal.state(run_id)
+        try:
+            reached = await reach(ctx, state, recovers=True)
+            if reached is None:
+                # Gone past a bound of its watchdog, or ended by another command: recorded.
+                state = await session.journal.state(run_id)
+                raise OverbrainerError(
+                    f"run {run_id} {state.run.state}: pod {pod_id} is gone; see "
+                    f"`overbrainer events {run_id}`"
+                )
+            async with ctx.connect(reached.access):
+                pass
+        except TargetLost as gone:
+            return Recover(gone.why)
+        except ExecError:
+            continue
+        except OverbrainerError:
+            if state.final:
+                raise
+            continue
+        session.front.info(f"pod {pod_id} of run {run_id} answers SSH again: following on")
+        return Resume()
+    return Recover(
+        f"pod {pod_id} did not answer SSH for {minutes:g} min (unreachable_minutes of "
+        f"target {state.run.target})"
     )
 
 

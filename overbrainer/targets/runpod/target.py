@@ -39,6 +39,7 @@ from overbrainer.lifecycle.target import (
     Launch,
     NotEnded,
     Recover,
+    Resume,
     Stop,
     StoppedBeforeJob,
     TargetGone,
@@ -564,18 +565,21 @@ class PodTarget:
             raise OverbrainerError(f"run {run_id}: {'; '.join(problems)}")
         return code
 
-    async def lost(self, job: Job, state: RunLog, lost: FollowLost) -> Stop | Recover:
-        """The run is recovered on a new pod when its pod is lost (gone, or stopped under
-        the job) and the target recovers runs; it fails only if the pod is confirmed gone."""
-        why = await following.lost(
+    async def lost(self, job: Job, state: RunLog, lost: FollowLost) -> Stop | Recover | Resume:
+        """The run is recovered on a new pod when its pod is lost (gone, stopped or without
+        its GPUs under the job, or not answering SSH for ``unreachable_minutes``) and the
+        target recovers runs, followed again when it answers; it fails only if the pod is
+        confirmed gone."""
+        found = await following.lost(
             self.ctx,
             job.run_id,
             state,
             lost,
             default_hours=self.spec.max_hours,
             recovers=self.recovers,
+            unreachable_minutes=self.spec.unreachable_minutes,
         )
-        return Stop.detached if why is None else Recover(why)
+        return Stop.detached if found is None else found
 
     @property
     def recovers(self) -> bool:
