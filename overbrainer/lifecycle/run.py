@@ -132,6 +132,9 @@ async def train(
         message = f"could not prepare runs/{run_id}: {error.strerror or error}"
         await _fail_before_job(session, run_id, message)
         raise OverbrainerError(f"run {run_id} failed: {message}") from error
+    # Once the job started, what goes wrong is the follower's to say (a recovery's new pod
+    # failing to start included): the handlers below are for a job that never started.
+    started = False
     try:
         async with target.open(run_id) as executor:
             await target.before_start(run_id)
@@ -152,24 +155,29 @@ async def train(
                 if target.billed is not None:
                     await target.billed.not_started(run_id)
                 raise
+            started = True
             if target.billed is not None:
                 state = await target.billed.started(run_id, state)
             if detach:
                 return await _leave(session, job, state)
             return await _follow(session, target, job, state)
     except StoppedBeforeJob as stop:
-        await _fail_before_job(
-            session, run_id, "interrupted before the job started", stage=stop.stage
-        )
+        if not started:
+            await _fail_before_job(
+                session, run_id, "interrupted before the job started", stage=stop.stage
+            )
         raise
     except CancelledBeforeJob as cancelled:
+        if started:
+            raise
         # Asked from another terminal (or checkout) through the log.
         await _fail_before_job(session, run_id, cancelled.reason, outcome=RunState.cancelled)
         state = await session.journal.state(run_id)
         session.front.result(summary_line(run_id, state.run.state, None, None))
         raise OverbrainerError(str(cancelled)) from None
     except OverbrainerError as error:
-        await _fail_before_job(session, run_id, f"could not start: {error}")
+        if not started:
+            await _fail_before_job(session, run_id, f"could not start: {error}")
         raise
 
 

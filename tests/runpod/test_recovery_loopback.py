@@ -399,3 +399,49 @@ async def test_a_pod_whose_ssh_moves_while_followed_is_followed_on_with_no_recov
         assert f"pod {moved[0]} of run {run_id} answers SSH again: following on" in done.stderr
         assert len(w.fake.pods) == 1 and w.fake.live_pods() == []
         assert (await w.events(run_id)).count("pod.EndpointSeen") == 2
+
+
+async def test_a_ctrl_c_while_a_recovery_makes_its_pod_leaves_it_for_train_attach(
+    tmp_path: Path,
+) -> None:
+    async with world(tmp_path, steps=150, step_seconds=0.04, knobs=SAVING) as w:
+        lost: list[str] = []
+
+        async def lose_then_interrupt(process: trio.Process) -> None:
+            while not lost:
+                for run_id in w.runs()[-1:]:
+                    pod_id = _pod_id(w, run_id)
+                    if pod_id and _home(w, run_id):
+                        # The new pod takes seconds to boot: the Ctrl-C comes while it does.
+                        w.fake.provisioning_seconds = 3.0
+                        w.fake.vanish(pod_id)
+                        await w.pods.on_deleted(w.fake.pod(pod_id))
+                        lost.append(pod_id)
+                await trio.sleep(0.02)
+            run_id = w.runs()[-1]
+            while str(w.pod_json(run_id).get("pod_id")) == lost[0]:
+                await trio.sleep(0.02)
+            process.send_signal(signal.SIGINT)
+
+        process = await w.start("train", output=False)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lose_then_interrupt, process)
+            with trio.fail_after(120):
+                await process.wait()
+        assert process.returncode == 130
+        (run_id,) = w.runs()
+        run = w.run_json(run_id)
+        (recovery,) = run["recoveries"]  # type: ignore[misc]
+        assert recovery["pod_id"] is None and run["state"] == "preparing", run
+        assert w.fake.live_pods() == []  # the half-made pod went with the Ctrl-C
+        w.fake.provisioning_seconds = 0.2
+        done = await w.run("train", "attach", run_id, timeout=120)
+        assert done.returncode == 0, done.stderr
+        run = w.run_json(run_id)
+        assert run["state"] == "succeeded", run
+        (recovery,) = run["recoveries"]  # type: ignore[misc]
+        assert recovery["attempt"] == 1 and recovery["pod_id"] is not None
+        names = await w.events(run_id)
+        assert names.count("run.Recovering") == names.count("run.Recovered") == 1
+        assert _one_pod_at_a_time(names)
+        assert len(w.fake.pods) == 3 and w.fake.live_pods() == []

@@ -187,6 +187,13 @@ async def recovered_pod(
         if following:
             # The job runs on the new pod: what follows it says what became of the run.
             raise
+        if isinstance(error, Interrupted):
+            # A signal while the new pod was made: provisioning ended what it held, and the
+            # recovery is left unfinished for `train attach` or `supervise` to go on with.
+            raise Interrupted(
+                f"{error}; run {run_id} is left in recovery {verdict.attempt}: `overbrainer "
+                f"train attach {run_id}` (or `overbrainer supervise`) goes on with it"
+            ) from error
         outcome = RunState.failed
         if isinstance(error, ProvisionCancelled):
             # `train cancel` asked through the log while the new pod was being started.
@@ -199,8 +206,6 @@ async def recovered_pod(
             )
         except StoreError as trouble:
             session.front.warn(f"{trouble} (while recording that run {run_id} ended)")
-        if isinstance(error, Interrupted):
-            raise  # a signal stays one (its exit code); provisioning said what is left
         raise OverbrainerError(f"run {run_id} {outcome}: {message}") from error
 
 
