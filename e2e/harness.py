@@ -329,12 +329,14 @@ class RunpodWorld(World):
     def __init__(self, built: Built, base: Path) -> None:
         super().__init__(built, base)
         self.workspace = base / "pods"
+        # A file named after a pod put here makes the server lose that pod (see vanish).
+        self._vanish_dir = base / "vanish"
         self._server: subprocess.Popen[bytes] | None = None
         self.url = ""
         self.key = ""
 
     def __enter__(self) -> RunpodWorld:
-        self.base.mkdir(parents=True, exist_ok=True)
+        self._vanish_dir.mkdir(parents=True, exist_ok=True)
         out = self.base / "server.out"
         with out.open("wb") as sink, (self.base / "server.err").open("wb") as errors:
             self._server = subprocess.Popen(
@@ -349,6 +351,8 @@ class RunpodWorld(World):
                     "0.5",
                     "--starting-seconds",
                     "0.5",
+                    "--vanish-dir",
+                    str(self._vanish_dir),
                 ],
                 cwd=ROOT,
                 env=base_env(),
@@ -378,6 +382,16 @@ class RunpodWorld(World):
             except subprocess.TimeoutExpired:
                 self._server.kill()
                 self._server.wait()
+
+    def vanish(self, pod_id: str, timeout: float = 30.0) -> None:
+        """Make the fake Runpod lose ``pod_id``, as Runpod may: the API reads 404 for it
+        and everything in it ends. Returns once the server has done it."""
+        request = self._vanish_dir / pod_id
+        request.touch()
+        deadline = time.monotonic() + timeout
+        while request.exists():
+            assert time.monotonic() < deadline, f"the fake Runpod did not lose pod {pod_id}"
+            time.sleep(0.05)
 
     def target_toml(self, case_dir: Path, case: Case) -> str:
         cpu = "".join(f"{key} = false\n" for key in CPU_KEYS)

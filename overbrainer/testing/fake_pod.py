@@ -596,6 +596,20 @@ async def fake_pods(
 # --- command line: the fake API with living pods, for the demo --------------------------
 
 
+async def _vanish_on_request(fake: Any, pods: FakePods, requests: Path) -> None:
+    """Make a pod vanish once a file named after it appears in ``requests``, as Runpod
+    losing it would: the API reads 404 for it, and everything in it ends. The file goes
+    once that is done (an unknown pod's too). The hook of a test driving this process."""
+    requests.mkdir(parents=True, exist_ok=True)
+    while True:
+        for request in sorted(requests.iterdir()):
+            if request.name in fake.pods:
+                fake.vanish(request.name)
+                await pods.on_deleted(fake.pod(request.name))
+            request.unlink()
+        await trio.sleep(0.05)
+
+
 async def _serve_until_signalled(args: Any) -> None:
     import tempfile
 
@@ -610,8 +624,11 @@ async def _serve_until_signalled(args: Any) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with (
             serve_loopback(fake, args.host, args.port) as url,
-            fake_pods(fake, url, workspace, overrides=overrides),
+            fake_pods(fake, url, workspace, overrides=overrides) as pods,
+            trio.open_nursery() as nursery,
         ):
+            if args.vanish_dir:
+                nursery.start_soon(_vanish_on_request, fake, pods, Path(args.vanish_dir))
             if args.print_url:
                 print(url, flush=True)
                 print(key, flush=True)
@@ -622,6 +639,7 @@ async def _serve_until_signalled(args: Any) -> None:
                     flush=True,
                 )
             async for _ in signals:
+                nursery.cancel_scope.cancel()
                 return
 
 
@@ -644,6 +662,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=[],
         metavar="NAME=VALUE",
         help="override a pod environment variable (e.g. OVERBRAINER_INTERVAL=5)",
+    )
+    parser.add_argument(
+        "--vanish-dir",
+        default=None,
+        metavar="DIR",
+        help="a file named after a pod, put in DIR, makes that pod vanish (its processes end)",
     )
     args = parser.parse_args(argv)
     for item in args.env:
