@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -307,8 +308,11 @@ async def test_a_stalled_job_is_ended_and_its_run_recovered_from_the_newest_chec
         run = w.run_json(run_id)
         assert run["state"] == "succeeded", run
         (recovery,) = run["recoveries"]  # type: ignore[misc]
-        assert str(recovery["reason"]).startswith(
-            "its job stalled: it wrote no metrics line for 1 second after its last one (at step 25)"
+        # Seconds: the bound (1.8 s) and up to a look more.
+        assert re.fullmatch(
+            r"its job stalled: it wrote no metrics line for [1-4] seconds? after its last "
+            r"one \(at step 25\)",
+            str(recovery["reason"]),
         ), recovery
         assert recovery["resumed_step"] == 20 and recovery["last_step"] == 25, recovery
         assert "asking it to save a checkpoint and stop, then ending it within" in done.stderr

@@ -624,10 +624,12 @@ async def test_ctrl_c_while_attach_waits_for_a_pod_to_answer_ssh_says_how_to_go_
         assert t.rig.state(run_id).run.state == "running"
 
 
-async def test_attach_and_cancel_of_a_run_whose_pod_is_gone(
+async def test_attach_and_cancel_of_a_run_whose_pod_is_gone_when_its_target_recovers_none(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with training(tmp_path) as t:
+        # max_recoveries = 0 (one that recovers: tests/runpod/test_recovery_loopback.py).
+        t.spec = t.spec.model_copy(update={"max_recoveries": 0})
         run_id = await t.detached_run(JobScript(steps=30))
         pod_id = t.pod_id(run_id)
         t.rig.fake.vanish(pod_id)
@@ -660,10 +662,12 @@ async def test_attach_and_cancel_of_a_run_whose_pod_is_gone(
         assert "run.CancelRequested" not in _names(t, second)
 
 
-async def test_attach_to_a_stopped_pod_points_to_pod_rm(
+async def test_attach_to_a_stopped_pod_points_to_pod_rm_when_its_target_recovers_none(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with training(tmp_path) as t:
+        # max_recoveries = 0 (one that recovers: tests/runpod/test_recovery_loopback.py).
+        t.spec = t.spec.model_copy(update={"max_recoveries": 0})
         run_id = await t.detached_run(JobScript(steps=30))
         pod_id = t.pod_id(run_id)
         await t.rig.context.client.pod_action(pod_id, "stop")
