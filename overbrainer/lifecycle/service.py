@@ -202,7 +202,7 @@ async def watch(
     offset = 0
     failures = 0
     # What this follower sees is kept beside run.json for `runs ls` and `runs show`.
-    live = LiveFiles(session.run_dir(job.run_id), mirror=not job.in_place)
+    live = await _live_files(session, job)
     while True:
         # Polls start every ``poll`` seconds: the time the target takes to answer is part
         # of the period, not added to it (a line written just after a read waits one
@@ -245,6 +245,33 @@ async def watch(
         if state.status is JobStatus.running and await take_relayed_cancel(session, job):
             continue  # the job is stopping: the next look sees it cancelled
         await trio.sleep_until(tick + poll)
+
+
+async def _live_files(session: Session, job: Job) -> LiveFiles:
+    """Where the follower keeps what it sees: a job not on this machine has its lines
+    mirrored in the mirror of its attempt (a recovery's job, on a new pod, in one of its
+    own, so the lines of the lost pods' jobs stay)."""
+    run_dir = session.run_dir(job.run_id)
+    if job.in_place:
+        return LiveFiles(run_dir, mirror=False)
+    from overbrainer.events.errors import StoreError
+
+    try:
+        state = await session.journal.state(job.run_id)
+    except StoreError:
+        # Which attempt this is cannot be told: no mirror (it could overwrite another
+        # attempt's lines); the retrieved metrics come home at the end all the same.
+        return LiveFiles(run_dir, mirror=False)
+    recoveries = state.run.recoveries
+    if not recoveries:
+        return LiveFiles(run_dir, mirror=True)
+    resumed = recoveries[-1].get("resumed_step")
+    return LiveFiles(
+        run_dir,
+        mirror=True,
+        recovery=len(recoveries),
+        resumed=resumed if isinstance(resumed, int) else None,
+    )
 
 
 async def _ended_meanwhile(session: Session, run_id: str) -> RunLog | None:

@@ -7,10 +7,18 @@ show a run in progress without the network:
 - ``runs/<id>/progress.json``: the fold of the metrics so far and when it was seen
   (rewritten atomically when it changes);
 - ``runs/<id>/metrics.seen.jsonl``: the metrics lines seen, for a job that is not on this
-  machine (a job here writes ``runs/<id>/metrics.jsonl`` itself).
+  machine (a job here writes ``runs/<id>/metrics.jsonl`` itself);
+- ``runs/<id>/metrics.seen.recovery-N.jsonl``: the same for the job of recovery N (a lost
+  pod's replacement), its first line saying the step the job resumed from.
 
-Both are caches: nothing is recorded in the log per step, a file that cannot be written
-costs only the view, and the retrieved ``metrics.jsonl`` supersedes them.
+Where the metrics of a recovered run's attempts are kept: here, each attempt's mirror in a
+file of its own, never rewritten by a later attempt, nor by the retrieval of the results
+(which brings home the last attempt's ``metrics.jsonl`` only: the lost pods' files went
+with them). :func:`curve_events` joins them into one series.
+
+These are caches: nothing is recorded in the log per step, a file that cannot be written
+costs only the view, and the retrieved ``metrics.jsonl`` supersedes the last attempt's
+mirror (the earlier attempts' mirrors are all that is left of their lines).
 
 The rest is pure: where a run stands (:class:`Standing`) from a summary, its time and the
 time now.
@@ -27,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.states import RunState
+from overbrainer.projections.attempts import Attempt, join_attempts, resumed_line
 from overbrainer.projections.files import write_json_atomic
 from overbrainer.train.metrics import MetricsEvent, MetricsSummary, parse_metrics_lines
 from overbrainer.utc import parse_utc
@@ -36,6 +45,8 @@ if TYPE_CHECKING:
 
 PROGRESS_FILE = "progress.json"
 SEEN_FILE = "metrics.seen.jsonl"
+RECOVERY_SEEN = "metrics.seen.recovery-{}.jsonl"
+"""The mirror of recovery N's job (N from 1)."""
 METRICS_FILE = "metrics.jsonl"
 TAIL_BYTES = 256 * 1024
 """How much of the end of a metrics file ``runs ls`` reads for a job on this machine."""
@@ -46,16 +57,27 @@ STALE_SECONDS = 300.0
 # --- what a follower writes ------------------------------------------------------------
 
 
+def seen_file(recovery: int) -> str:
+    """The name of the mirror of the job of ``recovery`` (0: the run's first job)."""
+    return RECOVERY_SEEN.format(recovery) if recovery else SEEN_FILE
+
+
 class LiveFiles:
     """What the follower of one run's job keeps beside its ``run.json``.
 
-    ``mirror``: the job is not on this machine, so the metrics lines seen are copied here.
-    Every write is best effort (a full or read-only disk costs only these caches).
+    ``mirror``: the job is not on this machine, so the metrics lines seen are copied here,
+    into the mirror of its attempt: ``recovery`` (0: the run's first job), whose job
+    resumed from step ``resumed``. Every write is best effort (a full or read-only disk
+    costs only these caches).
     """
 
-    def __init__(self, run_dir: Path, *, mirror: bool) -> None:
+    def __init__(
+        self, run_dir: Path, *, mirror: bool, recovery: int = 0, resumed: int | None = None
+    ) -> None:
         self.run_dir = run_dir
         self.mirror = mirror
+        self.recovery = recovery
+        self.resumed = resumed
         self._started = False
         self._last: MetricsSummary | None = None
 
@@ -66,8 +88,11 @@ class LiveFiles:
             if self.mirror and (events or not self._started):
                 # A follower reads the file from its start: the copy starts afresh too.
                 mode = "a" if self._started else "w"
-                with (self.run_dir / SEEN_FILE).open(mode, encoding="utf-8") as out:
-                    out.writelines(event.to_line() for event in events)
+                head = []
+                if not self._started and self.recovery and self.resumed is not None:
+                    head = [resumed_line(self.resumed)]
+                with (self.run_dir / seen_file(self.recovery)).open(mode, encoding="utf-8") as out:
+                    out.writelines(event.to_line() for event in [*head, *events])
             self._started = True
             if summary != self._last and summary.lines:
                 write_json_atomic(
@@ -227,18 +252,53 @@ def standing(state: RunLog, run_dir: Path) -> Standing | None:
     return None
 
 
+def _events_in(path: Path) -> list[MetricsEvent] | None:
+    """The metrics lines of a file (None: it cannot be read)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    events, _, _ = parse_metrics_lines(data, final=True)
+    return events
+
+
+def _recoveries_seen(run_dir: Path) -> list[int]:
+    """The recoveries whose job's lines a follower here mirrored, in order."""
+    prefix, suffix = RECOVERY_SEEN.split("{}")
+    found = []
+    with contextlib.suppress(OSError):
+        for path in run_dir.glob(RECOVERY_SEEN.format("*")):
+            number = path.name.removeprefix(prefix).removesuffix(suffix)
+            if number.isdigit() and int(number) > 0:
+                found.append(int(number))
+    return sorted(found)
+
+
+def attempts_seen(run_dir: Path) -> list[Attempt]:
+    """The metrics lines of each attempt of a run known here, in order: what the commands
+    following its jobs mirrored, the last attempt's as retrieved (or written here) when its
+    ``metrics.jsonl`` is home."""
+    attempts = []
+    for name in [SEEN_FILE, *(seen_file(n) for n in _recoveries_seen(run_dir))]:
+        events = _events_in(run_dir / name)
+        if events is not None:
+            attempts.append(Attempt.of(events))
+    final = _events_in(run_dir / METRICS_FILE)
+    if final:
+        last = attempts[-1] if attempts else None
+        if last is not None and last.events and last.events[0] == final[0]:
+            # The same job's file, complete: it stands for its mirror (and its resume step).
+            attempts[-1] = Attempt(final, last.resumed)
+        else:
+            # A job no follower here mirrored (a later attempt followed from elsewhere).
+            attempts.append(Attempt(final))
+    return attempts
+
+
 def curve_events(run_dir: Path) -> list[MetricsEvent]:
-    """Every metrics line of a run known here: its retrieved (or local) ``metrics.jsonl``,
-    else what the command following it saw."""
-    for name in (METRICS_FILE, SEEN_FILE):
-        try:
-            data = (run_dir / name).read_bytes()
-        except OSError:
-            continue
-        events, _, _ = parse_metrics_lines(data, final=True)
-        if events:
-            return events
-    return []
+    """Every metrics line of a run known here, as one series across its attempts (a
+    recovered run's lost pods: see :mod:`overbrainer.projections.attempts`)."""
+    return join_attempts(attempts_seen(run_dir))
 
 
 def standing_text(standing: Standing, now: datetime, *, eta: bool = True) -> str:

@@ -15,8 +15,11 @@ from typing import Literal
 
 import trio
 
+from overbrainer.projections.curves import curves_of
+from overbrainer.projections.live import curve_events
 from overbrainer.runpod.client import RunpodClient
 from overbrainer.testing.fake_executor import CANARY_KEY
+from overbrainer.train.metrics import MetricsEvent, parse_metrics_lines
 from tests.runpod.test_train_loopback import World, world
 
 SAVING = "FAKE_AXOLOTL_SAVE_EVERY=10 FAKE_AXOLOTL_CHECKPOINT_KB=16"
@@ -449,3 +452,49 @@ async def test_a_ctrl_c_while_a_recovery_makes_its_pod_leaves_it_for_train_attac
         assert names.count("run.Recovering") == names.count("run.Recovered") == 1
         assert _one_pod_at_a_time(names)
         assert len(w.fake.pods) == 3 and w.fake.live_pods() == []
+
+
+async def test_the_curve_of_a_run_recovered_three_times_has_every_step_once_across_its_pods(
+    tmp_path: Path,
+) -> None:
+    async with world(tmp_path, steps=300, step_seconds=0.02, knobs=SAVING) as w:
+        done = await _train_losing_pods(w, 3)
+        assert done.returncode == 0, done.stderr
+        (run_id,) = w.runs()
+        run = w.run_json(run_id)
+        assert run["state"] == "succeeded", run
+        recoveries = run["recoveries"]
+        assert isinstance(recoveries, list) and len(recoveries) == 3
+        resumed = [r["resumed_step"] for r in recoveries]
+        run_dir = w.project / "runs" / run_id
+        # What the follower saw of each pod's job is kept apart, the retrieval clobbering none.
+        assert sorted(p.name for p in run_dir.glob("metrics.seen*")) == [
+            "metrics.seen.jsonl",
+            *(f"metrics.seen.recovery-{n}.jsonl" for n in (1, 2, 3)),
+        ]
+        # The results brought home only the last pod's lines: from its resumed step on.
+        retrieved = curves_of(curve_events_of_file(run_dir / "metrics.jsonl"))
+        assert retrieved.loss[0][0] == resumed[-1] + 1, (retrieved.loss[:2], resumed)
+        # The run's curve has the earlier pods' lines too, each step once, in order.
+        curve = curves_of(curve_events(run_dir))
+        assert [int(step) for step, _ in curve.loss] == list(range(1, 301))
+        # The first pod's losses, as its own file has them, up to where the next resumed.
+        first = w.pod_run_dir(recoveries[0]["lost_pod"], run_id) / "metrics.jsonl"
+        lost_pod = dict(curves_of(curve_events_of_file(first)).loss)
+        assert dict(curve.loss[: resumed[0]]) == {
+            step: loss for step, loss in lost_pod.items() if step <= resumed[0]
+        }
+        # Each step's loss is the one the trainer logged at it (whichever pod it ran on).
+        assert all(loss == round(2.5 / (1 + 0.5 * step), 4) for step, loss in curve.loss)
+        # `runs show` draws it (a table of its values off a terminal) from the first pod's
+        # step 1 to the last pod's last step.
+        shown = await w.run("runs", "show", run_id)
+        assert shown.returncode == 0, shown.stderr
+        rows = [line.split()[:2] for line in shown.stdout.splitlines()]
+        assert ["1", "1.667"] in rows and ["300", "0.01660"] in rows, shown.stdout[-2000:]
+
+
+def curve_events_of_file(path: Path) -> list[MetricsEvent]:
+    """The metrics lines of one file."""
+    events, _, _ = parse_metrics_lines(path.read_bytes(), final=True)
+    return events
