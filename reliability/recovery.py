@@ -52,12 +52,14 @@ FETCHING = ".overbrainer-checkpoint-"  # checkpoints_home.FETCHING_PREFIX: one o
 # and its capacity taken away must not starve the others.
 SCARCE = "NVIDIA RTX Recovery"
 
-Phase = str  # "job", "checkpoint", "fetching", "end-save"
+Phase = str  # "job", "checkpoint", "fetching", "end-save", "ended", "retrieval"
 PHASES: dict[Phase, str] = {
     "job": "before the first checkpoint came home",
     "checkpoint": "after a checkpoint came home",
     "fetching": "while a checkpoint is being fetched",
     "end-save": "while its job saves its end",
+    "ended": "once its job ended (its end not seen yet)",
+    "retrieval": "while its results are being retrieved",
 }
 
 
@@ -196,6 +198,20 @@ def _scenarios(full: bool) -> list[Scenario]:
             knobs={"FAKE_AXOLOTL_END_SAVE_SECONDS": "1.5"},
         ),
         Scenario(
+            "vanish-ended",
+            "the pod vanishes " + PHASES["ended"],
+            (Loss("ended"),),
+            outcome="either",
+        ),
+        Scenario(
+            "vanish-retrieval",
+            "the pod vanishes " + PHASES["retrieval"] + ", then train attach",
+            (Loss("retrieval"),),
+            # Bigger results: their retrieval takes long enough to be caught in.
+            knobs={"FAKE_AXOLOTL_OUTPUT_MB": "16"},
+            outcome="either",
+        ),
+        Scenario(
             "no-recoveries",
             "max_recoveries 0: the run fails as its pod goes, no new pod",
             (Loss("checkpoint"),),
@@ -307,6 +323,12 @@ def _at_phase(
         except OSError:
             return False
         return '"saving_' in metrics
+    if phase == "ended":
+        return _job_file(world, pod_id, run_id, "exit_code").exists()
+    if phase == "retrieval":
+        # exec/transfer.py's STAGING_DIR at the top of the run's directory: the results'
+        # download (a checkpoint's is in its own folder on its way).
+        return (project.path / "runs" / run_id / ".overbrainer-download").exists()
     raise ValueError(phase)
 
 
@@ -353,10 +375,12 @@ class Driven:
 
 
 def _current(project: Project, run_id: str, lost: list[str]) -> str | None:
-    """The run's pod running its job, if it is one not lost yet."""
+    """The run's pod that ran its job (running it, or its results awaited), if it is one
+    not lost yet."""
     pod = _pod_json(project, run_id)
     pod_id = pod.get("pod_id")
-    if pod.get("status") == "job_running" and pod_id and pod_id not in lost:
+    ran = pod.get("status") in ("job_running", "awaiting_retrieval")
+    if ran and pod_id and pod_id not in lost:
         return str(pod_id)
     return None
 
@@ -478,9 +502,10 @@ def _run_case(world: Any, project: Project, scenario: Scenario) -> list[str]:
         return [*found, f"expected one run, found {runs}: {first.said()[-700:]}"]
     (run_id,) = runs
     found += _first_command(scenario, first, driven)
-    if driven.interrupted:
-        # What the interrupted recovery left: every pod known and bounded, the run saying
-        # where it is. Then `train attach` finishes it.
+    if driven.interrupted or scenario.outcome == "either":
+        # What the interrupted recovery left (or the loss the product decides about):
+        # every pod known and bounded, the run saying where it is. Then `train attach`
+        # finishes it.
         found += world._guarded(project)
         found += _said_where(project, run_id, first)
         state, _ = log_state(project, run_id)
@@ -529,14 +554,14 @@ def _lost_while_detached(world: Any, project: Project, scenario: Scenario, drive
 
 
 def _allowed(scenario: Scenario) -> dict[str, set[int]]:
-    code = 0 if scenario.outcome == "succeeded" else 1
+    codes = {"succeeded": {0}, "failed": {1}}.get(scenario.outcome, {0, 1})
     train = {
         "kill": {-9},
         "sigint": {0, 1, 130},
         "sigint2": {0, 1, 130},
-    }.get(scenario.interrupt, {code})
+    }.get(scenario.interrupt, codes)
     if scenario.attach_finds_loss:
-        return {"train": {130}, "train attach": {code}, "pod rm": {0, 1}, "runs show": {0}}
+        return {"train": {130}, "train attach": codes, "pod rm": {0, 1}, "runs show": {0}}
     return {"train": train, "train attach": {0}, "pod rm": {0, 1}, "runs show": {0}}
 
 
@@ -562,7 +587,7 @@ def _said_where(project: Project, run_id: str, done: Done) -> list[str]:
         return []
     state, _ = log_state(project, run_id)
     told = ("overbrainer train attach", "train --resume-from", "nothing is left to do")
-    if state.final and state.run.message:
+    if state.final and (state.run.message or state.run.state == "succeeded"):
         return []
     if any(words in done.err for words in told):
         return []
