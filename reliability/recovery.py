@@ -135,7 +135,7 @@ def _scenarios(full: bool) -> list[Scenario]:
             "the job hangs (a stall) and is recovered",
             knobs={"FAKE_AXOLOTL_HANG_AFTER": "25", "FAKE_AXOLOTL_HANG_ONCE": "1"},
             env={
-                "OVERBRAINER_TRAINING__STALL_MINUTES": "0.03",
+                "OVERBRAINER_TRAINING__STALL_MINUTES": "0.05",  # 3 s: no false stall under load
                 "OVERBRAINER_TRAINING__FIRST_STEP_MINUTES": "0.5",
                 "OVERBRAINER_TRAINING__STOP_TIMEOUT_MINUTES": "0.02",
             },
