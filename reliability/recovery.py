@@ -7,10 +7,16 @@ job — before the first checkpoint came home, after one did, while a checkpoint
 fetched, while the job saves its end; it is stopped (EXITED) under the job; the job hangs
 and is recovered as stalled; the recovery's new pod finds no capacity for a while;
 ``train`` is SIGKILLed during a recovery and ``train attach`` finishes it; a SIGINT comes
-during a recovery's provisioning (what happens is the product's to say; here: no pod bills
-that the run does not name, and ``train attach`` finishes the run); ``max_recoveries`` is
-used up. ``--full`` adds more of each: losses on every phase in a row, a recovery killed
-at each of its steps, two Ctrl-C, a lost pod found by ``train attach``.
+during a recovery's provisioning; ``max_recoveries`` is used up. ``--full`` adds: stopped
+before the first checkpoint and while the job saves its end; lost once the job ended (its
+end not seen yet) and while its results are retrieved; three losses in a row;
+``max_recoveries`` 0; a recovery SIGKILLed as soon as it is recorded begun and with its new
+pod ready; two SIGINTs; a lost pod found by ``train attach``.
+
+Where the product chooses (a Ctrl-C during a recovery, a pod lost around its job's end),
+what the run came to is noted (printed with the summary) rather than asserted, and held
+only to this: no pod bills that the run does not name, the command says how to go on, and
+``train attach`` finishes the run — or, ended failed, the run names its resume.
 
 Invariants, beside the Runpod target's (see ``pods.py``): the run ends as its case says
 (succeeded when the recoveries suffice, failed naming why when not) with the recoveries
