@@ -1,4 +1,4 @@
-"""``python -m reliability``: run the eight campaigns and print one summary table.
+"""``python -m reliability``: run the nine campaigns and print one summary table.
 
     python -m reliability [--jobs N] [--full] [--only CAMPAIGN ...] [--targets local,ssh,runpod]
                           [--match TEXT ...] [--markdown FILE] [--verbose]
@@ -16,6 +16,9 @@
 7. paths     — the targets' worlds again from a project at a non-ASCII, quoted, spaced path;
 8. bad-input — property-based: configuration, env values, run IDs, metrics lines, training
                JSONL, hand-edited caches, hostile Runpod answers.
+9. recovery  — a Runpod run's pod lost (vanished or stopped) at each phase of its job, its
+               job stalled, its recovery short of capacity, killed or Ctrl-C'd, its
+               recoveries used up: the run goes on, on a new pod, or fails saying why.
 
 The checkpoints are derived by running each command once with the recorder of
 ``overbrainer/front/fault_injection.py``: code that adds an await or an append adds cases.
@@ -51,6 +54,7 @@ from reliability.core import (
     table,
 )
 from reliability.invariants import CommandLineWatch
+from reliability.recovery import OBSERVED
 from reliability.world import snapshot_sources, stop_live
 
 
@@ -154,6 +158,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         for name in RERUN[:20]:
             print(f"  {name}")
+    if OBSERVED:
+        print("\nWhat each interrupted recovery came to (noted, not asserted):")
+        for line in OBSERVED:
+            print(f"  {line}")
     if args.markdown is not None:
         args.markdown.write_text(table(rows, markdown=True) + "\n")
     if not args.keep:

@@ -15,7 +15,17 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
-CAMPAIGNS = ("ctrl-c", "signals", "outputs", "crash", "faults", "clocks", "paths", "bad-input")
+CAMPAIGNS = (
+    "ctrl-c",
+    "signals",
+    "outputs",
+    "crash",
+    "faults",
+    "clocks",
+    "paths",
+    "bad-input",
+    "recovery",
+)
 
 UNREACHED: list[str] = []
 """Cases whose command did not pass their checkpoint this time (a path that depends on

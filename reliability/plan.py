@@ -312,6 +312,11 @@ def cases(campaign: str, worlds: Worlds, *, full: bool) -> list[Case]:
         from reliability import bad_input
 
         out += bad_input.cases(scale=4.0 if full else 1.0)
+    elif campaign == "recovery":
+        from reliability import recovery
+
+        if "runpod" in worlds.targets:
+            out += recovery.cases(worlds.runpod(), full=full)
     return out
 
 

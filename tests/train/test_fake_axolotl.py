@@ -312,6 +312,32 @@ def test_hang_knob_stops_the_lines_after_its_step_and_keeps_running(
     assert process.wait(timeout=5) == 143
 
 
+def test_end_save_knob_holds_the_result_back_after_the_saving_phase(
+    started: tuple[Path, list[subprocess.Popen[bytes]]],
+) -> None:
+    run_dir, processes = started
+    process = subprocess.Popen(
+        [str(FAKE), "train", "axolotl.yaml"],
+        cwd=run_dir,
+        env=_env(FAKE_AXOLOTL_STEPS="3", FAKE_AXOLOTL_END_SAVE_SECONDS="0.8"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    processes.append(process)
+    metrics = run_dir / "metrics.jsonl"
+    deadline = time.monotonic() + 10
+    while not metrics.exists() or b'"saving_' not in metrics.read_bytes():
+        assert time.monotonic() < deadline, "the stand-in never began saving its end"
+        time.sleep(0.01)
+    # Saving its end: the job runs on, its result not written yet.
+    time.sleep(0.3)
+    assert process.poll() is None
+    assert not (run_dir / "output" / "adapter_model.safetensors").exists()
+    assert process.wait(timeout=10) == 0
+    assert (run_dir / "output" / "adapter_model.safetensors").is_file()
+
+
 def test_grandchild_dies_with_the_group(
     started: tuple[Path, list[subprocess.Popen[bytes]]],
 ) -> None:
