@@ -7,13 +7,15 @@ that the test waits for before it signals:
 
 - ``READY <phase>``: the phase has begun, with the SIGINT receiver open;
 - ``NOTED <n>``: the controller has noted ``n`` Ctrl-C;
-- what happened: ``SHIELD DONE``, ``RACE STOPPED``, ``RACE DONE``, ``LATER SKIPPED``, ...
+- what happened: ``SHIELD DONE``, ``RACE STOPPED``, ``RACE DONE``, ``LATER SKIPPED``, ...;
+- ``MAIN RETURNED`` (scenario ``late``): the command ended; the process exits 2 s later.
 
 Every scenario ends with ``interrupts.check(...)``, so an interrupted probe exits through
 ``StopRequested`` (an ``Interrupted``, exit code 130) the way a command does.
 """
 
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -21,7 +23,7 @@ import trio
 
 from overbrainer.cli.app import app
 from overbrainer.cli.main import main
-from overbrainer.front.interrupts import Interrupts, open_interrupts
+from overbrainer.front.interrupts import Interrupts, exit_after_command, open_interrupts
 
 # Bounds on how long shielded probe work waits for the test's signals: ample for a slow
 # machine, short enough to keep a failing test quick.
@@ -109,6 +111,7 @@ _SCENARIOS: dict[str, Callable[[Interrupts, Path], Awaitable[None]]] = {
     "shield": _shield,
     "race": _race,
     "nested": _nested,
+    "late": _race,  # then a second signal once main() returned
 }
 
 
@@ -128,4 +131,10 @@ if __name__ == "__main__":
     if app.backend is None:
         # Until main() runs async commands on trio itself.
         app.backend = "trio"
-    sys.exit(main(["probe", *sys.argv[1:]]))
+    exit_after_command()  # as overbrainer's own entry point does
+    code = main(["probe", *sys.argv[1:]])
+    if sys.argv[1] == "late":
+        # The command is done: a signal now must not change how the process exits.
+        _say("MAIN RETURNED")
+        time.sleep(_AFTER_SIGNALS * 4)
+    sys.exit(code)

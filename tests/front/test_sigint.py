@@ -233,3 +233,17 @@ def test_a_signal_sent_twice_at_once_as_timeout_does_counts_once(probes: Start) 
     assert len([line for line in lines if line.startswith("still writing the probe's marker")]) == 1
     assert "already stopping" not in stderr
     assert code == 130
+
+
+def test_a_second_sigint_after_the_interrupted_command_ended_keeps_its_exit_code(
+    probes: Start,
+) -> None:
+    probe = probes("late")
+    probe.expect("READY race")
+    probe.sigint()
+    probe.expect("MAIN RETURNED")
+    probe.again()  # the command's work is over; the process has yet to exit
+    code, stderr = probe.finish()
+    assert code == 130, stderr
+    assert stderr.splitlines()[-1] == "error: interrupted by Ctrl-C before the probe's next step"
+    assert "KeyboardInterrupt" not in stderr and "Traceback" not in stderr
