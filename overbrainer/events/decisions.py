@@ -265,14 +265,25 @@ def _fail_without_results(state: RunLog, message: str, why: str) -> Events:
     return events
 
 
-def pod_gone(state: RunLog, pod_id: str, bound: str | None = None) -> Events:
-    """The run's pod was found gone (``found_gone``; by its watchdog, for ``bound``, when
-    the bound it keeps — ``deadline`` or ``cost_cap`` — had passed); a run still going fails
-    with it, its job gone too."""
+def pod_gone(
+    state: RunLog,
+    pod_id: str,
+    bound: str | None = None,
+    *,
+    uptime_seconds: float | None = None,
+    spend: float | None = None,
+) -> Events:
+    """The run's pod was found gone (``found_gone``, with what it cost until it was found
+    so, when known; by its watchdog, for ``bound``, when the bound it keeps — ``deadline``
+    or ``cost_cap`` — had passed); a run still going fails with it, its job gone too."""
     events: Events = []
     if not state.pod.deleted(pod_id):
         if bound is None:
-            events.append(ev.PodDeleted(pod_id=pod_id, by="found_gone"))
+            events.append(
+                ev.PodDeleted(
+                    pod_id=pod_id, by="found_gone", uptime_seconds=uptime_seconds, spend=spend
+                )
+            )
         else:
             events.append(ev.PodDeleted(pod_id=pod_id, by="watchdog", reason=bound))
     if state.run.state in (RunState.preparing, RunState.running):

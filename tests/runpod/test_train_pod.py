@@ -322,6 +322,9 @@ async def test_a_pod_that_looks_gone_once_is_not_gone(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with training(tmp_path) as t:
+        # A target that recovers none: following stops, saying the pod is still there (one
+        # that recovers looks again for unreachable_minutes: test_recovery_loopback.py).
+        t.spec = t.spec.model_copy(update={"max_recoveries": 0})
         t.network.script = JobScript(steps=60, step_seconds=60.0)
 
         async def network_blip() -> None:
@@ -643,6 +646,10 @@ async def test_attach_and_cancel_of_a_run_whose_pod_is_gone_when_its_target_reco
         assert t.out().strip().splitlines()[-1] == f"train: run {run_id} failed"
         state = t.rig.state(run_id)
         assert state.run.state == "failed" and state.pod.deleted_by == "found_gone"
+        # Counted until it was found gone: what it cost is in the run's spend.
+        (deleted,) = t.rig.events(run_id, ev.PodDeleted)
+        assert deleted.uptime_seconds is not None and deleted.uptime_seconds > 0
+        assert deleted.spend is not None and deleted.spend > 0
         reads = t.request_times("GET", f"/pods/{pod_id}")
         assert len(reads) >= 4 and reads[-1] - reads[-3] >= 20  # confirmed, not guessed
 

@@ -207,9 +207,16 @@ async def record_gone(ctx: PodContext, run_id: str, pod_id: str) -> RunLog:
     now = ctx.server_now()
 
     def gone(state: RunLog) -> list[ev.Event]:
-        # The watchdog's bound that had passed, if one had, is why it went.
-        passed = bound_passed(state.pod, now) if state.pod.pod_id == pod_id else None
-        return decisions.pod_gone(state, pod_id, None if passed is None else passed.value)
+        pod = state.pod
+        if pod.pod_id != pod_id:
+            return decisions.pod_gone(state, pod_id)
+        # The watchdog's bound that had passed, if one had, is why it went; otherwise it is
+        # counted until it was found gone (an upper bound: when it went is not known).
+        passed = bound_passed(pod, now)
+        if passed is not None:
+            return decisions.pod_gone(state, pod_id, passed.value)
+        uptime, spend = uptime_and_spend(pod.created_at, now, pod.cost_per_hour)
+        return decisions.pod_gone(state, pod_id, uptime_seconds=uptime, spend=spend)
 
     async def work() -> RunLog:
         return await ctx.session.journal.append(run_id, gone)
