@@ -149,6 +149,8 @@ kind = "local"                        # this machine
 # max_recoveries = 3                  # >= 0: how often a run whose pod is lost before its
 #                                     # job ended goes on, on a new pod, from its newest
 #                                     # checkpoint home; 0: never
+# unreachable_minutes = 10            # a running pod that does not answer SSH this long
+#                                     # is lost (its run recovered on a new pod)
 
 # A pod on the cheapest GPU type in Runpod's catalog that has the memory it needs
 # (`overbrainer pod gpus` lists them, cheapest first).

@@ -6,6 +6,8 @@
   gone, a full disk) never aborts a command;
 - :mod:`overbrainer.front.interrupts`: Ctrl-C, SIGTERM and SIGHUP for a whole command, and
   ``shield``, ``race`` and ``stoppable``;
+- :mod:`overbrainer.front.exiting`: whether the process exits once its command ends (late
+  signals are then only counted);
 - :mod:`overbrainer.front.fault_injection`: every place a command can be interrupted, for the
   reliability campaigns to act at (inert unless ``OVERBRAINER_FAULT_PLAN`` is set).
 """

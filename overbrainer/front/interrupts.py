@@ -46,7 +46,7 @@ from typing import Any, Generic, TypeVar
 import trio
 
 from overbrainer.errors import Interrupted, OverbrainerError
-from overbrainer.front import fault_injection
+from overbrainer.front import exiting, fault_injection
 
 T = TypeVar("T")
 
@@ -380,18 +380,6 @@ def _tell_signal(error: BaseException, interrupts: Interrupts) -> None:
         error.by(interrupts.label, interrupts.exit_code)
 
 
-_exits_after_command = False
-
-
-def exit_after_command() -> None:
-    """This process exits once its command ends (``overbrainer``'s entry point): a stop
-    signal after a command that a signal ended is counted, never acted on — the command
-    exits by the first signal's code, its work already done, whenever the next one comes
-    (a second Ctrl-C while its last words are printed must not kill it by the signal)."""
-    global _exits_after_command
-    _exits_after_command = True
-
-
 def listened_signals() -> tuple[int, ...]:
     """The stop signals this process does not ignore (``nohup`` ignores SIGHUP, a shell's
     background job SIGINT: they stay ignored)."""
@@ -431,7 +419,7 @@ async def _listening(interrupts: Interrupts) -> AsyncIterator[None]:
             for _ in range(3):
                 await trio.lowlevel.checkpoint()
     finally:
-        if not (_exits_after_command and interrupts.interrupted):
+        if not (exiting.exits_after_command() and interrupts.interrupted):
             for signum, handler in previous.items():
                 # None: a handler not set from Python, which can only be the default.
                 signal.signal(signum, signal.SIG_DFL if handler is None else handler)

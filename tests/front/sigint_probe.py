@@ -23,7 +23,8 @@ import trio
 
 from overbrainer.cli.app import app
 from overbrainer.cli.main import main
-from overbrainer.front.interrupts import Interrupts, exit_after_command, open_interrupts
+from overbrainer.front.exiting import exit_after_command
+from overbrainer.front.interrupts import Interrupts, open_interrupts
 
 # Bounds on how long shielded probe work waits for the test's signals: ample for a slow
 # machine, short enough to keep a failing test quick.
