@@ -98,6 +98,7 @@ _SAFE_RE = re.compile(r"^[A-Za-z0-9_.@:/+=-]+$")
 _LABEL_RE = re.compile(r"^[A-Za-z0-9_.+-]+( [A-Za-z0-9_.+-]+)*$")
 _PINNED_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./:-]*@sha256:[0-9a-f]{64}$")
 _TOKEN_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+_VOLUME_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _HOST_RE = re.compile(
     r"^(?:(?P<user>[A-Za-z0-9_][A-Za-z0-9_.-]*)@)?"
     r"(?P<host>[A-Za-z0-9_][A-Za-z0-9_.-]*|\[[0-9A-Fa-f:.]+\])"
@@ -606,6 +607,11 @@ class RunpodTarget(BaseModel):
     save_before_deadline_minutes: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     data_center_ids: list[str] = []  # a plain default: see TrainingSettings.env
     network_volume_id: str | None = None
+    # A network volume of the project, by name: made by the first run that needs it (of
+    # volume_size_gb, in volume_data_center), mounted at /workspace by every run after.
+    volume: str | None = None
+    volume_size_gb: Annotated[int, Field(ge=10, le=4096)] = 50
+    volume_data_center: str | None = None
     # How long the walk waits for capacity when no candidate has any ("30m"); unset or
     # "0": the run fails at once. Kept as written (config show says what was written).
     wait_for_capacity: str | None = None
@@ -614,6 +620,20 @@ class RunpodTarget(BaseModel):
     def described(self) -> str:
         """The target's kind, as the preflight names it."""
         return self.kind
+
+    @property
+    def volume_center(self) -> str | None:
+        """The data center of ``volume`` (None without one): ``volume_data_center``, else
+        the one of ``data_center_ids``."""
+        if self.volume is None:
+            return None
+        return self.volume_data_center or self.data_center_ids[0]
+
+    @property
+    def pod_data_centers(self) -> list[str]:
+        """Where the pod may be created: only where its volume lives, when it has one."""
+        center = self.volume_center
+        return [center] if center is not None else list(self.data_center_ids)
 
     @property
     def capacity_wait_seconds(self) -> float:
@@ -674,6 +694,58 @@ class RunpodTarget(BaseModel):
                         f'written): set gpu_types = "auto" or remove {key}',
                     )
         return self
+
+    @model_validator(mode="after")
+    def _project_volume(self) -> "RunpodTarget":
+        if self.volume is None:
+            for key in ("volume_data_center", "volume_size_gb"):
+                if key in self.model_fields_set:
+                    raise _problem(
+                        f".{key}",
+                        f'applies only with a volume: set volume = "NAME" or remove {key}',
+                    )
+            return self
+        if self.network_volume_id is not None:
+            raise _problem(
+                ".volume",
+                "cannot be set together with network_volume_id (a pod mounts one network "
+                "volume): keep volume (the project's volume, by name) or network_volume_id "
+                "(an existing volume, by id), not both",
+            )
+        centers = self.data_center_ids
+        where = self.volume_data_center
+        if where is None and len(centers) != 1:
+            raise _problem(
+                ".volume_data_center",
+                f'is required with volume = "{self.volume}": a network volume lives in one '
+                'data center; set volume_data_center = "EU-RO-1" (or the one you want), or '
+                "data_center_ids to exactly one",
+            )
+        if where is not None and centers and where not in centers:
+            raise _problem(
+                ".volume_data_center",
+                f'("{where}") is not one of data_center_ids ({", ".join(centers)}): the pods '
+                "are created where the volume lives; add it to data_center_ids or change "
+                "volume_data_center",
+            )
+        return self
+
+    @field_validator("volume")
+    @classmethod
+    def _volume_name(cls, value: str | None) -> str | None:
+        if value is not None and not _VOLUME_NAME_RE.fullmatch(value):
+            raise ValueError(
+                f"({value!r}) is not a volume name: 1 to 64 letters, digits, '.', '_' or "
+                "'-', starting with a letter or digit (e.g. volume = \"cache\")"
+            )
+        return value
+
+    @field_validator("volume_data_center")
+    @classmethod
+    def _volume_center(cls, value: str | None) -> str | None:
+        if value is not None and not is_safe_value(value):
+            raise ValueError(f'is not a data center id (e.g. "EU-RO-1"): {SAFE_CHARS_RULE}')
+        return value
 
     @field_validator("data_center_ids")
     @classmethod

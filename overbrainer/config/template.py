@@ -160,6 +160,13 @@ kind = "local"                        # this machine
 # min_vram_gb = 40                    # required with "auto": memory per GPU, in GB
 # max_price_per_hour = 1.5            # default: any; the most per GPU-hour, in USD
 # max_hours = 4
+# volume = "cache"                    # default: none; the project's network volume, by
+#                                     # name: made by the first run (billed $0.07/GB a
+#                                     # month until deleted), mounted at /workspace by
+#                                     # every run; pods are created only where it lives
+# volume_data_center = "EU-RO-1"      # where it lives; needed unless data_center_ids has
+#                                     # exactly one entry (then that one)
+# volume_size_gb = 50                 # 10..4096: its size when a run makes it
 
 # What applies to every run of the project.
 # [project]

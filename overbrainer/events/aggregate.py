@@ -559,6 +559,11 @@ def _capacity_awaited(s: RunLog, e: ev.CapacityAwaited, at: str) -> None:
         raise InvalidTransition("capacity is awaited only before the job starts")
 
 
+def _volume_attached(s: RunLog, e: ev.VolumeAttached, at: str) -> None:
+    if s.run.state != RunState.preparing:
+        raise InvalidTransition("a network volume is attached only before the job starts")
+
+
 # Each event type's rule, set on the first event folded (whole, by one assignment).
 _HANDLERS: dict[type[ev.Event], Any] = {}
 
@@ -603,6 +608,7 @@ def _rules() -> dict[type[ev.Event], Any]:
         ev.StrayDropped: _stray_dropped,
         ev.CandidatesChosen: _candidates,
         ev.CapacityAwaited: _capacity_awaited,
+        ev.VolumeAttached: _volume_attached,
         ev.PodBilled: _billed,
     }
     return _HANDLERS

@@ -488,6 +488,20 @@ class CapacityAwaited(Event):
     data_centers: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+class VolumeAttached(Event):
+    """The target's network volume (``volume = "NAME"``) the run's pods mount at
+    ``/workspace``, found by its name or ``created`` for this run (appended before the
+    first create; the pods are created only in its ``data_center``)."""
+
+    name: ClassVar[str] = "pod.VolumeAttached"
+    volume_id: str
+    volume_name: str
+    data_center: str
+    created: bool
+    size_gb: int | None = None
+
+
 # ---- what Runpod billed ----------------------------------------------------------------
 
 
@@ -546,6 +560,7 @@ CATALOGUE: dict[str, type[Event]] = {
         StrayDropped,
         CandidatesChosen,
         CapacityAwaited,
+        VolumeAttached,
         PodBilled,
     )
 }

@@ -20,6 +20,7 @@ from overbrainer.projections.budget import Budget
 from overbrainer.projections.words import duration_text
 from overbrainer.runpod.candidates import NoCandidate, Wanted, choose, hours_text, price_text
 from overbrainer.runpod.models import GpuType
+from overbrainer.runpod.volumes import VOLUME_MOUNT, VOLUME_PRICE_PER_GB_MONTH, VolumeFound
 from overbrainer.train.data import DataReport
 from overbrainer.train.parallelism import Choice
 
@@ -45,6 +46,7 @@ __all__ = [
     "runpod_key_check",
     "skipped",
     "trainer_check",
+    "volume_check",
 ]
 
 
@@ -401,6 +403,28 @@ def capacity_wait_check(name: str, written: str, seconds: float) -> Check:
         f"when no GPU type has capacity, waits up to {duration_text(seconds)} for some, "
         f'trying them all again meanwhile (targets.{name}.wait_for_capacity = "{written}")',
     )
+
+
+def volume_check(size_gb: int, found: VolumeFound | ApiFailure, name: str, center: str) -> Check:
+    """The target's network volume ``name`` in ``center``: whether it exists yet (the first
+    run creates it, of ``size_gb``) and where it is mounted; a problem when it cannot be
+    used or the account's volumes could not be listed."""
+    label = "network volume"
+    where = f"{name} in {center}, mounted at {VOLUME_MOUNT}"
+    if isinstance(found, ApiFailure):
+        problem = f"cannot list the account's network volumes: {found.message}"
+        return _check(label, f"{where}: not looked up", [problem])
+    if found.problem is not None:
+        return _check(label, f"{where}: cannot be used", [found.problem])
+    if found.volume is None:
+        cost = price_text(size_gb * VOLUME_PRICE_PER_GB_MONTH)
+        return _check(
+            label,
+            f"{where}: not there yet; the first run creates it ({size_gb} GB, {cost} a month "
+            "until it is deleted) and every pod of the target is created in that data center",
+        )
+    size = f", {found.volume.size_gb} GB" if found.volume.size_gb is not None else ""
+    return _check(label, f"{where}: exists ({found.volume.id}{size})")
 
 
 # --- how the job's processes share the model ---------------------------------------------

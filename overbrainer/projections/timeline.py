@@ -144,6 +144,15 @@ def _capacity_awaited(e: ev.CapacityAwaited, s: RunLog | None) -> str:
     )
 
 
+def _volume_attached(e: ev.VolumeAttached, s: RunLog | None) -> str:
+    size = f", {e.size_gb} GB" if e.size_gb is not None else ""
+    done = "created" if e.created else "using"
+    return (
+        f"{done} network volume {e.volume_name} ({e.volume_id}{size}) in {e.data_center}: "
+        "the run's pods mount it at /workspace and are created only there"
+    )
+
+
 def _attempt_resolved(e: ev.AttemptResolved, s: RunLog | None) -> str:
     pod = f" pod {e.pod_id}" if e.pod_id else ""
     detail = f": {e.detail}" if e.detail else ""
@@ -265,6 +274,7 @@ _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
     ev.StrayDropped: lambda e, s: f"stray pod {e.pod_id} is gone",
     ev.CandidatesChosen: _candidates,
     ev.CapacityAwaited: _capacity_awaited,
+    ev.VolumeAttached: _volume_attached,
     ev.PodBilled: _billed,
 }
 

@@ -91,7 +91,8 @@ def wanted_of(target: str, spec: "RunpodTarget", *, priced: bool = False) -> Wan
         min_vram_gb=spec.min_vram_gb,
         max_price_per_hour=spec.max_price_per_hour,
         max_cost_usd=spec.max_cost_usd,
-        data_center_ids=tuple(spec.data_center_ids),
+        # With a network volume, only where it lives: the stock is read there.
+        data_center_ids=tuple(spec.pod_data_centers),
         max_recoveries=spec.max_recoveries,
         priced=priced,
     )

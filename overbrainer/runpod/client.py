@@ -36,18 +36,24 @@ from overbrainer.runpod.models import (
     BadBillingData,
     BadGpuData,
     BadPodData,
+    BadVolumeData,
     BucketSize,
     DataCenter,
     GpuType,
+    NetworkVolume,
     Pod,
     PodBilling,
     Problem,
+    VolumeBilling,
     check_pod_id,
+    check_volume_id,
     parse_data_center,
     parse_gpu_type,
+    parse_network_volume,
     parse_pod,
     parse_pod_billing,
     parse_problem,
+    parse_volume_billing,
 )
 from overbrainer.runpod.pod_logs import TAIL_MAX, LogLine, LogSource, SseReader, log_lines
 from overbrainer.runpod.reachability import unreachable_reason, unreachable_text
@@ -69,6 +75,7 @@ __all__ = [
     "RunpodClient",
     "RunpodError",
     "RunpodUnreachable",
+    "VolumeInUse",
     "create_body",
     "data_centers_of",
 ]
@@ -139,6 +146,10 @@ class PodNotFound(RunpodApiError):
 
 class ActionRefused(RunpodApiError):
     """Runpod refused a pod action for the pod's current status (409)."""
+
+
+class VolumeInUse(RunpodApiError):
+    """Runpod refused to delete a network volume that a pod still mounts (409)."""
 
 
 class CreateFailed(RunpodError):
@@ -838,6 +849,128 @@ class RunpodClient:
             yield PodLogStream(response, op, self._host, self._redact, date)
         finally:
             await response.aclose()
+
+    # --- network volumes ---
+
+    async def list_network_volumes(self) -> list[NetworkVolume]:
+        """Every network volume of the account (``GET /network-volumes``)."""
+        op = "list network volumes"
+        answer, attempts = await self._call("GET", "/network-volumes", op, "always")
+        found: dict[str, NetworkVolume] = {}
+        for item in self._entries(answer, attempts, op, "networkVolumes"):
+            volume = self._volume(item, op, 200)
+            found.setdefault(volume.id, volume)
+        return list(found.values())
+
+    async def get_network_volume(self, volume_id: str) -> NetworkVolume | None:
+        """The volume, or None when Runpod (in its own error shape) says it does not
+        exist."""
+        vid = self._volume_id(volume_id)
+        op = f"read network volume {vid}"
+        answer, attempts = await self._call("GET", f"/network-volumes/{vid}", op, "always")
+        if answer.status == 404 and answer.problem() is not None:
+            return None
+        if answer.status != 200:
+            raise self._api_error(op, answer, attempts)
+        volume = self._volume(self._json_or_error(answer, attempts, op), op, 200)
+        if volume.id != vid:
+            raise RunpodApiError(f"cannot {op}: Runpod answered with another volume", status=200)
+        return volume
+
+    async def create_network_volume(
+        self, name: str, size_gb: int, data_center: str, *, volume_type: str | None = None
+    ) -> NetworkVolume:
+        """Create a network volume (``POST /network-volumes``): billed storage until it is
+        deleted. Sent again only when it certainly did not arrive (no connection, 429);
+        after any other failure a volume may exist anyway: look for it by name."""
+        for what, value in (("name", name), ("data center", data_center)):
+            if not value or not value.isprintable() or len(value) > 200:
+                raise RunpodError(f"a network volume's {what} is empty or not printable")
+        if isinstance(size_gb, bool) or not isinstance(size_gb, int) or not 10 <= size_gb <= 4096:
+            raise RunpodError("a network volume's size must be a whole number of GB, 10..4096")
+        body: dict[str, object] = {"name": name, "size": size_gb, "dataCenter": data_center}
+        if volume_type is not None:
+            body["type"] = volume_type
+        op = f"create network volume {one_line(name, 60)!r} in {one_line(data_center, 40)}"
+        answer, attempts = await self._call(
+            "POST", "/network-volumes", op, "unsent", json_body=body
+        )
+        if answer.status not in (200, 201):
+            raise self._api_error(op, answer, attempts)
+        return self._volume(self._json_or_error(answer, attempts, op), op, answer.status)
+
+    async def delete_network_volume(self, volume_id: str) -> bool:
+        """Delete a network volume: True when Runpod accepted, False when it was already
+        gone. Raises :class:`VolumeInUse` while a pod mounts it."""
+        vid = self._volume_id(volume_id)
+        op = f"delete network volume {vid}"
+        answer, attempts = await self._call("DELETE", f"/network-volumes/{vid}", op, "always")
+        if 200 <= answer.status < 300:
+            return True
+        problem = answer.problem()
+        if answer.status == 404 and problem is not None:
+            return False
+        if answer.status == 409 and problem is not None:
+            detail = self._detail(answer)
+            raise VolumeInUse(
+                self._redact(f"cannot {op}: Runpod refused it while it is in use ({detail})"),
+                status=409,
+                detail=detail,
+            )
+        raise self._api_error(op, answer, attempts)
+
+    async def volume_billing(
+        self,
+        start: datetime,
+        end: datetime,
+        *,
+        bucket: BucketSize = "day",
+        volume_id: str | None = None,
+    ) -> VolumeBilling:
+        """What Runpod billed for network volumes from ``start`` to ``end``
+        (``GET /billing/network-volumes``), of one volume or all, in records of
+        ``bucket``. Times must carry their zone."""
+        if start.tzinfo is None or end.tzinfo is None or end <= start:
+            raise RunpodError("a billing window needs zoned times, its end after its start")
+        params = {"startTime": _rfc3339(start), "endTime": _rfc3339(end), "bucketSize": bucket}
+        op = "read what Runpod billed for network volumes"
+        if volume_id is not None:
+            params["networkVolumeId"] = self._volume_id(volume_id)
+            op += f" ({volume_id})"
+        answer, attempts = await self._call(
+            "GET", "/billing/network-volumes", op, "always", params=params
+        )
+        if answer.status != 200:
+            raise self._api_error(op, answer, attempts)
+        try:
+            return parse_volume_billing(answer.json())
+        except (ValueError, BadBillingData) as error:
+            reason = str(error) if isinstance(error, BadBillingData) else "not JSON"
+            raise RunpodApiError(
+                self._redact(f"cannot {op}: Runpod's answer could not be read ({reason})"),
+                status=200,
+            ) from None
+
+    def _volume_id(self, volume_id: str) -> str:
+        try:
+            return check_volume_id(volume_id)
+        except BadVolumeData as error:
+            raise RunpodError(self._redact(f"refusing to call Runpod with an {error}")) from None
+
+    def _volume(self, data: object, op: str, status: int) -> NetworkVolume:
+        try:
+            return parse_network_volume(data)
+        except BadVolumeData as error:
+            raise RunpodApiError(
+                self._redact(f"cannot {op}: Runpod's answer could not be read ({error})"),
+                status=status,
+            ) from None
+
+    def _json_or_error(self, answer: _Answer, attempts: int, op: str) -> object:
+        try:
+            return answer.json()
+        except ValueError:
+            raise self._api_error(op, answer, attempts) from None
 
     async def delete_pod(self, pod_id: str) -> bool:
         """Delete a pod: True when Runpod accepted, False when it was already gone."""

@@ -27,23 +27,30 @@ __all__ = [
     "BadBillingData",
     "BadGpuData",
     "BadPodData",
+    "BadVolumeData",
     "BillingRecord",
     "BucketSize",
     "DataCenter",
     "DataCenterAvailability",
     "GpuType",
+    "NetworkVolume",
     "Pod",
     "PodBilling",
     "PodStatus",
     "Problem",
     "SshEndpoint",
     "UnsafeSshEndpoint",
+    "VolumeBilling",
+    "VolumeBillingRecord",
     "check_pod_id",
+    "check_volume_id",
     "parse_data_center",
     "parse_gpu_type",
+    "parse_network_volume",
     "parse_pod",
     "parse_pod_billing",
     "parse_problem",
+    "parse_volume_billing",
 ]
 
 _POD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
@@ -557,3 +564,108 @@ def _words(value: object) -> tuple[str, ...]:
     if not isinstance(value, list):
         return ()
     return tuple(one_line(item, 40) for item in value if isinstance(item, str) and item)
+
+
+# --- network volumes (GET /network-volumes, GET /billing/network-volumes) ---------------
+
+
+class BadVolumeData(ValueError):
+    """Runpod's answer does not describe a usable network volume (the message is one line)."""
+
+
+def check_volume_id(value: object) -> str:
+    """Return ``value`` if it is a volume id safe to put in a URL path, else raise
+    BadVolumeData (the same rule as a pod id's)."""
+    if isinstance(value, str) and _POD_ID.fullmatch(value):
+        return value
+    shown = one_line(repr(value), 60) if isinstance(value, str) else type(value).__name__
+    raise BadVolumeData(f"unusable network volume id {shown}")
+
+
+@dataclass(frozen=True)
+class NetworkVolume:
+    """A network volume as Runpod reported it, its text made safe to print: ``size_gb``
+    is what it holds room for (None: not said), ``data_center`` where it lives (the pods
+    that mount it must be there; None: not said), ``type`` its storage tier
+    (``STANDARD`` or ``HIGH_PERFORMANCE``; ``UNKNOWN`` when not said)."""
+
+    id: str
+    name: str
+    size_gb: int | None
+    data_center: str | None
+    type: str
+
+
+def parse_network_volume(data: object) -> NetworkVolume:
+    """Parse one ``NetworkVolume`` object, tolerating missing or unknown fields; raises
+    BadVolumeData only when there is no object or no safe ``id``."""
+    if not isinstance(data, dict):
+        raise BadVolumeData(f"a network volume is a {type(data).__name__}, not an object")
+    volume_id = check_volume_id(data.get("id"))
+    center = data.get("dataCenter")
+    if center is None:
+        center = data.get("dataCenterId")  # the name pods use for theirs
+    return NetworkVolume(
+        id=volume_id,
+        name=_text(data.get("name"), 200) or "",
+        size_gb=_count(data.get("size")),
+        data_center=_text(center, 100) or None,
+        type=_text(data.get("type"), 40) or "UNKNOWN",
+    )
+
+
+@dataclass(frozen=True)
+class VolumeBillingRecord:
+    """What one network volume cost over one time bucket ``[start, end)``, in USD."""
+
+    start: datetime
+    end: datetime
+    volume_id: str
+    total: float
+
+
+@dataclass(frozen=True)
+class VolumeBilling:
+    """Runpod's network volume billing over the window it resolved (``start``/``end``,
+    snapped to whole buckets of ``bucket``), one record per volume per bucket."""
+
+    start: datetime
+    end: datetime
+    bucket: str
+    records: tuple[VolumeBillingRecord, ...]
+
+    def amount(self, volume_id: str | None = None) -> float:
+        """What volume ``volume_id`` (None: every volume) cost over the window (USD)."""
+        return sum(r.total for r in self.records if volume_id in (None, r.volume_id))
+
+
+def parse_volume_billing(data: object) -> VolumeBilling:
+    """Read a ``ListNetworkVolumeBillingResponse``; anything unusable raises
+    BadBillingData."""
+    if not isinstance(data, dict):
+        raise BadBillingData("a billing answer that is not an object")
+    items, meta = data.get("records"), data.get("metadata")
+    query = meta.get("query") if isinstance(meta, dict) else None
+    if not isinstance(items, list) or not isinstance(query, dict):
+        raise BadBillingData("a billing answer without its records or its query")
+    records = []
+    for item in items:
+        if not isinstance(item, dict):
+            raise BadBillingData("a billing record that is not an object")
+        volume_id = item.get("networkVolumeId")
+        if not isinstance(volume_id, str) or not _POD_ID.fullmatch(volume_id):
+            raise BadBillingData("a billing record without a usable network volume id")
+        records.append(
+            VolumeBillingRecord(
+                start=_billing_time(item.get("startTime")),
+                end=_billing_time(item.get("endTime")),
+                volume_id=volume_id,
+                total=_amount(item.get("totalAmount")),
+            )
+        )
+    return VolumeBilling(
+        start=_billing_time(query.get("startTime")),
+        end=_billing_time(query.get("endTime")),
+        bucket=_text(query.get("bucketSize"), 20) or "",
+        records=tuple(records),
+    )

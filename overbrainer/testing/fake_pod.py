@@ -31,6 +31,11 @@ create call names (``OVERBRAINER_RUN_DIR=/workspace/overbrainer/runs/<run>`` bec
 watchdog), and, in the command line of every SSH exec request, any path under the
 ``mapped`` prefixes (default ``/workspace``) — not in what a command reads on its stdin.
 :meth:`FakePods.path` maps a pod path to the local one.
+
+Network volumes: a pod whose create mounts one (``mounts.network``) finds, at the mount's
+path (``/workspace``), the volume's directory ``<workspace>/network-volumes/<volume id>``
+(a symbolic link to it), shared by every pod that mounts it: what one pod's job wrote
+there, the next pod on the volume sees.
 """
 
 from __future__ import annotations
@@ -336,6 +341,22 @@ class FakePods:
             return self.root(pod_id) / pod_path.lstrip("/")
         return self.home(pod_id) / pod_path
 
+    def volume_dir(self, volume_id: str) -> Path:
+        """The directory standing for a network volume (every pod that mounts it)."""
+        return self.workspace / "network-volumes" / volume_id
+
+    def _mount_volumes(self, pod: Any, root: Path) -> None:
+        """Put each network volume the pod's create mounts at its mount path."""
+        mounts = pod.body.get("mounts") or {}
+        for mount in mounts.get("network", []):
+            shared = self.volume_dir(str(mount["volumeId"]))
+            shared.mkdir(parents=True, exist_ok=True)
+            where = root / str(mount["path"]).strip("/")
+            if where.is_symlink():
+                continue  # mounted at an earlier boot
+            where.parent.mkdir(parents=True, exist_ok=True)
+            where.symlink_to(shared, target_is_directory=True)
+
     def container_log(self, pod_id: str) -> str:
         """What the pod's container printed so far (bootstrap and watchdog), every boot."""
         return "".join(boot.container_log.read_text() for boot in self.boots.get(pod_id, []))
@@ -357,6 +378,7 @@ class FakePods:
         root = self.root(pod.id)
         home = self.home(pod.id)
         home.mkdir(parents=True, exist_ok=True)
+        self._mount_volumes(pod, root)
         scripts = root / "opt" / "overbrainer"
         scripts.mkdir(parents=True, exist_ok=True)
         stub = scripts / "fake-sshd"
@@ -505,7 +527,8 @@ class FakePods:
                     await boot.done.wait()
                 if boot.container.returncode is None:
                     boot.container.kill()
-            _kill_processes_in(boot.root)
+            # The run's directory may lie on a network volume, outside the pod's root.
+            _kill_processes_in(boot.root, boot.run_dir)
         finally:
             boot.gone.set()
 
@@ -532,11 +555,11 @@ class FakePods:
             await trio.to_thread.run_sync(self._asyncio.close)
 
 
-def _kill_processes_in(root: Path) -> None:
+def _kill_processes_in(*roots: Path) -> None:
     """SIGKILL the processes the pod left behind (detached jobs): those whose working
-    directory lies inside ``root``. A container's end would take them with it."""
+    directory lies inside one of ``roots``. A container's end would take them with it."""
     me = os.getpid()
-    resolved = str(root.resolve())
+    places = [str(root.resolve()) for root in roots]
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
             continue
@@ -544,7 +567,7 @@ def _kill_processes_in(root: Path) -> None:
             cwd = os.readlink(f"/proc/{entry}/cwd")
         except OSError:
             continue
-        if cwd == resolved or cwd.startswith(resolved + "/"):
+        if any(cwd == place or cwd.startswith(place + "/") for place in places):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(int(entry), signal.SIGKILL)
 

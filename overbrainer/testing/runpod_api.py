@@ -32,6 +32,12 @@ work in a nursery instead.
 Billing (``GET /billing/pods``): a pod bills its ``cost`` per second while it exists and is
 not stopped (from its create to its delete, stop or vanishing), in buckets of Runpod's
 clock; usage shows in the billing only ``fake.billing_lag`` seconds after it happened.
+
+Network volumes (``/network-volumes``, ``/network-volumes/{id}``): kept per account, each in
+one data center; a pod that mounts one (``mounts.network``) is placed only there, and a
+volume is not deleted (409) while a pod that is not deleted mounts it. They bill
+:data:`VOLUME_PRICE` per GB per month (of 30 days) while they exist, in
+``GET /billing/network-volumes`` (after ``fake.billing_lag`` too).
 """
 
 from __future__ import annotations
@@ -108,6 +114,9 @@ _ALLOWED_ACTIONS = {
     "STARTING": ("stop", "terminate"),
 }
 _BILLING = frozenset({"PROVISIONING", "STARTING", "RUNNING", "ERROR"})
+VOLUME_PRICE = 0.07
+"""USD per GB per month a network volume bills (Runpod's price for the first TB)."""
+_MONTH_SECONDS = 30 * 86400
 
 Hook = Callable[["FakePod"], Awaitable[None]]
 
@@ -267,6 +276,35 @@ class FakePod:
 
 
 @dataclass
+class FakeVolume:
+    """One network volume of the fake, in trio time (``deleted_at`` None: it exists)."""
+
+    id: str
+    owner: str = field(repr=False)
+    name: str
+    size: int  # GB
+    data_center: str
+    type: str = "STANDARD"
+    created_at: float = 0.0
+    deleted_at: float | None = None
+
+    def render(self) -> dict[str, Any]:
+        """The volume as Runpod's ``NetworkVolume`` schema describes it."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "size": self.size,
+            "dataCenter": self.data_center,
+            "type": self.type,
+        }
+
+    def billed_seconds(self, start: float, end: float) -> float:
+        """How many seconds of ``[start, end)`` (trio time) the volume existed."""
+        until = end if self.deleted_at is None else min(end, self.deleted_at)
+        return max(0.0, until - max(start, self.created_at))
+
+
+@dataclass
 class Fault:
     """A scripted answer for the next request matching ``route``.
 
@@ -371,7 +409,7 @@ class FakeRunpod:
                 ]
         for gpu_type in gpu_types:
             self.add_gpu_type(gpu_type)
-        self.network_volumes: set[str] = set()
+        self.network_volumes: dict[str, FakeVolume] = {}
         self.accounts: dict[str, Account] = {}
         self.pods: dict[str, FakePod] = {}
         self.requests: list[RecordedRequest] = []
@@ -401,6 +439,42 @@ class FakeRunpod:
         key = key or "rpa_" + self._token(40)
         self.accounts[key] = Account(key, balance)
         return key
+
+    def add_network_volume(
+        self,
+        owner: str,
+        name: str = "volume",
+        *,
+        size: int = 50,
+        data_center: str | None = None,
+        volume_id: str | None = None,
+        volume_type: str = "STANDARD",
+    ) -> FakeVolume:
+        """A network volume of account ``owner`` that exists from now on (in the first
+        data center unless given)."""
+        volume = FakeVolume(
+            id=volume_id or self._new_volume_id(),
+            owner=owner,
+            name=name,
+            size=size,
+            data_center=data_center or self.data_centers[0],
+            type=volume_type,
+            created_at=trio.current_time(),
+        )
+        self.network_volumes[volume.id] = volume
+        return volume
+
+    def live_volumes(self, owner: str | None = None) -> list[FakeVolume]:
+        """The network volumes not deleted (of ``owner``, or every account's)."""
+        return [
+            v
+            for v in self.network_volumes.values()
+            if v.deleted_at is None and owner in (None, v.owner)
+        ]
+
+    def volume_create_requests(self) -> list[RecordedRequest]:
+        """Every ``POST /network-volumes`` received, with its schema verdict."""
+        return [r for r in self.requests if r.method == "POST" and r.path == "/network-volumes"]
 
     def pod_scoped_key(self, pod_id: str) -> str:
         """The pod's own key (``RUNPOD_API_KEY`` inside it): GET, DELETE, actions on it."""
@@ -543,15 +617,19 @@ class FakeRunpod:
         self.requests.append(record)
         route = _route(request.method, path)
         # Every body is checked against the published schema, faulted requests included.
-        schema = {"POST /pods": "CreatePodRequest", "POST /pods/{id}/action": "PodActionRequest"}
+        schema = {
+            "POST /pods": "CreatePodRequest",
+            "POST /pods/{id}/action": "PodActionRequest",
+            "POST /network-volumes": "CreateNetworkVolumeRequest",
+        }
         if route in schema:
             record.schema_errors = (
                 ["$: not JSON"]
                 if parsed is _NOT_JSON
                 else runpod_schema.errors(schema[route], parsed)
             )
-        elif route == "GET /billing/pods":
-            record.schema_errors = _billing_query(request.query)[1]
+        elif route in ("GET /billing/pods", "GET /billing/network-volumes"):
+            record.schema_errors = _billing_query(request.query, path)[1]
         await self._advance(now)
         fault = self._take_fault(route, path)
         if fault is not None and fault.connect_error:
@@ -585,10 +663,14 @@ class FakeRunpod:
         catalog = parts[:2] == ["catalog", "gpus"] and len(parts) <= 3
         centers = parts == ["catalog", "datacenters"]
         billing = parts == ["billing", "pods"]
+        volume_billing = parts == ["billing", "network-volumes"]
+        volumes = parts[0] == "network-volumes" and len(parts) <= 2
         if (
             not catalog
             and not centers
             and not billing
+            and not volume_billing
+            and not volumes
             and (
                 parts[0] != "pods"
                 or len(parts) > 3
@@ -610,13 +692,20 @@ class FakeRunpod:
             if centers:
                 return self._data_centers(request.query)
             return self._catalog(parts[2] if len(parts) == 3 else None, request.query)
-        if billing:
+        if billing or volume_billing:
             if auth.startswith("pod:"):
                 return _problem(403, "access denied")
             if method != "GET":
                 return _problem(405, "The requested method is not allowed for this path.")
             owner = request.headers["authorization"].split(None, 1)[1]
+            if volume_billing:
+                return self._volume_billing(owner, request.query)
             return self._billing(owner, request.query, record)
+        if volumes:
+            if auth.startswith("pod:"):
+                return _problem(403, "access denied")
+            owner = request.headers["authorization"].split(None, 1)[1]
+            return await self._volumes(owner, method, parts[1:], body, record)
         pod_id = parts[1] if len(parts) > 1 else None
         if auth.startswith("pod:"):
             allowed = pod_id == auth[4:] and (
@@ -796,9 +885,12 @@ class FakeRunpod:
         mounts = body.get("mounts") or {}
         if "persistent" in mounts and "network" in mounts:
             return _problem(400, "at most one of mounts.persistent and mounts.network")
+        volume_centers: list[str] = []
         for mount in mounts.get("network", []):
-            if mount["volumeId"] not in self.network_volumes:
+            volume = self.network_volumes.get(mount["volumeId"])
+            if volume is None or volume.owner != owner or volume.deleted_at is not None:
                 return _problem(404, f"network volume {mount['volumeId']} not found")
+            volume_centers.append(volume.data_center)
         gpu_id, count = gpu["id"], gpu.get("count", 1)
         offered = self.gpu_types.get(gpu_id)
         if offered is None:
@@ -812,6 +904,15 @@ class FakeRunpod:
         unknown = [dc for dc in wanted if dc not in self.data_centers]
         if unknown:
             return _problem(400, f"unknown data center {unknown[0]!r}")
+        if volume_centers:
+            # A pod is placed where its network volume lives, or nowhere.
+            if volume_centers[0] not in wanted:
+                return _problem(
+                    400,
+                    f"network volume {mounts['network'][0]['volumeId']} is in "
+                    f"{volume_centers[0]}, which dataCenterIds does not allow",
+                )
+            wanted = [volume_centers[0]]
         price = round(self.gpu_prices[gpu_id] * count, 4)
         if self.accounts[owner].balance < price:
             return _problem(402, "Insufficient balance to create this pod. Add funds and retry.")
@@ -955,10 +1056,16 @@ class FakeRunpod:
 
     # --- billing ---
 
-    def _billing(self, owner: str, query: dict[str, str], record: RecordedRequest) -> FakeResponse:
-        """``GET /billing/pods``: the query checked against the published parameters, the
-        window snapped out to whole buckets, one record per pod per bucket it billed in."""
-        values, errors = _billing_query(query)
+    def _billing_window(
+        self, query: dict[str, str], path: str
+    ) -> (
+        tuple[dict[str, Any], list[tuple[datetime, datetime]], datetime, datetime, str]
+        | FakeResponse
+    ):
+        """A billing query read against ``GET path``'s published parameters: its values,
+        the window's buckets, the window snapped out to whole buckets and the bucket size;
+        or the refusal (422 for a malformed value, 400 for a window that is not one)."""
+        values, errors = _billing_query(query, path)
         if errors:
             return _problem(422, "Request validation failed.", errors=errors)
         if "lastN" in values and ("startTime" in values or "endTime" in values):
@@ -990,6 +1097,16 @@ class FakeRunpod:
             after = _bucket_after(cursor, size)
             buckets.append((cursor, after))
             cursor = after
+        return values, buckets, start, end, size
+
+    def _billing(self, owner: str, query: dict[str, str], record: RecordedRequest) -> FakeResponse:
+        """``GET /billing/pods``: the query checked against the published parameters, the
+        window snapped out to whole buckets, one record per pod per bucket it billed in."""
+        window = self._billing_window(query, "/billing/pods")
+        if isinstance(window, FakeResponse):
+            return window
+        values, buckets, start, end, size = window
+        now = trio.current_time()
         wanted = values.get("podId")
         billed_until = now - self.billing_lag  # what has reached the billing yet
         records: list[dict[str, Any]] = []
@@ -1033,6 +1150,105 @@ class FakeRunpod:
                         "gpuAmount": total,
                         "cpuAmount": 0.0,
                         "diskAmount": 0.0,
+                    },
+                },
+            },
+        )
+
+    # --- network volumes ---
+
+    async def _volumes(
+        self, owner: str, method: str, rest: list[str], body: Any, record: RecordedRequest
+    ) -> FakeResponse:
+        """``/network-volumes`` (list, create) and ``/network-volumes/{id}`` (read,
+        delete), each account seeing only its own volumes."""
+        not_allowed = _problem(405, "The requested method is not allowed for this path.")
+        if not rest:
+            if method == "GET":
+                listed = [v.render() for v in self.live_volumes(owner)]
+                return _json(200, {"networkVolumes": listed})
+            if method != "POST":
+                return not_allowed
+            if body is _NOT_JSON:
+                return _problem(400, "request body is not valid JSON")
+            if record.schema_errors:
+                return _problem(422, "Request validation failed.", errors=record.schema_errors)
+            if body["dataCenter"] not in self.data_centers:
+                return _problem(400, f"unknown data center {body['dataCenter']!r}")
+            volume = self.add_network_volume(
+                owner,
+                body["name"],
+                size=body["size"],
+                data_center=body["dataCenter"],
+                volume_type=body.get("type", "STANDARD"),
+            )
+            return _json(201, volume.render())
+        found = self.network_volumes.get(rest[0])
+        if found is None or found.owner != owner or found.deleted_at is not None:
+            return _problem(404, "network volume not found")
+        if method == "GET":
+            return _json(200, found.render())
+        if method != "DELETE":
+            return not_allowed
+        users = [p.id for p in self.live_pods() if found.id in _mounted(p)]
+        if users:
+            return _problem(409, f"network volume {found.id} is in use by pod {', '.join(users)}")
+        found.deleted_at = trio.current_time()
+        return FakeResponse(204, _rate_headers())
+
+    def _volume_billing(self, owner: str, query: dict[str, str]) -> FakeResponse:
+        """``GET /billing/network-volumes``: the query checked against the published
+        parameters, one record per volume per bucket it existed in, at
+        :data:`VOLUME_PRICE` per GB per month."""
+        window = self._billing_window(query, "/billing/network-volumes")
+        if isinstance(window, FakeResponse):
+            return window
+        values, buckets, start, end, size = window
+        wanted = values.get("networkVolumeId")
+        billed_until = trio.current_time() - self.billing_lag
+        records: list[dict[str, Any]] = []
+        for volume in self.network_volumes.values():
+            if volume.owner != owner or (wanted is not None and volume.id != wanted):
+                continue
+            for low, high in buckets:
+                a, b = self._trio_at(low), min(self._trio_at(high), billed_until)
+                seconds = volume.billed_seconds(a, b) if b > a else 0.0
+                if seconds <= 0:
+                    continue
+                amount = round(volume.size * VOLUME_PRICE * seconds / _MONTH_SECONDS, 6)
+                fast = volume.type == "HIGH_PERFORMANCE"
+                records.append(
+                    {
+                        "startTime": _stamp(low),
+                        "endTime": _stamp(high),
+                        "networkVolumeId": volume.id,
+                        "totalAmount": amount,
+                        "standardAmount": 0.0 if fast else amount,
+                        "highPerformanceAmount": amount if fast else 0.0,
+                    }
+                )
+        records.sort(key=lambda r: (r["startTime"], r["networkVolumeId"]))
+
+        def total(key: str) -> float:
+            return round(sum(float(r[key]) for r in records), 6)
+
+        return _json(
+            200,
+            {
+                "records": records,
+                "metadata": {
+                    "query": {
+                        "startTime": _stamp(start),
+                        "endTime": _stamp(end),
+                        "bucketSize": size,
+                        "networkVolumeId": wanted,
+                    },
+                    "recordCount": len(records),
+                    "uniqueNetworkVolumeCount": len({r["networkVolumeId"] for r in records}),
+                    "totals": {
+                        "totalAmount": total("totalAmount"),
+                        "standardAmount": total("standardAmount"),
+                        "highPerformanceAmount": total("highPerformanceAmount"),
                     },
                 },
             },
@@ -1211,6 +1427,12 @@ class FakeRunpod:
         response.stall_seconds = fault.stall_seconds if fault.timeout else 0.0
         return response
 
+    def _new_volume_id(self) -> str:
+        while True:
+            volume_id = self._token(10, string.ascii_lowercase + string.digits)
+            if volume_id not in self.network_volumes:
+                return volume_id
+
     def _new_id(self) -> str:
         while True:
             pod_id = self._token(14, string.ascii_lowercase + string.digits)
@@ -1240,6 +1462,12 @@ class FakeRunpod:
 _NOT_JSON: Any = object()
 
 
+def _mounted(pod: FakePod) -> list[str]:
+    """The ids of the network volumes the pod's create mounted."""
+    mounts = pod.body.get("mounts") or {}
+    return [str(mount.get("volumeId")) for mount in mounts.get("network", [])]
+
+
 def _vanished(pod: FakePod, now: float) -> bool:
     return pod.vanish_at is not None and now >= pod.vanish_at
 
@@ -1248,12 +1476,14 @@ _MAX_BUCKETS = 10_000
 _BUCKET_STEP = {"hour": timedelta(hours=1), "day": timedelta(days=1), "week": timedelta(days=7)}
 
 
-def _billing_query(query: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
-    """The billing query read as the published parameters of ``GET /billing/pods`` describe
-    it (numbers and times parsed), and every violation; a parameter it does not list is one
+def _billing_query(
+    query: dict[str, str], path: str = "/billing/pods"
+) -> tuple[dict[str, Any], list[str]]:
+    """The billing query read as the published parameters of ``GET path`` describe it
+    (numbers and times parsed), and every violation; a parameter it does not list is one
     too."""
-    errors = runpod_schema.query_errors("/billing/pods", query)
-    params = runpod_schema.operation_parameters("/billing/pods")
+    errors = runpod_schema.query_errors(path, query)
+    params = runpod_schema.operation_parameters(path)
     values: dict[str, Any] = {}
     for key, raw in query.items():
         schema = params[key]["schema"] if key in params else {}

@@ -8,7 +8,10 @@ everything they reference), the parameters of ``GET /catalog/gpus`` and
 ``GET /pods/{id}/logs``, and the data centers' listing (``ListDataCentersResponse`` and the
 inline parameters of ``GET /catalog/datacenters``, under ``paths`` as published); for pod
 billing, ``ListPodBillingResponse`` and the parameters of ``GET /billing/pods`` (under
-``paths`` too, the ones it shares with the other billing endpoints as components).
+``paths`` too, the ones it shares with the other billing endpoints as components); for
+network volumes, ``CreateNetworkVolumeRequest``, ``NetworkVolume``,
+``ListNetworkVolumesResponse``, ``ListNetworkVolumeBillingResponse`` and the parameters of
+``GET /billing/network-volumes``.
 Regenerate it with
 
     python -m overbrainer.testing.runpod_schema /path/to/openapi-v2.json
@@ -40,6 +43,10 @@ ROOTS = (
     "GpuType",
     "ListDataCentersResponse",
     "ListPodBillingResponse",
+    "CreateNetworkVolumeRequest",
+    "NetworkVolume",
+    "ListNetworkVolumesResponse",
+    "ListNetworkVolumeBillingResponse",
 )
 CATALOG_GPU_PARAMETERS = (
     "CatalogIncludeParam",
@@ -53,7 +60,7 @@ CATALOG_GPU_PARAMETERS = (
 """The query parameters of ``GET /catalog/gpus`` and ``GET /catalog/gpus/{id}``."""
 POD_LOG_PARAMETERS = ("LogSourceParam", "LogTail", "LogSince", "LogLastEventID")
 """The parameters of ``GET /pods/{id}/logs`` (``Last-Event-ID`` is a header)."""
-OPERATIONS = ("/v2/catalog/datacenters", "/v2/billing/pods")
+OPERATIONS = ("/v2/catalog/datacenters", "/v2/billing/pods", "/v2/billing/network-volumes")
 """The paths whose ``GET`` parameters are copied as published (they are written inline)."""
 _PREFIX = "#/components/schemas/"
 _PARAMETERS = "#/components/parameters/"

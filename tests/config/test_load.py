@@ -387,3 +387,101 @@ def test_a_wait_for_capacity_not_a_span_is_refused_naming_key_value_and_form(
     assert "targets.gpu.wait_for_capacity" in message
     assert written.strip('"') in message
     assert '"30m"' in message
+
+
+def _gpu_with(project: Path, lines: str) -> RunpodTarget:
+    with (project / "overbrainer.toml").open("a", encoding="utf-8") as toml:
+        toml.write(lines)
+    target = load_settings(project, {}).targets["gpu"]
+    assert isinstance(target, RunpodTarget)
+    return target
+
+
+def _refusal(project: Path, lines: str) -> str:
+    with pytest.raises(ConfigError) as refused:
+        _gpu_with(project, lines)
+    return str(refused.value)
+
+
+def test_a_project_volume_lives_in_its_data_center_and_pods_are_created_only_there(
+    project: Path,
+) -> None:
+    gpu = _gpu_with(project, 'volume = "cache"\nvolume_data_center = "US-KS-2"\n')
+    assert (gpu.volume, gpu.volume_size_gb, gpu.volume_center) == ("cache", 50, "US-KS-2")
+    assert gpu.pod_data_centers == ["US-KS-2"]
+
+
+def test_a_volume_takes_its_data_center_from_a_single_data_center_id(project: Path) -> None:
+    gpu = _gpu_with(project, 'volume = "cache"\ndata_center_ids = ["EU-RO-1"]\n')
+    assert gpu.volume_center == "EU-RO-1" and gpu.pod_data_centers == ["EU-RO-1"]
+    assert _gpu_with(project, "volume_size_gb = 200\n").volume_size_gb == 200
+
+
+def test_without_a_volume_the_pod_may_be_created_in_any_allowed_data_center(
+    project: Path,
+) -> None:
+    gpu = _gpu_with(project, 'data_center_ids = ["EU-RO-1", "US-KS-2"]\n')
+    assert gpu.volume_center is None and gpu.pod_data_centers == ["EU-RO-1", "US-KS-2"]
+
+
+def test_a_volume_with_data_center_ids_uses_the_one_named_among_them(project: Path) -> None:
+    gpu = _gpu_with(
+        project,
+        'volume = "cache"\ndata_center_ids = ["EU-RO-1", "US-KS-2"]\n'
+        'volume_data_center = "US-KS-2"\n',
+    )
+    assert gpu.pod_data_centers == ["US-KS-2"]
+
+
+@pytest.mark.parametrize(
+    ("lines", "words"),
+    [
+        (
+            'volume = "cache"\n',
+            [
+                "targets.gpu.volume_data_center",
+                'is required with volume = "cache"',
+                'set volume_data_center = "EU-RO-1"',
+                "data_center_ids to exactly one",
+            ],
+        ),
+        (
+            'volume = "cache"\ndata_center_ids = ["EU-RO-1", "US-KS-2"]\n',
+            ["targets.gpu.volume_data_center", "is required"],
+        ),
+        (
+            'volume = "cache"\ndata_center_ids = ["EU-RO-1"]\nvolume_data_center = "US-KS-2"\n',
+            [
+                "targets.gpu.volume_data_center",
+                '("US-KS-2") is not one of data_center_ids (EU-RO-1)',
+                "add it to data_center_ids or change volume_data_center",
+            ],
+        ),
+        (
+            'volume = "cache"\ndata_center_ids = ["EU-RO-1"]\nnetwork_volume_id = "v1"\n',
+            ["targets.gpu.volume", "network_volume_id", "not both"],
+        ),
+        ('volume = "my cache"\nvolume_data_center = "EU-RO-1"\n', ["targets.gpu.volume", "name"]),
+        ('volume = "-x"\nvolume_data_center = "EU-RO-1"\n', ["targets.gpu.volume"]),
+        (
+            'volume = "cache"\nvolume_data_center = "EU-RO-1"\nvolume_size_gb = 5\n',
+            ["targets.gpu.volume_size_gb"],
+        ),
+        (
+            'volume = "cache"\nvolume_data_center = "EU-RO-1"\nvolume_size_gb = 5000\n',
+            ["targets.gpu.volume_size_gb"],
+        ),
+        (
+            'volume_data_center = "EU-RO-1"\n',
+            ["targets.gpu.volume_data_center", 'applies only with a volume: set volume = "NAME"'],
+        ),
+        ("volume_size_gb = 100\n", ["targets.gpu.volume_size_gb", "applies only with a volume"]),
+        ('volume = "cache"\nvolume_data_center = "EU RO"\n', ["targets.gpu.volume_data_center"]),
+    ],
+)
+def test_a_volume_setting_that_cannot_be_used_is_refused_naming_its_key(
+    project: Path, lines: str, words: list[str]
+) -> None:
+    message = _refusal(project, lines)
+    for word in words:
+        assert word in message

@@ -12,7 +12,8 @@ RUN_D = "20260101-130000-dddd"  # a local run resumed from RUN_B's checkpoint th
 # home, pruned)
 RUN_E = "20260101-140000-eeee"  # a local run that succeeded, its files removed (runs rm)
 RUN_F = "20260101-150000-ffff"  # a Runpod run whose pod vanished after a checkpoint came
-# home: recovered on a second pod, resumed from that checkpoint, succeeded
+# home: recovered on a second pod, resumed from that checkpoint, succeeded; both pods on
+# the project's network volume (made for the first)
 
 # Event types added since 0.3.0, whose log (``logs/v0.3.0.sqlite``) holds the rest of the
 # script as it is.
@@ -277,6 +278,12 @@ RUN_F_SCRIPT: list[tuple[str, ev.Event]] = [
         ),
     ),
     (RUN_F, ev.KeysGenerated(host_public_key="ssh-ed25519 AAAAf1")),
+    (
+        RUN_F,
+        ev.VolumeAttached(
+            volume_id="vf1", volume_name="cache", data_center="EU-RO-1", created=True, size_gb=50
+        ),
+    ),
     (RUN_F, ev.AttemptSent(n=1, pod_name=f"overbrainer-{RUN_F}-1", gpu_type="NVIDIA A40")),
     (RUN_F, ev.AttemptResolved(n=1, result="created", pod_id="f1")),
     (RUN_F, ev.PodCreated(pod_id="f1", gpu_type="NVIDIA A40", cost_per_hour=0.5)),
@@ -292,6 +299,12 @@ RUN_F_SCRIPT: list[tuple[str, ev.Event]] = [
         ),
     ),
     (RUN_F, ev.KeysGenerated(host_public_key="ssh-ed25519 AAAAf2")),
+    (
+        RUN_F,
+        ev.VolumeAttached(
+            volume_id="vf1", volume_name="cache", data_center="EU-RO-1", created=False, size_gb=50
+        ),
+    ),
     (RUN_F, ev.AttemptSent(n=2, pod_name=f"overbrainer-{RUN_F}-2", gpu_type="NVIDIA A40")),
     (RUN_F, ev.AttemptResolved(n=2, result="created", pod_id="f2")),
     (RUN_F, ev.PodCreated(pod_id="f2", gpu_type="NVIDIA A40", cost_per_hour=0.5)),

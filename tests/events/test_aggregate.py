@@ -149,6 +149,14 @@ def log(*events: ev.Event) -> RunLog:
             "checkpoint-5 pruned, but it was never home",
             id="pruned-never-home",
         ),
+        pytest.param(
+            (CREATED, SENT, POD, STARTED),
+            ev.VolumeAttached(
+                volume_id="v1", volume_name="cache", data_center="EU-RO-1", created=False
+            ),
+            "a network volume is attached only before the job starts",
+            id="volume-after-job",
+        ),
         pytest.param((CREATED,), Unknown(), "no rule for test.Unknown", id="no-rule"),
     ],
 )

@@ -593,6 +593,12 @@ def _check_everything(
     assert "recovery 1: the job runs on pod f2, resumed from step 4; 2 steps done again" in (
         _sentences(out)
     )
+    volume = "network volume cache (vf1, 50 GB) in EU-RO-1: the run's pods mount it at "
+    volume += "/workspace and are created only there"
+    assert [text for text in _sentences(out) if "network volume" in text] == [
+        f"created {volume}",
+        f"using {volume}",
+    ]
     code, out, _ = _cli(capsys, project, "runs", "ls", "--json")
     assert code == 0
     assert [_times(json.loads(row), window) for row in out.splitlines()] == EXPECTED_ROWS

@@ -477,3 +477,31 @@ def test_more_processes_than_the_machine_has_gpus_are_refused(project: Project) 
     fits = project.run("train", "--check", **_nvidia_smi(project, 2))
     assert fits.returncode == 0, fits.stdout + fits.stderr
     assert "2 GPUs on this machine (nvidia-smi): the job runs 2 processes" in fits.stdout
+
+
+async def test_check_says_which_volume_where_and_whether_it_exists_yet(tmp_path: Path) -> None:
+    volume = 'volume = "cache"\nvolume_data_center = "US-KS-2"\nvolume_size_gb = 100\n'
+    async with runpod_project(tmp_path, ["NVIDIA A40"]) as (fake, project):
+        toml = project.path / "overbrainer.toml"
+        toml.write_text(toml.read_text() + volume)
+        before = await run(project, "train", "--check")
+        made = fake.add_network_volume(CANARY_KEY, "cache", size=100, data_center="US-KS-2")
+        after = await run(project, "train", "--check")
+        fake.add_network_volume(CANARY_KEY, "cache", data_center="US-KS-2")
+        twice = await run(project, "train", "--check")
+    assert before.returncode == 0, before.stderr
+    (line,) = [x for x in before.stdout.splitlines() if "network volume" in x]
+    assert " ".join(line.split()) == (
+        "ok network volume cache in US-KS-2, mounted at /workspace: not there yet; the first "
+        "run creates it (100 GB, $7.00 a month until it is deleted) and every pod of the "
+        "target is created in that data center"
+    )
+    (line,) = [x for x in after.stdout.splitlines() if "network volume" in x]
+    assert " ".join(line.split()) == (
+        f"ok network volume cache in US-KS-2, mounted at /workspace: exists ({made.id}, 100 GB)"
+    )
+    assert twice.returncode == 1
+    assert "network volumes named 'cache' in US-KS-2" in twice.stdout
+    # Looked up, never created: a check creates nothing.
+    assert fake.volume_create_requests() == [] and fake.create_requests() == []
+    assert project.runs() == []

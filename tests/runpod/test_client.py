@@ -97,7 +97,7 @@ def gaps(fake: FakeRunpod, method: str, path: str) -> list[float]:
 async def test_create_sends_only_schema_fields_and_parses_the_pod(
     fake: FakeRunpod, client: RunpodClient, autojump_clock: trio.testing.MockClock
 ) -> None:
-    fake.network_volumes.add("vol123")
+    fake.add_network_volume(CANARY, volume_id="vol123")
     pod = await client.create_pod(spec(network_volume_id="vol123"))
     assert pod.status is PodStatus.PROVISIONING
     assert pod.cost == pytest.approx(0.40)

@@ -138,7 +138,7 @@ async def test_capacity_can_come_back_at_a_set_time(
 
 
 async def test_balance_unknown_gpu_and_rules_are_refused(
-    fake: FakeRunpod, http: httpx.AsyncClient, autojump_clock: trio.testing.MockClock
+    fake: FakeRunpod, key: str, http: httpx.AsyncClient, autojump_clock: trio.testing.MockClock
 ) -> None:
     broke = await http.post("/pods", json=body(gpu={"id": "NVIDIA H100 80GB HBM3", "count": 4}))
     assert broke.status_code == 402 and "balance" in problem_of(broke)["detail"]
@@ -148,7 +148,7 @@ async def test_balance_unknown_gpu_and_rules_are_refused(
     assert (await http.post("/pods", json=cuda)).status_code == 400
     volume = body(mounts={"network": [{"volumeId": "vol9", "path": "/workspace"}]})
     assert (await http.post("/pods", json=volume)).status_code == 404
-    fake.network_volumes.add("vol9")
+    fake.add_network_volume(key, volume_id="vol9")
     assert (await http.post("/pods", json=volume)).status_code == 201
     assert (await http.post("/pods", content=b"{nope")).status_code == 400
 

@@ -5,6 +5,7 @@ written and no pod is created.
 """
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from overbrainer.config.load import ConfigError
 from overbrainer.config.model import RUNPOD_DEFAULT_IMAGE, RunpodTarget, Settings
@@ -12,7 +13,11 @@ from overbrainer.preflight import checks
 from overbrainer.preflight.checks import ApiFailure, Check
 from overbrainer.runpod.clocks import ServerClock
 from overbrainer.runpod.models import GpuType, Pod
+from overbrainer.runpod.volumes import VolumeFound
 from overbrainer.train.parallelism import Choice, GpuMemory, choose_for
+
+if TYPE_CHECKING:
+    from overbrainer.runpod.client import RunpodClient
 
 __all__ = ["check_pod_target", "gpu_memory_of", "parallelism_of"]
 
@@ -69,6 +74,8 @@ async def check_pod_target(
         found.append(checks.skipped("gpu types", "not checked: no API key"))
         if wanted.needs_catalog:
             found.append(checks.skipped("gpu candidates", "not chosen: no API key"))
+        if spec.volume is not None:
+            found.append(checks.skipped("network volume", "not looked up: no API key"))
     else:
         async with RunpodClient(key, base) as client:
             answer: int | ApiFailure
@@ -83,6 +90,8 @@ async def check_pod_target(
                 found.append(checks.skipped("gpu types", "not checked: see runpod key"))
                 if wanted.needs_catalog:
                     found.append(checks.skipped("gpu candidates", "not chosen: see runpod key"))
+                if spec.volume is not None:
+                    found.append(checks.skipped("network volume", "not looked up: see runpod key"))
             else:
                 catalog: list[GpuType] | ApiFailure
                 try:
@@ -98,6 +107,8 @@ async def check_pod_target(
                     )
                 if wanted.needs_catalog:
                     found.append(checks.candidates_check(wanted, catalog))
+                if spec.volume is not None:
+                    found.append(await _volume(client, name, spec))
             clock = client.server_clock if client.server_clock.known else None
     if spec.wait_for_capacity is not None and spec.capacity_wait_seconds > 0:
         found.append(
@@ -114,3 +125,18 @@ async def check_pod_target(
     )
     found.append(checks.parallelism_check(parallelism_of(settings, spec, read)))
     return pods, clock, read
+
+
+async def _volume(client: "RunpodClient", name: str, spec: RunpodTarget) -> Check:
+    """The target's network volume among the account's (listed once)."""
+    from overbrainer.runpod.client import RunpodError
+    from overbrainer.runpod.volumes import find_volume
+
+    volume, center = spec.volume, spec.volume_center
+    assert volume is not None and center is not None
+    answer: VolumeFound | ApiFailure
+    try:
+        answer = find_volume(await client.list_network_volumes(), volume, center, name)
+    except RunpodError as error:
+        answer = ApiFailure(error.status, str(error))
+    return checks.volume_check(spec.volume_size_gb, answer, volume, center)

@@ -78,7 +78,13 @@ from overbrainer.runpod.decide import (
     rate_text,
 )
 from overbrainer.runpod.keys import RunKeys, write_run_keys, write_ssh_config
-from overbrainer.runpod.models import GpuType, Pod, SshEndpoint, UnsafeSshEndpoint
+from overbrainer.runpod.models import (
+    GpuType,
+    NetworkVolume,
+    Pod,
+    SshEndpoint,
+    UnsafeSshEndpoint,
+)
 from overbrainer.runpod.pod_scripts import (
     BOOTSTRAP_FAILED,
     VERDICT,
@@ -88,6 +94,7 @@ from overbrainer.runpod.pod_scripts import (
     save_before_seconds,
 )
 from overbrainer.runpod.provisioning import Command, Done
+from overbrainer.runpod.volumes import VOLUME_MOUNT, find_volume
 from overbrainer.targets.runpod.budget import month_budget
 from overbrainer.targets.runpod.delete import DeleteUnconfirmed, delete_pod, forget_key_if_done
 from overbrainer.targets.runpod.pods import Connect, PodAccess, PodContext, pod_ls_hint
@@ -490,6 +497,8 @@ class _Walk:
         self.rate: float | None = None
         # When each pod this walk created must be gone (Runpod's clock).
         self.deadlines: dict[str, datetime] = {}
+        # The network volume the pods mount: the target's id, or its volume's once found.
+        self.volume_id: str | None = spec.network_volume_id
 
     @property
     def live(self) -> str | None:
@@ -503,6 +512,7 @@ class _Walk:
         try:
             await self._record_candidates()
             self.keys = await self._keys()
+            await self._attach_volume()
             commands = self.machine.start()
         except BaseException as error:
             commands = self._way_out(error)
@@ -694,6 +704,45 @@ class _Walk:
             max_cost_usd=wanted.max_cost_usd,
         )
         self._taken(await self.journal.append(self.run_id, self._unless_overtaken([chosen])))
+
+    async def _attach_volume(self) -> None:
+        """The target's network volume, found by its name where it lives or created there,
+        recorded (``VolumeAttached``) before the first create. Any failure stops the run
+        here, before a pod bills."""
+        spec = self.spec
+        name, center = spec.volume, spec.volume_center
+        if name is None or center is None:
+            return
+        client = self.ctx.client
+        what = f"network volume {name!r} of target {self.wanted.target} in {center}"
+        try:
+            listed = await client.list_network_volumes()
+            found = find_volume(listed, name, center, self.wanted.target)
+            if found.problem is not None:
+                raise ProvisionError(f"{found.problem}; no pod was created")
+            volume: NetworkVolume | None = found.volume
+            created = volume is None
+            if volume is None:
+                volume = await client.create_network_volume(name, spec.volume_size_gb, center)
+        except RunpodError as error:
+            raise ProvisionError(
+                f"cannot find or create the {what} ({error}); no pod was created. A volume may "
+                "have been created anyway: `overbrainer train` again finds it by its name"
+            ) from error
+        attached = ev.VolumeAttached(
+            volume_id=volume.id,
+            volume_name=name,
+            data_center=volume.data_center or center,
+            created=created,
+            size_gb=volume.size_gb,
+        )
+        self._taken(await self.journal.append(self.run_id, self._unless_overtaken([attached])))
+        self.volume_id = volume.id
+        done = "created" if created else "using"
+        self.front.info(
+            f"train: {done} network volume {name} ({volume.id}) in {center}, mounted at "
+            f"{VOLUME_MOUNT}"
+        )
 
     async def _keys(self) -> RunKeys:
         # Before any create: a run directory that cannot hold the keys stops the run here,
@@ -898,10 +947,11 @@ class _Walk:
             gpu_type=gpu_type,
             gpu_count=spec.gpu_count,
             disk_gb=spec.container_disk_gb,
-            data_center_ids=spec.data_center_ids,
+            data_center_ids=spec.pod_data_centers,
             env=env,
             args=pod_args(),
-            network_volume_id=spec.network_volume_id,
+            network_volume_id=self.volume_id,
+            volume_mount_path=VOLUME_MOUNT,
         )
 
     def _stopped(self, n: int, gpu_type: str, choice: decide.CreateDecision) -> str:
