@@ -370,14 +370,16 @@ class VolumeS3:
         if response.status_code not in (200, 204):
             raise self._refused(f"delete {key}", key, response)
 
-    async def list_objects(self, prefix: str = "") -> list[StoredObject]:
-        """Every object whose key starts with ``prefix`` (ListObjectsV2, page by page);
-        sizes only (a listing carries no metadata)."""
+    async def list_objects(self, prefix: str = "", *, page_size: int = 1000) -> list[StoredObject]:
+        """Every object whose key starts with ``prefix`` (ListObjectsV2, ``page_size`` keys
+        a page, following continuation tokens); sizes only (a listing carries no
+        metadata)."""
         op = f"list {prefix or 'the volume'}"
         found: list[StoredObject] = []
         token: str | None = None
+        tokens: set[str] = set()
         for _ in range(_MAX_PAGES):
-            params = [("list-type", "2"), ("prefix", prefix)]
+            params = [("list-type", "2"), ("max-keys", str(page_size)), ("prefix", prefix)]
             if token is not None:
                 params.append(("continuation-token", token))
             response = await self._request("GET", None, op, params=params)
@@ -387,6 +389,9 @@ class VolumeS3:
             found.extend(page)
             if token is None:
                 return found
+            if token in tokens:
+                raise self._error(f"cannot {op}: the listing repeated a page", None, 200)
+            tokens.add(token)
         raise self._error(f"cannot {op}: more than {_MAX_PAGES} pages", None, 200)
 
     # --- plumbing ---
