@@ -79,7 +79,12 @@ def _botocore_signature(
         ("PUT", "data/train.jsonl", [], {"x-amz-meta-sha256": "ab" * 32}),
         ("HEAD", "checkpoints/run 1/step-10/model.safetensors", [], {}),
         ("DELETE", "cache/ünïcode~name(1).bin", [], {}),
-        ("GET", "", [("list-type", "2"), ("prefix", "data/a b"), ("continuation-token", "t/1=")], {}),
+        (
+            "GET",
+            "",
+            [("list-type", "2"), ("prefix", "data/a b"), ("continuation-token", "t/1=")],
+            {},
+        ),
     ],
 )
 def test_signatures_agree_with_botocore(
