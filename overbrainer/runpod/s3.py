@@ -14,8 +14,10 @@ its SHA-256 in ``x-amz-meta-sha256``, one whose SHA-256 already matches is not s
 and every object is verified afterwards (HEAD: size and SHA-256). :func:`volume_s3` builds
 the client from the settings (None without an S3 API key: then data goes through the pod).
 
-Each file goes up in one PUT (no multipart upload): S3 allows up to 5 GiB in one, and a
-larger file is refused before anything is sent (:class:`S3FileTooLarge`).
+A file goes up in one PUT up to ``multipart_threshold`` (256 MiB), above it in a multipart
+upload of ``part_size`` parts (64 MiB, each read into memory and signed by its own
+SHA-256), aborted on any failure; S3's limit for one object (5 TiB) is checked before
+anything is sent (:class:`S3FileTooLarge`).
 
 Errors are :class:`S3Error` (an :class:`~overbrainer.errors.OverbrainerError`) naming the
 volume, the data center and the key; no message holds the access key or the secret, nor a
@@ -24,6 +26,7 @@ long enough piece of either (:class:`~overbrainer.runpod.redact.Redactor`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import random
@@ -34,6 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
+from xml.sax.saxutils import escape
 
 import httpx
 import trio
@@ -49,6 +53,7 @@ if TYPE_CHECKING:
     from overbrainer.config.model import RunpodSettings
 
 __all__ = [
+    "MAX_OBJECT",
     "MAX_SINGLE_PUT",
     "S3_DATA_CENTERS",
     "S3AuthError",
@@ -86,7 +91,10 @@ S3_DATA_CENTERS = frozenset(
     }
 )
 
-MAX_SINGLE_PUT = 5 * 1024**3  # S3's limit for one PUT
+MAX_SINGLE_PUT = 5 * 1024**3  # S3's limit for one PUT, and for one part
+MAX_OBJECT = 5 * 1024**4  # S3's limit for one object (a multipart upload)
+_MIN_PART = 5 * 1024**2
+_MAX_PARTS = 10_000
 _MAX_KEY_BYTES = 1024  # S3's limit for a key
 _MAX_BODY = 8 * 1024 * 1024  # a listing page of 1000 keys fits; a runaway answer does not
 _MAX_PAGES = 100_000
@@ -140,7 +148,7 @@ class S3FileChanged(S3Error):
 
 
 class S3FileTooLarge(S3Error):
-    """A file larger than one PUT may carry (:data:`MAX_SINGLE_PUT`); nothing was sent."""
+    """A file larger than one S3 object may be (:data:`MAX_OBJECT`); nothing was sent."""
 
 
 # --- what the volume holds ----------------------------------------------------------------
@@ -214,6 +222,8 @@ class VolumeS3:
         timeout: float = 60.0,
         max_attempts: int = 4,
         backoff_initial: float = 1.0,
+        multipart_threshold: int = 256 * 1024**2,
+        part_size: int = 64 * 1024**2,
         rng: random.Random | None = None,
         sleep: Callable[[float], Awaitable[None]] = trio.sleep,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -249,6 +259,9 @@ class VolumeS3:
         self._netloc = url.netloc.decode("ascii")
         self._max_attempts = max(1, max_attempts)
         self._backoff_initial = backoff_initial
+        # S3's rules: parts of 5 MiB at least (but the last), 10,000 parts at most.
+        self._multipart_threshold = max(_MIN_PART, multipart_threshold)
+        self._part_size = max(_MIN_PART, part_size)
         self._rng = rng if rng is not None else random.Random()
         self._sleep = sleep
         self._now = now
@@ -283,19 +296,23 @@ class VolumeS3:
         """Upload the file at ``path`` as ``key``, carrying ``sha256`` (its content's,
         hex) in ``x-amz-meta-sha256``. The body is signed by that hash, so the server
         refuses a body that does not match it; a file found changed while it was read is
-        removed again and reported (:class:`S3FileChanged`)."""
+        removed again and reported (:class:`S3FileChanged`). A file over the multipart
+        threshold goes up in parts (:meth:`_put_parts`)."""
         key = self._key(key)
-        if size > MAX_SINGLE_PUT:
+        if size > MAX_OBJECT:
             raise S3FileTooLarge(
                 self._where(
-                    f"cannot upload {key}: it is {size} bytes, more than one S3 PUT carries "
-                    f"({MAX_SINGLE_PUT} bytes)",
+                    f"cannot upload {key}: it is {size} bytes, more than one S3 object holds "
+                    f"({MAX_OBJECT} bytes)",
                     key,
                 ),
                 volume=self.volume,
                 data_center=self.data_center,
                 key=key,
             )
+        if size > self._multipart_threshold:
+            await self._put_parts(key, path, sha256=sha256, size=size)
+            return
         seen: list[str] = []
 
         async def body() -> AsyncIterator[bytes]:
@@ -326,6 +343,75 @@ class VolumeS3:
                 data_center=self.data_center,
                 key=key,
             )
+
+    async def _put_parts(self, key: str, path: Path, *, sha256: str, size: int) -> None:
+        """A multipart upload: initiate (carrying the metadata), each part signed by its
+        own SHA-256, complete; aborted on any failure, so no half object is left."""
+        part_size = max(self._part_size, -(-size // _MAX_PARTS))
+        op = f"upload {key}"
+        answer = await self._request(
+            "POST",
+            key,
+            op,
+            params=[("uploads", "")],
+            headers={"content-type": "application/octet-stream", _META_SHA256: sha256},
+            body=b"",
+        )
+        if answer.status_code != 200:
+            raise self._refused(op, key, answer)
+        upload_id = _text(self._xml(answer.content, op, key), "UploadId")
+        if not upload_id:
+            raise self._error(f"cannot {op}: the answer names no upload id", key, 200)
+        try:
+            etags: list[str] = []
+            digest = hashlib.sha256()
+            async with await trio.open_file(path, "rb") as handle:
+                while chunk := await handle.read(part_size):
+                    digest.update(chunk)
+                    number = str(len(etags) + 1)
+                    part = await self._request(
+                        "PUT",
+                        key,
+                        f"{op} (part {number})",
+                        params=[("partNumber", number), ("uploadId", upload_id)],
+                        body=chunk,
+                    )
+                    etag = part.headers.get("etag")
+                    if part.status_code != 200:
+                        raise self._refused(f"{op} (part {number})", key, part)
+                    if not etag:
+                        raise self._error(f"cannot {op}: part {number} has no ETag", key, 200)
+                    etags.append(etag)
+            if digest.hexdigest() != sha256:
+                raise S3FileChanged(
+                    self._where(f"cannot upload {key}: the file changed while it was sent", key),
+                    volume=self.volume,
+                    data_center=self.data_center,
+                    key=key,
+                )
+            parts = "".join(
+                f"<Part><PartNumber>{number}</PartNumber><ETag>{escape(etag)}</ETag></Part>"
+                for number, etag in enumerate(etags, 1)
+            )
+            body = f"<CompleteMultipartUpload>{parts}</CompleteMultipartUpload>".encode()
+            done = await self._request("POST", key, op, params=[("uploadId", upload_id)], body=body)
+            # S3 may answer 200 and still fail: the error is then the body.
+            if done.status_code != 200 or _local(self._xml(done.content, op, key).tag) == "Error":
+                raise self._refused(op, key, done)
+        except BaseException:
+            # Even when cancelled: an unfinished upload keeps its parts (and bills them).
+            # Bounded, and the first failure is the one to report.
+            with trio.move_on_after(30, shield=True), contextlib.suppress(S3Error):
+                await self._request("DELETE", key, f"abort {op}", params=[("uploadId", upload_id)])
+            raise
+
+    def _xml(self, body: bytes, op: str, key: str | None) -> ET.Element:
+        try:
+            # The endpoint is Runpod's (or the configured one), the body bounded; expat
+            # refuses entity expansion attacks since 2.4.1.
+            return ET.fromstring(body)  # noqa: S314
+        except ET.ParseError:
+            raise self._error(f"cannot {op}: the answer is not XML", key, 200) from None
 
     async def put_bytes(self, key: str, data: bytes) -> str:
         """Upload ``data`` as ``key`` with its SHA-256 in ``x-amz-meta-sha256``; returns
@@ -448,12 +534,7 @@ class VolumeS3:
         )
 
     def _listing(self, body: bytes, op: str) -> tuple[list[StoredObject], str | None]:
-        try:
-            # The endpoint is Runpod's (or the configured one), the body bounded; expat
-            # refuses entity expansion attacks since 2.4.1.
-            root = ET.fromstring(body)  # noqa: S314
-        except ET.ParseError:
-            raise self._error(f"cannot {op}: the listing is not XML", None, 200) from None
+        root = self._xml(body, op, None)
         page: list[StoredObject] = []
         for item in _children(root, "Contents"):
             key = _text(item, "Key")
@@ -484,8 +565,19 @@ class VolumeS3:
         payload_sha256: str | None = None,
         content: Callable[[], AsyncIterator[bytes]] | None = None,
         length: int = 0,
+        body: bytes | None = None,
     ) -> httpx.Response:
-        """Send a signed request (again, after a transient failure) and read its answer."""
+        """Send a signed request (again, after a transient failure) and read its answer:
+        a streamed ``content`` of ``length`` bytes signed as ``payload_sha256``, or a
+        ``body`` in memory (signed by its own hash)."""
+        if body is not None:
+            data = body
+            payload_sha256 = hashlib.sha256(data).hexdigest()
+            length = len(data)
+
+            def content() -> AsyncIterator[bytes]:
+                return _once(data)
+
         base_path = self._base.raw_path.decode("ascii").rstrip("/")
         path = base_path + encode_path(f"/{self.volume}" + (f"/{key}" if key else ""))
         query = canonical_query(params or [])
