@@ -6,7 +6,7 @@ import hashlib
 import itertools
 import logging
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -15,9 +15,10 @@ import pytest
 from overbrainer.config.model import RunpodSettings
 from overbrainer.errors import OverbrainerError
 from overbrainer.runpod.s3 import (
-    MAX_SINGLE_PUT,
+    MAX_OBJECT,
     S3AuthError,
     S3Error,
+    S3FileChanged,
     S3FileTooLarge,
     S3Unreachable,
     S3VerifyFailed,
@@ -27,7 +28,7 @@ from overbrainer.runpod.s3 import (
     upload_directory,
     volume_s3,
 )
-from overbrainer.runpod.sigv4 import Credentials
+from overbrainer.runpod.sigv4 import Credentials, canonical_query, sign
 from tests.runpod.conftest import S3Server
 
 DC = "EU-RO-1"
@@ -47,11 +48,21 @@ def volume(strict_s3: S3Server) -> str:
 
 
 def _client(
-    server: S3Server, volume: str, transport: httpx.AsyncBaseTransport | None = None
+    server: S3Server,
+    volume: str,
+    transport: httpx.AsyncBaseTransport | None = None,
+    multipart_threshold: int = 256 * 1024**2,
 ) -> VolumeS3:
     creds = server.credentials
     return VolumeS3(
-        creds.access_key, creds.secret, volume, DC, base_url=server.url, transport=transport
+        creds.access_key,
+        creds.secret,
+        volume,
+        DC,
+        base_url=server.url,
+        transport=transport,
+        multipart_threshold=multipart_threshold,
+        part_size=5 * 1024**2,
     )
 
 
@@ -150,15 +161,90 @@ async def test_keys_that_name_another_path_are_refused_before_sending(
                 await s3.head_object(bad)
 
 
-async def test_a_file_over_one_put_is_refused_before_anything_is_sent(
+async def test_a_file_over_one_object_is_refused_before_anything_is_sent(
     strict_s3: S3Server, volume: str, tmp_path: Path
 ) -> None:
     path = tmp_path / "big"
     path.write_bytes(b"x")
     async with _client(strict_s3, volume) as s3:
-        with pytest.raises(S3FileTooLarge, match="more than one S3 PUT carries"):
-            await s3.put_file("big", path, sha256=_sha(b"x"), size=MAX_SINGLE_PUT + 1)
+        with pytest.raises(S3FileTooLarge, match="more than one S3 object holds"):
+            await s3.put_file("big", path, sha256=_sha(b"x"), size=MAX_OBJECT + 1)
         assert await s3.head_object("big") is None
+
+
+class _Parts(httpx.AsyncBaseTransport):
+    """The network, noting each part sent; ``after_part`` runs after a part's answer."""
+
+    def __init__(self, after_part: Callable[[int], None] = lambda number: None) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.parts: list[int] = []
+        self.after_part = after_part
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        number = request.url.params.get("partNumber")
+        if request.method == "PUT" and number is not None:
+            self.parts.append(int(number))
+            self.after_part(int(number))
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def _uploads_in_progress(server: S3Server, volume: str) -> str:
+    query = canonical_query([("uploads", "")])
+    signed = sign(
+        server.credentials,
+        method="GET",
+        host=server.netloc,
+        encoded_path=f"/{volume}",
+        query=query,
+        region=DC,
+    )
+    answer = httpx.get(f"{server.url}/{volume}?{query}", headers=signed.headers)
+    assert answer.status_code == 200
+    return answer.text
+
+
+async def test_a_large_file_goes_up_in_parts_carrying_its_sha256(
+    strict_s3: S3Server, volume: str, tmp_path: Path
+) -> None:
+    data = bytes(range(256)) * (11 * 4096) + b"end"  # 11 MiB and 3 bytes: three parts
+    root = _tree(tmp_path / "ckpt", {"optimizer.pt": data, "small.json": b"{}"})
+    parts = _Parts()
+    async with _client(strict_s3, volume, parts, multipart_threshold=5 * 1024**2) as s3:
+        report = await upload_directory(s3, root, "checkpoints/run1")
+        assert [item.key for item in report.sent] == [
+            "checkpoints/run1/optimizer.pt",
+            "checkpoints/run1/small.json",
+        ]
+        assert parts.parts == [1, 2, 3]
+        stored = await s3.head_object("checkpoints/run1/optimizer.pt")
+        assert stored == StoredObject("checkpoints/run1/optimizer.pt", len(data), _sha(data))
+        again = await upload_directory(s3, root, "checkpoints/run1")
+        assert again.sent == () and parts.parts == [1, 2, 3]
+
+
+async def test_a_file_changed_during_a_multipart_upload_is_aborted_leaving_nothing(
+    strict_s3: S3Server, volume: str, tmp_path: Path
+) -> None:
+    data = b"a" * (11 * 1024**2)
+    path = tmp_path / "weights.bin"
+    path.write_bytes(data)
+
+    def change(number: int) -> None:
+        if number == 1:
+            with path.open("r+b") as handle:
+                handle.seek(8 * 1024**2)
+                handle.write(b"changed")
+
+    parts = _Parts(change)
+    async with _client(strict_s3, volume, parts, multipart_threshold=5 * 1024**2) as s3:
+        with pytest.raises(S3FileChanged, match="the file changed while it was sent"):
+            await s3.put_file("w/weights.bin", path, sha256=_sha(data), size=len(data))
+        assert await s3.head_object("w/weights.bin") is None
+    assert "<UploadId>" not in _uploads_in_progress(strict_s3, volume)
 
 
 def test_endpoints_and_settings_give_the_client() -> None:
