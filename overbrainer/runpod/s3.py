@@ -204,10 +204,12 @@ class VolumeS3:
     """The S3 API of one network volume (``volume_id``, in ``data_center``).
 
     ``base_url`` replaces Runpod's endpoint for the data center (tests); ``transport``
-    replaces the network. Idempotent calls (all of them: PUT of a whole object, HEAD,
-    GET, DELETE) are retried on transport errors, 408, 429 and 5xx with jittered backoff,
-    ``max_attempts`` in all; an unreachable endpoint is not retried. ``now`` is the signing
-    clock. Use ``async with`` or call :meth:`aclose`.
+    replaces the network. Every call is retried on transport errors, 408, 429 and 5xx with
+    jittered backoff, ``max_attempts`` in all (PUT, HEAD, GET and DELETE are idempotent; a
+    retried multipart initiate leaves at most an unused upload, and a retried complete
+    whose first answer was lost fails, and is reported, rather than doing anything twice);
+    an unreachable endpoint is not retried. ``now`` is the signing clock. Use ``async
+    with`` or call :meth:`aclose`.
     """
 
     def __init__(
