@@ -152,6 +152,46 @@ async def test_an_unreachable_endpoint_fails_at_once_naming_the_volume() -> None
     assert slept == []
 
 
+class _BusyFirst(httpx.AsyncBaseTransport):
+    """The network, where the first request meets S3's "slow down" (HTTP 503)."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.busy = 1
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self.busy:
+            self.busy -= 1
+            body = b"<Error><Code>SlowDown</Code><Message>Please reduce</Message></Error>"
+            return httpx.Response(503, content=body)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_a_busy_answer_is_retried_after_a_pause(strict_s3: S3Server, volume: str) -> None:
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    creds = strict_s3.credentials
+    client = VolumeS3(
+        creds.access_key,
+        creds.secret,
+        volume,
+        DC,
+        base_url=strict_s3.url,
+        transport=_BusyFirst(),
+        sleep=sleep,
+    )
+    async with client as s3:
+        await s3.put_bytes("data/x", b"x")
+        assert await s3.head_object("data/x") == StoredObject("data/x", 1, _sha(b"x"))
+    assert len(slept) == 1 and 0.5 <= slept[0] <= 1.0
+
+
 async def test_keys_that_name_another_path_are_refused_before_sending(
     strict_s3: S3Server, volume: str
 ) -> None:
