@@ -7,7 +7,8 @@ read as its setting's type: whole numbers, numbers, booleans (true/false, 1/0, y
 lists as one comma-separated string, ``axolotl_extra`` as a JSON object. An empty value
 counts as unset (so a copy of ``.env.example`` changes nothing).
 
-Secrets (``OVERBRAINER_RUNPOD__API_KEY``, ``OVERBRAINER_HF_TOKEN``) and SSH hosts
+Secrets (``OVERBRAINER_RUNPOD__API_KEY``, ``OVERBRAINER_HF_TOKEN``, the network volumes'
+S3 API key ``OVERBRAINER_RUNPOD__S3_ACCESS_KEY`` and ``__S3_SECRET``) and SSH hosts
 (``OVERBRAINER_TARGETS__<NAME>__HOST``) come from the environment only, and a store URL
 in the file may not carry a password. Any other ``OVERBRAINER_*`` variable that names no
 setting is an error, except the few in :data:`NON_CONFIG_ENV`, which other parts of
@@ -84,11 +85,18 @@ _KINDS: dict[str, type[BaseModel]] = {
     "runpod": RunpodTarget,
 }
 # Settings that are read from the environment only, by path.
-_ENV_ONLY = {("hf_token",), ("runpod", "api_key")}
+_ENV_ONLY = {
+    ("hf_token",),
+    ("runpod", "api_key"),
+    ("runpod", "s3_access_key"),
+    ("runpod", "s3_secret"),
+}
 # Keys that look like a secret wherever they appear in the file, and where they belong.
 _SECRET_NAMES = {
     "api_key": "OVERBRAINER_RUNPOD__API_KEY",
     "hf_token": "OVERBRAINER_HF_TOKEN",
+    "s3_access_key": "OVERBRAINER_RUNPOD__S3_ACCESS_KEY",
+    "s3_secret": "OVERBRAINER_RUNPOD__S3_SECRET",
 }
 _EXAMPLES = {
     "target": '"local"',
@@ -174,7 +182,8 @@ def masked(settings: Settings) -> dict[str, Any]:
     ``None`` when not (a password in the store URL too)."""
     data = settings.model_dump(mode="json")
     data["hf_token"] = MASK if settings.hf_token is not None else None
-    data["runpod"]["api_key"] = MASK if settings.runpod.api_key is not None else None
+    for key in ("api_key", "s3_access_key", "s3_secret"):
+        data["runpod"][key] = MASK if getattr(settings.runpod, key) is not None else None
     if settings.store.url is not None:
         data["store"]["url"] = strip_url_password(settings.store.url, MASK)
     data["targets"] = {
@@ -226,9 +235,10 @@ def _screen_file(raw: dict[str, Any], problems: list[str]) -> dict[str, Any]:
         else:
             data[key] = value  # wrong types and unknown keys: the model reports them
     runpod = data.get("runpod")
-    if isinstance(runpod, dict) and "api_key" in runpod:
-        del runpod["api_key"]
-        problems.append(_secret_in_file("runpod.api_key", "OVERBRAINER_RUNPOD__API_KEY"))
+    for key in ("api_key", "s3_access_key", "s3_secret"):
+        if isinstance(runpod, dict) and key in runpod:
+            del runpod[key]
+            problems.append(_secret_in_file(f"runpod.{key}", _SECRET_NAMES[key]))
     store = data.get("store")
     url = store.get("url") if isinstance(store, dict) else None
     if isinstance(store, dict) and isinstance(url, str) and store_url_has_password(url):

@@ -847,16 +847,26 @@ class StoreSettings(BaseModel):
 
 
 class RunpodSettings(BaseModel):
-    """``[runpod]``: the API to talk to; the key comes from ``OVERBRAINER_RUNPOD__API_KEY``."""
+    """``[runpod]``: the API to talk to; the key comes from ``OVERBRAINER_RUNPOD__API_KEY``.
+
+    ``s3_access_key`` and ``s3_secret`` are the S3 API key of Runpod's network volumes
+    (``user_…``, ``rps_…``; environment only, both or neither); ``s3_base_url`` replaces
+    every data center's S3 endpoint (tests: an S3-compatible server on loopback).
+    """
 
     model_config = _STRICT
 
     base_url: str = "https://api.runpod.io/v2"
     api_key: SecretStr | None = None
+    s3_access_key: SecretStr | None = None
+    s3_secret: SecretStr | None = None
+    s3_base_url: str | None = None
 
-    @field_validator("base_url")
+    @field_validator("base_url", "s3_base_url")
     @classmethod
-    def _base_url(cls, value: str) -> str:
+    def _base_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         try:
             parts = urlsplit(value)
             host = parts.hostname
@@ -881,10 +891,22 @@ class RunpodSettings(BaseModel):
             raise ValueError("may not have a query or fragment")
         return value.rstrip("/")
 
-    @field_validator("api_key")
+    @field_validator("api_key", "s3_access_key", "s3_secret")
     @classmethod
     def _key(cls, value: SecretStr | None) -> SecretStr | None:
         return _check_secret(value)
+
+    @model_validator(mode="after")
+    def _s3_pair(self) -> "RunpodSettings":
+        # One half of a key pair signs nothing: say so now, not at the first upload.
+        if (self.s3_access_key is None) != (self.s3_secret is None):
+            missing = "s3_secret" if self.s3_secret is None else "s3_access_key"
+            raise _problem(
+                f".{missing}",
+                "is not set, and the S3 API key needs both: set OVERBRAINER_RUNPOD__S3_ACCESS_KEY "
+                "(user_…) and OVERBRAINER_RUNPOD__S3_SECRET (rps_…), or neither",
+            )
+        return self
 
 
 class ProjectSettings(BaseModel):
@@ -983,7 +1005,10 @@ class Settings(BaseModel):
     def public_data(self) -> dict[str, Any]:
         """The settings as JSON-able data without any secret (a store URL loses its
         password; secrets are left out)."""
-        data = self.model_dump(mode="json", exclude={"hf_token": True, "runpod": {"api_key"}})
+        data = self.model_dump(
+            mode="json",
+            exclude={"hf_token": True, "runpod": {"api_key", "s3_access_key", "s3_secret"}},
+        )
         url = data["store"]["url"]
         if isinstance(url, str):
             data["store"]["url"] = strip_url_password(url)

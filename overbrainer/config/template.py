@@ -185,6 +185,10 @@ kind = "local"                        # this machine
 # [runpod]
 # base_url = "https://api.runpod.io/v2"
 #                                     # https, or http to a loopback address
+# s3_base_url = "https://s3.example.com"
+#                                     # default: each data center's own S3 endpoint
+#                                     # (https://s3api-<data center>.runpod.io); https,
+#                                     # or http to a loopback address
 """
 
 ENV_EXAMPLE = """\
@@ -194,6 +198,11 @@ ENV_EXAMPLE = """\
 
 # Runpod API key, for runpod targets (it never reaches the pod).
 OVERBRAINER_RUNPOD__API_KEY=
+
+# Runpod's S3 API key (Settings > S3 API Keys; both or neither): network volumes are
+# filled through it before any pod exists.
+# OVERBRAINER_RUNPOD__S3_ACCESS_KEY=
+# OVERBRAINER_RUNPOD__S3_SECRET=
 
 # Hugging Face token: gated base models, and hub_model_id.
 OVERBRAINER_HF_TOKEN=

@@ -805,12 +805,16 @@ def test_secrets_are_masked(
         ),
     )
     clean_env.setenv("OVERBRAINER_RUNPOD__API_KEY", f"rp_{CANARY}")
+    clean_env.setenv("OVERBRAINER_RUNPOD__S3_ACCESS_KEY", f"user_{CANARY}")
+    clean_env.setenv("OVERBRAINER_RUNPOD__S3_SECRET", f"rps_{CANARY}")
     clean_env.setenv("OVERBRAINER_STORE__URL", f"postgresql://me:{CANARY}@db.example.com/ob")
     clean_env.setenv("OVERBRAINER_TARGETS__BOX__HOST", "me@gpu.example.com:2222")
     assert check(project) == 0
     out, err = capsys.readouterr()
     assert CANARY not in out + err
     assert 'api_key = "****"  # from OVERBRAINER_RUNPOD__API_KEY' in out
+    assert 's3_access_key = "****"  # from OVERBRAINER_RUNPOD__S3_ACCESS_KEY' in out
+    assert 's3_secret = "****"  # from OVERBRAINER_RUNPOD__S3_SECRET' in out
     assert 'hf_token = "****"  # from OVERBRAINER_HF_TOKEN' in out
     assert "postgresql://me:****@db.example.com/ob" in out
     assert 'host = "me@gpu.example.com:2222"' in out
@@ -820,6 +824,7 @@ def test_secrets_are_masked(
     assert CANARY not in out + err
     report = json.loads(out)
     assert report["settings"]["runpod"]["api_key"] == "****"
+    assert report["settings"]["runpod"]["s3_secret"] == "****"
     assert report["settings"]["hf_token"] == "****"
 
 

@@ -203,7 +203,7 @@ def test_env_example_names_only_env_only_variables(tmp_path: Path) -> None:
         (SshTarget, {"host"}),
         (RunpodTarget, set()),
         (StoreSettings, set()),
-        (RunpodSettings, {"api_key"}),
+        (RunpodSettings, {"api_key", "s3_access_key", "s3_secret"}),
     ],
 )
 def test_template_documents_every_key(model: type, skip: set[str]) -> None:

@@ -177,6 +177,43 @@ def test_secrets_from_env(project: Path) -> None:
     assert settings.hf_token.get_secret_value() == "hf_" + CANARY
 
 
+def test_the_s3_api_key_comes_from_the_environment_only(project: Path) -> None:
+    settings = load_settings(
+        project,
+        {
+            "OVERBRAINER_RUNPOD__S3_ACCESS_KEY": "user_" + CANARY,
+            "OVERBRAINER_RUNPOD__S3_SECRET": "rps_" + CANARY,
+            "OVERBRAINER_RUNPOD__S3_BASE_URL": "http://127.0.0.1:9000",
+        },
+    )
+    assert settings.runpod.s3_secret is not None
+    assert settings.runpod.s3_secret.get_secret_value() == "rps_" + CANARY
+    assert settings.runpod.s3_base_url == "http://127.0.0.1:9000"
+    text = (project / "overbrainer.toml").read_text()
+    (project / "overbrainer.toml").write_text(
+        text + f'\n[runpod]\ns3_access_key = "user_{CANARY}"\ns3_secret = "rps_{CANARY}"\n'
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_settings(project, {})
+    assert [problem.split(":")[0] for problem in caught.value.problems] == [
+        "runpod.s3_access_key",
+        "runpod.s3_secret",
+    ]
+    assert "set OVERBRAINER_RUNPOD__S3_SECRET in the environment" in str(caught.value)
+    assert CANARY not in str(caught.value)
+
+
+@pytest.mark.parametrize("half", ["S3_ACCESS_KEY", "S3_SECRET"])
+def test_half_an_s3_api_key_is_one_problem_naming_both_variables(project: Path, half: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(project, {f"OVERBRAINER_RUNPOD__{half}": "x_" + CANARY})
+    [problem] = caught.value.problems
+    missing = "s3_secret" if half == "S3_ACCESS_KEY" else "s3_access_key"
+    assert problem.startswith(f"runpod.{missing}: is not set, and the S3 API key needs both")
+    assert "OVERBRAINER_RUNPOD__S3_ACCESS_KEY" in problem and "__S3_SECRET" in problem
+    assert CANARY not in str(caught.value)
+
+
 def test_non_config_variables_and_empty_values_are_ignored(project: Path) -> None:
     environ = {name: "x" for name in NON_CONFIG_ENV}
     environ.update({"OVERBRAINER_TRAINING__EPOCHS": "", "OVERBRAINER_HF_TOKEN": "", "PATH": "/bin"})

@@ -275,6 +275,36 @@ def test_masked_shows_set_secrets_as_stars() -> None:
     assert CANARY not in repr(settings) and CANARY not in str(settings)
 
 
+def test_the_s3_api_key_is_masked_and_kept_out_of_the_digest() -> None:
+    keyed = Settings.model_validate(
+        base(runpod={"s3_access_key": "user_" + CANARY, "s3_secret": "rps_" + CANARY})
+    )
+    data = masked(keyed)
+    assert (data["runpod"]["s3_access_key"], data["runpod"]["s3_secret"]) == ("****", "****")
+    assert CANARY not in repr(data) and CANARY not in repr(keyed)
+    assert CANARY not in str(keyed.public_data())
+    assert keyed.settings_digest() == Settings.model_validate(base()).settings_digest()
+    unset = masked(Settings.model_validate(base()))["runpod"]
+    assert unset["s3_access_key"] is None and unset["s3_secret"] is None
+
+
+@pytest.mark.parametrize("half", ["s3_access_key", "s3_secret"])
+def test_half_an_s3_api_key_is_refused(half: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        Settings.model_validate(base(runpod={half: "x_" + CANARY}))
+    [problem] = caught.value.errors(include_input=False)
+    other = "s3_secret" if half == "s3_access_key" else "s3_access_key"
+    assert problem["ctx"] is not None and problem["ctx"]["suffix"] == f".{other}"
+
+
+def test_s3_base_url_follows_the_base_url_rules() -> None:
+    good = Settings.model_validate(base(runpod={"s3_base_url": "http://127.0.0.1:9000/"}))
+    assert good.runpod.s3_base_url == "http://127.0.0.1:9000"
+    assert Settings.model_validate(base()).runpod.s3_base_url is None
+    with pytest.raises(ValidationError):
+        Settings.model_validate(base(runpod={"s3_base_url": "http://s3.example.com"}))
+
+
 @pytest.mark.parametrize(
     "base_url",
     [
