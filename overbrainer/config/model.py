@@ -608,7 +608,7 @@ class RunpodTarget(BaseModel):
     data_center_ids: list[str] = []  # a plain default: see TrainingSettings.env
     network_volume_id: str | None = None
     # A network volume of the project, by name: made by the first run that needs it (of
-    # volume_size_gb, in volume_data_center), mounted at /workspace by every run after.
+    # volume_size_gb, in volume_data_center), mounted at /runpod-volume by every run after.
     volume: str | None = None
     volume_size_gb: Annotated[int, Field(ge=10, le=4096)] = 50
     volume_data_center: str | None = None

@@ -162,7 +162,7 @@ kind = "local"                        # this machine
 # max_hours = 4
 # volume = "cache"                    # default: none; the project's network volume, by
 #                                     # name: made by the first run (billed $0.07/GB a
-#                                     # month until deleted), mounted at /workspace by
+#                                     # month until deleted), mounted at /runpod-volume by
 #                                     # every run; pods are created only where it lives
 # volume_data_center = "EU-RO-1"      # where it lives; needed unless data_center_ids has
 #                                     # exactly one entry (then that one)

@@ -12,6 +12,7 @@ from overbrainer.events.recorded import Recorded
 from overbrainer.plurals import plural, word
 from overbrainer.projections.words import duration_text, job_shape, size_text
 from overbrainer.runpod.clocks import offset_text
+from overbrainer.runpod.volume_layout import VOLUME_MOUNT
 from overbrainer.train.metrics import MetricsSummary, format_loss
 
 
@@ -149,7 +150,7 @@ def _volume_attached(e: ev.VolumeAttached, s: RunLog | None) -> str:
     done = "created" if e.created else "using"
     return (
         f"{done} network volume {e.volume_name} ({e.volume_id}{size}) in {e.data_center}: "
-        "the run's pods mount it at /workspace and are created only there"
+        f"the run's pods mount it at {VOLUME_MOUNT} and are created only there"
     )
 
 

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 from overbrainer.runpod.models import NetworkVolume
 
+from overbrainer.runpod.volume_layout import VOLUME_MOUNT
+
 __all__ = ["VOLUME_MOUNT", "VOLUME_PRICE_PER_GB_MONTH", "VolumeFound", "find_volume"]
 
-VOLUME_MOUNT = "/workspace"
-"""Where a pod mounts the project's network volume."""
 VOLUME_PRICE_PER_GB_MONTH = 0.07
 """What Runpod bills a network volume per GB and month (USD, its first TB)."""
 

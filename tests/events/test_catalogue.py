@@ -594,7 +594,7 @@ def _check_everything(
         _sentences(out)
     )
     volume = "network volume cache (vf1, 50 GB) in EU-RO-1: the run's pods mount it at "
-    volume += "/workspace and are created only there"
+    volume += "/runpod-volume and are created only there"
     assert [text for text in _sentences(out) if "network volume" in text] == [
         f"created {volume}",
         f"using {volume}",

@@ -492,13 +492,13 @@ async def test_check_says_which_volume_where_and_whether_it_exists_yet(tmp_path:
     assert before.returncode == 0, before.stderr
     (line,) = [x for x in before.stdout.splitlines() if "network volume" in x]
     assert " ".join(line.split()) == (
-        "ok network volume cache in US-KS-2, mounted at /workspace: not there yet; the first "
+        "ok network volume cache in US-KS-2, mounted at /runpod-volume: not there yet; the first "
         "run creates it (100 GB, $7.00 a month until it is deleted) and every pod of the "
         "target is created in that data center"
     )
     (line,) = [x for x in after.stdout.splitlines() if "network volume" in x]
     assert " ".join(line.split()) == (
-        f"ok network volume cache in US-KS-2, mounted at /workspace: exists ({made.id}, 100 GB)"
+        f"ok network volume cache in US-KS-2, mounted at /runpod-volume: exists ({made.id}, 100 GB)"
     )
     assert twice.returncode == 1
     assert "network volumes named 'cache' in US-KS-2" in twice.stdout

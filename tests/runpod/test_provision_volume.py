@@ -48,7 +48,7 @@ async def test_the_first_run_creates_the_volume_before_its_pod_and_mounts_it(
     assert all(r.time <= first_create for r in rig.fake.requests if "volumes" in r.path)
     (body,) = rig.creates()
     assert body["dataCenterIds"] == ["US-KS-2"]
-    assert body["mounts"] == {"network": [{"volumeId": volume.id, "path": "/workspace"}]}
+    assert body["mounts"] == {"network": [{"volumeId": volume.id, "path": "/runpod-volume"}]}
     assert ready.data_center == "US-KS-2"
     names = rig.names(run_id)
     assert names.index("pod.VolumeAttached") < names.index("pod.AttemptSent")
@@ -73,7 +73,7 @@ async def test_a_later_run_finds_the_volume_by_its_name_and_creates_none(
     await provision(rig.context, run_id, target, keep=False)
     assert volume_requests(rig) == [("GET", "/network-volumes")]
     (body,) = rig.creates()
-    assert body["mounts"] == {"network": [{"volumeId": existing.id, "path": "/workspace"}]}
+    assert body["mounts"] == {"network": [{"volumeId": existing.id, "path": "/runpod-volume"}]}
     (attached,) = rig.events(run_id, ev.VolumeAttached)
     assert attached.created is False  # type: ignore[attr-defined]
 
