@@ -101,35 +101,24 @@ class Scenario:
     weight: float = 6.0
 
 
+def _vanish(phase: Phase, knobs: dict[str, str] | None = None) -> Scenario:
+    """The pod vanishes at ``phase`` (one of :data:`PHASES`), and the run is recovered."""
+    return Scenario(
+        f"vanish-{phase}",
+        "the pod vanishes " + PHASES[phase],
+        (Loss(phase),),
+        knobs=knobs or {},
+        reason="no longer exists",
+    )
+
+
 def _scenarios(full: bool) -> list[Scenario]:
     out = [
-        Scenario(
-            "vanish-job",
-            "the pod vanishes " + PHASES["job"],
-            (Loss("job"),),
-            reason="no longer exists",
-        ),
-        Scenario(
-            "vanish-checkpoint",
-            "the pod vanishes " + PHASES["checkpoint"],
-            (Loss("checkpoint"),),
-            reason="no longer exists",
-        ),
-        Scenario(
-            "vanish-fetching",
-            "the pod vanishes " + PHASES["fetching"],
-            (Loss("fetching"),),
-            # Bigger checkpoints: their fetch takes long enough to be caught in.
-            knobs={"FAKE_AXOLOTL_CHECKPOINT_KB": "4096"},
-            reason="no longer exists",
-        ),
-        Scenario(
-            "vanish-end-save",
-            "the pod vanishes " + PHASES["end-save"],
-            (Loss("end-save"),),
-            knobs={"FAKE_AXOLOTL_END_SAVE_SECONDS": "1.5"},
-            reason="no longer exists",
-        ),
+        _vanish("job"),
+        _vanish("checkpoint"),
+        # Bigger checkpoints: their fetch takes long enough to be caught in.
+        _vanish("fetching", knobs={"FAKE_AXOLOTL_CHECKPOINT_KB": "4096"}),
+        _vanish("end-save", knobs={"FAKE_AXOLOTL_END_SAVE_SECONDS": "1.5"}),
         Scenario(
             "stopped",
             "the pod is stopped (EXITED) under its job",

@@ -11,7 +11,7 @@ import re
 import signal
 import subprocess
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import trio
 
@@ -81,16 +81,24 @@ async def _train_losing_pods(
     return done
 
 
+async def _recovered(
+    w: World, losses: int = 1, *, how: Literal["vanish", "stop", "gpus", "ssh"] = "vanish"
+) -> tuple[subprocess.CompletedProcess[str], str, dict[str, Any]]:
+    """:func:`_train_losing_pods`, which must succeed: its output, the run and its run.json."""
+    done = await _train_losing_pods(w, losses, how=how)
+    assert done.returncode == 0, done.stderr
+    (run_id,) = w.runs()
+    run = w.run_json(run_id)
+    assert run["state"] == "succeeded", run
+    return done, run_id, run
+
+
 async def test_a_pod_lost_after_a_checkpoint_came_home_is_replaced_and_the_run_succeeds(
     tmp_path: Path,
 ) -> None:
     async with world(tmp_path, steps=150, step_seconds=0.02, knobs=SAVING) as w:
-        done = await _train_losing_pods(w, 1)
-        assert done.returncode == 0, done.stderr
-        (run_id,) = w.runs()
-        run = w.run_json(run_id)
-        assert run["state"] == "succeeded", run
-        (recovery,) = run["recoveries"]  # type: ignore[misc]
+        done, run_id, run = await _recovered(w)
+        (recovery,) = run["recoveries"]
         assert recovery["attempt"] == 1 and run["max_recoveries"] == 3
         step = recovery["resumed_step"]
         assert step > 0 and step % 10 == 0, recovery
@@ -123,11 +131,7 @@ async def test_a_pod_lost_three_times_ends_succeeded_with_every_pod_gone_and_cou
     tmp_path: Path,
 ) -> None:
     async with world(tmp_path, steps=300, step_seconds=0.02, knobs=SAVING) as w:
-        done = await _train_losing_pods(w, 3)
-        assert done.returncode == 0, done.stderr
-        (run_id,) = w.runs()
-        run = w.run_json(run_id)
-        assert run["state"] == "succeeded", run
+        _, run_id, run = await _recovered(w, 3)
         recoveries = run["recoveries"]
         assert isinstance(recoveries, list)
         assert [r["attempt"] for r in recoveries] == [1, 2, 3]
@@ -196,12 +200,8 @@ async def test_a_pod_stopped_under_its_job_is_deleted_and_the_run_recovered(
     tmp_path: Path,
 ) -> None:
     async with world(tmp_path, steps=150, step_seconds=0.02, knobs=SAVING) as w:
-        done = await _train_losing_pods(w, 1, how="stop")
-        assert done.returncode == 0, done.stderr
-        (run_id,) = w.runs()
-        run = w.run_json(run_id)
-        assert run["state"] == "succeeded", run
-        (recovery,) = run["recoveries"]  # type: ignore[misc]
+        _, run_id, run = await _recovered(w, how="stop")
+        (recovery,) = run["recoveries"]
         first = recovery["lost_pod"]
         assert recovery["reason"] == f"pod {first} is EXITED (stopped) without the job's end"
         # The stopped pod (which bills its disk) was deleted before the new one was created.
@@ -340,12 +340,8 @@ async def test_a_pod_restarted_with_no_gpu_is_deleted_and_the_run_recovered(
     tmp_path: Path,
 ) -> None:
     async with world(tmp_path, steps=150, step_seconds=0.02, knobs=SAVING) as w:
-        done = await _train_losing_pods(w, 1, how="gpus")
-        assert done.returncode == 0, done.stderr
-        (run_id,) = w.runs()
-        run = w.run_json(run_id)
-        assert run["state"] == "succeeded", run
-        (recovery,) = run["recoveries"]  # type: ignore[misc]
+        _, run_id, run = await _recovered(w, how="gpus")
+        (recovery,) = run["recoveries"]
         first = recovery["lost_pod"]
         assert recovery["reason"] == (
             f"pod {first} restarted with no GPU (it was created with 1): its job ended with "
@@ -362,12 +358,8 @@ async def test_a_pod_that_stops_answering_ssh_is_recovered_after_unreachable_min
 ) -> None:
     async with world(tmp_path, steps=400, step_seconds=0.02, knobs=SAVING) as w:
         w.env["OVERBRAINER_TARGETS__GPU__UNREACHABLE_MINUTES"] = "0.05"  # 3 s
-        done = await _train_losing_pods(w, 1, how="ssh")
-        assert done.returncode == 0, done.stderr
-        (run_id,) = w.runs()
-        run = w.run_json(run_id)
-        assert run["state"] == "succeeded", run
-        (recovery,) = run["recoveries"]  # type: ignore[misc]
+        done, run_id, run = await _recovered(w, how="ssh")
+        (recovery,) = run["recoveries"]
         first = recovery["lost_pod"]
         assert recovery["reason"] == (
             f"pod {first} did not answer SSH for 0.05 min (unreachable_minutes of target gpu)"
@@ -458,11 +450,7 @@ async def test_the_curve_of_a_run_recovered_three_times_has_every_step_once_acro
     tmp_path: Path,
 ) -> None:
     async with world(tmp_path, steps=300, step_seconds=0.02, knobs=SAVING) as w:
-        done = await _train_losing_pods(w, 3)
-        assert done.returncode == 0, done.stderr
-        (run_id,) = w.runs()
-        run = w.run_json(run_id)
-        assert run["state"] == "succeeded", run
+        _, run_id, run = await _recovered(w, 3)
         recoveries = run["recoveries"]
         assert isinstance(recoveries, list) and len(recoveries) == 3
         resumed = [r["resumed_step"] for r in recoveries]
