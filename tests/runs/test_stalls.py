@@ -2,6 +2,9 @@
 long without a line, the last step) or nothing out — then :class:`LineClock` on trio's
 MockClock."""
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import pytest
 import trio
 import trio.testing
@@ -123,13 +126,7 @@ async def test_a_jump_of_this_machines_clock_is_no_stall_when_the_next_look_find
     # stall seems due; the look made after it reads the lines written meanwhile.
     clock = LineClock(StallRule(silence=60.0, first_line=300.0))
     clock.saw([MetricsEvent(event="log", step=1)])
-    stalls: list[Stall] = []
-
-    async def watch() -> None:
-        stalls.append(await clock.until_stalled())
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(watch)
+    async with _watched(clock) as (stalls, nursery):
         await trio.sleep(1.0)
         autojump_clock.jump(2 * 3600)
         await trio.sleep(0)  # the watcher wakes: a stall seems due, it waits for a look
@@ -150,13 +147,7 @@ async def test_a_jump_of_this_machines_clock_is_no_stall_when_the_next_look_find
     clock = LineClock(StallRule(silence=60.0, first_line=300.0))
     clock.saw([MetricsEvent(event="log", step=1)])
     clock.looked()
-    stalls: list[Stall] = []
-
-    async def watch() -> None:
-        stalls.append(await clock.until_stalled())
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(watch)
+    async with _watched(clock) as (stalls, nursery):
         await trio.sleep(10.0)
         clock.looked()
         autojump_clock.jump(2 * 3600)
@@ -179,13 +170,7 @@ async def test_a_jump_of_this_machines_clock_before_the_first_look_is_no_stall(
     # The follower begins (its job just started), and the clock moves 2 h before its first
     # look completes: the first look's gap is counted from the start, not ignored.
     clock = LineClock(StallRule(silence=60.0, first_line=300.0))
-    stalls: list[Stall] = []
-
-    async def watch() -> None:
-        stalls.append(await clock.until_stalled())
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(watch)
+    async with _watched(clock) as (stalls, nursery):
         await trio.sleep(1.0)
         autojump_clock.jump(2 * 3600)
         await trio.sleep(0)
@@ -199,6 +184,21 @@ async def test_a_jump_of_this_machines_clock_before_the_first_look_is_no_stall(
         assert stalls[0].first_line
         # Within a look (10 s) and this test's own 1 s wait of the bound.
         assert 300.0 - 10.0 <= trio.current_time() - after <= 300.0 + 10.0 + 1.0
+        nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def _watched(clock: LineClock) -> AsyncIterator[tuple[list[Stall], trio.Nursery]]:
+    """A task waiting for ``clock``'s stall, which it puts in the list it yields; the
+    nursery runs whatever else the test starts, all cancelled when the block ends."""
+    stalls: list[Stall] = []
+
+    async def watch() -> None:
+        stalls.append(await clock.until_stalled())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch)
+        yield stalls, nursery
         nursery.cancel_scope.cancel()
 
 
