@@ -694,28 +694,17 @@ async def _end_stalled(session: Session, target: Target, job: Job, stall: Stall)
         f"stall_minutes); asking it to save a checkpoint and stop, then ending it within "
         f"{_minutes(grace)}"
     )
-    try:
+    if await _ask_stalled_to_stop(session, job, "cancelled"):
+        ending = f"ended as it did not save and stop within {_minutes(grace)}"
         # Written first, recorded next, as `train stop` does.
-        await session.interrupts.shield(
-            f"asking the stalled job of run {run_id} to stop",
-            STOP_REQUEST_LIMIT,
-            lambda: service.write_stop_request(job),
-        )
-    except ExecError as error:
-        session.front.warn(f"{error}; the stalled job is cancelled without a save")
+        state = await session.journal.append(run_id, decisions.request_stop)
+    else:
         ending = "cancelled: the request to save and stop could not be written"
         grace = 0.0
-    else:
-        ending = f"ended as it did not save and stop within {_minutes(grace)}"
-        state = await session.journal.append(run_id, decisions.request_stop)
-    if grace > 0:
-        finished = await session.interrupts.race(partial(_ended_within, job, grace, target.poll))
-        if finished is None:
-            raise await _detach(session, target, job)
-        if finished.value:
-            # It saved and stopped after all (or finished): settled as any end is, the
-            # checkpoint it saved brought home with its results.
-            return await _follow(session, target, job, await session.journal.state(run_id))
+    if grace > 0 and await _ended_in_grace(session, target, job, grace):
+        # It saved and stopped after all (or finished): settled as any end is, the
+        # checkpoint it saved brought home with its results.
+        return await _follow(session, target, job, await session.journal.state(run_id))
     message = f"stalled: {what}; {ending}"
     state, retrieval = await service.stop_and_collect(session, job, message)
     state = await target.end(job, state, retrieval)
@@ -725,6 +714,29 @@ async def _end_stalled(session: Session, target: Target, job: Job, stall: Stall)
         # It ended on its own just before the cancel: that end is the run's outcome.
         return report_retrieval(session, state, None, retrieval)
     raise JobStalled(_stalled_message(state, what), stall=stall, state=state)
+
+
+async def _ask_stalled_to_stop(session: Session, job: Job, ending: str) -> bool:
+    """Ask a stalled job to save a checkpoint and stop (its stop request written); False
+    when the request could not be written (warned: the job is ``ending`` without a save)."""
+    try:
+        await session.interrupts.shield(
+            f"asking the stalled job of run {job.run_id} to stop",
+            STOP_REQUEST_LIMIT,
+            lambda: service.write_stop_request(job),
+        )
+    except ExecError as error:
+        session.front.warn(f"{error}; the stalled job is {ending} without a save")
+        return False
+    return True
+
+
+async def _ended_in_grace(session: Session, target: Target, job: Job, grace: float) -> bool:
+    """Whether the job ended within ``grace`` seconds (a Ctrl-C meanwhile detaches)."""
+    finished = await session.interrupts.race(partial(_ended_within, job, grace, target.poll))
+    if finished is None:
+        raise await _detach(session, target, job)
+    return finished.value
 
 
 async def _recover_stalled(
@@ -742,21 +754,9 @@ async def _recover_stalled(
         f"stall_minutes); asking it to save a checkpoint and stop, then ending it within "
         f"{_minutes(grace)} and going on, on a new pod, from its newest checkpoint"
     )
-    try:
-        await session.interrupts.shield(
-            f"asking the stalled job of run {run_id} to stop",
-            STOP_REQUEST_LIMIT,
-            lambda: service.write_stop_request(job),
-        )
-    except ExecError as error:
-        session.front.warn(f"{error}; the stalled job is ended without a save")
+    if not await _ask_stalled_to_stop(session, job, "ended"):
         grace = 0.0
-    ended = False
-    if grace > 0:
-        finished = await session.interrupts.race(partial(_ended_within, job, grace, target.poll))
-        if finished is None:
-            raise await _detach(session, target, job)
-        ended = finished.value
+    ended = grace > 0 and await _ended_in_grace(session, target, job, grace)
     try:
         events = await service.read_all_metrics(job)
     except ExecError as error:

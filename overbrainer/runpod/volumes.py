@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from overbrainer.runpod.models import NetworkVolume
-
 from overbrainer.runpod.volume_layout import VOLUME_MOUNT
 
 __all__ = ["VOLUME_MOUNT", "VOLUME_PRICE_PER_GB_MONTH", "VolumeFound", "find_volume"]

@@ -1,7 +1,8 @@
 """Two runs on the project's network volume through the REAL ``overbrainer`` command (the
 fake Runpod API on loopback, fake pods running the real bootstrap and watchdog, the real
 clock): the first creates the volume, the second reuses it, both pods in its data center
-with it mounted at /runpod-volume, and what was left there through the first pod is on the second."""
+with it mounted at /runpod-volume, and what was left there through the first pod is on the
+second."""
 
 from __future__ import annotations
 
