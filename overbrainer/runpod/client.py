@@ -24,7 +24,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Literal, Self
+from typing import Literal, Self, TypeVar
 
 import httpx
 import trio
@@ -34,10 +34,13 @@ from overbrainer.plurals import plural
 from overbrainer.runpod.clocks import ServerClock, parse_http_date
 from overbrainer.runpod.models import (
     BadBillingData,
+    BadClusterData,
     BadGpuData,
     BadPodData,
     BadVolumeData,
     BucketSize,
+    Cluster,
+    ClusterBilling,
     DataCenter,
     GpuType,
     NetworkVolume,
@@ -45,8 +48,11 @@ from overbrainer.runpod.models import (
     PodBilling,
     Problem,
     VolumeBilling,
+    check_cluster_id,
     check_pod_id,
     check_volume_id,
+    parse_cluster,
+    parse_cluster_billing,
     parse_data_center,
     parse_gpu_type,
     parse_network_volume,
@@ -64,6 +70,8 @@ __all__ = [
     "DEFAULT_BASE_URL",
     "ActionRefused",
     "AmbiguousCreate",
+    "CatalogProduct",
+    "CreateCluster",
     "CreateFailed",
     "CreateNotSent",
     "CreatePod",
@@ -83,6 +91,8 @@ __all__ = [
 DEFAULT_BASE_URL = "https://api.runpod.io/v2"
 
 PodActionName = Literal["start", "stop", "restart", "terminate"]
+CatalogProduct = Literal["POD", "CLUSTER"]
+"""Whose stock the catalog tells: a pod's, or a cluster node's."""
 _ACTIONS: frozenset[str] = frozenset({"start", "stop", "restart", "terminate"})
 
 _MAX_BODY = 16 * 1024 * 1024  # a listing of many pods fits; a runaway answer does not
@@ -98,6 +108,7 @@ _UNSENT: tuple[type[httpx.TransportError], ...] = (
 )
 
 _Retry = Literal["always", "unsent", "never"]
+_T = TypeVar("_T")
 _NOTICE_AFTER = 1.0  # seconds: a wait longer than this is told to ``on_wait``
 
 
@@ -221,24 +232,9 @@ class CreatePod:
         object.__setattr__(self, "data_center_ids", tuple(self.data_center_ids))
         object.__setattr__(self, "env", dict(self.env))
         _check_word("name", self.name, spaces=True)
-        _check_word("image", self.image)
         _check_word("gpu type", self.gpu_type, spaces=True)
         _check_count("GPU count", self.gpu_count)
-        _check_count("disk size", self.disk_gb)
-        for data_center in self.data_center_ids:
-            _check_word("data center id", data_center)
-        for key, value in self.env.items():
-            if not isinstance(key, str) or not _ENV_KEY.fullmatch(key):
-                raise InvalidPodSpec("a pod environment variable has an unusable name")
-            if not isinstance(value, str) or "\0" in value:
-                raise InvalidPodSpec(f"pod environment variable {key} holds a NUL or no text")
-        if not isinstance(self.args, str) or "\0" in self.args:
-            raise InvalidPodSpec("the pod's container command holds a NUL or no text")
-        if self.network_volume_id is not None:
-            _check_word("network volume id", self.network_volume_id)
-            path = self.volume_mount_path
-            if not path.startswith("/") or not path.isprintable():
-                raise InvalidPodSpec("the network volume mount path is not an absolute path")
+        _check_container(self)
 
     def to_json(self) -> dict[str, object]:
         """The request body, as Runpod's published schema spells it."""
@@ -247,18 +243,99 @@ class CreatePod:
             "image": self.image,
             "cloud": "SECURE",
             "gpu": {"id": self.gpu_type, "count": self.gpu_count},
-            "disk": self.disk_gb,
-            "ports": ["22/tcp"],
-            "env": dict(self.env),
-            "args": self.args,
         }
-        if self.data_center_ids:
-            body["dataCenterIds"] = list(self.data_center_ids)
-        if self.network_volume_id is not None:
-            body["mounts"] = {
-                "network": [{"volumeId": self.network_volume_id, "path": self.volume_mount_path}]
-            }
+        body.update(_container_json(self))
         return body
+
+
+@dataclass(frozen=True)
+class CreateCluster:
+    """What ``POST /clusters`` is asked for, checked before it is sent: a TRAINING
+    cluster of ``pod_count`` identical pods (2..250) of ``gpus_per_pod`` GPUs of type
+    ``gpu_type`` each, in one data center (Runpod picks one of ``data_center_ids``, or
+    any when empty), every member with the same container settings.
+
+    :meth:`to_json` builds a body of only the fields Runpod's published v2 schema
+    (``CreateClusterRequest``) allows: ``name``, ``type``, ``compute {gpuTypeId,
+    gpuCountPerPod, podCount}`` and the container settings a pod's create has (``image``,
+    ``disk``, ``ports``, ``env``, ``args``, ``dataCenterIds`` only when non-empty,
+    ``mounts.network`` only with a network volume). ``env`` is kept out of ``repr``.
+    """
+
+    name: str
+    image: str
+    gpu_type: str
+    gpus_per_pod: int
+    pod_count: int
+    disk_gb: int
+    data_center_ids: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    args: str = ""
+    network_volume_id: str | None = None
+    volume_mount_path: str = "/workspace"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "data_center_ids", tuple(self.data_center_ids))
+        object.__setattr__(self, "env", dict(self.env))
+        _check_word("name", self.name, spaces=True, owner="cluster")
+        _check_word("gpu type", self.gpu_type, spaces=True, owner="cluster")
+        _check_count("GPU count per pod", self.gpus_per_pod, owner="cluster")
+        count = self.pod_count
+        if isinstance(count, bool) or not isinstance(count, int) or not 2 <= count <= 250:
+            raise InvalidPodSpec("the cluster's pod count must be a whole number, 2..250")
+        _check_container(self, owner="cluster")
+
+    def to_json(self) -> dict[str, object]:
+        """The request body, as Runpod's published schema spells it."""
+        body: dict[str, object] = {
+            "name": self.name,
+            "type": "TRAINING",
+            "image": self.image,
+            "compute": {
+                "gpuTypeId": self.gpu_type,
+                "gpuCountPerPod": self.gpus_per_pod,
+                "podCount": self.pod_count,
+            },
+        }
+        body.update(_container_json(self))
+        return body
+
+
+def _check_container(spec: CreatePod | CreateCluster, *, owner: str = "pod") -> None:
+    """Check the container settings a pod's and a cluster's create share."""
+    _check_word("image", spec.image, owner=owner)
+    _check_count("disk size", spec.disk_gb, owner=owner)
+    for data_center in spec.data_center_ids:
+        _check_word("data center id", data_center, owner=owner)
+    for key, value in spec.env.items():
+        if not isinstance(key, str) or not _ENV_KEY.fullmatch(key):
+            raise InvalidPodSpec("a pod environment variable has an unusable name")
+        if not isinstance(value, str) or "\0" in value:
+            raise InvalidPodSpec(f"pod environment variable {key} holds a NUL or no text")
+    if not isinstance(spec.args, str) or "\0" in spec.args:
+        raise InvalidPodSpec("the pod's container command holds a NUL or no text")
+    if spec.network_volume_id is not None:
+        _check_word("network volume id", spec.network_volume_id, owner=owner)
+        path = spec.volume_mount_path
+        if not path.startswith("/") or not path.isprintable():
+            raise InvalidPodSpec("the network volume mount path is not an absolute path")
+
+
+def _container_json(spec: CreatePod | CreateCluster) -> dict[str, object]:
+    """The container settings of a create body, as the published schema spells them."""
+    body: dict[str, object] = {
+        "disk": spec.disk_gb,
+        "ports": ["22/tcp"],
+        "env": dict(spec.env),
+        "args": spec.args,
+    }
+    if spec.data_center_ids:
+        body["dataCenterIds"] = list(spec.data_center_ids)
+    if spec.network_volume_id is not None:
+        body["mounts"] = {
+            "network": [{"volumeId": spec.network_volume_id, "path": spec.volume_mount_path}]
+        }
+    return body
 
 
 def create_body(
@@ -286,16 +363,16 @@ def create_body(
     ).to_json()
 
 
-def _check_word(what: str, value: object, *, spaces: bool = False) -> None:
+def _check_word(what: str, value: object, *, spaces: bool = False, owner: str = "pod") -> None:
     if not isinstance(value, str) or not value or not value.isprintable():
-        raise InvalidPodSpec(f"the pod's {what} is empty or holds control characters")
+        raise InvalidPodSpec(f"the {owner}'s {what} is empty or holds control characters")
     if not spaces and any(ch.isspace() for ch in value):
-        raise InvalidPodSpec(f"the pod's {what} holds spaces")
+        raise InvalidPodSpec(f"the {owner}'s {what} holds spaces")
 
 
-def _check_count(what: str, value: object) -> None:
+def _check_count(what: str, value: object, *, owner: str = "pod") -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidPodSpec(f"the pod's {what} must be a whole number of at least 1")
+        raise InvalidPodSpec(f"the {owner}'s {what} must be a whole number of at least 1")
 
 
 # --- answers ---------------------------------------------------------------------------
@@ -359,12 +436,12 @@ _CREATE_TEXTS: dict[int, str] = {
     400: "Runpod could not place this GPU type in the allowed data centers, or the request "
     "breaks one of its rules (HTTP 400)",
     401: "Runpod refused the API key (HTTP 401); check OVERBRAINER_RUNPOD__API_KEY",
-    402: "Runpod refused to create the pod: the account balance is too low (HTTP 402); "
+    402: "Runpod refused to create the {what}: the account balance is too low (HTTP 402); "
     "add funds, then run the command again",
     403: "the API key has no access to this GPU pool (HTTP 403)",
     404: "Runpod did not find something the create request names, such as its network "
     "volume (HTTP 404); check the target's network_volume_id",
-    408: "Runpod timed out on the create (HTTP 408); a pod may or may not have been created",
+    408: "Runpod timed out on the create (HTTP 408); a {what} may or may not have been created",
     409: "Runpod refused the create as conflicting with the account's state (HTTP 409)",
     422: "Runpod rejected the create request as malformed (HTTP 422); this is a bug in "
     "overbrainer, please report it",
@@ -373,16 +450,18 @@ _CREATE_TEXTS: dict[int, str] = {
 
 _FOREIGN_404 = (
     "the create was answered with an HTTP 404 that is not in Runpod's error format (a "
-    "proxy in between, or a wrong OVERBRAINER_RUNPOD__BASE_URL?); no pod was created"
+    "proxy in between, or a wrong OVERBRAINER_RUNPOD__BASE_URL?); no {what} was created"
 )
 
 
-def _create_text(status: int) -> str:
+def _create_text(status: int, what: str = "pod") -> str:
+    """The fixed text of a refused create of a ``what`` (a pod, a cluster)."""
     if status in _CREATE_TEXTS:
-        return _CREATE_TEXTS[status]
+        return _CREATE_TEXTS[status].format(what=what)
     if status >= 500:
         return (
-            f"Runpod failed on the create (HTTP {status}); a pod may or may not have been created"
+            f"Runpod failed on the create (HTTP {status}); a {what} may or may not have been "
+            "created"
         )
     if 300 <= status < 400:
         return (
@@ -392,14 +471,24 @@ def _create_text(status: int) -> str:
     return f"Runpod refused the create (HTTP {status})"
 
 
-def _catalog_query(availability: bool, gpu_count: int) -> dict[str, str] | None:
-    """The catalog's query: nothing, or availability for pods of ``gpu_count`` GPUs on the
-    secure cloud (``product`` is required with ``include``, and the rest valid only then)."""
+def _catalog_query(
+    availability: bool, gpu_count: int, product: CatalogProduct = "POD"
+) -> dict[str, str] | None:
+    """The catalog's query: nothing, or availability for pods (or cluster nodes, with
+    ``product`` CLUSTER) of ``gpu_count`` GPUs on the secure cloud (``product`` is required
+    with ``include``, and the rest valid only then)."""
     if not availability:
         return None
     if isinstance(gpu_count, bool) or not isinstance(gpu_count, int) or gpu_count < 1:
         raise RunpodError("a GPU count for the catalog must be a whole number of at least 1")
-    return {"include": "AVAILABILITY", "product": "POD", "cloud": "SECURE", "count": str(gpu_count)}
+    if product not in ("POD", "CLUSTER"):
+        raise RunpodError(f"unknown catalog product {one_line(repr(product), 40)}")
+    return {
+        "include": "AVAILABILITY",
+        "product": product,
+        "cloud": "SECURE",
+        "count": str(gpu_count),
+    }
 
 
 def data_centers_of(entries: list[object]) -> list[DataCenter]:
@@ -570,19 +659,36 @@ class RunpodClient:
         exist). The exception's text is fixed per status; Runpod's detail is in
         ``detail``. A create cancelled in flight is ambiguous too: shield it.
         """
+        return await self._create("/pods", spec.to_json(), spec.env, "pod", parse_pod)
+
+    async def create_cluster(self, spec: CreateCluster) -> Cluster:
+        """Create a TRAINING cluster (``POST /clusters``); sent exactly once, never retried,
+        failing as :meth:`create_pod` does (AmbiguousCreate: a cluster may exist, billing
+        every member). Its members show in :meth:`cluster_pods`."""
+        return await self._create("/clusters", spec.to_json(), spec.env, "cluster", parse_cluster)
+
+    async def _create(
+        self,
+        path: str,
+        body: dict[str, object],
+        env: Mapping[str, str],
+        what: str,
+        parse: Callable[[object], _T],
+    ) -> _T:
+        """Send a create once and read its answer with ``parse`` (see :meth:`create_pod`)."""
         # Runpod may echo the body in an error, and the env can hold the pod's host key:
         # hide env values too, by longer pieces (they are long and hold ordinary words).
-        hide_env = Redactor((v for v in spec.env.values() if len(v) >= 16), min_fragment=16)
+        hide_env = Redactor((v for v in env.values() if len(v) >= 16), min_fragment=16)
 
         def redact(text: str) -> str:
             return hide_env(self._redact(text))
 
         try:
-            answer = await self._send("POST", "/pods", spec.to_json(), None)
+            answer = await self._send("POST", path, body, None)
         except httpx.TransportError as error:
             reason = unreachable_reason(error, self._host, self._port)
             if reason is not None:
-                # Nothing left this machine: no pod, for sure.
+                # Nothing left this machine: nothing was created, for sure.
                 raise CreateNotSent(
                     unreachable_text(reason, self._address_hint), reason=reason
                 ) from None
@@ -592,17 +698,17 @@ class RunpodClient:
             else:
                 text = f"the connection to Runpod failed during the create ({kind})"
             raise AmbiguousCreate(
-                f"{text}; a pod may or may not have been created{_clock_hint(error)}",
+                f"{text}; a {what} may or may not have been created{_clock_hint(error)}",
                 detail=redact(one_line(str(error), 200)),
             ) from None
         status = answer.status
         if 200 <= status < 300:
             try:
-                return parse_pod(answer.json())
-            except (ValueError, BadPodData):
+                return parse(answer.json())
+            except (ValueError, BadPodData, BadClusterData):
                 raise AmbiguousCreate(
                     f"Runpod accepted the create (HTTP {status}) but its answer could not be "
-                    "read; a pod may have been created",
+                    f"read; a {what} may have been created",
                     status=status,
                 ) from None
         detail = self._detail(answer, redact)
@@ -618,9 +724,9 @@ class RunpodClient:
         if status == 404 and answer.problem() is None:
             # Not Runpod's own 404 (a proxy, a wrong base URL): nothing the request names
             # is missing, so the network volume is not the thing to check.
-            raise CreateFailed(_FOREIGN_404, status=status, detail=detail)
+            raise CreateFailed(_FOREIGN_404.format(what=what), status=status, detail=detail)
         error_type = AmbiguousCreate if status == 408 or status >= 500 else CreateFailed
-        raise error_type(_create_text(status), status=status, detail=detail)
+        raise error_type(_create_text(status, what), status=status, detail=detail)
 
     async def get_pod(self, pod_id: str) -> Pod | None:
         """The pod, or None when Runpod (in its own error shape) says it does not exist."""
@@ -636,15 +742,18 @@ class RunpodClient:
             return None
         raise self._api_error(op, answer, attempts)
 
-    async def list_pods(self) -> list[Pod]:
-        """Every pod of the account, following a ``nextCursor`` if Runpod sends one."""
+    async def list_pods(self, *, include_cluster_pods: bool = False) -> list[Pod]:
+        """Every pod of the account, following a ``nextCursor`` if Runpod sends one.
+        Runpod leaves clusters' members out unless ``include_cluster_pods``."""
         op = "list pods"
         pods: dict[str, Pod] = {}
         cursor: str | None = None
         seen: set[str] = set()
         for _ in range(_MAX_PAGES):
-            params = {"cursor": cursor} if cursor is not None else None
-            answer, attempts = await self._call("GET", "/pods", op, "always", params=params)
+            params = {"cursor": cursor} if cursor is not None else {}
+            if include_cluster_pods:
+                params["includeClusterPods"] = "true"
+            answer, attempts = await self._call("GET", "/pods", op, "always", params=params or None)
             if answer.status != 200:
                 raise self._api_error(op, answer, attempts)
             try:
@@ -672,25 +781,29 @@ class RunpodClient:
         raise RunpodApiError(f"cannot {op}: more than {_MAX_PAGES} pages", status=200)
 
     async def list_gpu_types(
-        self, *, availability: bool = False, gpu_count: int = 1
+        self, *, availability: bool = False, gpu_count: int = 1, product: CatalogProduct = "POD"
     ) -> list[GpuType]:
         """Runpod's GPU catalog: every GPU type, with its list prices per GPU.
 
         With ``availability`` the catalog also says how much of each type is free for a pod
         of ``gpu_count`` GPUs on the secure cloud (the cloud overbrainer creates pods on),
-        overall and per data center. The catalog tells which ``gpu.id`` values exist; the
-        rate a pod really bills is the pod's own ``cost``.
+        overall and per data center; with ``product`` CLUSTER, how much is free for a
+        cluster's nodes of ``gpu_count`` GPUs each instead. The catalog tells which
+        ``gpu.id`` values exist; the rate a pod really bills is the pod's own ``cost``.
         """
-        entries = await self.gpu_entries(availability=availability, gpu_count=gpu_count)
+        entries = await self.gpu_entries(
+            availability=availability, gpu_count=gpu_count, product=product
+        )
         return self.gpu_types_of(entries)
 
-    async def gpu_entries(self, *, availability: bool = False, gpu_count: int = 1) -> list[object]:
+    async def gpu_entries(
+        self, *, availability: bool = False, gpu_count: int = 1, product: CatalogProduct = "POD"
+    ) -> list[object]:
         """The GPU catalog's entries as Runpod sent them (see :meth:`list_gpu_types`), to
         be parsed with :meth:`gpu_types_of` -- now or from a cached copy."""
         op = "read Runpod's GPU catalog"
-        answer, attempts = await self._call(
-            "GET", "/catalog/gpus", op, "always", params=_catalog_query(availability, gpu_count)
-        )
+        query = _catalog_query(availability, gpu_count, product)
+        answer, attempts = await self._call("GET", "/catalog/gpus", op, "always", params=query)
         return self._entries(answer, attempts, op, "gpus")
 
     def gpu_types_of(self, entries: list[object]) -> list[GpuType]:
@@ -716,7 +829,12 @@ class RunpodClient:
         return items
 
     async def get_gpu_type(
-        self, gpu_id: str, *, availability: bool = False, gpu_count: int = 1
+        self,
+        gpu_id: str,
+        *,
+        availability: bool = False,
+        gpu_count: int = 1,
+        product: CatalogProduct = "POD",
     ) -> GpuType | None:
         """One GPU type of the catalog (see :meth:`list_gpu_types`), or None when Runpod,
         in its own error shape, says no such type exists."""
@@ -725,7 +843,7 @@ class RunpodClient:
         op = f"read GPU type {one_line(gpu_id, 100)!r} of Runpod's catalog"
         path = "/catalog/gpus/" + urllib.parse.quote(gpu_id, safe="")
         answer, attempts = await self._call(
-            "GET", path, op, "always", params=_catalog_query(availability, gpu_count)
+            "GET", path, op, "always", params=_catalog_query(availability, gpu_count, product)
         )
         if answer.status == 404 and answer.problem() is not None:
             return None
@@ -767,26 +885,10 @@ class RunpodClient:
         (``GET /billing/pods``), in records of ``bucket``; Runpod snaps the window out to
         whole buckets and says so in the answer. Times must carry their zone."""
         pid = self._pod_id(pod_id)
-        if start.tzinfo is None or end.tzinfo is None or end <= start:
-            raise RunpodError("a billing window needs zoned times, its end after its start")
         op = f"read what Runpod billed for pod {pid}"
-        params = {
-            "podId": pid,
-            "startTime": _rfc3339(start),
-            "endTime": _rfc3339(end),
-            "bucketSize": bucket,
-        }
-        answer, attempts = await self._call("GET", "/billing/pods", op, "always", params=params)
-        if answer.status != 200:
-            raise self._api_error(op, answer, attempts)
-        try:
-            return parse_pod_billing(answer.json())
-        except (ValueError, BadBillingData) as error:
-            reason = str(error) if isinstance(error, BadBillingData) else "not JSON"
-            raise RunpodApiError(
-                self._redact(f"cannot {op}: Runpod's answer could not be read ({reason})"),
-                status=200,
-            ) from None
+        return await self._billing(
+            "/billing/pods", op, start, end, bucket, {"podId": pid}, parse_pod_billing
+        )
 
     @asynccontextmanager
     async def pod_logs(
@@ -849,6 +951,141 @@ class RunpodClient:
             yield PodLogStream(response, op, self._host, self._redact, date)
         finally:
             await response.aclose()
+
+    # --- clusters ---
+
+    async def get_cluster(self, cluster_id: str) -> Cluster | None:
+        """The cluster (``GET /clusters/{id}``), or None when Runpod (in its own error
+        shape) says it does not exist."""
+        cid = self._cluster_id(cluster_id)
+        op = f"read cluster {cid}"
+        answer, attempts = await self._call("GET", f"/clusters/{cid}", op, "always")
+        if answer.status == 404 and answer.problem() is not None:
+            return None
+        if answer.status != 200:
+            raise self._api_error(op, answer, attempts)
+        cluster = self._cluster(self._json_or_error(answer, attempts, op), op)
+        if cluster.id != cid:
+            raise RunpodApiError(f"cannot {op}: Runpod answered with another cluster", status=200)
+        return cluster
+
+    async def list_clusters(self) -> list[Cluster]:
+        """Every cluster of the account (``GET /clusters``)."""
+        op = "list clusters"
+        answer, attempts = await self._call("GET", "/clusters", op, "always")
+        found: dict[str, Cluster] = {}
+        for item in self._entries(answer, attempts, op, "clusters"):
+            cluster = self._cluster(item, op)
+            found.setdefault(cluster.id, cluster)
+        return list(found.values())
+
+    async def cluster_pods(self, cluster_id: str) -> list[Pod] | None:
+        """The cluster's member pods (``GET /clusters/{id}/pods``) by rank, the ones not
+        ranked yet last; None when Runpod (in its own error shape) says the cluster does
+        not exist. A listed pod that names another cluster is an error."""
+        cid = self._cluster_id(cluster_id)
+        op = f"list the pods of cluster {cid}"
+        answer, attempts = await self._call("GET", f"/clusters/{cid}/pods", op, "always")
+        if answer.status == 404 and answer.problem() is not None:
+            return None
+        pods: dict[str, Pod] = {}
+        for item in self._entries(answer, attempts, op, "pods"):
+            try:
+                pod = parse_pod(item)
+            except BadPodData as error:
+                raise RunpodApiError(
+                    self._redact(f"cannot {op}: Runpod listed {error}"), status=200
+                ) from None
+            if pod.cluster is not None and pod.cluster.cluster_id != cid:
+                raise RunpodApiError(
+                    f"cannot {op}: Runpod listed pod {pod.id} of another cluster", status=200
+                )
+            pods.setdefault(pod.id, pod)
+
+        def rank(pod: Pod) -> tuple[bool, int]:
+            known = pod.cluster.rank if pod.cluster is not None else None
+            return known is None, known or 0
+
+        return sorted(pods.values(), key=rank)
+
+    async def delete_cluster(self, cluster_id: str) -> bool:
+        """Delete a cluster and with it every member (``DELETE /clusters/{id}``): True when
+        Runpod accepted, False when it was already gone."""
+        cid = self._cluster_id(cluster_id)
+        op = f"delete cluster {cid}"
+        answer, attempts = await self._call("DELETE", f"/clusters/{cid}", op, "always")
+        if 200 <= answer.status < 300:
+            return True
+        if answer.status == 404 and answer.problem() is not None:
+            return False
+        raise self._api_error(op, answer, attempts)
+
+    async def cluster_billing(
+        self,
+        start: datetime,
+        end: datetime,
+        *,
+        bucket: BucketSize = "hour",
+        cluster_id: str | None = None,
+    ) -> ClusterBilling:
+        """What Runpod billed for clusters from ``start`` to ``end``
+        (``GET /billing/clusters``), of one cluster or all, in records of ``bucket``;
+        Runpod snaps the window out to whole buckets. Times must carry their zone."""
+        op = "read what Runpod billed for clusters"
+        extra: dict[str, str] = {}
+        if cluster_id is not None:
+            extra["clusterId"] = self._cluster_id(cluster_id)
+            op += f" ({cluster_id})"
+        return await self._billing(
+            "/billing/clusters", op, start, end, bucket, extra, parse_cluster_billing
+        )
+
+    async def _billing(
+        self,
+        path: str,
+        op: str,
+        start: datetime,
+        end: datetime,
+        bucket: BucketSize,
+        extra: Mapping[str, str],
+        parse: Callable[[object], _T],
+    ) -> _T:
+        """Read a billing endpoint over ``[start, end)`` in buckets of ``bucket``, with
+        ``extra`` query parameters, its answer read by ``parse``."""
+        if start.tzinfo is None or end.tzinfo is None or end <= start:
+            raise RunpodError("a billing window needs zoned times, its end after its start")
+        params = {
+            **extra,
+            "startTime": _rfc3339(start),
+            "endTime": _rfc3339(end),
+            "bucketSize": bucket,
+        }
+        answer, attempts = await self._call("GET", path, op, "always", params=params)
+        if answer.status != 200:
+            raise self._api_error(op, answer, attempts)
+        try:
+            return parse(answer.json())
+        except (ValueError, BadBillingData) as error:
+            reason = str(error) if isinstance(error, BadBillingData) else "not JSON"
+            raise RunpodApiError(
+                self._redact(f"cannot {op}: Runpod's answer could not be read ({reason})"),
+                status=200,
+            ) from None
+
+    def _cluster_id(self, cluster_id: str) -> str:
+        try:
+            return check_cluster_id(cluster_id)
+        except BadClusterData as error:
+            raise RunpodError(self._redact(f"refusing to call Runpod with an {error}")) from None
+
+    def _cluster(self, data: object, op: str) -> Cluster:
+        try:
+            return parse_cluster(data)
+        except BadClusterData as error:
+            raise RunpodApiError(
+                self._redact(f"cannot {op}: Runpod's answer could not be read ({error})"),
+                status=200,
+            ) from None
 
     # --- network volumes ---
 

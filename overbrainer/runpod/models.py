@@ -25,11 +25,16 @@ from overbrainer.utc import parse_utc
 __all__ = [
     "Availability",
     "BadBillingData",
+    "BadClusterData",
     "BadGpuData",
     "BadPodData",
     "BadVolumeData",
     "BillingRecord",
     "BucketSize",
+    "Cluster",
+    "ClusterBilling",
+    "ClusterBillingRecord",
+    "ClusterMember",
     "DataCenter",
     "DataCenterAvailability",
     "GpuType",
@@ -42,8 +47,11 @@ __all__ = [
     "UnsafeSshEndpoint",
     "VolumeBilling",
     "VolumeBillingRecord",
+    "check_cluster_id",
     "check_pod_id",
     "check_volume_id",
+    "parse_cluster",
+    "parse_cluster_billing",
     "parse_data_center",
     "parse_gpu_type",
     "parse_network_volume",
@@ -181,6 +189,8 @@ class Pod:
     # The GPUs a running pod's runtime lists (None: not shown). A pod restarted on a host
     # whose GPUs another tenant took runs with none.
     gpus_running: int | None = None
+    # The pod's membership of a cluster (None: a standalone pod).
+    cluster: ClusterMember | None = None
 
     def ssh_endpoint(self) -> SshEndpoint | None:
         """The validated direct SSH endpoint, or None while Runpod shows none.
@@ -242,6 +252,7 @@ def parse_pod(data: object) -> Pod:
         ssh_direct=direct,
         ssh_problem=problem,
         gpus_running=len(gpus) if isinstance(gpus, list) else None,
+        cluster=_membership(data.get("cluster")),
     )
 
 
@@ -318,30 +329,9 @@ class PodBilling:
 
 def parse_pod_billing(data: object) -> PodBilling:
     """Read a ``ListPodBillingResponse``; anything unusable raises BadBillingData."""
-    if not isinstance(data, dict):
-        raise BadBillingData("a billing answer that is not an object")
-    items, meta = data.get("records"), data.get("metadata")
-    query = meta.get("query") if isinstance(meta, dict) else None
-    if not isinstance(items, list) or not isinstance(query, dict):
-        raise BadBillingData("a billing answer without its records or its query")
-    start, end = _billing_time(query.get("startTime")), _billing_time(query.get("endTime"))
-    bucket = _text(query.get("bucketSize"), 20) or ""
-    records = []
-    for item in items:
-        if not isinstance(item, dict):
-            raise BadBillingData("a billing record that is not an object")
-        pod_id = item.get("podId")
-        if not isinstance(pod_id, str) or not _POD_ID.fullmatch(pod_id):
-            raise BadBillingData("a billing record without a usable pod id")
-        records.append(
-            BillingRecord(
-                start=_billing_time(item.get("startTime")),
-                end=_billing_time(item.get("endTime")),
-                pod_id=pod_id,
-                total=_amount(item.get("totalAmount")),
-            )
-        )
-    return PodBilling(start=start, end=end, bucket=bucket, records=tuple(records))
+    start, end, bucket, rows = _billing_rows(data, "podId", "pod")
+    records = tuple(BillingRecord(*row) for row in rows)
+    return PodBilling(start=start, end=end, bucket=bucket, records=records)
 
 
 def _billing_time(value: object) -> datetime:
@@ -669,3 +659,217 @@ def parse_volume_billing(data: object) -> VolumeBilling:
         bucket=_text(query.get("bucketSize"), 20) or "",
         records=tuple(records),
     )
+
+
+# --- clusters (GET /clusters, GET /clusters/{id}/pods, GET /billing/clusters) -----------
+
+
+class BadClusterData(ValueError):
+    """Runpod's answer does not describe a usable cluster (the message is one line)."""
+
+
+def check_cluster_id(value: object) -> str:
+    """Return ``value`` if it is a cluster id safe to put in a URL path, else raise
+    BadClusterData (the same rule as a pod id's)."""
+    if isinstance(value, str) and _POD_ID.fullmatch(value):
+        return value
+    shown = one_line(repr(value), 60) if isinstance(value, str) else type(value).__name__
+    raise BadClusterData(f"unusable cluster id {shown}")
+
+
+@dataclass(frozen=True)
+class ClusterMember:
+    """A pod's membership of a cluster (its ``cluster``): the cluster's id, the pod's node
+    rank (``NODE_RANK``; None until Runpod assigns it during provisioning; 0 is the
+    primary) and its address on the cluster's overlay network (None until assigned)."""
+
+    cluster_id: str
+    rank: int | None
+    ip: str | None
+
+
+def _membership(data: object) -> ClusterMember | None:
+    """A pod's ``cluster``; None when absent or without a usable cluster id. A rank that
+    is not a whole number of at least 0, or an address that is not an IP, reads as not
+    assigned."""
+    if not isinstance(data, dict):
+        return None
+    try:
+        cluster_id = check_cluster_id(data.get("id"))
+    except BadClusterData:
+        return None
+    rank = _count(data.get("rank"))
+    return ClusterMember(cluster_id, rank, _ip(data.get("ip")))
+
+
+def _ip(value: object) -> str | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A cluster as Runpod reported it (``Cluster``), its text made safe to print.
+
+    Every member is a pod of ``gpus_per_pod`` GPUs of type ``gpu_id``; ``pod_count`` is
+    the shape asked for, ``pods_total`` how many members are provisioned now and
+    ``pods_by_status`` how many are in each status. ``primary_*`` describe the rank-0 pod
+    (None until placed); ``primary_ssh`` its public SSH endpoint (host, port), None until
+    it is RUNNING with SSH, or when what Runpod shows is not a safe host and port.
+    ``network_cidr`` is the overlay network (None until provisioned).
+    """
+
+    id: str
+    name: str
+    type: str
+    gpu_id: str | None
+    gpus_per_pod: int | None
+    pod_count: int | None
+    data_center_id: str | None
+    pods_total: int
+    pods_by_status: Mapping[str, int]
+    network_cidr: str | None
+    primary_pod_id: str | None
+    primary_status: PodStatus | None
+    primary_ssh: tuple[str, int] | None
+    created_at: datetime | None
+
+    @property
+    def gpu_count(self) -> int | None:
+        """Every GPU of every node (None when the shape is not said)."""
+        if self.gpus_per_pod is None or self.pod_count is None:
+            return None
+        return self.gpus_per_pod * self.pod_count
+
+
+def parse_cluster(data: object) -> Cluster:
+    """Parse one ``Cluster`` object, tolerating missing or unknown fields; raises
+    BadClusterData only when there is no object or no safe ``id``."""
+    if not isinstance(data, dict):
+        raise BadClusterData(f"a cluster is a {type(data).__name__}, not an object")
+    cluster_id = check_cluster_id(data.get("id"))
+    compute = data.get("compute")
+    shape = compute if isinstance(compute, dict) else {}
+    pods = data.get("pods")
+    summary = pods if isinstance(pods, dict) else {}
+    by_status = summary.get("byStatus")
+    network = data.get("network")
+    primary = data.get("primary")
+    lead = primary if isinstance(primary, dict) else {}
+    lead_id = lead.get("podId")
+    return Cluster(
+        id=cluster_id,
+        name=_text(data.get("name"), 200) or "",
+        type=_text(data.get("type"), 40) or "UNKNOWN",
+        gpu_id=_text(shape.get("gpuTypeId"), _GPU_ID_LIMIT),
+        gpus_per_pod=_count(shape.get("gpuCountPerPod")),
+        pod_count=_count(shape.get("podCount")),
+        data_center_id=_text(data.get("dataCenterId"), 100),
+        pods_total=_count(summary.get("total")) or 0,
+        pods_by_status=(
+            {
+                one_line(k, 40): v
+                for k, v in by_status.items()
+                if isinstance(k, str) and _count(v) is not None
+            }
+            if isinstance(by_status, dict)
+            else {}
+        ),
+        network_cidr=(
+            _text(network.get("cidr"), 60) or None if isinstance(network, dict) else None
+        ),
+        primary_pod_id=(
+            lead_id if isinstance(lead_id, str) and _POD_ID.fullmatch(lead_id) else None
+        ),
+        primary_status=_pod_status(lead.get("status")) if lead else None,
+        primary_ssh=_host_port(lead.get("sshEndpoint")),
+        created_at=_time(data.get("createdAt")),
+    )
+
+
+def _pod_status(value: object) -> PodStatus:
+    try:
+        return PodStatus(value) if isinstance(value, str) else PodStatus.UNKNOWN
+    except ValueError:
+        return PodStatus.UNKNOWN
+
+
+def _host_port(value: object) -> tuple[str, int] | None:
+    """``host:port`` (an IPv6 host in brackets) when both are safe, else None."""
+    if not isinstance(value, str):
+        return None
+    host, sep, port = value.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not port.isdigit():
+        return None
+    try:
+        endpoint = SshEndpoint.parse(host, int(port), "root")
+    except UnsafeSshEndpoint:
+        return None
+    return endpoint.host, endpoint.port
+
+
+@dataclass(frozen=True)
+class ClusterBillingRecord:
+    """What one cluster cost over one time bucket ``[start, end)``, in USD."""
+
+    start: datetime
+    end: datetime
+    cluster_id: str
+    total: float
+
+
+@dataclass(frozen=True)
+class ClusterBilling:
+    """Runpod's cluster billing over the window it resolved (``start``/``end``, snapped
+    to whole buckets of ``bucket``), one record per cluster per bucket."""
+
+    start: datetime
+    end: datetime
+    bucket: str
+    records: tuple[ClusterBillingRecord, ...]
+
+    def amount(self, cluster_id: str | None = None) -> float:
+        """What cluster ``cluster_id`` (None: every cluster) cost over the window (USD)."""
+        return sum(r.total for r in self.records if cluster_id in (None, r.cluster_id))
+
+
+def parse_cluster_billing(data: object) -> ClusterBilling:
+    """Read a ``ListClusterBillingResponse``; anything unusable raises BadBillingData."""
+    start, end, bucket, rows = _billing_rows(data, "clusterId", "cluster")
+    records = tuple(ClusterBillingRecord(*row) for row in rows)
+    return ClusterBilling(start=start, end=end, bucket=bucket, records=records)
+
+
+def _billing_rows(
+    data: object, id_key: str, what: str
+) -> tuple[datetime, datetime, str, list[tuple[datetime, datetime, str, float]]]:
+    """A billing answer's resolved window, bucket size and records (start, end, the
+    billed thing's id under ``id_key``, total); anything unusable raises BadBillingData."""
+    if not isinstance(data, dict):
+        raise BadBillingData("a billing answer that is not an object")
+    items, meta = data.get("records"), data.get("metadata")
+    query = meta.get("query") if isinstance(meta, dict) else None
+    if not isinstance(items, list) or not isinstance(query, dict):
+        raise BadBillingData("a billing answer without its records or its query")
+    start, end = _billing_time(query.get("startTime")), _billing_time(query.get("endTime"))
+    rows = []
+    for item in items:
+        if not isinstance(item, dict):
+            raise BadBillingData("a billing record that is not an object")
+        thing = item.get(id_key)
+        if not isinstance(thing, str) or not _POD_ID.fullmatch(thing):
+            raise BadBillingData(f"a billing record without a usable {what} id")
+        rows.append(
+            (
+                _billing_time(item.get("startTime")),
+                _billing_time(item.get("endTime")),
+                thing,
+                _amount(item.get("totalAmount")),
+            )
+        )
+    return start, end, _text(query.get("bucketSize"), 20) or "", rows

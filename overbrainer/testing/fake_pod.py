@@ -36,6 +36,13 @@ Network volumes: a pod whose create mounts one (``mounts.network``) finds, at th
 path (``/workspace``), the volume's directory ``<workspace>/network-volumes/<volume id>``
 (a symbolic link to it), shared by every pod that mounts it: what one pod's job wrote
 there, the next pod on the volume sees.
+
+Clusters: each member of a fake cluster is a pod of the fake API, so it comes to life as
+any pod does, with its own SSH server. Its container sees Runpod's cluster variables
+(``PRIMARY_ADDR``, ``NODE_RANK``, ``NUM_NODES``, ``NUM_TRAINERS``, ``WORLD_SIZE``...), its
+addresses on loopback: every node's (``PRIMARY_ADDR``, ``NODE_ADDR``) is ``127.0.0.1``
+and ``PRIMARY_PORT`` a free port, the same for every member of a cluster, where rank 0
+can listen and the others reach it.
 """
 
 from __future__ import annotations
@@ -293,6 +300,8 @@ class RunningPod:
     done: trio.Event = field(default_factory=trio.Event)
     # Set once stopping it is over: its SSH server closed, every process in it ended.
     gone: trio.Event = field(default_factory=trio.Event)
+    # The environment its container started with.
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
 class FakePods:
@@ -318,6 +327,8 @@ class FakePods:
         self.overrides = dict(overrides or {})
         self.user = user
         self.boots: dict[str, list[RunningPod]] = {}
+        # The PRIMARY_PORT of each cluster on loopback (chosen as its first member boots).
+        self.cluster_ports: dict[str, int] = {}
         self._nursery = nursery
         self._asyncio = _AsyncioThread()
 
@@ -388,6 +399,8 @@ class FakePods:
         pid_file.unlink(missing_ok=True)
 
         created = self.fake.pod_runtime_env(pod.id)
+        if getattr(pod, "cluster_id", None) is not None:
+            created.update(self._loopback_cluster_env(pod.cluster_id))
         run_dir_value = created.get(ENV_RUN_DIR, "")
         if run_dir_value.startswith("/"):
             # Inside the pod's directory, never the machine's own /workspace or /root.
@@ -427,7 +440,7 @@ class FakePods:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        boot = RunningPod(pod.id, root, home, run_dir, container, log)
+        boot = RunningPod(pod.id, root, home, run_dir, container, log, env=env)
         self.boots.setdefault(pod.id, []).append(boot)
         self._nursery.start_soon(self._reap, boot)
 
@@ -468,6 +481,19 @@ class FakePods:
     async def on_deleted(self, pod: Any) -> None:
         """A deleted pod: everything in it ends."""
         self._stop_soon(pod.id)
+
+    def _loopback_cluster_env(self, cluster_id: str) -> dict[str, str]:
+        """A member's cluster addresses on loopback: every node at 127.0.0.1, the primary
+        listening on one free port per cluster."""
+        port = str(self.cluster_ports.setdefault(cluster_id, free_port()))
+        return {
+            "PRIMARY_ADDR": "127.0.0.1",
+            "MASTER_ADDR": "127.0.0.1",
+            "NODE_ADDR": "127.0.0.1",
+            "PRIMARY_PORT": port,
+            "MASTER_PORT": port,
+            "HOST_NODE_ADDR": f"127.0.0.1:{port}",
+        }
 
     # --- what the campaigns do to a pod ---
 

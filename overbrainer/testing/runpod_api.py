@@ -38,6 +38,17 @@ one data center; a pod that mounts one (``mounts.network``) is placed only there
 volume is not deleted (409) while a pod that is not deleted mounts it. They bill
 :data:`VOLUME_PRICE` per GB per month (of 30 days) while they exist, in
 ``GET /billing/network-volumes`` (after ``fake.billing_lag`` too).
+
+Clusters (``/clusters``, ``/clusters/{id}``, ``/clusters/{id}/pods``): kept per account,
+TRAINING only, placed whole in one data center; each member is a pod of the fake (booting,
+billing and hooked like any pod), left out of ``GET /pods`` unless
+``includeClusterPods=true``, refused (409) by the pod endpoints' delete and actions, and
+deleted with its cluster. Ranks (shuffled: rank 0 is not the first pod made), overlay
+addresses and the network are assigned halfway through provisioning; until then a
+member's ``cluster.rank`` is null. A member's container sees Runpod's cluster variables
+(:meth:`FakeRunpod.cluster_env`). ``GET /billing/clusters`` bills what the members billed.
+A member's own key may read its cluster and its members, and delete its cluster. Cues:
+:meth:`FakeRunpod.fail_member` (its container exits: EXITED), :meth:`FakeRunpod.vanish_member`.
 """
 
 from __future__ import annotations
@@ -143,6 +154,7 @@ class FakeGpuType:
     manufacturer: str = "NVIDIA"
     pool: str | None = None
     billed_price: float | None = None
+    cluster: bool = True  # offered for clusters' nodes (product CLUSTER)
 
     def catalog_entry(self) -> dict[str, Any]:
         """The type as ``GET /catalog/gpus`` lists it (availability not included)."""
@@ -229,6 +241,10 @@ class FakePod:
     # the one still open (None: not billing now).
     billed_spans: list[tuple[float, float]] = field(default_factory=list, repr=False)
     billing_since: float | None = None
+    # A cluster's member: the cluster, the rank and overlay address it is given.
+    cluster_id: str | None = None
+    rank: int | None = None
+    ip: str | None = None
 
     def bill_from(self, at: float) -> None:
         """The pod bills from ``at`` on (created, or started again after a stop)."""
@@ -302,6 +318,32 @@ class FakeVolume:
         """How many seconds of ``[start, end)`` (trio time) the volume existed."""
         until = end if self.deleted_at is None else min(end, self.deleted_at)
         return max(0.0, until - max(start, self.created_at))
+
+
+CLUSTER_CIDR = "10.65.0.0/16"
+"""The overlay network every fake cluster gets (its members at 10.65.0.2 onwards)."""
+CLUSTER_PRIMARY_PORT = 29500
+"""The ``PRIMARY_PORT`` a fake cluster's members see (all ports are open on Runpod's)."""
+
+
+@dataclass
+class FakeCluster:
+    """One cluster of the fake: its create body, where it is, and its member pods' ids (in
+    the order they were made; their ranks are shuffled)."""
+
+    id: str
+    owner: str = field(repr=False)
+    body: dict[str, Any] = field(repr=False)
+    data_center_id: str
+    created_at: float
+    assigned_at: float  # ranks, addresses and the network show from then on
+    members: list[str] = field(default_factory=list)
+    deleted: bool = False
+
+    @property
+    def name(self) -> str:
+        """The name the create call gave."""
+        return str(self.body["name"])
 
 
 @dataclass
@@ -410,6 +452,7 @@ class FakeRunpod:
         for gpu_type in gpu_types:
             self.add_gpu_type(gpu_type)
         self.network_volumes: dict[str, FakeVolume] = {}
+        self.clusters: dict[str, FakeCluster] = {}
         self.accounts: dict[str, Account] = {}
         self.pods: dict[str, FakePod] = {}
         self.requests: list[RecordedRequest] = []
@@ -578,6 +621,8 @@ class FakeRunpod:
         direct = self._direct(pod)
         env["RUNPOD_PUBLIC_IP"] = direct.host
         env["RUNPOD_TCP_PORT_22"] = str(direct.port)
+        if pod.cluster_id is not None:
+            env.update(self.cluster_env(pod.id))
         return env
 
     def create_requests(self) -> list[RecordedRequest]:
@@ -588,6 +633,72 @@ class FakeRunpod:
         """Every ``GET /billing/pods`` received, with its verdict against the published
         parameters."""
         return [r for r in self.requests if r.path == "/billing/pods"]
+
+    # --- clusters: set-up and inspection ---
+
+    def cluster(self, cluster_id: str) -> FakeCluster:
+        """A cluster by id (deleted ones included)."""
+        return self.clusters[cluster_id]
+
+    def live_clusters(self, owner: str | None = None) -> list[FakeCluster]:
+        """The clusters not deleted (of ``owner``, or every account's)."""
+        return [c for c in self.clusters.values() if not c.deleted and owner in (None, c.owner)]
+
+    def cluster_members(self, cluster_id: str) -> list[FakePod]:
+        """Every pod made for the cluster, by rank (deleted and vanished ones included)."""
+        members = [self.pods[pod_id] for pod_id in self.clusters[cluster_id].members]
+        return sorted(members, key=lambda pod: pod.rank or 0)
+
+    def member(self, cluster_id: str, rank: int) -> FakePod:
+        """The cluster's member of rank ``rank``."""
+        return self.cluster_members(cluster_id)[rank]
+
+    async def fail_member(self, cluster_id: str, rank: int) -> None:
+        """The member's container exits (its job failed, say): it shows EXITED from now on,
+        stops billing, and everything in it ends (``on_stopped``); the others go on."""
+        pod = self.member(cluster_id, rank)
+        now = trio.current_time()
+        pod.halted = "EXITED"
+        pod.bill_until(now)
+        await self._stopped(pod)
+
+    def vanish_member(self, cluster_id: str, rank: int) -> None:
+        """The member disappears now, as Runpod losing its machine would (see
+        :meth:`vanish`); the others go on."""
+        self.vanish(self.member(cluster_id, rank).id)
+
+    def cluster_env(self, pod_id: str) -> dict[str, str]:
+        """The variables Runpod sets on a cluster's member: the primary's (rank 0) overlay
+        address and port (also under the legacy ``MASTER_*`` names), this node's address
+        and rank, the node count, the GPUs per node, ``HOST_NODE_ADDR`` (the primary's
+        ``address:port``) and ``WORLD_SIZE`` (every GPU of every node)."""
+        pod = self.pods[pod_id]
+        assert pod.cluster_id is not None, f"pod {pod_id} is in no cluster"
+        cluster = self.clusters[pod.cluster_id]
+        primary = self.member(cluster.id, 0)
+        nodes = len(cluster.members)
+        addr, port = str(primary.ip), str(CLUSTER_PRIMARY_PORT)
+        return {
+            "PRIMARY_ADDR": addr,
+            "MASTER_ADDR": addr,
+            "PRIMARY_PORT": port,
+            "MASTER_PORT": port,
+            "NODE_ADDR": str(pod.ip),
+            "NODE_RANK": str(pod.rank),
+            "NUM_NODES": str(nodes),
+            "NUM_TRAINERS": str(pod.gpu_count),
+            "HOST_NODE_ADDR": f"{addr}:{port}",
+            "WORLD_SIZE": str(nodes * pod.gpu_count),
+        }
+
+    def cluster_create_requests(self) -> list[RecordedRequest]:
+        """Every ``POST /clusters`` received, with its schema verdict."""
+        return [r for r in self.requests if r.method == "POST" and r.path == "/clusters"]
+
+    def cluster_billing_requests(self) -> list[RecordedRequest]:
+        """Every ``GET /billing/clusters`` received, with its verdict against the published
+        parameters."""
+        return [r for r in self.requests if r.path == "/billing/clusters"]
 
     def transport(self) -> FakeTransport:
         """An httpx transport answering from this fake in-process."""
@@ -618,6 +729,7 @@ class FakeRunpod:
         route = _route(request.method, path)
         # Every body is checked against the published schema, faulted requests included.
         schema = {
+            "POST /clusters": "CreateClusterRequest",
             "POST /pods": "CreatePodRequest",
             "POST /pods/{id}/action": "PodActionRequest",
             "POST /network-volumes": "CreateNetworkVolumeRequest",
@@ -628,7 +740,11 @@ class FakeRunpod:
                 if parsed is _NOT_JSON
                 else runpod_schema.errors(schema[route], parsed)
             )
-        elif route in ("GET /billing/pods", "GET /billing/network-volumes"):
+        elif route in (
+            "GET /billing/pods",
+            "GET /billing/network-volumes",
+            "GET /billing/clusters",
+        ):
             record.schema_errors = _billing_query(request.query, path)[1]
         await self._advance(now)
         fault = self._take_fault(route, path)
@@ -660,6 +776,8 @@ class FakeRunpod:
         parts = _segments(request.raw_path) if request.raw_path is not None else None
         if parts is None:
             parts = path.strip("/").split("/")
+        if parts[0] == "clusters" or parts == ["billing", "clusters"]:
+            return await self._cluster_dispatch(request, parts, body, record)
         catalog = parts[:2] == ["catalog", "gpus"] and len(parts) <= 3
         centers = parts == ["catalog", "datacenters"]
         billing = parts == ["billing", "pods"]
@@ -732,6 +850,11 @@ class FakeRunpod:
             and not _vanished(pod, now)
             and (not pod.deleted or pod.linger_reads > 0)
         )
+        member_change = (method == "DELETE" and len(parts) == 2) or parts[2:] == ["action"]
+        if pod is not None and visible and not pod.deleted and pod.cluster_id and member_change:
+            return _problem(
+                409, f"pod {pod.id} belongs to cluster {pod.cluster_id}: delete the cluster"
+            )
         if len(parts) == 3 and parts[2] == "logs":
             if method != "GET":
                 return _problem(405, "The requested method is not allowed for this path.")
@@ -763,10 +886,12 @@ class FakeRunpod:
 
     def _list(self, owner: str, query: dict[str, str]) -> FakeResponse:
         now = trio.current_time()
+        members = query.get("includeClusterPods") == "true"
         pods = [
             p
             for p in self.pods.values()
             if p.owner == owner and not _vanished(p, now) and (not p.deleted or p.linger_reads > 0)
+            if members or p.cluster_id is None
         ]
         start = 0
         cursor = query.get("cursor")
@@ -809,7 +934,7 @@ class FakeRunpod:
         cloud: str = asked.get("cloud", "SECURE")
         countries: list[str] | None = asked.get("countryCodes")
         offered = (
-            "POD" in asked["product"]
+            ("POD" in asked["product"] or ("CLUSTER" in asked["product"] and gpu.cluster))
             and count <= gpu.max_count
             and (gpu.secure if cloud == "SECURE" else gpu.community_price is not None)
         )
@@ -1113,6 +1238,8 @@ class FakeRunpod:
         for pod in self.pods.values():
             if pod.owner != owner or (wanted is not None and pod.id != wanted):
                 continue
+            if pod.cluster_id is not None:
+                continue  # pod-only billing: a member bills under its cluster
             for low, high in buckets:
                 a, b = self._trio_at(low), min(self._trio_at(high), billed_until)
                 seconds = pod.billed_seconds(a, b) if b > a else 0.0
@@ -1254,6 +1381,260 @@ class FakeRunpod:
             },
         )
 
+    # --- clusters ---
+
+    async def _cluster_dispatch(
+        self, request: FakeRequest, parts: list[str], body: Any, record: RecordedRequest
+    ) -> FakeResponse:
+        """``/clusters``, ``/clusters/{id}``, ``/clusters/{id}/pods`` and
+        ``/billing/clusters``. An account sees its own clusters; a member's own key its
+        cluster only (read, its members, delete)."""
+        billing = parts == ["billing", "clusters"]
+        if not billing and (len(parts) > 3 or (len(parts) == 3 and parts[2] != "pods")):
+            return _problem(404, "resource not found")
+        auth = self._authenticate(request.headers.get("authorization"))
+        record.auth = auth
+        if auth in ("none", "invalid"):
+            detail = "missing bearer token" if auth == "none" else "invalid api key"
+            return _problem(401, detail)
+        method = request.method
+        not_allowed = _problem(405, "The requested method is not allowed for this path.")
+        if auth.startswith("pod:"):
+            own = self.pods[auth[4:]]
+            allowed = (
+                not billing
+                and len(parts) >= 2
+                and parts[1] == own.cluster_id
+                and (method == "GET" or (method == "DELETE" and len(parts) == 2))
+            )
+            if not allowed:
+                return _problem(403, "access denied")
+            if method == "DELETE" and not self.scoped_keys_can_delete:
+                return _problem(403, "access denied")
+            owner = own.owner
+        else:
+            owner = request.headers["authorization"].split(None, 1)[1]
+        if billing:
+            return self._cluster_billing(owner, request.query) if method == "GET" else not_allowed
+        now = trio.current_time()
+        if len(parts) == 1:
+            if method == "GET":
+                listed = [self._render_cluster(c, now) for c in self.live_clusters(owner)]
+                return _json(200, {"clusters": listed})
+            if method == "POST":
+                return await self._create_cluster(owner, body, record)
+            return not_allowed
+        cluster = self.clusters.get(parts[1])
+        if cluster is None or cluster.owner != owner or cluster.deleted:
+            return _problem(404, "cluster not found")
+        if len(parts) == 3:
+            if method != "GET":
+                return not_allowed
+            members = [p for p in self.cluster_members(cluster.id) if _member_listed(p, now)]
+            members.sort(key=lambda pod: pod.index)
+            return _json(200, {"pods": [self._render(p, now) for p in members]})
+        if method == "GET":
+            return _json(200, self._render_cluster(cluster, now))
+        if method == "DELETE":
+            cluster.deleted = True
+            for pod in self.cluster_members(cluster.id):
+                if not pod.deleted and not _vanished(pod, now):
+                    await self._delete(pod)
+            return FakeResponse(204, _rate_headers())
+        return not_allowed
+
+    async def _create_cluster(self, owner: str, body: Any, record: RecordedRequest) -> FakeResponse:
+        """``POST /clusters``: a TRAINING cluster of identical pods placed whole in the
+        first allowed data center with room for all of them (the network volume's, when
+        one is mounted)."""
+        if body is _NOT_JSON:
+            return _problem(400, "request body is not valid JSON")
+        if record.schema_errors:
+            return _problem(422, "Request validation failed.", errors=record.schema_errors)
+        if body["type"] != "TRAINING":
+            return _problem(400, f"{body['type']} clusters are not offered by this fake")
+        compute = body["compute"]
+        gpu_id, per_pod, count = (
+            compute["gpuTypeId"],
+            compute["gpuCountPerPod"],
+            compute["podCount"],
+        )
+        offered = self.gpu_types.get(gpu_id)
+        if offered is None or not offered.secure or not offered.cluster:
+            return _problem(400, f"GPU type {gpu_id!r} is not available for clusters")
+        if per_pod > offered.max_count:
+            return _problem(400, f"at most {offered.max_count} GPUs of type {gpu_id!r} per pod")
+        wanted = body.get("dataCenterIds") or list(self.data_centers)
+        unknown = [dc for dc in wanted if dc not in self.data_centers]
+        if unknown:
+            return _problem(400, f"unknown data center {unknown[0]!r}")
+        mounts = body.get("mounts") or {}
+        if "persistent" in mounts and "network" in mounts:
+            return _problem(400, "at most one of mounts.persistent and mounts.network")
+        for mount in mounts.get("network", []):
+            volume = self.network_volumes.get(mount["volumeId"])
+            if volume is None or volume.owner != owner or volume.deleted_at is not None:
+                return _problem(404, f"network volume {mount['volumeId']} not found")
+            if volume.data_center not in wanted:
+                return _problem(
+                    400,
+                    f"network volume {volume.id} is in {volume.data_center}, which "
+                    "dataCenterIds does not allow",
+                )
+            wanted = [volume.data_center]
+        price = round(self.gpu_prices[gpu_id] * per_pod, 4)
+        if self.accounts[owner].balance < price * count:
+            return _problem(
+                402, "Insufficient balance to create this cluster. Add funds and retry."
+            )
+        placed = next((dc for dc in wanted if self._free(gpu_id, dc) >= per_pod * count), None)
+        if placed is None:
+            return _problem(400, NO_CAPACITY)
+        now = trio.current_time()
+        cluster = FakeCluster(
+            id=self._new_cluster_id(),
+            owner=owner,
+            body=body,
+            data_center_id=placed,
+            created_at=now,
+            assigned_at=now + self.provisioning_seconds / 2,
+        )
+        self.clusters[cluster.id] = cluster
+        member_body = {
+            key: body[key]
+            for key in ("name", "image", "env", "ports", "args", "disk", "mounts")
+            if key in body
+        }
+        member_body["cloud"] = "SECURE"
+        member_body["gpu"] = {"id": gpu_id, "count": per_pod}
+        ranks = self._rng.sample(range(count), count)
+        for made, rank in enumerate(ranks):
+            pod = FakePod(
+                id=self._new_id(),
+                owner=owner,
+                body=dict(member_body),
+                gpu_id=gpu_id,
+                gpu_count=per_pod,
+                data_center_id=placed,
+                price=price,
+                created_at=now,
+                boot_at=now,
+                boot_provisioning=self.provisioning_seconds,
+                boot_starting=self.starting_seconds,
+                index=len(self.pods),
+                cluster_id=cluster.id,
+                rank=rank,
+                ip=f"10.65.0.{made + 2}",
+            )
+            pod.bill_from(now)
+            self.pods[pod.id] = pod
+            cluster.members.append(pod.id)
+        return _json(201, self._render_cluster(cluster, now))
+
+    def _render_cluster(self, cluster: FakeCluster, now: float) -> dict[str, Any]:
+        """The cluster as Runpod's ``Cluster`` schema describes it."""
+        members = [p for p in self.cluster_members(cluster.id) if _member_listed(p, now)]
+        by_status: dict[str, int] = {}
+        for pod in members:
+            phase = self._phase(pod, now)
+            by_status[phase] = by_status.get(phase, 0) + 1
+        answer: dict[str, Any] = {
+            "id": cluster.id,
+            "name": cluster.name,
+            "type": cluster.body["type"],
+            "compute": dict(cluster.body["compute"]),
+            "dataCenterId": cluster.data_center_id,
+            "pods": {"total": len(members), "byStatus": by_status},
+            "createdAt": self._wall(cluster.created_at),
+        }
+        if now >= cluster.assigned_at:
+            answer["network"] = {"cidr": CLUSTER_CIDR}
+            primary = next((p for p in members if p.rank == 0), None)
+            if primary is not None:
+                phase = self._phase(primary, now)
+                lead: dict[str, Any] = {"podId": primary.id, "status": phase}
+                if phase == "RUNNING" and primary.ssh_ready:
+                    direct = self._direct(primary)
+                    lead["sshEndpoint"] = f"{direct.host}:{direct.port}"
+                answer["primary"] = lead
+        return answer
+
+    def _membership(self, pod: FakePod, now: float) -> dict[str, Any]:
+        """A member's ``cluster`` (nothing for a standalone pod): its rank null and its
+        address omitted until they are assigned."""
+        if pod.cluster_id is None:
+            return {}
+        assigned = now >= self.clusters[pod.cluster_id].assigned_at
+        member: dict[str, Any] = {"id": pod.cluster_id, "rank": pod.rank if assigned else None}
+        if assigned:
+            member["ip"] = pod.ip
+        return {"cluster": member}
+
+    def _cluster_billing(self, owner: str, query: dict[str, str]) -> FakeResponse:
+        """``GET /billing/clusters``: the query checked against the published parameters,
+        one record per cluster per bucket its members billed in (GPU only)."""
+        window = self._billing_window(query, "/billing/clusters")
+        if isinstance(window, FakeResponse):
+            return window
+        values, buckets, start, end, size = window
+        wanted = values.get("clusterId")
+        billed_until = trio.current_time() - self.billing_lag
+        records: list[dict[str, Any]] = []
+        for cluster in self.clusters.values():
+            if cluster.owner != owner or (wanted is not None and cluster.id != wanted):
+                continue
+            members = self.cluster_members(cluster.id)
+            for low, high in buckets:
+                a, b = self._trio_at(low), min(self._trio_at(high), billed_until)
+                if b <= a:
+                    continue
+                amount = round(
+                    sum(pod.price * pod.billed_seconds(a, b) / 3600 for pod in members), 6
+                )
+                if amount <= 0:
+                    continue
+                records.append(
+                    {
+                        "startTime": _stamp(low),
+                        "endTime": _stamp(high),
+                        "clusterId": cluster.id,
+                        "totalAmount": amount,
+                        "gpuAmount": amount,
+                        "diskAmount": 0.0,
+                        "networkingAmount": 0.0,
+                    }
+                )
+        records.sort(key=lambda r: (r["startTime"], r["clusterId"]))
+        total = round(sum(r["totalAmount"] for r in records), 6)
+        return _json(
+            200,
+            {
+                "records": records,
+                "metadata": {
+                    "query": {
+                        "startTime": _stamp(start),
+                        "endTime": _stamp(end),
+                        "bucketSize": size,
+                        "clusterId": wanted,
+                    },
+                    "recordCount": len(records),
+                    "uniqueClusterCount": len({r["clusterId"] for r in records}),
+                    "totals": {
+                        "totalAmount": total,
+                        "gpuAmount": total,
+                        "diskAmount": 0.0,
+                        "networkingAmount": 0.0,
+                    },
+                },
+            },
+        )
+
+    def _new_cluster_id(self) -> str:
+        while True:
+            cluster_id = self._token(10, string.ascii_lowercase + string.digits)
+            if cluster_id not in self.clusters:
+                return cluster_id
+
     def _trio_at(self, moment: datetime) -> float:
         """The trio time of a wall time of the fake's clock."""
         self.wall(trio.current_time())
@@ -1364,7 +1745,8 @@ class FakeRunpod:
             "env": pod.env,
             "registry": None,
             "status": phase,
-            "actions": list(_ALLOWED_ACTIONS.get(phase, ())),
+            # A member is changed only through its cluster.
+            "actions": [] if pod.cluster_id else list(_ALLOWED_ACTIONS.get(phase, ())),
             "mounts": body.get("mounts", {}),
             "gpu": {"id": pod.gpu_id, "count": pod.gpu_count},
             "cloud": body.get("cloud", "SECURE"),
@@ -1378,6 +1760,7 @@ class FakeRunpod:
             "runtime": runtime,
             "createdAt": self._wall(pod.created_at),
             "startedAt": started,
+            **self._membership(pod, now),
         }
 
     # --- helpers ---
@@ -1466,6 +1849,11 @@ def _mounted(pod: FakePod) -> list[str]:
     """The ids of the network volumes the pod's create mounted."""
     mounts = pod.body.get("mounts") or {}
     return [str(mount.get("volumeId")) for mount in mounts.get("network", [])]
+
+
+def _member_listed(pod: FakePod, now: float) -> bool:
+    """Whether a member still shows among its cluster's pods (not deleted, not vanished)."""
+    return not pod.deleted and not _vanished(pod, now)
 
 
 def _vanished(pod: FakePod, now: float) -> bool:

@@ -11,7 +11,9 @@ billing, ``ListPodBillingResponse`` and the parameters of ``GET /billing/pods`` 
 ``paths`` too, the ones it shares with the other billing endpoints as components); for
 network volumes, ``CreateNetworkVolumeRequest``, ``NetworkVolume``,
 ``ListNetworkVolumesResponse``, ``ListNetworkVolumeBillingResponse`` and the parameters of
-``GET /billing/network-volumes``.
+``GET /billing/network-volumes``; for clusters, ``CreateClusterRequest``, ``Cluster``,
+``ListClustersResponse``, ``ListClusterBillingResponse`` and the parameters of
+``GET /billing/clusters`` (a member pod's ``cluster`` is part of ``Pod``).
 Regenerate it with
 
     python -m overbrainer.testing.runpod_schema /path/to/openapi-v2.json
@@ -47,6 +49,10 @@ ROOTS = (
     "NetworkVolume",
     "ListNetworkVolumesResponse",
     "ListNetworkVolumeBillingResponse",
+    "CreateClusterRequest",
+    "Cluster",
+    "ListClustersResponse",
+    "ListClusterBillingResponse",
 )
 CATALOG_GPU_PARAMETERS = (
     "CatalogIncludeParam",
@@ -60,7 +66,12 @@ CATALOG_GPU_PARAMETERS = (
 """The query parameters of ``GET /catalog/gpus`` and ``GET /catalog/gpus/{id}``."""
 POD_LOG_PARAMETERS = ("LogSourceParam", "LogTail", "LogSince", "LogLastEventID")
 """The parameters of ``GET /pods/{id}/logs`` (``Last-Event-ID`` is a header)."""
-OPERATIONS = ("/v2/catalog/datacenters", "/v2/billing/pods", "/v2/billing/network-volumes")
+OPERATIONS = (
+    "/v2/catalog/datacenters",
+    "/v2/billing/pods",
+    "/v2/billing/network-volumes",
+    "/v2/billing/clusters",
+)
 """The paths whose ``GET`` parameters are copied as published (they are written inline)."""
 _PREFIX = "#/components/schemas/"
 _PARAMETERS = "#/components/parameters/"
