@@ -1167,26 +1167,14 @@ class RunpodClient:
         """What Runpod billed for network volumes from ``start`` to ``end``
         (``GET /billing/network-volumes``), of one volume or all, in records of
         ``bucket``. Times must carry their zone."""
-        if start.tzinfo is None or end.tzinfo is None or end <= start:
-            raise RunpodError("a billing window needs zoned times, its end after its start")
-        params = {"startTime": _rfc3339(start), "endTime": _rfc3339(end), "bucketSize": bucket}
         op = "read what Runpod billed for network volumes"
+        extra: dict[str, str] = {}
         if volume_id is not None:
-            params["networkVolumeId"] = self._volume_id(volume_id)
+            extra["networkVolumeId"] = self._volume_id(volume_id)
             op += f" ({volume_id})"
-        answer, attempts = await self._call(
-            "GET", "/billing/network-volumes", op, "always", params=params
+        return await self._billing(
+            "/billing/network-volumes", op, start, end, bucket, extra, parse_volume_billing
         )
-        if answer.status != 200:
-            raise self._api_error(op, answer, attempts)
-        try:
-            return parse_volume_billing(answer.json())
-        except (ValueError, BadBillingData) as error:
-            reason = str(error) if isinstance(error, BadBillingData) else "not JSON"
-            raise RunpodApiError(
-                self._redact(f"cannot {op}: Runpod's answer could not be read ({reason})"),
-                status=200,
-            ) from None
 
     def _volume_id(self, volume_id: str) -> str:
         try:
