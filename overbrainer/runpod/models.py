@@ -88,14 +88,20 @@ class UnsafeSshEndpoint(OverbrainerError):
 
 def check_pod_id(value: object) -> str:
     """Return ``value`` if it is a pod id safe to put in a URL path, else raise BadPodData."""
+    return _checked_id(value, "pod id", BadPodData)
+
+
+def _checked_id(value: object, what: str, error: type[ValueError]) -> str:
+    """``value`` when it is an id (of a pod, a volume, a cluster: one rule) safe to put in
+    a URL path, else ``error`` naming ``what``."""
     if isinstance(value, str) and _POD_ID.fullmatch(value):
         return value
-    _bad("pod id", value)
+    _bad(what, value, error)
 
 
-def _bad(what: str, value: object) -> NoReturn:
+def _bad(what: str, value: object, error: type[ValueError] | None = None) -> NoReturn:
     shown = one_line(repr(value), 60) if isinstance(value, str) else type(value).__name__
-    raise BadPodData(f"unusable {what} {shown}")
+    raise (error or BadPodData)(f"unusable {what} {shown}")
 
 
 @dataclass(frozen=True)
@@ -566,10 +572,7 @@ class BadVolumeData(ValueError):
 def check_volume_id(value: object) -> str:
     """Return ``value`` if it is a volume id safe to put in a URL path, else raise
     BadVolumeData (the same rule as a pod id's)."""
-    if isinstance(value, str) and _POD_ID.fullmatch(value):
-        return value
-    shown = one_line(repr(value), 60) if isinstance(value, str) else type(value).__name__
-    raise BadVolumeData(f"unusable network volume id {shown}")
+    return _checked_id(value, "network volume id", BadVolumeData)
 
 
 @dataclass(frozen=True)
@@ -632,33 +635,9 @@ class VolumeBilling:
 def parse_volume_billing(data: object) -> VolumeBilling:
     """Read a ``ListNetworkVolumeBillingResponse``; anything unusable raises
     BadBillingData."""
-    if not isinstance(data, dict):
-        raise BadBillingData("a billing answer that is not an object")
-    items, meta = data.get("records"), data.get("metadata")
-    query = meta.get("query") if isinstance(meta, dict) else None
-    if not isinstance(items, list) or not isinstance(query, dict):
-        raise BadBillingData("a billing answer without its records or its query")
-    records = []
-    for item in items:
-        if not isinstance(item, dict):
-            raise BadBillingData("a billing record that is not an object")
-        volume_id = item.get("networkVolumeId")
-        if not isinstance(volume_id, str) or not _POD_ID.fullmatch(volume_id):
-            raise BadBillingData("a billing record without a usable network volume id")
-        records.append(
-            VolumeBillingRecord(
-                start=_billing_time(item.get("startTime")),
-                end=_billing_time(item.get("endTime")),
-                volume_id=volume_id,
-                total=_amount(item.get("totalAmount")),
-            )
-        )
-    return VolumeBilling(
-        start=_billing_time(query.get("startTime")),
-        end=_billing_time(query.get("endTime")),
-        bucket=_text(query.get("bucketSize"), 20) or "",
-        records=tuple(records),
-    )
+    start, end, bucket, rows = _billing_rows(data, "networkVolumeId", "network volume")
+    records = tuple(VolumeBillingRecord(*row) for row in rows)
+    return VolumeBilling(start=start, end=end, bucket=bucket, records=records)
 
 
 # --- clusters (GET /clusters, GET /clusters/{id}/pods, GET /billing/clusters) -----------
@@ -671,10 +650,7 @@ class BadClusterData(ValueError):
 def check_cluster_id(value: object) -> str:
     """Return ``value`` if it is a cluster id safe to put in a URL path, else raise
     BadClusterData (the same rule as a pod id's)."""
-    if isinstance(value, str) and _POD_ID.fullmatch(value):
-        return value
-    shown = one_line(repr(value), 60) if isinstance(value, str) else type(value).__name__
-    raise BadClusterData(f"unusable cluster id {shown}")
+    return _checked_id(value, "cluster id", BadClusterData)
 
 
 @dataclass(frozen=True)
