@@ -1257,29 +1257,11 @@ class FakeRunpod:
                         "diskAmount": 0.0,
                     }
                 )
-        records.sort(key=lambda r: (r["startTime"], r["podId"]))
-        total = round(sum(r["totalAmount"] for r in records), 6)
-        return _json(
-            200,
-            {
-                "records": records,
-                "metadata": {
-                    "query": {
-                        "startTime": _stamp(start),
-                        "endTime": _stamp(end),
-                        "bucketSize": size,
-                        "podId": wanted,
-                    },
-                    "recordCount": len(records),
-                    "uniquePodCount": len({r["podId"] for r in records}),
-                    "totals": {
-                        "totalAmount": total,
-                        "gpuAmount": total,
-                        "cpuAmount": 0.0,
-                        "diskAmount": 0.0,
-                    },
-                },
-            },
+        return _billing_answer(
+            records,
+            (start, end, size),
+            ("podId", wanted, "uniquePodCount"),
+            ("totalAmount", "gpuAmount", "cpuAmount", "diskAmount"),
         )
 
     # --- network volumes ---
@@ -1354,31 +1336,11 @@ class FakeRunpod:
                         "highPerformanceAmount": amount if fast else 0.0,
                     }
                 )
-        records.sort(key=lambda r: (r["startTime"], r["networkVolumeId"]))
-
-        def total(key: str) -> float:
-            return round(sum(float(r[key]) for r in records), 6)
-
-        return _json(
-            200,
-            {
-                "records": records,
-                "metadata": {
-                    "query": {
-                        "startTime": _stamp(start),
-                        "endTime": _stamp(end),
-                        "bucketSize": size,
-                        "networkVolumeId": wanted,
-                    },
-                    "recordCount": len(records),
-                    "uniqueNetworkVolumeCount": len({r["networkVolumeId"] for r in records}),
-                    "totals": {
-                        "totalAmount": total("totalAmount"),
-                        "standardAmount": total("standardAmount"),
-                        "highPerformanceAmount": total("highPerformanceAmount"),
-                    },
-                },
-            },
+        return _billing_answer(
+            records,
+            (start, end, size),
+            ("networkVolumeId", wanted, "uniqueNetworkVolumeCount"),
+            ("totalAmount", "standardAmount", "highPerformanceAmount"),
         )
 
     # --- clusters ---
@@ -1604,29 +1566,11 @@ class FakeRunpod:
                         "networkingAmount": 0.0,
                     }
                 )
-        records.sort(key=lambda r: (r["startTime"], r["clusterId"]))
-        total = round(sum(r["totalAmount"] for r in records), 6)
-        return _json(
-            200,
-            {
-                "records": records,
-                "metadata": {
-                    "query": {
-                        "startTime": _stamp(start),
-                        "endTime": _stamp(end),
-                        "bucketSize": size,
-                        "clusterId": wanted,
-                    },
-                    "recordCount": len(records),
-                    "uniqueClusterCount": len({r["clusterId"] for r in records}),
-                    "totals": {
-                        "totalAmount": total,
-                        "gpuAmount": total,
-                        "diskAmount": 0.0,
-                        "networkingAmount": 0.0,
-                    },
-                },
-            },
+        return _billing_answer(
+            records,
+            (start, end, size),
+            ("clusterId", wanted, "uniqueClusterCount"),
+            ("totalAmount", "gpuAmount", "diskAmount", "networkingAmount"),
         )
 
     def _new_cluster_id(self) -> str:
@@ -1862,6 +1806,37 @@ def _vanished(pod: FakePod, now: float) -> bool:
 
 _MAX_BUCKETS = 10_000
 _BUCKET_STEP = {"hour": timedelta(hours=1), "day": timedelta(days=1), "week": timedelta(days=7)}
+
+
+def _billing_answer(
+    records: list[dict[str, Any]],
+    window: tuple[datetime, datetime, str],
+    billed: tuple[str, str | None, str],
+    amounts: tuple[str, ...],
+) -> FakeResponse:
+    """A billing endpoint's answer: ``records`` in time order, the resolved ``window``
+    (start, end, bucket size), ``billed`` = (the billed thing's id key, the id asked for,
+    the key counting the distinct ones), and the total of each of ``amounts``."""
+    id_key, wanted, count_key = billed
+    start, end, size = window
+    records.sort(key=lambda r: (r["startTime"], r[id_key]))
+    return _json(
+        200,
+        {
+            "records": records,
+            "metadata": {
+                "query": {
+                    "startTime": _stamp(start),
+                    "endTime": _stamp(end),
+                    "bucketSize": size,
+                    id_key: wanted,
+                },
+                "recordCount": len(records),
+                count_key: len({r[id_key] for r in records}),
+                "totals": {k: round(sum(float(r[k]) for r in records), 6) for k in amounts},
+            },
+        },
+    )
 
 
 def _billing_query(
