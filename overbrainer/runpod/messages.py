@@ -104,6 +104,17 @@ def awaiting_retrieval(
     )
 
 
+def gone_before_results(pod: PodView, run_id: str, problem: str = "") -> str:
+    """What is said when the results did not come home and the pod is gone with them."""
+    why = f" ({problem})" if problem else ""
+    return (
+        f"the results of run {run_id} are not home{why}, and pod {pod_name(pod)} is gone: "
+        f"what was not home went with it. `overbrainer train attach {run_id}` settles the "
+        f"run: on a target that recovers runs (max_recoveries) it goes on, on a new pod, "
+        f"from the newest checkpoint home"
+    )
+
+
 def report_line(pod: PodView, ending: Ending, run_id: str) -> str | None:
     """What to say of the pod once the job ended. Nothing for a deleted pod, which its
     events already reported (uptime and spend), nor for one awaiting retrieval, which

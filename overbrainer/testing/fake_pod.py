@@ -233,6 +233,7 @@ async def _start_ssh_server(
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,  # its own group: what it started ends with it
         )
         assert child.stdin is not None and child.stdout is not None and child.stderr is not None
         feeding = asyncio.ensure_future(_pump_in(process.stdin, child.stdin))
@@ -242,10 +243,14 @@ async def _start_ssh_server(
             )
             status = await child.wait()
         except BaseException:
-            # The client went away: like sshd, leave nothing of the session running.
-            if child.returncode is None:
-                child.kill()
-                await child.wait()
+            # The client went away: like sshd, leave nothing of the session running (a
+            # download's `tar` under its `sh` too), and read its pipes to their end: a
+            # pipe still open when the loop closes fails whichever test runs then.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGKILL)
+            await child.wait()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.gather(child.stdout.read(), child.stderr.read()), 5)
             raise
         finally:
             feeding.cancel()

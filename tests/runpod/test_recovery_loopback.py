@@ -486,3 +486,42 @@ def curve_events_of_file(path: Path) -> list[MetricsEvent]:
     """The metrics lines of one file."""
     events, _, _ = parse_metrics_lines(path.read_bytes(), final=True)
     return events
+
+
+async def test_a_pod_vanishing_while_its_results_download_is_said_gone_and_attach_recovers(
+    tmp_path: Path,
+) -> None:
+    knobs = f"{SAVING} FAKE_AXOLOTL_OUTPUT_MB=16"
+    async with world(tmp_path, steps=60, step_seconds=0.02, knobs=knobs) as w:
+        lost: list[str] = []
+
+        async def lose_during_download() -> None:
+            while not lost:
+                for run_id in w.runs():
+                    if (w.project / "runs" / run_id / ".overbrainer-download").exists():
+                        pod_id = str(w.pod_json(run_id)["pod_id"])
+                        w.fake.vanish(pod_id)
+                        await w.pods.on_deleted(w.fake.pod(pod_id))
+                        lost.append(pod_id)
+                await trio.sleep(0.02)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lose_during_download)
+            done = await w.run("train", timeout=240)
+            nursery.cancel_scope.cancel()
+        (run_id,) = w.runs()
+        if not lost:
+            raise AssertionError(f"the download was never seen: {done.stderr}")
+        (first,) = lost
+        assert done.returncode == 1, done.stderr
+        assert f"pod {first}" in done.stderr and "is gone: what was not home went" in done.stderr
+        assert "left running" not in done.stderr
+        assert f"`overbrainer train attach {run_id}` settles the run" in done.stderr
+        # attach finds it lost and recovers it from the newest checkpoint home.
+        attached = await w.run("train", "attach", run_id, timeout=240)
+        assert attached.returncode == 0, attached.stderr
+        run = w.run_json(run_id)
+        assert run["state"] == "succeeded", run
+        (recovery,) = run["recoveries"]
+        assert recovery["lost_pod"] == first
+        assert w.fake.live_pods() == []

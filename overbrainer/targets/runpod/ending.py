@@ -24,7 +24,7 @@ from overbrainer.runpod import messages
 from overbrainer.runpod.messages import Ending
 from overbrainer.runpod.pod_scripts import RETRIEVED, WATCHDOG_LOG
 from overbrainer.targets.runpod.delete import delete_pod
-from overbrainer.targets.runpod.pods import PodContext
+from overbrainer.targets.runpod.pods import PodContext, confirm_gone
 from overbrainer.targets.runpod.provision import remote_run_dir
 
 __all__ = ["LOG_COPY", "Ending", "copy_watchdog_log", "end_pod"]
@@ -103,9 +103,12 @@ async def end_pod(
             await session.journal.append(
                 run_id, lambda s: decisions.await_retrieval(s, pod_id, detail)
             )
-            session.front.warn(
-                messages.awaiting_retrieval(pod, run_id, retrieve_grace_minutes, problem)
-            )
+            if await _gone_under_retrieval(ctx, pod_id):
+                session.front.warn(messages.gone_before_results(pod, run_id, problem))
+            else:
+                session.front.warn(
+                    messages.awaiting_retrieval(pod, run_id, retrieve_grace_minutes, problem)
+                )
             return Ending.awaiting_retrieval
         try:
             await executor.touch(f"{remote_run_dir(run_id)}/{RETRIEVED}")
@@ -120,3 +123,12 @@ async def end_pod(
 
     limit = ctx.timing.delete_limit + _SLACK
     return await session.interrupts.shield(f"ending the pod of run {run_id}", limit, work)
+
+
+async def _gone_under_retrieval(ctx: PodContext, pod_id: str) -> bool:
+    """Whether the pod whose results did not come home is gone (it vanished during their
+    download, say): then no pod is "left running" for them. An unknown answer is not gone."""
+    try:
+        return await confirm_gone(ctx, pod_id)
+    except OverbrainerError:
+        return False
