@@ -21,7 +21,7 @@ app.command("overbrainer.cli.catalog_cmd:datacenters", name="datacenters")
 
 
 @asynccontextmanager
-async def _pod_context(
+async def pod_context(
     *, read_only: bool = False, unchanged: str = "nothing was changed"
 ) -> AsyncIterator["tuple[PodContext, Front]"]:
     """Settings, store (``read_only`` for a listing: it reads on a read-only disk, and its
@@ -83,7 +83,7 @@ async def ls(*, json: bool = False) -> int:
     from overbrainer.cli.common import print_json
     from overbrainer.targets.runpod.podrm import list_rows, row_json, table
 
-    async with _pod_context(read_only=True) as (ctx, front):
+    async with pod_context(read_only=True) as (ctx, front):
         recorded = await ctx.session.journal.may_bill()
         listed = await ctx.session.interrupts.race(lambda: list_rows(ctx, recorded))
         if listed is None:
@@ -151,7 +151,7 @@ async def rm(
         f"no pod of run {run} was deleted: run `overbrainer pod rm {run}"
         f"{' --force' if force else ''}` again once Runpod can be reached"
     )
-    async with _pod_context(unchanged=unchanged) as (ctx, front):
+    async with pod_context(unchanged=unchanged) as (ctx, front):
         removal = await remove_run_pods(ctx, run, force=force)
         for deleted in removal.deleted:
             front.result(deleted_line(run, deleted))
@@ -253,7 +253,7 @@ async def billing(
         return 0
     readings: list[Reading] = []
     estimates: dict[tuple[str, str], float | None] = {}
-    async with _pod_context() as (ctx, front):
+    async with pod_context() as (ctx, front):
         for line in told:
             front.result(line)
         for run_id in run_ids:

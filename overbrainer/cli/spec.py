@@ -150,6 +150,14 @@ def walk(command: Command, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, 
 
 JSON = Option(("--json",), "json", JSON_HELP, brief="one JSON object per line")
 
+YES = Option(("--yes", "-y"), "yes", "Do it without asking first.", brief="do not ask first")
+VOLUME_ARG = Arg(
+    "NAME",
+    "name",
+    "The network volume: its name (as a target's `volume` gives it) or its id.",
+    complete="text",
+)
+
 # The global options: taken by main() before the command's words.
 PROJECT = Option(
     ("-C", "--project"),
@@ -823,6 +831,87 @@ TREE = Command(
                         ),
                     ),
                     options=(JSON,),
+                ),
+            ),
+        ),
+        Command(
+            "volume",
+            "The account's Runpod network volumes: what each holds and costs and which runs "
+            "used it, what takes its space, pruning old checkpoints from it, deleting it.",
+            does="overbrainer.cli.volume_cmd:app",
+            brief="the account's network volumes",
+            commands=(
+                Command(
+                    "ls",
+                    "The account's network volumes: name, id, data center, size, what it holds "
+                    "(read through Runpod's S3 API; unknown without its key), what it costs a "
+                    "month ($0.07 per GB) and the runs of this project that used it.",
+                    overview=(
+                        (
+                            "volume ls [--json]",
+                            "the network volumes: size, used, monthly cost, runs that used them",
+                        ),
+                    ),
+                    brief="the network volumes",
+                    options=(JSON,),
+                ),
+                Command(
+                    "du",
+                    "What takes the space of a network volume: the model cache, the prepared "
+                    "data, the data from home, each run's checkpoints and output, and anything "
+                    "not overbrainer's. Needs the S3 API key (OVERBRAINER_RUNPOD__S3_ACCESS_KEY "
+                    "and OVERBRAINER_RUNPOD__S3_SECRET).",
+                    overview=(
+                        (
+                            "volume du NAME [--json]",
+                            "what takes a volume's space: cache, data, checkpoints per run",
+                        ),
+                    ),
+                    brief="what takes a volume's space",
+                    args=(VOLUME_ARG,),
+                    options=(JSON,),
+                ),
+                Command(
+                    "prune",
+                    "Delete the checkpoints on a network volume written more than a span ago, "
+                    "but none of a run in progress and never the newest of a run that did not "
+                    "succeed (a resume starts from it); the run's final output stays. Says what "
+                    "it deletes and frees, and asks first (--yes: does not ask).",
+                    more="Needs the S3 API key, as volume du does.",
+                    overview=(
+                        (
+                            "volume prune NAME --checkpoints-older-than 30d [--yes]",
+                            "delete a volume's old checkpoints (never a resume's)",
+                        ),
+                    ),
+                    brief="delete a volume's old checkpoints",
+                    args=(VOLUME_ARG,),
+                    options=(
+                        Option(
+                            ("--checkpoints-older-than",),
+                            "checkpoints_older_than",
+                            "Only checkpoints written more than this span ago (12h, 7d, 30d, 2w).",
+                            takes="text",
+                            brief="checkpoints written more than 12h, 7d, 30d… ago",
+                        ),
+                        YES,
+                    ),
+                ),
+                Command(
+                    "rm",
+                    "Delete a network volume and all it holds, and wait until Runpod no longer "
+                    "lists it; refused while a run of this project that used it has not ended "
+                    "or a pod mounts it, naming them and what ends them. Asks first (--yes: "
+                    "does not ask).",
+                    overview=(
+                        (
+                            "volume rm NAME [--yes]",
+                            "delete a network volume no run or pod uses",
+                        ),
+                    ),
+                    brief="delete a network volume",
+                    args=(VOLUME_ARG,),
+                    options=(YES,),
                 ),
             ),
         ),

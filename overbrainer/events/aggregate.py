@@ -55,6 +55,9 @@ class PodView:
     # uptime, when known), ``estimate`` (rate × uptime), and what Runpod ``billed`` with
     # ``billed_final`` and ``billed_period``.
     costs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The network volume the run's pods mount (pod.VolumeAttached): {"id", "name",
+    # "data_center", "created", "size_gb"}.
+    volume: dict[str, Any] | None = None
 
     def may_bill(self) -> bool:
         """Whether some pod of this run may still exist (and bill)."""
@@ -562,6 +565,13 @@ def _capacity_awaited(s: RunLog, e: ev.CapacityAwaited, at: str) -> None:
 def _volume_attached(s: RunLog, e: ev.VolumeAttached, at: str) -> None:
     if s.run.state != RunState.preparing:
         raise InvalidTransition("a network volume is attached only before the job starts")
+    s.pod.volume = {
+        "id": e.volume_id,
+        "name": e.volume_name,
+        "data_center": e.data_center,
+        "created": e.created,
+        "size_gb": e.size_gb,
+    }
 
 
 # Each event type's rule, set on the first event folded (whole, by one assignment).

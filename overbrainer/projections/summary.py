@@ -105,7 +105,16 @@ def summary_lines(state: RunLog, checkpoints_bytes: int | None = None) -> list[s
             lines.append(f"  spend      {spent} over {duration_text(p.uptime_seconds or 0)}")
         if p.strays:
             lines.append("  strays     " + ", ".join(sorted(p.strays)))
+    if p.volume is not None:
+        lines.append(f"  volume     {volume_text(p.volume)}")
     return lines
+
+
+def volume_text(volume: dict[str, object]) -> str:
+    """The network volume a run's pods mounted (``PodView.volume``), in a few words."""
+    size = f", {volume['size_gb']} GB" if volume.get("size_gb") is not None else ""
+    made = ", created by this run" if volume.get("created") else ""
+    return f"{volume['name']} ({volume['id']}{size}) in {volume['data_center']}{made}"
 
 
 def recovery_lines(state: RunLog) -> list[str]:

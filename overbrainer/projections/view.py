@@ -10,10 +10,11 @@ the command and built from the log, and the file is left as it is.
 import hashlib
 import json
 import sqlite3
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from overbrainer.events.aggregate import InvalidTransition, RunLog
+from overbrainer.events.aggregate import InvalidTransition, PodView, RunLog, RunView
 from overbrainer.events.sqlite_files import is_damage
 
 if TYPE_CHECKING:
@@ -100,8 +101,10 @@ class RunsView:
 
     def __init__(self, path: Path, store_identity: str) -> None:
         self._store: RunStore | None = None
-        # A view built from another store (the url changed) is thrown away.
-        self._identity = hashlib.sha256(store_identity.encode()).hexdigest()
+        # A view built from another store (the url changed), or by a fold whose states have
+        # other fields (rows without a field a newer fold fills), is thrown away.
+        shape = ",".join(f.name for cls in (RunView, PodView) for f in fields(cls))
+        self._identity = hashlib.sha256(f"{store_identity}\n{shape}".encode()).hexdigest()
         self._path = path
         self._db = _open_file(path)
         try:

@@ -197,6 +197,8 @@ class Pod:
     gpus_running: int | None = None
     # The pod's membership of a cluster (None: a standalone pod).
     cluster: ClusterMember | None = None
+    # The ids of the network volumes it mounts (``mounts.network[].volumeId``).
+    network_volumes: tuple[str, ...] = ()
 
     def ssh_endpoint(self) -> SshEndpoint | None:
         """The validated direct SSH endpoint, or None while Runpod shows none.
@@ -259,7 +261,16 @@ def parse_pod(data: object) -> Pod:
         ssh_problem=problem,
         gpus_running=len(gpus) if isinstance(gpus, list) else None,
         cluster=_membership(data.get("cluster")),
+        network_volumes=_mounted_volumes(data.get("mounts")),
     )
+
+
+def _mounted_volumes(mounts: object) -> tuple[str, ...]:
+    network = mounts.get("network") if isinstance(mounts, dict) else None
+    if not isinstance(network, list):
+        return ()
+    found = (m.get("volumeId") for m in network if isinstance(m, dict))
+    return tuple(v for v in found if isinstance(v, str) and _POD_ID.fullmatch(v))
 
 
 def _text(value: object, limit: int) -> str | None:

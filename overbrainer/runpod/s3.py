@@ -47,6 +47,7 @@ from overbrainer.plurals import plural
 from overbrainer.runpod.reachability import unreachable_reason
 from overbrainer.runpod.redact import Redactor, one_line
 from overbrainer.runpod.sigv4 import EMPTY_SHA256, Credentials, canonical_query, encode_path, sign
+from overbrainer.utc import parse_utc
 from overbrainer.version import installed
 
 if TYPE_CHECKING:
@@ -157,11 +158,13 @@ class S3FileTooLarge(S3Error):
 @dataclass(frozen=True)
 class StoredObject:
     """An object of the volume: its key, size in bytes and SHA-256 (hex; None when the
-    object carries none, as one a listing names or one written through a pod)."""
+    object carries none, as one a listing names or one written through a pod), and when it
+    was last written (a listing's ``LastModified``; None when not said)."""
 
     key: str
     size: int
     sha256: str | None = None
+    modified: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -547,7 +550,9 @@ class VolumeS3:
                     f"cannot {op}: the listing has an object without a size", None, 200
                 ) from None
             if key:
-                page.append(StoredObject(key, size))
+                page.append(
+                    StoredObject(key, size, modified=parse_utc(_text(item, "LastModified")))
+                )
         truncated = (_text(root, "IsTruncated") or "").strip().lower() == "true"
         token = _text(root, "NextContinuationToken")
         if truncated and not token:

@@ -28,6 +28,7 @@ __all__ = [
     "VOLUME_MOUNT",
     "VolumePart",
     "blob_key",
+    "checkpoint_of",
     "hf_home_key",
     "on_pod",
     "part_of",
@@ -100,3 +101,18 @@ def part_of(key: str) -> VolumePart:
     if section == "runs" and len(parts) >= 3:
         return VolumePart("checkpoints", parts[2])
     return VolumePart("other")
+
+
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+
+
+def checkpoint_of(key: str) -> tuple[str, int, str] | None:
+    """The run, step and key prefix (``overbrainer/runs/<run>/output/checkpoint-N``) of the
+    checkpoint an object at ``key`` belongs to; None for any other object."""
+    parts = key.strip("/").split("/")
+    if len(parts) < 6 or parts[:2] != [ROOT, "runs"] or parts[3] != "output":
+        return None
+    found = _CHECKPOINT.fullmatch(parts[4])
+    if found is None:
+        return None
+    return parts[2], int(found.group(1)), "/".join(parts[:5])
