@@ -105,6 +105,55 @@ def _budget_text(invocation: Any, states: "Sequence[RunLog]", now: datetime) -> 
     return "; " + month_text(month_spend(states, now), budget, month_name(now))
 
 
+_VOLUME_LIMIT = 15.0  # seconds for reading what Runpod billed for the project's volumes
+
+
+def _volumes_text(
+    invocation: Any, states: "Sequence[RunLog]", runs_total: float, span: timedelta, now: datetime
+) -> str:
+    """``; network volume cache: $0.12 as Runpod billed it since 2026-11-26 00:00 UTC
+    ($0.54 with the runs)`` when runs of the project attached a network volume: the one read of the
+    network a listing makes, and only then (Runpod bills a volume by the month, not by
+    run). Empty when none did."""
+    volumes = {
+        str(s.pod.volume["id"]): str(s.pod.volume["name"])
+        for s in states
+        if s.pod.volume is not None
+    }
+    if not volumes:
+        return ""
+    import trio
+
+    from overbrainer.config.load import load_settings
+    from overbrainer.errors import OverbrainerError
+    from overbrainer.projections.spend import money
+    from overbrainer.runpod.client import RunpodClient
+    from overbrainer.targets.runpod.volume_cmds import volume_spend
+
+    names = ", ".join(sorted(set(volumes.values())))
+    which = f"network {word(len(volumes), 'volume', 'volumes')} {names}"
+
+    async def read() -> tuple[float, datetime]:
+        settings = load_settings(invocation.project_dir, invocation.environ())
+        key = settings.require_runpod_api_key()
+        with trio.fail_after(_VOLUME_LIMIT):
+            async with RunpodClient(
+                key, settings.runpod.base_url, timeout=5.0, max_retry_seconds=3.0
+            ) as client:
+                return await volume_spend(client, volumes, now - span, now)
+
+    try:
+        amount, start = trio.run(read)
+    except (OverbrainerError, trio.TooSlowError) as error:
+        reason = "Runpod did not answer in time" if isinstance(error, trio.TooSlowError) else error
+        return f"; what {which} cost is unknown ({reason})"
+    since = start.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+    return (
+        f"; {which}: {money(amount)} as Runpod billed it since {since} UTC "
+        f"({money(amount + runs_total)} with the runs)"
+    )
+
+
 def _progress(standing: "Standing | None") -> str:
     if standing is None or standing.summary.step is None:
         return ""
@@ -262,7 +311,10 @@ def list_runs(
         from overbrainer.projections.spend import run_spend
 
         spends = [run_spend(s, now, here=hosts.get(s.run.run_id, "") == here) for s in states]
-        out.append(total_line(spends, since.strip()) + _budget_text(invocation, every, now))
+        line = total_line(spends, since.strip()) + _budget_text(invocation, every, now)
+        if span is not None:
+            line += _volumes_text(invocation, every, sum(s.total for s in spends), span, now)
+        out.append(line)
     sys.stdout.write("\n".join(out) + "\n")
     _ended_notes(rows)
     return 0

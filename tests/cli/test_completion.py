@@ -64,6 +64,7 @@ NEWEST_FIRST = sorted(RUNS, reverse=True)
                 "runs",
                 "events",
                 "pod",
+                "volume",
                 "store",
                 "completion",
             ],
@@ -109,6 +110,12 @@ NEWEST_FIRST = sorted(RUNS, reverse=True)
         (["pod", "rm"], "-", ["--force", "--help"]),
         (["config"], "", ["check"]),
         (["store", "migrate"], "--", ["--to", "--dry-run", "--json", "--help"]),
+        (["volume"], "", ["ls", "du", "prune", "rm"]),
+        (
+            ["volume", "prune", "cache"],
+            "--",
+            ["--checkpoints-older-than", "--yes", "--help"],
+        ),
         (["completion"], "", ["bash", "zsh", "fish", "install"]),
         (["completion", "install", "--shell"], "", ["bash", "zsh", "fish"]),
         (["nonsense"], "", []),
@@ -232,8 +239,9 @@ def test_completion_knows_every_command_and_option_of_the_real_command_tree() ->
     # The global options come from main(), not cyclopts.
     assert ours[()].pop("options") == {"-C": True, "--help": False, "--version": False}
     real[()].pop("options")
-    # Positional arguments by what they are: a run ID, run IDs, or a directory.
-    kinds = {"run": "run", "RUN": "run", "RUNS": "runs", "directory": "dir"}
+    # Positional arguments by what they are: a run ID, run IDs, a directory, or a name
+    # (a network volume's) that nothing completes.
+    kinds = {"run": "run", "RUN": "run", "RUNS": "runs", "directory": "dir", "NAME": "text"}
     for entry in real.values():
         if entry["positional"] is not None:
             entry["positional"] = kinds[entry["positional"]]

@@ -9,7 +9,7 @@ lists it in its mounts (Runpod refuses that too, with 409); its deletion is conf
 a listing without it.
 """
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -20,8 +20,8 @@ from overbrainer.errors import OverbrainerError, UsageError
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.states import RunState
 from overbrainer.events.store import UnknownRun
-from overbrainer.runpod.client import VolumeInUse
-from overbrainer.runpod.models import NetworkVolume, Pod, PodStatus
+from overbrainer.runpod.client import RunpodClient, VolumeInUse
+from overbrainer.runpod.models import BucketSize, NetworkVolume, Pod, PodStatus
 from overbrainer.runpod.orphans import run_of
 from overbrainer.runpod.s3 import S3Error, StoredObject, VolumeS3, volume_s3
 from overbrainer.runpod.volume_usage import (
@@ -49,6 +49,7 @@ __all__ = [
     "s3_opener",
     "usage",
     "users_of",
+    "volume_spend",
 ]
 
 NEEDS_S3 = "set OVERBRAINER_RUNPOD__S3_ACCESS_KEY/__S3_SECRET"
@@ -299,3 +300,17 @@ async def delete_volume(ctx: PodContext, volume: NetworkVolume) -> None:
         f"({volume.id}), but still lists it after {_GONE_TRIES} looks; run `overbrainer "
         "volume ls` later to see it gone"
     )
+
+
+# --- runs ls --since -------------------------------------------------------------------
+
+
+async def volume_spend(
+    client: RunpodClient, volume_ids: Collection[str], start: datetime, end: datetime
+) -> tuple[float, datetime]:
+    """What Runpod billed for the volumes ``volume_ids`` from ``start`` to ``end`` (USD),
+    and from when its billing counted (its buckets are whole hours or days, so it may
+    start before ``start``)."""
+    bucket: BucketSize = "hour" if end - start <= timedelta(days=7) else "day"
+    billing = await client.volume_billing(start, end, bucket=bucket)
+    return sum(billing.amount(v) for v in set(volume_ids)), billing.start
