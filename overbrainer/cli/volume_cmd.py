@@ -199,12 +199,13 @@ async def prune(
                 front.info(f"volume prune: keeping {_checkpoint_text(checkpoint)}: {why}")
         if not plan.delete:
             front.result(
-                f"volume prune: no checkpoint on {volume.name} may go (none written more than "
-                f"{checkpoints_older_than.strip()} ago outside the ones kept); nothing deleted"
+                f"volume prune: no checkpoint on {volume.name} may go (none but those kept was "
+                f"written more than {checkpoints_older_than.strip()} ago); nothing deleted"
             )
             return 0
         for checkpoint in plan.delete:
             when = iso_utc(checkpoint.modified)[:16] if checkpoint.modified else "?"
+            when = when.replace("T", " ")
             front.info(f"volume prune: {_checkpoint_text(checkpoint)}, written {when} UTC")
         what = f"{plural(len(plan.delete), 'checkpoint')} ({size_text(plan.freed)})"
         again = (

@@ -1,6 +1,8 @@
 """The runs view: where each run lives is kept with it, and a view file from before that
 (another table shape) is rebuilt from the log, never misread."""
 
+import hashlib
+import json
 import sqlite3
 from pathlib import Path
 
@@ -111,5 +113,37 @@ def test_runs_created_within_one_second_are_listed_in_the_order_they_were_create
     view = RunsView(view_path(tmp_path), "local")
     view.catch_up(store)
     assert [s.run.run_id for s in view.runs()] == [earlier_id, later_id, RUN_B]
+    view.close()
+    store.close()
+
+
+def test_a_view_built_by_a_fold_with_other_fields_is_rebuilt_from_the_log(
+    tmp_path: Path,
+) -> None:
+    store = RunStore(None, tmp_path, _actor("laptop-a"))
+    store.create(_created(RUN_A))
+    attached = ev.VolumeAttached(
+        volume_id="vol1aaaaaa", volume_name="cache", data_center="US-KS-2", created=True
+    )
+    store.append(RUN_A, lambda _s: [attached])
+    path = view_path(tmp_path)
+    view = RunsView(path, "local")
+    view.catch_up(store)
+    view.close()
+    # The file as a fold without PodView.volume left it: its rows lack the volume, under
+    # the identity such a fold gave it (the store's alone).
+    db = sqlite3.connect(path)
+    row = db.execute("SELECT state FROM runs").fetchone()[0]
+    data = json.loads(row)
+    del data["pod"]["volume"]
+    identity = hashlib.sha256(b"local").hexdigest()
+    with db:
+        db.execute("UPDATE runs SET state = ?", (json.dumps(data),))
+        db.execute("UPDATE meta SET value = ? WHERE key = 'store'", (identity,))
+    db.close()
+    view = RunsView(path, "local")
+    view.catch_up(store)
+    (state,) = view.runs()
+    assert state.pod.volume is not None and state.pod.volume["id"] == "vol1aaaaaa"
     view.close()
     store.close()
