@@ -153,6 +153,7 @@ EXPECTED_POD_A = {
             "billed_period": ["2026-01-01T10:00:00Z", "2026-01-01T11:00:00Z"],
         },
     },
+    "volume": None,
 }
 EXPECTED_RUN_B = {
     "run_id": RUN_B,
@@ -289,6 +290,7 @@ EXPECTED_POD_C = {
             "billed_period": None,
         },
     },
+    "volume": None,
 }
 
 EXPECTED_SENTENCES_A = [

@@ -7,6 +7,7 @@ import itertools
 import logging
 import socket
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -85,7 +86,11 @@ async def test_put_head_list_delete_round_trip_with_checked_signatures(
         digest = await s3.put_bytes(key, b"hello volume")
         assert digest == _sha(b"hello volume")
         assert await s3.head_object(key) == StoredObject(key, 12, digest)
-        assert await s3.list_objects("data/") == [StoredObject(key, 12)]
+        (listed,) = await s3.list_objects("data/")
+        # A listing carries no SHA-256, but when each object was last written.
+        assert (listed.key, listed.size, listed.sha256) == (key, 12, None)
+        assert listed.modified is not None
+        assert abs(listed.modified - datetime.now(UTC)) < timedelta(minutes=5)
         await s3.delete_object(key)
         assert await s3.head_object(key) is None
         assert await s3.list_objects("data/") == []
