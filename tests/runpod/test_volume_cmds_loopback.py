@@ -197,6 +197,8 @@ async def test_what_a_volume_holds_its_pruning_and_its_spend_in_runs_ls(
         )
         left = await _keys(open_s3, volume.id)
         spend = await w.run("runs", "ls", "--since", "7d")
+        closed = {"OVERBRAINER_RUNPOD__BASE_URL": "http://127.0.0.1:9/v2"}
+        unreachable = await w.run("runs", "ls", "--since", "7d", env=closed)
 
     total = 3000 + 500 + 700 + 100 + 200 + 50 + 10 + 30 + 7
     assert keyless.returncode == 1
@@ -261,3 +263,8 @@ async def test_what_a_volume_holds_its_pruning_and_its_spend_in_runs_ls(
     assert spend.returncode == 0, spend.stderr
     last = spend.stdout.splitlines()[-1]
     assert "; network volume cache: $0.33 as Runpod billed it since " in last, last
+    assert last.endswith(" UTC ($0.33 with the runs)")
+    # Runpod out of reach: the listing is still made, the volumes' cost said unknown.
+    assert unreachable.returncode == 0, unreachable.stderr
+    last = unreachable.stdout.splitlines()[-1]
+    assert "; what network volume cache cost is unknown (cannot reach Runpod" in last, last
