@@ -10,7 +10,7 @@ from pathlib import Path
 
 import trio
 
-from overbrainer.runpod.client import CreatePod, RunpodClient
+from overbrainer.runpod.client import CreateCluster, CreatePod, RunpodClient
 from overbrainer.runpod.s3 import VolumeS3
 from overbrainer.testing.fake_executor import CANARY_KEY, PINNED_IMAGE
 from overbrainer.testing.faketime import skewed
@@ -98,7 +98,9 @@ async def test_volume_rm_is_refused_while_a_run_uses_the_volume_and_deletes_it_a
     assert after.returncode == 0 and "no network volume" in after.stderr
 
 
-async def test_volume_rm_is_refused_while_a_pod_mounts_the_volume(tmp_path: Path) -> None:
+async def test_volume_rm_is_refused_while_a_pod_or_a_cluster_mounts_the_volume(
+    tmp_path: Path,
+) -> None:
     async with world(tmp_path) as w:
         w.env.update(VOLUME)
         volume = w.fake.add_network_volume(CANARY_KEY, "cache", size=20, data_center="US-KS-2")
@@ -117,12 +119,28 @@ async def test_volume_rm_is_refused_while_a_pod_mounts_the_volume(tmp_path: Path
                     network_volume_id=volume.id,
                 )
             )
+            # And a cluster of two, made by hand, mounting it on every member.
+            cluster = await client.create_cluster(
+                CreateCluster(
+                    name="my-cluster",
+                    image=PINNED_IMAGE,
+                    gpu_type="NVIDIA A40",
+                    gpus_per_pod=1,
+                    pod_count=2,
+                    disk_gb=20,
+                    data_center_ids=["US-KS-2"],
+                    network_volume_id=volume.id,
+                )
+            )
         stranger = made.id
         refused = await w.run("volume", "rm", "cache", "--yes")
     assert refused.returncode == 1
     assert f"in use by pod {stranger} (not overbrainer's): delete pod {stranger} in Runpod's" in (
         refused.stderr
     )
+    # The cluster is named once, whatever its members.
+    told = f"cluster {cluster.id} (not overbrainer's): delete cluster {cluster.id} in Runpod's"
+    assert refused.stderr.count(told) == 1, refused.stderr
     assert w.fake.live_volumes(CANARY_KEY) == [volume]
 
 

@@ -219,22 +219,25 @@ async def prune(s3: S3Opener, volume: NetworkVolume, pruning: Pruning) -> int:
 class VolumeUser:
     """What keeps a volume from being deleted: a run of the project that attached it and
     has not ended (``pod_id``: its pod, when one lists the volume), or a pod listing it in
-    its mounts (``run_id``: the run its marker names, None for a pod not overbrainer's)."""
+    its mounts (``run_id``: the run its marker names, None for a pod not overbrainer's;
+    ``cluster_id``: the cluster it is a member of, if any)."""
 
     run_id: str | None
     pod_id: str | None
     state: RunLog | None
+    cluster_id: str | None = None
 
     def text(self) -> str:
+        where = f"cluster {self.cluster_id}" if self.cluster_id else f"pod {self.pod_id}"
         if self.run_id is None:
-            return f"pod {self.pod_id} (not overbrainer's)"
-        pod = f" (pod {self.pod_id})" if self.pod_id else ""
-        return f"run {self.run_id}{pod}"
+            return f"{where} (not overbrainer's)"
+        return f"run {self.run_id} ({where})" if self.pod_id else f"run {self.run_id}"
 
     def next_command(self) -> str:
         """The command that ends this use."""
         if self.run_id is None:
-            return f"delete pod {self.pod_id} in Runpod's console"
+            where = f"cluster {self.cluster_id}" if self.cluster_id else f"pod {self.pod_id}"
+            return f"delete {where} in Runpod's console"
         if self.state is not None and self.state.final:
             return f"`overbrainer pod rm {self.run_id}` deletes its pod"
         if self.state is None:
@@ -249,24 +252,31 @@ async def users_of(
     ctx: PodContext, volume: NetworkVolume, states: Mapping[str, RunLog]
 ) -> list[VolumeUser]:
     """The runs of ``states`` (the project's) not ended that attached ``volume``, and the
-    account's pods that list it in their mounts."""
+    account's pods (clusters' members too) that list it in their mounts, one per cluster."""
     pods: list[Pod] = [
         p
-        for p in await ctx.client.list_pods()
+        for p in await ctx.client.list_pods(include_cluster_pods=True)
         if volume.id in p.network_volumes and p.status is not PodStatus.TERMINATED
     ]
-    pod_of = {run_of(p): p.id for p in pods if run_of(p) is not None}
+    pod_of = {run_of(p): p for p in pods if run_of(p) is not None}
     users: list[VolumeUser] = []
     for run_id, state in sorted(states.items()):
         attached = state.pod.volume is not None and state.pod.volume["id"] == volume.id
         if attached and (not state.final or run_id in pod_of):
-            users.append(VolumeUser(run_id, pod_of.get(run_id), state))
-    named = {u.run_id for u in users}
+            pod = pod_of.get(run_id)
+            cluster = pod.cluster.cluster_id if pod is not None and pod.cluster else None
+            users.append(VolumeUser(run_id, pod.id if pod else None, state, cluster))
+    named: set[str | None] = {u.run_id for u in users}
+    clusters: set[str | None] = set()
     for pod in pods:
         marker = run_of(pod)
-        if marker is None or marker not in named:
-            users.append(VolumeUser(marker, pod.id, states.get(marker or "")))
-            named.add(marker)
+        cluster = pod.cluster.cluster_id if pod.cluster is not None else None
+        if (marker is not None and marker in named) or cluster in clusters:
+            continue
+        users.append(VolumeUser(marker, pod.id, states.get(marker or ""), cluster))
+        named.add(marker)
+        if cluster is not None:
+            clusters.add(cluster)
     return users
 
 
