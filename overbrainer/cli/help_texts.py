@@ -434,8 +434,8 @@ HELP: dict[str, str] = {
         "│        not ask).                                                             │\n"
         "│ rm     Delete a network volume and all it holds, and wait until Runpod no    │\n"
         "│        longer lists it; refused while a run of this project that used it has │\n"
-        "│        not ended or a pod mounts it, naming them and what ends them. Asks    │\n"
-        "│        first (--yes: does not ask).                                          │\n"
+        "│        not ended or a pod or cluster mounts it, naming them and what ends    │\n"
+        "│        them. Asks first (--yes: does not ask).                               │\n"
         "╰──────────────────────────────────────────────────────────────────────────────╯\n"
     ),
     "volume ls": (
@@ -489,8 +489,9 @@ HELP: dict[str, str] = {
         "Usage: overbrainer volume rm [OPTIONS] NAME\n"
         "\n"
         "Delete a network volume and all it holds, and wait until Runpod no longer lists \n"
-        "it; refused while a run of this project that used it has not ended or a pod     \n"
-        "mounts it, naming them and what ends them. Asks first (--yes: does not ask).\n"
+        "it; refused while a run of this project that used it has not ended or a pod or  \n"
+        "cluster mounts it, naming them and what ends them. Asks first (--yes: does not  \n"
+        "ask).\n"
         "\n"
         "╭─ Arguments ──────────────────────────────────────────────────────────────────╮\n"
         "│ *  NAME  The network volume: its name (as a target's volume gives it) or its │\n"

@@ -901,8 +901,8 @@ TREE = Command(
                     "rm",
                     "Delete a network volume and all it holds, and wait until Runpod no longer "
                     "lists it; refused while a run of this project that used it has not ended "
-                    "or a pod mounts it, naming them and what ends them. Asks first (--yes: "
-                    "does not ask).",
+                    "or a pod or cluster mounts it, naming them and what ends them. Asks first "
+                    "(--yes: does not ask).",
                     overview=(
                         (
                             "volume rm NAME [--yes]",
