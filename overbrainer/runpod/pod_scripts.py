@@ -113,7 +113,7 @@ class VolumeLink:
         """``path=target`` (a trailing ``/`` for a directory), as the bootstrap reads it."""
         _check_path("a volume link's path", self.path, absolute=False)
         _check_path("a volume link's target", self.target)
-        if "=" in self.path or not self.target.startswith(f"{VOLUME_MOUNT}/"):
+        if self.path.startswith("/") or not self.target.startswith(f"{VOLUME_MOUNT}/"):
             raise UnsafePodValue(
                 f"a volume link goes from the run's directory to a path under {VOLUME_MOUNT}"
             )

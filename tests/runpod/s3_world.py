@@ -6,6 +6,7 @@ holds (copied into the volume's directory; one way: what pods write stays off S3
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,16 +16,25 @@ from overbrainer.testing.runpod_api import FakeRunpod, FakeVolume
 from tests.runpod.conftest import S3Server
 
 
+@dataclass(frozen=True)
+class Seen:
+    """The S3 side when a pod create arrived: each live volume's objects (key: size and
+    SHA-256 carried) and the requests moto had answered by then, in order."""
+
+    objects: dict[str, dict[str, dict[str, Any]]]
+    requests: list[str]
+
+
 @dataclass
 class S3Volumes:
     """Joins ``fake``'s volumes and ``pods``' mounts to ``server``'s buckets (see the
-    module). ``on_create``: called with the moto objects' keys when a pod create arrives,
-    before it is handled (what the volume held through S3 then)."""
+    module). ``at_create``: what S3 held when each pod create arrived, before it was
+    handled (what the volume held through S3 then, :class:`Seen`)."""
 
     server: S3Server
     fake: FakeRunpod
     pods: FakePods
-    at_create: list[dict[str, dict[str, Any]]] = field(default_factory=list)
+    at_create: list[Seen] = field(default_factory=list)
 
     def install(self) -> None:
         add = self.fake.add_network_volume
@@ -48,9 +58,9 @@ class S3Volumes:
 
         async def handle_noting_creates(request: Any) -> Any:
             if request.method == "POST" and request.path.rstrip("/").endswith("/v2/pods"):
-                self.at_create.append(
-                    {v.id: self.objects(v.id) for v in self.fake.live_volumes()}
-                )
+                requests = self.requests()
+                objects = {v.id: self.objects(v.id) for v in self.fake.live_volumes()}
+                self.at_create.append(Seen(objects, requests))
             return await handle(request)
 
         self.fake.handle = handle_noting_creates  # type: ignore[method-assign]
@@ -65,6 +75,16 @@ class S3Volumes:
             aws_access_key_id=self.server.credentials.access_key,
             aws_secret_access_key=self.server.credentials.secret,
         )
+
+    def requests(self) -> list[str]:
+        """The requests moto answered so far, as its log says them (``PUT /bucket/key``),
+        in order."""
+        found = []
+        for line in self.server.log.read_text(errors="replace").splitlines():
+            match = re.search(r'"([A-Z]+) (/[^ ?"]*)[^"]*" (\d{3})', line)
+            if match is not None:
+                found.append(f"{match.group(1)} {match.group(2)} {match.group(3)}")
+        return found
 
     def objects(self, bucket: str) -> dict[str, dict[str, Any]]:
         """Every object of ``bucket``: its size and the SHA-256 it carries."""
