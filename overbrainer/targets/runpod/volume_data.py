@@ -31,6 +31,7 @@ import trio
 from overbrainer.config.model import RunpodSettings
 from overbrainer.errors import OverbrainerError
 from overbrainer.exec.base import Arrived, Executor, JobHandle, JobState
+from overbrainer.exec.transfer import NEVER_UPLOADED
 from overbrainer.runpod.pod_scripts import POD_DIR, VolumeLink
 from overbrainer.runpod.s3 import (
     S3Error,
@@ -49,6 +50,7 @@ BLOBS_LINK = f"{POD_DIR}/blobs"
 """In the run's directory on the pod: a link to the volume's folder of blobs."""
 
 _CHUNK = 1 << 20
+_STAGING_PREFIX = ".volume-upload-"
 
 
 class VolumeDataError(OverbrainerError):
@@ -180,7 +182,7 @@ class VolumeData:
         there = await executor.manifest(blobs, sorted(wanted))
         missing = [f for sha, f in wanted.items() if _held(there, sha) != sha]
         if missing:
-            staging = Path(tempfile.mkdtemp(prefix=".volume-upload-", dir=self.run_dir))
+            staging = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=self.run_dir))
             try:
                 await trio.to_thread.run_sync(_stage, staging, missing)
                 await executor.upload(staging, blobs)
@@ -238,7 +240,7 @@ class LinkedUpload:
         if local_dir != self.run_dir or not self.linked:
             await self.inner.upload(local_dir, remote_dir)
             return
-        staging = Path(tempfile.mkdtemp(prefix=".volume-upload-", dir=local_dir))
+        staging = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=local_dir))
         try:
             await trio.to_thread.run_sync(self._stage_run_dir, local_dir, staging)
             await self.inner.upload(staging, remote_dir)
@@ -250,12 +252,15 @@ class LinkedUpload:
 
         def ignore(directory: str, names: list[str]) -> set[str]:
             rel = Path(directory).relative_to(local_dir)
-            left = {
+            top = rel == Path()
+            return {
                 name
                 for name in names
-                if (rel / name).as_posix() in self.linked or Path(directory, name) == staging
+                if (rel / name).as_posix() in self.linked
+                # What never leaves (the run's keys among it) is not even linked here, nor
+                # this staging or one a dead command left.
+                or (top and (name in NEVER_UPLOADED or name.startswith(_STAGING_PREFIX)))
             }
-            return left
 
         shutil.copytree(
             local_dir, staging, ignore=ignore, copy_function=_link_copy, dirs_exist_ok=True
