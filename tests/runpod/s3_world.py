@@ -2,7 +2,9 @@
 loopback: :class:`~tests.runpod.conftest.S3Server`), as Runpod serves each volume as a
 bucket: a volume the fake creates gets its bucket (named by the volume's id, in its data
 center), and a pod mounting a volume finds there, at each boot, every object the bucket
-holds (copied into the volume's directory; one way: what pods write stays off S3)."""
+holds (copied into the volume's directory; one way: what pods write stays off S3).
+A volume's bucket is emptied if it is there already: the fake's volume ids repeat from
+one test to the next, the server lives for the whole session."""
 
 from __future__ import annotations
 
@@ -35,13 +37,17 @@ class S3Volumes:
     fake: FakeRunpod
     pods: FakePods
     at_create: list[Seen] = field(default_factory=list)
+    since: int = 0
 
     def install(self) -> None:
+        """Hook the fake and the pods; the requests moto answered before are not this
+        world's."""
+        self.since = len(self._logged())
         add = self.fake.add_network_volume
 
         def add_network_volume(*args: Any, **kwargs: Any) -> FakeVolume:
             volume = add(*args, **kwargs)
-            self.server.make_bucket(volume.id, volume.data_center)
+            self.fresh_bucket(volume.id, volume.data_center)
             return volume
 
         self.fake.add_network_volume = add_network_volume  # type: ignore[method-assign]
@@ -76,15 +82,30 @@ class S3Volumes:
             aws_secret_access_key=self.server.credentials.secret,
         )
 
+    def fresh_bucket(self, name: str, region: str) -> None:
+        """An empty bucket ``name``: the fake's volume ids repeat from one test to the next
+        (its seeded randomness), the server lives for the whole session."""
+        client = self.client()
+        try:
+            keys = list(self.objects(name))
+        except client.exceptions.NoSuchBucket:
+            self.server.make_bucket(name, region)
+            return
+        for key in keys:
+            client.delete_object(Bucket=name, Key=key)
+
     def requests(self) -> list[str]:
-        """The requests moto answered so far, as its log says them (``PUT /bucket/key``),
-        in order."""
+        """The requests moto answered since :meth:`install`, as its log says them
+        (``PUT /bucket/key 200``), in order."""
         found = []
-        for line in self.server.log.read_text(errors="replace").splitlines():
+        for line in self._logged()[self.since :]:
             match = re.search(r'"([A-Z]+) (/[^ ?"]*)[^"]*" (\d{3})', line)
             if match is not None:
                 found.append(f"{match.group(1)} {match.group(2)} {match.group(3)}")
         return found
+
+    def _logged(self) -> list[str]:
+        return self.server.log.read_text(errors="replace").splitlines()
 
     def objects(self, bucket: str) -> dict[str, dict[str, Any]]:
         """Every object of ``bucket``: its size and the SHA-256 it carries."""

@@ -206,14 +206,7 @@ async def test_an_s3_key_the_s3_api_refuses_fails_the_run_before_any_pod(
 ) -> None:
     keys = _s3_env(strict_s3, ACCESS_CANARY, SECRET_CANARY)
     async with world(tmp_path, steps=3) as w:
-        add = w.fake.add_network_volume
-
-        def add_network_volume(*args: object, **kwargs: object) -> object:
-            volume = add(*args, **kwargs)  # type: ignore[arg-type]
-            strict_s3.make_bucket(volume.id, volume.data_center)
-            return volume
-
-        w.fake.add_network_volume = add_network_volume  # type: ignore[assignment]
+        S3Volumes(strict_s3, w.fake, w.pods).install()
         done = await w.run("train", env=keys)
         (run_id,) = w.runs()
         names = await w.events(run_id)
