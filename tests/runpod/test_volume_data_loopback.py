@@ -32,6 +32,25 @@ def _with_eval(w: World) -> None:
     (w.project / "data" / "eval.jsonl").write_text(first + "\n")
 
 
+async def _events(w: World, run_id: str) -> list[dict[str, object]]:
+    """The run's events as ``events RUN --json`` prints them."""
+    done = await w.run("events", run_id, "--json")
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def _placed(events: list[dict[str, object]]) -> tuple[int, dict[str, object]]:
+    """Where the run's ``pod.DataOnVolume`` is in its log, and its fields."""
+    (index,) = [i for i, e in enumerate(events) if e["event"] == "pod.DataOnVolume"]
+    fields = events[index]["fields"]
+    assert isinstance(fields, dict)
+    return index, fields
+
+
+def _names(events: list[dict[str, object]]) -> list[object]:
+    return [e["event"] for e in events]
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -64,6 +83,7 @@ async def test_without_an_s3_key_the_data_goes_through_the_pod_once_per_volume(
         assert second.returncode == 0, second.stderr
         run_b = next(r for r in w.runs() if r != run_a)
         on_a, on_b = _data_on_pod(w, run_a), _data_on_pod(w, run_b)
+        logs = [await _events(w, run) for run in (run_a, run_b)]
 
     for rel in DATA:
         local = w.project / rel
@@ -79,6 +99,21 @@ async def test_without_an_s3_key_the_data_goes_through_the_pod_once_per_volume(
         after = blobs[rel].stat()
         assert (after.st_ino, after.st_mtime_ns) == (before[rel].st_ino, before[rel].st_mtime_ns)
     assert "through the S3 API" not in first.stderr + second.stderr
+    # The log says it: once the pod was ready, before the job; sent by the first run only.
+    for log, sent in zip(logs, (True, False), strict=True):
+        at, fields = _placed(log)
+        names = _names(log)
+        assert names.index("pod.Ready") < at < names.index("run.JobStarted")
+        assert fields["via"] == "pod"
+        assert fields["files"] == [
+            {
+                "path": rel,
+                "sha256": _sha256(w.project / rel),
+                "size": (w.project / rel).stat().st_size,
+                "sent": sent,
+            }
+            for rel in DATA
+        ]
 
 
 async def test_with_an_s3_key_the_data_is_on_the_volume_and_verified_before_the_create(
@@ -102,6 +137,7 @@ async def test_with_an_s3_key_the_data_is_on_the_volume_and_verified_before_the_
         assert second.returncode == 0, second.stderr
         run_b = next(r for r in w.runs() if r != run_a)
         on_b = _data_on_pod(w, run_b)
+        logs = [await _events(w, run) for run in (run_a, run_b)]
         stories = [
             await w.run("events", run, *more)
             for run in (run_a, run_b)
@@ -134,6 +170,14 @@ async def test_with_an_s3_key_the_data_is_on_the_volume_and_verified_before_the_
         put, head = f"PUT {bucket}{key}", f"HEAD {bucket}{key}"
         assert sent.count(put) == 1
         assert head in sent[sent.index(put) :]
+    # The log says it, before the first create of each run; sent by the first run only.
+    for log, sent in zip(logs, (True, False), strict=True):
+        at, fields = _placed(log)
+        assert at < _names(log).index("pod.AttemptSent")
+        assert fields["via"] == "s3" and fields["checkpoint"] is None
+        files = fields["files"]
+        assert isinstance(files, list)
+        assert [(f["path"], f["sent"]) for f in files] == [(rel, sent) for rel in DATA]
     # The second run sent nothing: no PUT reached the S3 server after the first.
     assert not [r for r in s3.requests()[between:] if r.startswith("PUT ")]
     # Canaries: neither S3 key in any output, event, request, pod environment or file.
@@ -177,6 +221,7 @@ async def test_with_an_s3_key_a_resume_checkpoint_from_home_is_on_the_volume_bef
         (run_a,) = w.runs()
         resumed = await w.run("train", "--resume-from", f"{run_a}:5", env=keys)
         assert resumed.returncode == 0, resumed.stderr
+        log = await _events(w, w.runs()[-1])
         (volume,) = w.fake.live_volumes(CANARY_KEY)
 
     checkpoint = w.project / "runs" / run_a / "output" / "checkpoint-5"
@@ -199,6 +244,16 @@ async def test_with_an_s3_key_a_resume_checkpoint_from_home_is_on_the_volume_bef
         f"train: resume checkpoint-5 of run {run_a} on the network volume ({prefix}) through "
         f"the S3 API, verified: {len(files)} files sent"
     ) in resumed.stderr
+    at, fields = _placed(log)
+    assert at < _names(log).index("pod.AttemptSent")
+    assert fields["checkpoint"] == {
+        "run": run_a,
+        "step": 5,
+        "prefix": prefix,
+        "files": len(files),
+        "sent": len(files),
+        "bytes_sent": sum(int(v["size"]) for v in files.values()),
+    }
 
 
 async def test_an_s3_key_the_s3_api_refuses_fails_the_run_before_any_pod(

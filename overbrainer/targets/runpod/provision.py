@@ -766,10 +766,12 @@ class _Walk:
         data, volume_id, center = self.volume_data, self.volume_id, self.spec.volume_center
         if data is None or volume_id is None or center is None or self.spec.volume is None:
             return
-        self.volume_links = await self._race(
+        self.volume_links, placed = await self._race(
             "putting the run's files on the network volume",
             partial(data.before_create, volume_id, center),
         )
+        if placed is not None:
+            self._taken(await self.journal.append(self.run_id, self._unless_overtaken([placed])))
 
     async def _keys(self) -> RunKeys:
         # Before any create: a run directory that cannot hold the keys stops the run here,

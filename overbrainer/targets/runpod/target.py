@@ -367,7 +367,9 @@ class PodTarget:
                     yield ready.executor
                     return
                 try:
-                    await data.through_pod(ready.executor, ready.pod.remote_dir)
+                    placed = await data.through_pod(ready.executor, ready.pod.remote_dir)
+                    if placed is not None:
+                        await self.session.journal.append(run_id, [placed])
                 except OverbrainerError:
                     await release(self.ctx, run_id, "failed")
                     raise

@@ -15,7 +15,8 @@ blobs the volume lacks go up through the pod (into ``.pod/blobs``), each checked
 SHA-256 computed on the pod, before and after. Either way the run's directory is then
 uploaded without its data (:class:`LinkedUpload`): the links stand for it.
 
-What was sent and what was already there is said on the command's output (never a key).
+What was sent and what was already there is said on the command's output and recorded
+(``pod.DataOnVolume``); never a key.
 """
 
 import hashlib
@@ -25,17 +26,18 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import trio
 
 from overbrainer.config.model import RunpodSettings
 from overbrainer.errors import OverbrainerError
+from overbrainer.events import types as ev
 from overbrainer.exec.base import Arrived, Executor, JobHandle, JobState
 from overbrainer.exec.transfer import NEVER_UPLOADED
 from overbrainer.runpod.pod_scripts import POD_DIR, VolumeLink
 from overbrainer.runpod.s3 import (
     S3Error,
-    UploadReport,
     upload_blobs,
     upload_directory,
     volume_s3,
@@ -134,49 +136,75 @@ class VolumeData:
             total += sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file())
         return 60.0 + total / (1 << 20)
 
-    async def before_create(self, volume_id: str, data_center: str) -> list[VolumeLink]:
+    async def before_create(
+        self, volume_id: str, data_center: str
+    ) -> tuple[list[VolumeLink], ev.DataOnVolume | None]:
         """Hash the data; with an S3 API key, put it (and a resume checkpoint) on volume
-        ``volume_id`` in ``data_center`` and verify it there. The pod's links."""
+        ``volume_id`` in ``data_center`` and verify it there. The pod's links, and what
+        to record of the uploads (None without an S3 API key)."""
         self.files = await trio.to_thread.run_sync(data_files, self.run_dir)
+        checkpoint: dict[str, Any] | None = None
         try:
             s3 = volume_s3(self.settings, volume_id, data_center)
             if s3 is None:
-                return self.links()
+                return self.links(), None
             async with s3:
                 report = await upload_blobs(s3, [f.local for f in self.files])
-                self._said_blobs(report, "through the S3 API")
                 if self.resume is not None:
                     run, step = self.resume
                     local = self.run_dir / RESUME_DIR / f"checkpoint-{step}"
                     prefix = f"{run_output_key(run)}/checkpoint-{step}"
                     done = await upload_directory(s3, local, prefix)
-                    sent = sum(item.size for item in done.sent)
-                    self.say(
-                        f"train: resume checkpoint-{step} of run {run} on the network volume "
-                        f"({prefix}) through the S3 API, verified: {len(done.sent)} files "
-                        f"sent ({sent} bytes), {len(done.skipped)} already there"
-                    )
+                    checkpoint = {
+                        "run": run,
+                        "step": step,
+                        "prefix": prefix,
+                        "files": len(done.sent) + len(done.skipped),
+                        "sent": len(done.sent),
+                        "bytes_sent": done.bytes_sent,
+                    }
         except S3Error as error:
             raise VolumeDataError(
                 f"cannot put run {self.run_id}'s files on the network volume: {error}"
             ) from error
         self.through_s3 = True
-        return self.links()
+        placed = self._placed("s3", {item.sha256 for item in report.sent}, checkpoint)
+        if checkpoint is not None:
+            self.say(
+                f"train: resume checkpoint-{checkpoint['step']} of run {checkpoint['run']} on "
+                f"the network volume ({checkpoint['prefix']}) through the S3 API, verified: "
+                f"{checkpoint['sent']} files sent ({checkpoint['bytes_sent']} bytes), "
+                f"{checkpoint['files'] - checkpoint['sent']} already there"
+            )
+        return self.links(), placed
 
-    def _said_blobs(self, report: UploadReport, how: str) -> None:
-        sent = {item.key for item in report.sent}
+    def _placed(
+        self, via: str, sent: set[str | None], checkpoint: dict[str, Any] | None = None
+    ) -> ev.DataOnVolume:
+        """Say, then record, where each data file is and whether it was sent."""
+        how = "through the S3 API" if via == "s3" else "through the pod"
+        files = []
         for f in self.files:
-            done = f"sent ({f.size} bytes)" if f.key in sent else "already there"
+            was_sent = f.sha256 in sent
+            done = f"sent ({f.size} bytes)" if was_sent else "already there"
             self.say(
                 f"train: {f.path} on the network volume as blob {_short(f.sha256)} {how}, "
                 f"verified: {done}"
             )
+            files.append({"path": f.path, "sha256": f.sha256, "size": f.size, "sent": was_sent})
+        return ev.DataOnVolume(
+            via=via,
+            files=files,
+            bytes_sent=sum(f.size for f in self.files if f.sha256 in sent),
+            checkpoint=checkpoint,
+        )
 
-    async def through_pod(self, executor: Executor, remote_dir: str) -> None:
+    async def through_pod(self, executor: Executor, remote_dir: str) -> ev.DataOnVolume | None:
         """Without an S3 API key: the blobs the volume lacks, through the pod (its run
-        directory at ``remote_dir``), checked by their SHA-256 on the pod."""
+        directory at ``remote_dir``), checked by their SHA-256 on the pod; what to
+        record (None: nothing done here)."""
         if self.through_s3 or not self.files:
-            return
+            return None
         blobs = f"{remote_dir}/{BLOBS_LINK}"
         wanted = {f.sha256: f for f in self.files}
         there = await executor.manifest(blobs, sorted(wanted))
@@ -196,13 +224,7 @@ class VolumeData:
                     f"not verify (blob {wrong[0].sha256} does not hold it); run "
                     "`overbrainer train` again"
                 )
-        sent = {f.sha256 for f in missing}
-        for f in self.files:
-            done = f"sent ({f.size} bytes)" if f.sha256 in sent else "already there"
-            self.say(
-                f"train: {f.path} on the network volume as blob {_short(f.sha256)} through "
-                f"the pod, verified: {done}"
-            )
+        return self._placed("pod", {f.sha256 for f in missing})
 
 
 def _held(manifest: Mapping[str, str], name: str) -> str | None:
