@@ -272,3 +272,26 @@ async def test_an_s3_key_the_s3_api_refuses_fails_the_run_before_any_pod(
     assert "OVERBRAINER_RUNPOD__S3_ACCESS_KEY" in done.stderr
     assert ACCESS_CANARY[5:20] not in done.stderr and SECRET_CANARY[5:20] not in done.stderr
     assert "pod.AttemptSent" not in names and names[-1] == "run.Ended"
+
+
+async def test_a_blob_on_the_volume_that_does_not_hold_its_file_is_sent_again(
+    tmp_path: Path,
+) -> None:
+    async with world(tmp_path, steps=3) as w:
+        _with_eval(w)
+        first = await w.run("train", env=VOLUME)
+        assert first.returncode == 0, first.stderr
+        (volume,) = w.fake.live_volumes(CANARY_KEY)
+        train, evals = (w.project / rel for rel in DATA)
+        # A torn write left the eval set's blob short (the name says the content it lacks).
+        torn = w.pods.volume_dir(volume.id) / blob_key(_sha256(evals))
+        torn.write_bytes(evals.read_bytes()[:-5])
+        again = await w.run("train", env=VOLUME)
+        assert again.returncode == 0, again.stderr
+
+    said = "on the network volume as blob {} through the pod, verified"
+    assert f"data/train.jsonl {said.format(_sha256(train)[:12])}: already there" in again.stderr
+    assert (
+        f"data/eval.jsonl {said.format(_sha256(evals)[:12])}: sent ({evals.stat().st_size} bytes)"
+    ) in again.stderr
+    assert torn.read_bytes() == evals.read_bytes()
