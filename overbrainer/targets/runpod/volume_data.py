@@ -131,10 +131,17 @@ class VolumeData:
         total = 0
         for path in (self.run_dir / TRAIN_FILE, self.run_dir / EVAL_FILE):
             total += path.stat().st_size if path.is_file() else 0
-        if self.resume is not None:
-            checkpoint = self.run_dir / RESUME_DIR / f"checkpoint-{self.resume[1]}"
+        checkpoint = self._resume_dir()
+        if checkpoint is not None:
             total += sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file())
         return 60.0 + total / (1 << 20)
+
+    def _resume_dir(self) -> Path | None:
+        """The checkpoint the run resumes from, as placed in its directory (None: none)."""
+        if self.resume is None:
+            return None
+        local = self.run_dir / RESUME_DIR / f"checkpoint-{self.resume[1]}"
+        return local if local.is_dir() else None
 
     async def before_create(
         self, volume_id: str, data_center: str
@@ -150,9 +157,9 @@ class VolumeData:
                 return self.links(), None
             async with s3:
                 report = await upload_blobs(s3, [f.local for f in self.files])
-                if self.resume is not None:
+                local = self._resume_dir()
+                if self.resume is not None and local is not None:
                     run, step = self.resume
-                    local = self.run_dir / RESUME_DIR / f"checkpoint-{step}"
                     prefix = f"{run_output_key(run)}/checkpoint-{step}"
                     done = await upload_directory(s3, local, prefix)
                     checkpoint = {
@@ -195,7 +202,10 @@ class VolumeData:
         return ev.DataOnVolume(
             via=via,
             files=files,
-            bytes_sent=sum(f.size for f in self.files if f.sha256 in sent),
+            # Once per content: two files alike are one blob.
+            bytes_sent=sum(
+                dict((f.sha256, f.size) for f in self.files if f.sha256 in sent).values()
+            ),
             checkpoint=checkpoint,
         )
 
