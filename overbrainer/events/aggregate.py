@@ -574,6 +574,11 @@ def _volume_attached(s: RunLog, e: ev.VolumeAttached, at: str) -> None:
     }
 
 
+def _data_on_volume(s: RunLog, e: ev.DataOnVolume, at: str) -> None:
+    if s.run.state != RunState.preparing:
+        raise InvalidTransition("the run's data is put on its volume only before the job starts")
+
+
 # Each event type's rule, set on the first event folded (whole, by one assignment).
 _HANDLERS: dict[type[ev.Event], Any] = {}
 
@@ -619,6 +624,7 @@ def _rules() -> dict[type[ev.Event], Any]:
         ev.CandidatesChosen: _candidates,
         ev.CapacityAwaited: _capacity_awaited,
         ev.VolumeAttached: _volume_attached,
+        ev.DataOnVolume: _data_on_volume,
         ev.PodBilled: _billed,
     }
     return _HANDLERS

@@ -502,6 +502,23 @@ class VolumeAttached(Event):
     size_gb: int | None = None
 
 
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+class DataOnVolume(Event):
+    """The run's data on its network volume by content (``overbrainer/blobs/sha256/<hex>``;
+    the pod's run directory links to it), before the job starts: each file as ``{path,
+    sha256, size, sent}`` (``sent``: uploaded for this run; else it was there already),
+    verified there. ``via``: ``s3`` (Runpod's S3 API, before the pod was created) or
+    ``pod`` (through the pod once it was ready). ``checkpoint``: a resume checkpoint from
+    home put there through the S3 API, as ``{run, step, prefix, files, sent, bytes_sent}``
+    (None: none)."""
+
+    name: ClassVar[str] = "pod.DataOnVolume"
+    via: str
+    files: list[dict[str, Any]]
+    bytes_sent: int = 0
+    checkpoint: dict[str, Any] | None = None
+
+
 # ---- what Runpod billed ----------------------------------------------------------------
 
 
@@ -561,6 +578,7 @@ CATALOGUE: dict[str, type[Event]] = {
         CandidatesChosen,
         CapacityAwaited,
         VolumeAttached,
+        DataOnVolume,
         PodBilled,
     )
 }

@@ -154,6 +154,23 @@ def _volume_attached(e: ev.VolumeAttached, s: RunLog | None) -> str:
     )
 
 
+def _data_on_volume(e: ev.DataOnVolume, s: RunLog | None) -> str:
+    how = "through the S3 API" if e.via == "s3" else "through the pod"
+    said = [
+        f"{f.get('path')} "
+        + (f"sent ({size_text(int(f.get('size', 0)))})" if f.get("sent") else "already there")
+        for f in e.files
+    ]
+    text = f"the run's data on the network volume {how}, verified: {', '.join(said) or 'none'}"
+    if e.checkpoint is not None:
+        c = e.checkpoint
+        text += (
+            f"; resume checkpoint-{c.get('step')} of run {c.get('run')}: "
+            f"{plural(int(c.get('sent', 0)), 'file')} sent, {c.get('files', 0)} in all"
+        )
+    return text
+
+
 def _attempt_resolved(e: ev.AttemptResolved, s: RunLog | None) -> str:
     pod = f" pod {e.pod_id}" if e.pod_id else ""
     detail = f": {e.detail}" if e.detail else ""
@@ -276,6 +293,7 @@ _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
     ev.CandidatesChosen: _candidates,
     ev.CapacityAwaited: _capacity_awaited,
     ev.VolumeAttached: _volume_attached,
+    ev.DataOnVolume: _data_on_volume,
     ev.PodBilled: _billed,
 }
 

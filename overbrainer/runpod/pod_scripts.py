@@ -13,6 +13,7 @@ import gzip
 import math
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from importlib import resources
@@ -21,6 +22,7 @@ from overbrainer.config.model import TrainingSettings
 from overbrainer.errors import OverbrainerError
 from overbrainer.events.ids import check_run_id
 from overbrainer.runpod.keys import RunKeys
+from overbrainer.runpod.volume_layout import VOLUME_MOUNT
 
 BOOTSTRAP = "bootstrap.sh"
 WATCHDOG = "watchdog.sh"
@@ -49,6 +51,7 @@ ENV_KEEP = "OVERBRAINER_KEEP"
 ENV_INTERVAL = "OVERBRAINER_INTERVAL"
 ENV_API_BASE = "OVERBRAINER_API_BASE"
 ENV_HF_HOME = "OVERBRAINER_HF_HOME"
+ENV_VOLUME_LINKS = "OVERBRAINER_VOLUME_LINKS"
 
 # Files the bootstrap and the watchdog keep in the run directory's `.pod/` on the pod.
 POD_DIR = ".pod"
@@ -95,6 +98,28 @@ job first (its cancel ends the stall rule), so the pod is not deleted under its
 collection. A shorter stop timeout is added instead (a fake world's seconds)."""
 
 
+@dataclass(frozen=True)
+class VolumeLink:
+    """A link the bootstrap makes from the run's directory on the pod into the network
+    volume, before the pod is ready: ``path`` (relative to the run's directory) to
+    ``target`` (an absolute path under the volume's mount). ``directory``: the target is a
+    directory, made if missing (a file target is left to be put there)."""
+
+    path: str
+    target: str
+    directory: bool = False
+
+    def word(self) -> str:
+        """``path=target`` (a trailing ``/`` for a directory), as the bootstrap reads it."""
+        _check_path("a volume link's path", self.path, absolute=False)
+        _check_path("a volume link's target", self.target)
+        if self.path.startswith("/") or not self.target.startswith(f"{VOLUME_MOUNT}/"):
+            raise UnsafePodValue(
+                f"a volume link goes from the run's directory to a path under {VOLUME_MOUNT}"
+            )
+        return f"{self.path}={self.target.rstrip('/')}{'/' if self.directory else ''}"
+
+
 def stall_bound(training: TrainingSettings) -> StallBound:
     """The stall rule of ``[training]``, for the watchdog."""
     stop = training.stop_timeout_minutes * 60
@@ -121,6 +146,7 @@ def pod_env(
     expected_cost_per_hour: float | None = None,
     save_before_seconds: float = 0.0,
     stall: StallBound | None = None,
+    volume_links: Sequence[VolumeLink] = (),
 ) -> dict[str, str]:
     """The ``env`` of the create call for run ``run_id``'s pod.
 
@@ -135,6 +161,8 @@ def pod_env(
     the demo). ``save_before_seconds``: the watchdog asks the job to save a checkpoint and
     stop this long before the deadline (0: only when the cost cap is near); it must leave
     time to train. ``stall``: the stall rule the watchdog keeps (None: none).
+    ``volume_links``: links the bootstrap makes from the run's directory into the network
+    volume (:class:`VolumeLink`).
     """
     check_run_id(run_id)
     _check_path("run_dir", run_dir, absolute=False)
@@ -166,6 +194,8 @@ def pod_env(
         env[ENV_STALL_GRACE] = _seconds("stall grace", stall.grace)
     if hf_home is not None:
         env[ENV_HF_HOME] = hf_home
+    if volume_links:
+        env[ENV_VOLUME_LINKS] = " ".join(link.word() for link in volume_links)
     if api_base is not None:
         if not _BASE_URL.match(api_base):
             raise UnsafePodValue("api_base is not a plain http(s) URL")

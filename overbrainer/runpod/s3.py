@@ -11,7 +11,9 @@ DELETE), on trio over httpx; ``transport`` replaces the network, as for
 :class:`~overbrainer.runpod.client.RunpodClient`. :func:`upload_directory` fills
 ``prefix/…`` of a volume from a local directory, content-addressed: each object carries
 its SHA-256 in ``x-amz-meta-sha256``, one whose SHA-256 already matches is not sent again,
-and every object is verified afterwards (HEAD: size and SHA-256). :func:`volume_s3` builds
+and every object is verified afterwards (HEAD: size and SHA-256); :func:`upload_blobs` puts
+files where :mod:`~overbrainer.runpod.volume_layout` keeps them by content (the data from
+home), the same way. :func:`volume_s3` builds
 the client from the settings (None without an S3 API key: then data goes through the pod).
 
 A file goes up in one PUT up to ``multipart_threshold`` (256 MiB), above it in a multipart
@@ -31,7 +33,7 @@ import hashlib
 import os
 import random
 import xml.etree.ElementTree as ET
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,6 +49,7 @@ from overbrainer.plurals import plural
 from overbrainer.runpod.reachability import unreachable_reason
 from overbrainer.runpod.redact import Redactor, one_line
 from overbrainer.runpod.sigv4 import EMPTY_SHA256, Credentials, canonical_query, encode_path, sign
+from overbrainer.runpod.volume_layout import blob_key
 from overbrainer.utc import parse_utc
 from overbrainer.version import installed
 
@@ -67,6 +70,7 @@ __all__ = [
     "UploadReport",
     "VolumeS3",
     "endpoint_of",
+    "upload_blobs",
     "upload_directory",
     "volume_s3",
 ]
@@ -743,6 +747,49 @@ async def upload_directory(
         plan.append((StoredObject(s3._key(key), size, sha), path))
 
     listed = {item.key: item.size for item in await s3.list_objects(f"{prefix}/" if prefix else "")}
+    # Only an object the listing shows with the file's size may already hold it.
+    return await _fill(
+        s3, plan, lambda wanted: listed.get(wanted.key) == wanted.size, on_progress, parallel
+    )
+
+
+async def upload_blobs(
+    s3: VolumeS3,
+    files: Sequence[Path],
+    *,
+    parallel: int = 4,
+    on_progress: Callable[[str], None] | None = None,
+) -> UploadReport:
+    """Put each of ``files`` on the volume as the blob of its content
+    (:func:`~overbrainer.runpod.volume_layout.blob_key` of its SHA-256), verified.
+
+    A blob already there with the file's size and SHA-256 is not sent again (skipped): an
+    unchanged file is sent once per volume, whatever its name or run. Then every blob is
+    read back (HEAD) and must have the file's size and SHA-256, else
+    :class:`S3VerifyFailed`. The report's objects are in the order of ``files`` (one per
+    distinct content).
+    """
+    plan: list[tuple[StoredObject, Path]] = []
+    seen: set[str] = set()
+    for path in files:
+        sha, size = await trio.to_thread.run_sync(_sha256_of, path)
+        if sha not in seen:
+            seen.add(sha)
+            plan.append((StoredObject(blob_key(sha), size, sha), path))
+    # No listing of every blob: each one is asked for by its key.
+    return await _fill(s3, plan, lambda _wanted: True, on_progress, parallel)
+
+
+async def _fill(
+    s3: VolumeS3,
+    plan: Sequence[tuple[StoredObject, Path]],
+    maybe_there: Callable[[StoredObject], bool],
+    on_progress: Callable[[str], None] | None,
+    parallel: int,
+) -> UploadReport:
+    """Send each planned object the volume does not hold yet (one ``maybe_there`` says may
+    be there is read first, and skipped when its size and SHA-256 match), then verify
+    every one; what was sent and skipped, in the plan's order."""
     sent: list[StoredObject] = []
     skipped: list[StoredObject] = []
     failures: list[S3Error] = []
@@ -753,7 +800,7 @@ async def upload_directory(
             if failures:
                 return
             try:
-                if listed.get(wanted.key) == wanted.size:
+                if maybe_there(wanted):
                     there = await s3.head_object(wanted.key)
                     if there is not None and there == wanted:
                         skipped.append(wanted)

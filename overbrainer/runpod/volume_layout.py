@@ -28,6 +28,7 @@ __all__ = [
     "VOLUME_MOUNT",
     "VolumePart",
     "blob_key",
+    "blobs_key",
     "checkpoint_of",
     "hf_home_key",
     "on_pod",
@@ -57,11 +58,16 @@ def prepared_key() -> str:
     return f"{ROOT}/prepared"
 
 
+def blobs_key() -> str:
+    """The folder of the files from home (:func:`blob_key` names one of them)."""
+    return f"{ROOT}/blobs/sha256"
+
+
 def blob_key(sha256: str) -> str:
     """Where a file from home whose SHA-256 is ``sha256`` (64 lower-case hex digits) lies."""
     if not _HEX.fullmatch(sha256):
         raise ValueError(f"not a SHA-256 in hex: {sha256!r}")
-    return f"{ROOT}/blobs/sha256/{sha256}"
+    return f"{blobs_key()}/{sha256}"
 
 
 def run_output_key(run_id: str) -> str:

@@ -284,6 +284,25 @@ RUN_F_SCRIPT: list[tuple[str, ev.Event]] = [
             volume_id="vf1", volume_name="cache", data_center="EU-RO-1", created=True, size_gb=50
         ),
     ),
+    (
+        RUN_F,
+        ev.DataOnVolume(
+            via="s3",
+            files=[
+                {"path": "data/train.jsonl", "sha256": "a" * 64, "size": 2048, "sent": True},
+                {"path": "data/eval.jsonl", "sha256": "b" * 64, "size": 300, "sent": False},
+            ],
+            bytes_sent=2048,
+            checkpoint={
+                "run": RUN_B,
+                "step": 4,
+                "prefix": f"overbrainer/runs/{RUN_B}/output/checkpoint-4",
+                "files": 3,
+                "sent": 2,
+                "bytes_sent": 900,
+            },
+        ),
+    ),
     (RUN_F, ev.AttemptSent(n=1, pod_name=f"overbrainer-{RUN_F}-1", gpu_type="NVIDIA A40")),
     (RUN_F, ev.AttemptResolved(n=1, result="created", pod_id="f1")),
     (RUN_F, ev.PodCreated(pod_id="f1", gpu_type="NVIDIA A40", cost_per_hour=0.5)),

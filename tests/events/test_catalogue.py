@@ -599,6 +599,9 @@ def _check_everything(
     volume += "/runpod-volume and are created only there"
     assert [text for text in _sentences(out) if "network volume" in text] == [
         f"created {volume}",
+        "the run's data on the network volume through the S3 API, verified: data/train.jsonl "
+        f"sent (2.0 kB), data/eval.jsonl already there; resume checkpoint-4 of run {RUN_B}: "
+        "2 files sent, 3 in all",
         f"using {volume}",
     ]
     code, out, _ = _cli(capsys, project, "runs", "ls", "--json")

@@ -13,6 +13,9 @@
 #   OVERBRAINER_HOST_KEY_B64    the pod's SSH host private key (OpenSSH format), base64
 #   OVERBRAINER_AUTHORIZED_KEY  the run's client public key: one ssh-ed25519 line
 #   OVERBRAINER_HF_HOME         HF_HOME for the job (default: the image's, else ~/.cache)
+#   OVERBRAINER_VOLUME_LINKS    links from the run's directory into the network volume:
+#                               PATH=TARGET words (TARGET absolute; ending in / a directory,
+#                               made if missing)
 # For tests (defaults are what a pod uses):
 #   OVERBRAINER_ROOT            prefix of the system paths (etc/ssh, root/.ssh, run)
 #   OVERBRAINER_SSHD            the sshd command (/usr/sbin/sshd)
@@ -134,6 +137,30 @@ fi
 } >"$pod_dir/job.env.tmp" && mv -f "$pod_dir/job.env.tmp" "$pod_dir/job.env" ||
     fail "cannot write $pod_dir/job.env"
 say "job environment written"
+
+# 4b. The run's files that live on the network volume (the data from home, by content):
+# the run's directory links to them before anything is uploaded to it.
+for link in ${OVERBRAINER_VOLUME_LINKS:-}; do
+    path=${link%%=*}
+    to=${link#*=}
+    case $path in
+    '' | /* | -* | *..* | *[!A-Za-z0-9._/+-]*) fail "OVERBRAINER_VOLUME_LINKS: not a plain path: $path" ;;
+    esac
+    case $to in
+    /*[!/]*) ;;
+    *) fail "OVERBRAINER_VOLUME_LINKS: not an absolute path: $to" ;;
+    esac
+    case $to in
+    *..* | *[!A-Za-z0-9._/+-]*) fail "OVERBRAINER_VOLUME_LINKS: not a plain path: $to" ;;
+    */)
+        to=${to%/}
+        mkdir -p "$root$to" || fail "cannot create $to on the network volume"
+        ;;
+    esac
+    mkdir -p "$(dirname -- "$run_dir/$path")" && ln -sfn "$root$to" "$run_dir/$path" ||
+        fail "cannot link $path to $to"
+    say "linked $path to $to"
+done
 
 # 5. sshd, with a configuration of ours only.
 config=$ssh_etc/overbrainer_sshd_config

@@ -89,6 +89,7 @@ from overbrainer.runpod.pod_scripts import (
     BOOTSTRAP_FAILED,
     VERDICT,
     StallBound,
+    VolumeLink,
     pod_args,
     pod_env,
     save_before_seconds,
@@ -99,6 +100,7 @@ from overbrainer.targets.runpod.budget import month_budget
 from overbrainer.targets.runpod.delete import DeleteUnconfirmed, delete_pod, forget_key_if_done
 from overbrainer.targets.runpod.pods import Connect, PodAccess, PodContext, pod_ls_hint
 from overbrainer.targets.runpod.pull import show_pull, while_showing
+from overbrainer.targets.runpod.volume_data import VolumeData
 from overbrainer.utc import iso_utc
 
 __all__ = [
@@ -258,6 +260,7 @@ async def provision(
     catalog: Sequence[GpuType] | None = None,
     monthly_budget: float | None = None,
     stall: StallBound | None = None,
+    volume_data: VolumeData | None = None,
 ) -> Provisioned:
     """Create run ``run_id``'s pod on the first GPU type of ``spec`` that gives a ready one.
 
@@ -268,6 +271,8 @@ async def provision(
     monthly_budget_usd``): a run whose bound could pass what the month has left creates no
     pod. The whole walk is shielded; see the module docstring for Ctrl-C. The run must
     exist and be preparing. ``stall`` is the stall rule told to the watchdog (None: none).
+    ``volume_data``: the run's files kept on the target's volume (``volume = "NAME"``),
+    put there once the volume is attached, before the first create.
 
     Raises:
         NoGpuCandidate: no GPU type may be tried; nothing was created.
@@ -300,8 +305,11 @@ async def provision(
         wanted=wanted,
         chosen=chosen,
         stall=stall,
+        volume_data=volume_data,
     )
     limit = ctx.timing.walk_limit(len(chosen.candidates), spec.capacity_wait_seconds)
+    if volume_data is not None:
+        limit += volume_data.allowance()
     try:
         return await ctx.session.interrupts.shield(
             f"provisioning a pod for run {run_id}", limit, walk.run
@@ -339,6 +347,7 @@ async def open_provisioned(
     catalog: Sequence[GpuType] | None = None,
     monthly_budget: float | None = None,
     stall: StallBound | None = None,
+    volume_data: VolumeData | None = None,
 ) -> AsyncIterator[ReadyPod]:
     """:func:`provision`, then hold the SSH connection the job starts through.
 
@@ -357,6 +366,7 @@ async def open_provisioned(
         catalog=catalog,
         monthly_budget=monthly_budget,
         stall=stall,
+        volume_data=volume_data,
     )
     assert ctx.connect is not None  # provision checked it
     async with contextlib.AsyncExitStack() as stack:
@@ -452,9 +462,13 @@ class _Walk:
         wanted: Wanted,
         chosen: Chosen,
         stall: StallBound | None = None,
+        volume_data: VolumeData | None = None,
     ) -> None:
         self.ctx = ctx
         self.stall = stall
+        self.volume_data = volume_data
+        # What the pods' bootstrap links from the run's directory into the volume.
+        self.volume_links: list[VolumeLink] = []
         self.wanted = wanted
         self.chosen = chosen
         # The candidate being tried (its bound and price go into the create and the log).
@@ -513,6 +527,7 @@ class _Walk:
             await self._record_candidates()
             self.keys = await self._keys()
             await self._attach_volume()
+            await self._fill_volume()
             commands = self.machine.start()
         except BaseException as error:
             commands = self._way_out(error)
@@ -744,6 +759,20 @@ class _Walk:
             f"{VOLUME_MOUNT}"
         )
 
+    async def _fill_volume(self) -> None:
+        """The run's files from home onto the attached volume before the first create
+        (:mod:`~overbrainer.targets.runpod.volume_data`: with an S3 API key, uploaded and
+        verified now; the pods link to them). Ctrl-C ends it; nothing was created."""
+        data, volume_id, center = self.volume_data, self.volume_id, self.spec.volume_center
+        if data is None or volume_id is None or center is None or self.spec.volume is None:
+            return
+        self.volume_links, placed = await self._race(
+            "putting the run's files on the network volume",
+            partial(data.before_create, volume_id, center),
+        )
+        if placed is not None:
+            self._taken(await self.journal.append(self.run_id, self._unless_overtaken([placed])))
+
     async def _keys(self) -> RunKeys:
         # Before any create: a run directory that cannot hold the keys stops the run here,
         # not once a pod bills.
@@ -940,6 +969,7 @@ class _Walk:
             expected_cost_per_hour=self.current.rate,
             save_before_seconds=save_before_seconds(spec.save_before, self.current.max_hours),
             stall=self.stall,
+            volume_links=self.volume_links,
         )
         return CreatePod(
             name=name,

@@ -75,6 +75,7 @@ from overbrainer.targets.runpod.provision import (
 from overbrainer.targets.runpod.reach import connect, reach, record_gone
 from overbrainer.targets.runpod.recovery import recovered_pod
 from overbrainer.targets.runpod.starting import Start, start_of, wait_starting
+from overbrainer.targets.runpod.volume_data import LinkedUpload, VolumeData
 from overbrainer.train.axolotl import (
     job_environment,
     reasoning_template_warning,
@@ -350,6 +351,7 @@ class PodTarget:
         try:
             # Runpod's clock is known from the listing above: say so if this one is far off.
             await note_clock(self.ctx, run_id)
+            data = await self._volume_data(run_id)
             async with open_provisioned(
                 self.ctx,
                 run_id,
@@ -359,13 +361,38 @@ class PodTarget:
                 catalog=self.catalog,
                 monthly_budget=self.settings.project.monthly_budget_usd,
                 stall=stall_bound(self.settings.training),
+                volume_data=data,
             ) as ready:
-                yield ready.executor
+                if data is None:
+                    yield ready.executor
+                    return
+                try:
+                    placed = await data.through_pod(ready.executor, ready.pod.remote_dir)
+                    if placed is not None:
+                        await self.session.journal.append(run_id, [placed])
+                except OverbrainerError:
+                    await release(self.ctx, run_id, "failed")
+                    raise
+                yield LinkedUpload(ready.executor, data.run_dir, data.linked)
         except ProvisionInterrupted as stop:
             # The walk recorded where it stopped (run.Interrupted).
             raise StoppedBeforeJob(str(stop), stage=None) from None
         except ProvisionCancelled as cancelled:
             raise CancelledBeforeJob(str(cancelled), reason=cancelled.reason) from None
+
+    async def _volume_data(self, run_id: str) -> VolumeData | None:
+        """What of the run's directory lives on the target's volume (None without one)."""
+        if self.spec.volume is None:
+            return None
+        state = await self.session.journal.state(run_id)
+        resumed = state.run.resumed_from
+        return VolumeData(
+            run_id,
+            self.session.run_dir(run_id),
+            self.settings.runpod,
+            self.session.front.info,
+            resume=None if resumed is None else (str(resumed["run"]), int(resumed["step"])),
+        )
 
     async def before_start(self, run_id: str) -> None:
         """The last look before the job starts: a signal since the pod got ready deletes it;
