@@ -484,9 +484,9 @@ def reasoning_template_warning(
 
 # The model step, run by the job's Python when there is one ($1); it never fails the job.
 _MODEL_STEP_SCRIPT = (
-    'if [ ! -x "$1" ]; then echo "overbrainer: no $1: the trainer downloads the base model"; '
-    'exit 0; fi; "$@" || echo "overbrainer: the base model step failed; left to the trainer"; '
-    "exit 0"
+    'if [ ! -x "$1" ]; then echo "overbrainer: no $1: the trainer downloads the base model" '
+    '>&2; exit 0; fi; "$@" || echo "overbrainer: the base model step failed; left to the '
+    'trainer" >&2; exit 0'
 )
 
 

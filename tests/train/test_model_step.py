@@ -1,0 +1,141 @@
+"""The job's model step (``train/overbrainer_model.py``), run as a job runs it: the job's
+Python in the run directory, ``huggingface_hub`` being the fake world's stand-in (a
+download at a set rate into ``HF_HOME``, recorded)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from overbrainer.events import decisions
+from overbrainer.events import types as ev
+from overbrainer.events.aggregate import fold
+from overbrainer.lifecycle.model_ready import parse_ready
+from overbrainer.testing import hub
+from overbrainer.train.axolotl import MODEL_READY_FILE, MODEL_STEP_FILE, model_step_source
+
+MODEL = "org/tiny"
+
+
+def _step(
+    run_dir: Path, hf_home: Path, *args: str, rate: str = "20", python: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / MODEL_STEP_FILE).write_bytes(model_step_source())
+    env = {
+        "PATH": os.environ["PATH"],
+        "HF_HOME": str(hf_home),
+        "PYTHONPATH": str(hub.PATH),
+        "FAKE_HUB_MODEL_MB": "5",
+        "FAKE_HUB_MB_PER_SECOND": rate,
+    }
+    return subprocess.run(
+        [*(python or (sys.executable,)), MODEL_STEP_FILE, *args],
+        cwd=run_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def _downloads(hf_home: Path) -> list[dict[str, object]]:
+    record = hf_home / "fake_hub_downloads.jsonl"
+    if not record.exists():
+        return []
+    return [json.loads(line) for line in record.read_text().splitlines()]
+
+
+def _ready(run_dir: Path) -> dict[str, object]:
+    data = json.loads((run_dir / MODEL_READY_FILE).read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def test_a_cold_cache_downloads_the_model_and_a_warm_one_finds_it(tmp_path: Path) -> None:
+    cache = tmp_path / "volume" / "hf"
+    cold = _step(tmp_path / "a", cache, MODEL)
+    assert cold.returncode == 0, cold.stderr
+    first = _ready(tmp_path / "a")
+    assert first["cached"] is False
+    assert isinstance(first["seconds"], float) and first["seconds"] >= 0.25  # 5 MB at 20 MB/s
+    assert "base model org/tiny: downloaded" in cold.stdout
+    assert len(_downloads(cache)) == 1
+
+    warm = _step(tmp_path / "b", cache, MODEL)
+    assert warm.returncode == 0, warm.stderr
+    second = _ready(tmp_path / "b")
+    assert second["cached"] is True
+    assert isinstance(second["seconds"], float) and second["seconds"] < 0.25
+    assert "base model org/tiny: from the cache" in warm.stdout
+    assert len(_downloads(cache)) == 1  # nothing downloaded the second time
+
+
+def test_a_snapshot_without_its_weights_is_not_counted_as_cached(tmp_path: Path) -> None:
+    # An earlier trainer stopped after the config: the snapshot's folder is there, its
+    # weights are not.
+    cache = tmp_path / "hf"
+    _step(tmp_path / "a", cache, MODEL)
+    (snapshot,) = (cache / "hub" / "models--org--tiny" / "snapshots").iterdir()
+    (snapshot / "model.safetensors").unlink()
+    done = _step(tmp_path / "b", cache, MODEL)
+    assert done.returncode == 0, done.stderr
+    assert _ready(tmp_path / "b")["cached"] is False
+    assert len(_downloads(cache)) == 2
+    assert (snapshot / "model.safetensors").is_file()
+
+
+def test_a_base_model_that_is_a_local_path_records_nothing(tmp_path: Path) -> None:
+    local = tmp_path / "my-model"
+    local.mkdir()
+    done = _step(tmp_path / "run", tmp_path / "hf", str(local))
+    assert done.returncode == 0, done.stderr
+    assert "is a local path: nothing to download" in done.stdout
+    assert not (tmp_path / "run" / MODEL_READY_FILE).exists()
+    assert _downloads(tmp_path / "hf") == []
+
+
+@pytest.mark.parametrize("why", ["no huggingface_hub", "a failed download"])
+def test_the_step_never_fails_the_job_and_then_records_nothing(tmp_path: Path, why: str) -> None:
+    if why == "no huggingface_hub":
+        # Python without its site-packages, and no stand-in on the path: nothing to import.
+        done = _step(tmp_path / "run", tmp_path / "hf", MODEL, python=(sys.executable, "-S", "-E"))
+        said = "huggingface_hub is not importable here"
+    else:
+        done = _step(tmp_path / "run", tmp_path / "hf", MODEL, rate="0")  # the hub fails
+        said = "could not download base model org/tiny"
+    assert done.returncode == 0, done.stderr
+    assert said in done.stdout
+    assert not (tmp_path / "run" / MODEL_READY_FILE).exists()
+
+
+def test_the_record_becomes_one_event_per_job() -> None:
+    ready = parse_ready(b'{"cached": true, "seconds": 1.5, "time": 1767225600.0}\n')
+    assert ready == ev.ModelReady(cached=True, seconds=1.5, at="2026-01-01T00:00:00Z")
+    for bad in (b"{", b"[]", b'{"cached": 1, "seconds": 1, "time": 1}', b'{"cached": true}'):
+        assert parse_ready(bad) is None
+    assert parse_ready(b'{"cached": false, "seconds": -1, "time": 1767225600}') is None
+    state = fold(
+        [
+            (
+                ev.RunCreated(
+                    run_id="20260101-000000-abcd",
+                    target="gpu",
+                    kind="runpod",
+                    remote_dir="r",
+                    settings_digest="d",
+                ),
+                "2026-01-01T00:00:00Z",
+            ),
+            (ev.JobStarted(job_dir="r", pid=5), "2026-01-01T00:00:01Z"),
+        ]
+    )
+    assert decisions.model_ready(state, ready) == [ready]
+    state.apply(ready, "2026-01-01T00:00:02Z")
+    # The same job's record, read again (by an attach): not recorded twice.
+    assert decisions.model_ready(state, ready) == []
+    later = ev.ModelReady(cached=True, seconds=0.2, at="2026-01-01T01:00:00Z")
+    assert decisions.model_ready(state, later) == [later]
