@@ -16,8 +16,9 @@ renamed), which the command following the run turns into ``run.ModelReady``::
     {"cached": false, "seconds": 41.2, "time": 1700000000.5}
 
 Only what the trainer loads is fetched: the configs, the tokenizer's files and the
-safetensors weights (the ``.bin`` weights only from a model that has no safetensors),
-never a repository's other copies of the weights (``original/*.pth``, GGUF, ONNX).
+weights transformers loads (the shards the safetensors index names, or
+``model.safetensors``; the PyTorch ones only without those), never a repository's other
+copies of the weights (``consolidated.safetensors``, ``original/*.pth``, GGUF, ONNX).
 
 It never fails the job: a base model that is a local path, a missing ``huggingface_hub``
 or a download that fails are said in the job's log and leave the model to the trainer,
@@ -38,45 +39,56 @@ from typing import Any
 RESULT_FILE = "model_ready.json"
 """What the step writes in the working directory (the run directory)."""
 
-# The files of a model the trainer loads, as ``allow_patterns``.
-_MODEL_FILES = ["*.json", "*.safetensors", "*.model", "*.txt", "*.py", "*.jinja", "*.tiktoken"]
-_BIN_WEIGHTS = ["*.bin"]
-_WEIGHT_SUFFIXES = (".safetensors", ".bin")
+# The files of a model the trainer reads besides its weights: configs (the weights' index
+# among them), the tokenizer's, a remote code's.
+_MODEL_FILES = ["*.json", "*.model", "*.txt", "*.py", "*.jinja", "*.tiktoken"]
+# The weights as transformers looks for them: an index naming the shards, or one file;
+# safetensors first.
+_WEIGHTS = (
+    ("model.safetensors.index.json", "model.safetensors"),
+    ("pytorch_model.bin.index.json", "pytorch_model.bin"),
+)
 
 
 def say(message: str) -> None:
     print(f"overbrainer: {message}", flush=True)
 
 
+def _shards(index: Path) -> list[str]:
+    weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+    return sorted({str(name) for name in weight_map.values()})
+
+
 def has_weights(folder: Path) -> bool:
-    """Whether the snapshot ``folder`` holds the model's weights: a weights file, and
-    every shard an index (``*.index.json``) names."""
-    if not folder.is_dir():
-        return False
-    for index in folder.glob("*.index.json"):
+    """Whether the snapshot ``folder`` holds the model's weights: every shard its index
+    names, or the one weights file."""
+    for index, single in _WEIGHTS:
         try:
-            shards = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
+            if (folder / index).is_file():
+                return all((folder / shard).is_file() for shard in _shards(folder / index))
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return False
-        if not all((folder / str(shard)).is_file() for shard in shards):
-            return False
-    return any(path.suffix in _WEIGHT_SUFFIXES and path.is_file() for path in folder.iterdir())
+        if (folder / single).is_file():
+            return True
+    return False
 
 
 def ready(hub: Any, base_model: str, revision: str | None) -> bool:
-    """Make ``base_model`` ready in the cache; whether it was there already."""
+    """Make ``base_model`` ready in the cache; whether it was there already. Only what the
+    trainer loads is fetched: a repository's other copies of the weights (Mistral's
+    ``consolidated.safetensors``, ``original/*.pth``, GGUF, ONNX) never are."""
     try:
-        found = hub.snapshot_download(
-            base_model, revision=revision, local_files_only=True, allow_patterns=_MODEL_FILES
-        )
+        found = hub.snapshot_download(base_model, revision=revision, local_files_only=True)
     except Exception:  # not in the cache, whatever the library says why
         found = None
     if found is not None and has_weights(Path(found)):
         return True
-    folder = hub.snapshot_download(base_model, revision=revision, allow_patterns=_MODEL_FILES)
-    if not has_weights(Path(folder)):
-        # A model published before safetensors: its PyTorch weights.
-        hub.snapshot_download(base_model, revision=revision, allow_patterns=_BIN_WEIGHTS)
+    folder = Path(hub.snapshot_download(base_model, revision=revision, allow_patterns=_MODEL_FILES))
+    for index, single in _WEIGHTS:
+        wanted = _shards(folder / index) if (folder / index).is_file() else [single]
+        hub.snapshot_download(base_model, revision=revision, allow_patterns=wanted)
+        if has_weights(folder):
+            break
     return False
 
 

@@ -38,6 +38,9 @@ async def test_the_second_run_on_a_volume_finds_the_model_and_starts_sooner(
         first = await w.run("train", env=VOLUME, timeout=120)
         assert first.returncode == 0, first.stderr
         (run_a,) = w.runs()
+        (volume,) = w.fake.live_volumes(CANARY_KEY)
+        record = w.pods.volume_dir(volume.id) / "overbrainer" / "hf" / "fake_hub_downloads.jsonl"
+        after_first = record.read_text()
         second = await w.run("train", env=VOLUME, timeout=120)
         assert second.returncode == 0, second.stderr
         run_b = next(r for r in w.runs() if r != run_a)
@@ -45,12 +48,15 @@ async def test_the_second_run_on_a_volume_finds_the_model_and_starts_sooner(
         shown_b = await w.run("runs", "show", run_b, "--no-plot")
         story_b = await w.run("events", run_b)
 
-    (volume,) = w.fake.live_volumes(CANARY_KEY)
-    on_volume = w.pods.volume_dir(volume.id) / "overbrainer"
-    # The fake hub's record: one download, into the volume's HF_HOME, by the first run.
-    downloads = (on_volume / "hf" / "fake_hub_downloads.jsonl").read_text().splitlines()
-    assert [json.loads(line)["repo"] for line in downloads] == [MODEL]
-    assert json.loads(downloads[0])["seconds"] >= DOWNLOAD_SECONDS * 0.9
+    # The fake hub's record: the model downloaded into the volume's HF_HOME by the first
+    # run (its configs, then its weights), nothing by the second.
+    assert record.read_text() == after_first
+    downloads = [json.loads(line) for line in after_first.splitlines()]
+    assert [(line["repo"], line["files"]) for line in downloads] == [
+        (MODEL, ["config.json", "tokenizer.json"]),
+        (MODEL, ["model.safetensors"]),
+    ]
+    assert downloads[1]["seconds"] >= DOWNLOAD_SECONDS * 0.9
     assert not image_hf.exists()
     # The runs' records say so.
     ready_a, ready_b = (w.run_json(run)["model"] for run in (run_a, run_b))

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from overbrainer.events import types as ev
 from overbrainer.events.aggregate import fold
 from overbrainer.lifecycle.model_ready import parse_ready
 from overbrainer.testing import hub
+from overbrainer.train import overbrainer_model
 from overbrainer.train.axolotl import MODEL_READY_FILE, MODEL_STEP_FILE, model_step_source
 
 MODEL = "org/tiny"
@@ -43,10 +45,12 @@ def _step(
 
 
 def _downloads(hf_home: Path) -> list[dict[str, object]]:
+    """The fake hub's downloads of the model's weights (its configs come apart)."""
     record = hf_home / "fake_hub_downloads.jsonl"
     if not record.exists():
         return []
-    return [json.loads(line) for line in record.read_text().splitlines()]
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    return [line for line in lines if "model.safetensors" in line["files"]]
 
 
 def _ready(run_dir: Path) -> dict[str, object]:
@@ -139,3 +143,65 @@ def test_the_record_becomes_one_event_per_job() -> None:
     assert decisions.model_ready(state, ready) == []
     later = ev.ModelReady(cached=True, seconds=0.2, at="2026-01-01T01:00:00Z")
     assert decisions.model_ready(state, later) == [later]
+
+
+class _Repo:
+    """A hub holding one repository's files, fetched by ``snapshot_download``'s patterns
+    into ``folder`` (the test's own stand-in: which files a step asks for is the point)."""
+
+    def __init__(self, folder: Path, files: dict[str, str]) -> None:
+        self.folder = folder
+        self.files = files
+        self.fetched: list[str] = []
+
+    def snapshot_download(
+        self,
+        repo_id: str,
+        *,
+        revision: str | None = None,
+        local_files_only: bool = False,
+        allow_patterns: list[str] | None = None,
+    ) -> str:
+        if local_files_only:
+            raise FileNotFoundError(repo_id)
+        for name, text in self.files.items():
+            allowed = allow_patterns is None or any(fnmatch(name, p) for p in allow_patterns)
+            if allowed and not (self.folder / name).exists():
+                (self.folder / name).parent.mkdir(parents=True, exist_ok=True)
+                (self.folder / name).write_text(text)
+                self.fetched.append(name)
+        return str(self.folder)
+
+
+def test_only_the_weights_the_trainer_loads_are_downloaded(tmp_path: Path) -> None:
+    index = {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002"}}
+    index["weight_map"]["b"] += ".safetensors"
+    repo = _Repo(
+        tmp_path / "snapshot",
+        {
+            "config.json": "{}",
+            "tokenizer.json": "{}",
+            "model.safetensors.index.json": json.dumps(index),
+            "model-00001-of-00002.safetensors": "w1",
+            "model-00002-of-00002.safetensors": "w2",
+            # Other copies of the same weights, which the trainer never reads.
+            "consolidated.safetensors": "all",
+            "original/consolidated.00.pth": "all",
+            "pytorch_model.bin": "all",
+        },
+    )
+    assert overbrainer_model.ready(repo, MODEL, None) is False
+    assert sorted(repo.fetched) == [
+        "config.json",
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+        "model.safetensors.index.json",
+        "tokenizer.json",
+    ]
+    assert overbrainer_model.has_weights(repo.folder)
+
+
+def test_a_model_without_safetensors_gets_its_pytorch_weights(tmp_path: Path) -> None:
+    repo = _Repo(tmp_path / "snapshot", {"config.json": "{}", "pytorch_model.bin": "w"})
+    assert overbrainer_model.ready(repo, MODEL, None) is False
+    assert sorted(repo.fetched) == ["config.json", "pytorch_model.bin"]

@@ -11,7 +11,7 @@ trainer use, with the library's signatures and its cache's layout
   Otherwise the files the patterns allow that are missing are "downloaded": the config at
   once, then the weights after ``FAKE_HUB_MODEL_MB / FAKE_HUB_MB_PER_SECOND`` seconds
   (defaults 100 MB at 1000 MB/s); files already there are not fetched again.
-- Each download is recorded as one JSON line (``repo``, ``seconds``, ``time``) in
+- Each download is recorded as one JSON line (``repo``, ``files``, ``seconds``, ``time``) in
   ``$HF_HOME/fake_hub_downloads.jsonl``: what a test reads to tell a cold cache from a
   warm one.
 
@@ -95,7 +95,12 @@ def snapshot_download(
         aside = folder / f".{name}.incomplete"
         aside.write_text(json.dumps({"repo": repo_id, "file": name}) + "\n")
         aside.replace(folder / name)
-    record = {"repo": repo_id, "seconds": round(time.monotonic() - start, 3), "time": time.time()}
+    record = {
+        "repo": repo_id,
+        "files": missing,
+        "seconds": round(time.monotonic() - start, 3),
+        "time": time.time(),
+    }
     with (_home() / DOWNLOADS).open("a", encoding="utf-8") as log:
         log.write(json.dumps(record) + "\n")
     return str(folder)
