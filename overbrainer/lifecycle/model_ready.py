@@ -3,7 +3,7 @@ by its first step, ``train/overbrainer_model.py``) and recorded as ``run.ModelRe
 
 Looked for at each of the follower's polls until found, and once more after the trainer's
 first metrics line (the step runs before the trainer: by then it wrote its record, or never
-will). Only on a pod, whose job has that step."""
+will) or the job's end. Only on a pod, whose job has that step."""
 
 import json
 import math
@@ -61,6 +61,11 @@ class ModelWatch:
         """The trainer's metrics lines: once there is one, the step is over."""
         if events:
             self.last_look = True
+
+    async def finish(self) -> None:
+        """The job ended: one last look, for a job that ended between two polls."""
+        self.last_look = True
+        await self()
 
     async def __call__(self) -> None:
         if self.done:

@@ -357,6 +357,7 @@ async def _watch(
             )
             # The job ended: its last saves come home before its target may go.
             await fetcher.finish()
+            await model.finish()
             return followed
 
         async def followed() -> Followed:

@@ -6,18 +6,21 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from fnmatch import fnmatch
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from overbrainer.events import decisions
 from overbrainer.events import types as ev
-from overbrainer.events.aggregate import fold
-from overbrainer.lifecycle.model_ready import parse_ready
+from overbrainer.events.aggregate import RunLog, fold
+from overbrainer.lifecycle.model_ready import ModelWatch, parse_ready
 from overbrainer.testing import hub
 from overbrainer.train import overbrainer_model
 from overbrainer.train.axolotl import MODEL_READY_FILE, MODEL_STEP_FILE, model_step_source
+from overbrainer.train.metrics import MetricsEvent
 
 MODEL = "org/tiny"
 
@@ -205,3 +208,83 @@ def test_a_model_without_safetensors_gets_its_pytorch_weights(tmp_path: Path) ->
     repo = _Repo(tmp_path / "snapshot", {"config.json": "{}", "pytorch_model.bin": "w"})
     assert overbrainer_model.ready(repo, MODEL, None) is False
     assert sorted(repo.fetched) == ["config.json", "pytorch_model.bin"]
+
+
+class _Target:
+    """A job's directory on a target, read as the follower reads it; counts its reads."""
+
+    def __init__(self, files: dict[str, bytes]) -> None:
+        self.files = files
+        self.reads = 0
+
+    async def read_file(self, path: str, offset: int, limit: int) -> bytes:
+        self.reads += 1
+        return self.files.get(path, b"")[offset : offset + limit]
+
+
+class _Journal:
+    def __init__(self, state: RunLog) -> None:
+        self.state = state
+        self.appended: list[ev.Event] = []
+
+    async def append(self, run_id: str, decide: Callable[[RunLog], list[ev.Event]]) -> RunLog:
+        for event in decide(self.state):
+            self.state.apply(event, "2026-01-01T00:00:03Z")
+            self.appended.append(event)
+        return self.state
+
+
+def _watch(kind: str, files: dict[str, bytes]) -> tuple[ModelWatch, _Target, _Journal]:
+    state = fold(
+        [
+            (
+                ev.RunCreated(
+                    run_id="20260101-000000-abcd",
+                    target="gpu",
+                    kind=kind,
+                    remote_dir="r",
+                    settings_digest="d",
+                ),
+                "2026-01-01T00:00:00Z",
+            ),
+            (ev.JobStarted(job_dir="r", pid=5), "2026-01-01T00:00:01Z"),
+        ]
+    )
+    target, journal = _Target(files), _Journal(state)
+    session = SimpleNamespace(journal=journal, front=SimpleNamespace(warn=print))
+    job = SimpleNamespace(run_id="20260101-000000-abcd", executor=target, remote_dir="r")
+    return ModelWatch(session, job, state), target, journal  # type: ignore[arg-type]
+
+
+async def test_the_follower_records_the_step_once_and_stops_looking() -> None:
+    record = b'{"cached": false, "seconds": 4.0, "time": 1767225600.0}\n'
+    watch, target, journal = _watch("runpod", {})
+    await watch()
+    await watch()  # the step is still downloading: nothing yet, looked twice
+    assert (target.reads, journal.appended) == (2, [])
+    target.files["r/model_ready.json"] = record
+    await watch()
+    await watch()
+    assert target.reads == 3  # found: no more looks
+    assert journal.appended == [ev.ModelReady(cached=False, seconds=4.0, at="2026-01-01T00:00:00Z")]
+
+
+async def test_the_follower_gives_up_after_the_trainers_first_line_or_the_jobs_end() -> None:
+    watch, target, journal = _watch("runpod", {})
+    watch.saw([MetricsEvent(event="begin")])
+    await watch()  # the last look: the trainer started, the step wrote nothing
+    await watch()
+    await watch.finish()
+    assert (target.reads, journal.appended) == (1, [])
+    # A job that ended between two polls: one look at its end finds the record.
+    record = b'{"cached": true, "seconds": 0.5, "time": 1767225600.0}\n'
+    watch, target, journal = _watch("runpod", {"r/model_ready.json": record})
+    await watch.finish()
+    assert [type(e) for e in journal.appended] == [ev.ModelReady]
+
+
+async def test_a_job_off_a_pod_is_not_looked_at() -> None:
+    watch, target, _ = _watch("local", {})
+    await watch()
+    await watch.finish()
+    assert target.reads == 0
