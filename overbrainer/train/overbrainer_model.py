@@ -108,6 +108,8 @@ def main(argv: Sequence[str]) -> int:
     if Path(base_model).exists():
         say(f"base model {base_model} is a local path: nothing to download")
         return 0
+    # One line in the job's log when done, not a progress bar redrawn ten times a second.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
         hub = importlib.import_module("huggingface_hub")
     except ImportError:
