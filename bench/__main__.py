@@ -1,6 +1,6 @@
 """Run the benchmarks and print one table: each figure beside the floor it is compared with.
 
-``python -m bench [--quick] [cli] [reads] [completion] [pod] [ssh] [team] [train]``
+``python -m bench [--quick] [cli] [reads] [completion] [pod] [cache] [ssh] [team] [train]``
 (default: every group). ``--quick`` measures every group at small sizes in a minute or two:
 the figures mean little, but each path runs whole, so CI notices a benchmark that no longer
 works.
@@ -13,6 +13,7 @@ from collections.abc import Callable
 from bench import (
     cli_speed,
     completion_speed,
+    model_cache,
     pod_cost,
     read_speed,
     ssh_speed,
@@ -26,6 +27,7 @@ GROUPS: dict[str, Callable[..., list[Row]]] = {
     "reads": read_speed.run,
     "completion": completion_speed.run,
     "pod": pod_cost.run,
+    "cache": model_cache.run,
     "ssh": ssh_speed.run,
     "team": team_speed.run,
     "train": train_overhead.run,

@@ -1,6 +1,7 @@
 """The benchmarks' entry point: groups by name, a usage error for an unknown one, and a
 quick group run whole (CI runs every group with ``python -m bench --quick``)."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +20,8 @@ def test_an_unknown_group_is_a_usage_error_naming_the_groups(
     out, err = capsys.readouterr()
     assert out == ""
     assert err == (
-        "error: no benchmark group 'pods'; the groups are cli, reads, completion, pod, ssh, "
-        "team, train (for example `python -m bench --quick cli pod`)\n"
+        "error: no benchmark group 'pods'; the groups are cli, reads, completion, pod, cache, "
+        "ssh, team, train (for example `python -m bench --quick cli pod`)\n"
     )
 
 
@@ -50,3 +51,22 @@ def test_the_pod_group_runs_whole_and_every_figure_has_a_floor() -> None:
         "pod: API calls per run",
     ]
     assert all(row[1].strip() and row[2].strip() for row in rows)
+
+
+def test_the_cache_group_runs_whole_and_says_each_case_beside_the_boot() -> None:
+    # Real processes on the real clock (the fake Runpod API on loopback, fake pods): its
+    # quick sizes take about 20 s.
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "cache"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr
+    (row,) = [line.split("|")[1:-1] for line in done.stdout.splitlines()[2:]]
+    assert row[0].strip().startswith("pod: billed seconds before the first training step")
+    assert re.fullmatch(
+        r"cold volume \d+\.\d s, warm volume \d+\.\d s, no volume \d+\.\d s", row[1].strip()
+    )
+    assert re.fullmatch(r"boot \d+\.\d s", row[2].strip())

@@ -131,6 +131,9 @@ class RunView:
     # "recovered_at"}), and how many the target allowed as the last one began.
     recoveries: list[dict[str, Any]] = field(default_factory=list)
     max_recoveries: int | None = None
+    # How the base model was made ready for the latest job ({"cached", "seconds", "at"}):
+    # found in the cache, or downloaded.
+    model: dict[str, Any] | None = None
     version: int = 0
 
     @property
@@ -562,6 +565,12 @@ def _capacity_awaited(s: RunLog, e: ev.CapacityAwaited, at: str) -> None:
         raise InvalidTransition("capacity is awaited only before the job starts")
 
 
+def _model_ready(s: RunLog, e: ev.ModelReady, at: str) -> None:
+    if s.run.state != RunState.running:
+        raise InvalidTransition("the base model is made ready by a running job")
+    s.run.model = {"cached": e.cached, "seconds": e.seconds, "at": e.at}
+
+
 def _volume_attached(s: RunLog, e: ev.VolumeAttached, at: str) -> None:
     if s.run.state != RunState.preparing:
         raise InvalidTransition("a network volume is attached only before the job starts")
@@ -594,6 +603,7 @@ def _rules() -> dict[type[ev.Event], Any]:
         ev.CancelRequested: _cancel_requested,
         ev.StopRequested: _stop_requested,
         ev.Stalled: _stalled,
+        ev.ModelReady: _model_ready,
         ev.CheckpointRetrieved: _checkpoint,
         ev.CheckpointPruned: _checkpoint_pruned,
         ev.Interrupted: _interrupted,

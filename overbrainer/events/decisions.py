@@ -178,6 +178,15 @@ def record_stall(
 # ---- checkpoints brought home while the job runs --------------------------------------
 
 
+def model_ready(state: RunLog, ready: ev.ModelReady) -> Events:
+    """How the job made its base model ready, once per job (its ``at``), while it runs."""
+    if state.run.state != RunState.running:
+        return []
+    if state.run.model is not None and state.run.model.get("at") == ready.at:
+        return []
+    return [ready]
+
+
 def checkpoint_home(state: RunLog, step: int, path: str) -> Events:
     """A checkpoint came home and matched the target's manifest; nothing when the log
     has it home already (another follower brought it)."""

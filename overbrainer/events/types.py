@@ -160,6 +160,20 @@ class Stalled(Event):
 
 
 @dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+class ModelReady(Event):
+    """The job's first step made the base model ready in its ``HF_HOME`` before the
+    trainer started: found there (``cached``: downloaded by an earlier run on the same
+    cache, a network volume's) or downloaded, ready ``seconds`` after the step began;
+    ``at``: when, on the target's clock (each job's record its own). Recorded by the
+    command following the run; a base model that is a local path records nothing."""
+
+    name: ClassVar[str] = "run.ModelReady"
+    cached: bool
+    seconds: float
+    at: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CheckpointRetrieved(Event):
     """A checkpoint of the job (``path``, run-relative, saved at ``step``) came home and
     matched the target's manifest: the run can be resumed from it."""
@@ -548,6 +562,7 @@ CATALOGUE: dict[str, type[Event]] = {
         CancelRequested,
         StopRequested,
         Stalled,
+        ModelReady,
         CheckpointRetrieved,
         CheckpointPruned,
         Interrupted,

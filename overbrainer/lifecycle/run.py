@@ -40,6 +40,7 @@ from overbrainer.lifecycle import service
 from overbrainer.lifecycle.bounds import until_bound
 from overbrainer.lifecycle.checkpoints_home import CheckpointFetcher, prune
 from overbrainer.lifecycle.claim import claim
+from overbrainer.lifecycle.model_ready import ModelWatch
 from overbrainer.lifecycle.report import (
     already_ended,
     report_ended_meanwhile,
@@ -123,6 +124,7 @@ async def train(
             device=target.device,
             choice=choice,
             resume=None if resume is None else (session.run_dir(resume.run_id), resume.step),
+            prepared=target.prepared_path,
         )
     except DataError as error:
         await _fail_before_job(session, run_id, str(error))
@@ -323,14 +325,17 @@ async def _watch(
     )
     lines = LineClock(StallRule.of(target.settings.training))
     watch_stalls = math.isinf(stop_within)
+    model = ModelWatch(session, job, state)
 
     def saw(events: list[MetricsEvent]) -> None:
         fetcher.saw(events)
         lines.saw(events)
+        model.saw(events)
 
     async def each_poll() -> None:
         # Each look confirms (or not) a stall that seemed due on this machine's clock.
         lines.looked()
+        await model()
         if check is not None:
             await check()
 
@@ -352,6 +357,7 @@ async def _watch(
             )
             # The job ended: its last saves come home before its target may go.
             await fetcher.finish()
+            await model.finish()
             return followed
 
         async def followed() -> Followed:

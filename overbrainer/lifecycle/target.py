@@ -119,6 +119,11 @@ class Target(Protocol):
         """How the job's processes share the model (nothing, for one process)."""
 
     @property
+    def prepared_path(self) -> str | None:
+        """Where Axolotl keeps the tokenised data, when not in the run directory (a network
+        volume's folder, shared by the runs on it)."""
+
+    @property
     def billed(self) -> "Billed | None":
         """What only a machine rented for the run has (a pod); None for a machine that
         stays and costs nothing here."""

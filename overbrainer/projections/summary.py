@@ -12,6 +12,7 @@ from overbrainer.projections.words import (
     duration_text,
     job_shape,
     metrics_text,
+    model_ready_text,
     pod_status_text,
     shown_path,
     size_text,
@@ -37,7 +38,11 @@ def summary_lines(state: RunLog, checkpoints_bytes: int | None = None) -> list[s
         f"  target     {r.target} ({r.kind}), {job_dir_label(r.kind)} {r.remote_dir}",
     ]
     if r.base_model:
-        lines.append(f"  model      {r.adapter} of {r.base_model}")
+        ready = r.model
+        how = (
+            f"; {model_ready_text(bool(ready['cached']), float(ready['seconds']))}" if ready else ""
+        )
+        lines.append(f"  model      {r.adapter} of {r.base_model}{how}")
     if r.processes != 1:
         lines.append(f"  shape      {job_shape(r.processes, r.parallelism)}")
     lines.append(f"  created    {r.created_at}")

@@ -10,7 +10,7 @@ from overbrainer.events.actor import Actor
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.recorded import Recorded
 from overbrainer.plurals import plural, word
-from overbrainer.projections.words import duration_text, job_shape, size_text
+from overbrainer.projections.words import duration_text, job_shape, model_ready_text, size_text
 from overbrainer.runpod.clocks import offset_text
 from overbrainer.runpod.volume_layout import VOLUME_MOUNT
 from overbrainer.train.metrics import MetricsSummary, format_loss
@@ -294,6 +294,7 @@ _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
     ev.CapacityAwaited: _capacity_awaited,
     ev.VolumeAttached: _volume_attached,
     ev.DataOnVolume: _data_on_volume,
+    ev.ModelReady: lambda e, s: f"base model {model_ready_text(e.cached, e.seconds)}",
     ev.PodBilled: _billed,
 }
 

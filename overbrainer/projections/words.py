@@ -63,6 +63,13 @@ def duration_text(seconds: float | None) -> str:
     return f"{secs}s"
 
 
+def model_ready_text(cached: bool, seconds: float) -> str:
+    """How a job's base model was made ready: ``from the cache, ready in 2s`` or
+    ``downloaded in 41s``."""
+    took = duration_text(seconds)
+    return f"from the cache, ready in {took}" if cached else f"downloaded in {took}"
+
+
 def pod_status_text(status: str) -> str:
     """A pod's recorded status in words (``job_running`` is ``running the job``)."""
     return _POD_STATUS.get(status, status.replace("_", " "))

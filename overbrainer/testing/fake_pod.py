@@ -28,8 +28,9 @@ Paths: the pod's filesystem root is ``<workspace>/<pod id>``; its home is
 work. Absolute pod paths are moved inside the pod's directory: the run directory the
 create call names (``OVERBRAINER_RUN_DIR=/workspace/overbrainer/runs/<run>`` becomes
 ``<workspace>/<pod id>/workspace/overbrainer/runs/<run>`` for the bootstrap and the
-watchdog), and, in the command line of every SSH exec request, any path under the
-``mapped`` prefixes (default ``/workspace``) — not in what a command reads on its stdin.
+watchdog; the job's ``HF_HOME`` the create call names likewise), and, in the command line
+of every SSH exec request, any path under the ``mapped`` prefixes (default
+``/workspace``) — not in what a command reads on its stdin.
 :meth:`FakePods.path` maps a pod path to the local one.
 
 Network volumes: a pod whose create mounts one (``mounts.network``) finds, at the mount's
@@ -65,6 +66,7 @@ import trio
 from overbrainer.runpod.pod_scripts import (
     BOOTSTRAP,
     ENV_BOOTSTRAP,
+    ENV_HF_HOME,
     ENV_RUN_DIR,
     ENV_WATCHDOG,
     WATCHDOG,
@@ -410,6 +412,9 @@ class FakePods:
         if run_dir_value.startswith("/"):
             # Inside the pod's directory, never the machine's own /workspace or /root.
             created[ENV_RUN_DIR] = str(self.path(pod.id, run_dir_value))
+        if created.get(ENV_HF_HOME, "").startswith("/"):
+            # A network volume's cache: through the pod's mount of it.
+            created[ENV_HF_HOME] = str(self.path(pod.id, created[ENV_HF_HOME]))
         # Where the bootstrap records a failure when it has no usable run directory.
         run_dir = (
             self.path(pod.id, run_dir_value) if run_dir_value else root / "tmp" / "overbrainer-run"

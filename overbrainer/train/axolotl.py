@@ -6,6 +6,7 @@ there, on whatever target)::
 
     axolotl.yaml            rendered by render_config / write_config
     overbrainer_metrics.py  the metrics plugin, found through PYTHONPATH=.
+    overbrainer_model.py    the job's first step on a pod: the base model made ready
     data/train.jsonl        copied from the project
     data/eval.jsonl         copied when the project's is not empty
     resume/checkpoint-N     the checkpoint a resumed run goes on from (``--resume-from``)
@@ -36,6 +37,14 @@ CONFIG_FILE = "axolotl.yaml"
 
 PLUGIN_FILE = "overbrainer_metrics.py"
 """The metrics plugin's file name, in the package and in the run directory."""
+
+MODEL_STEP_FILE = "overbrainer_model.py"
+"""The step that makes the base model ready before the trainer (:func:`model_ready_command`),
+in the package and in the run directory."""
+
+MODEL_READY_FILE = "model_ready.json"
+"""What that step writes in the run directory: whether the base model came from the cache
+and how long it took to be ready."""
 
 PLUGIN = "overbrainer_metrics.OverbrainerMetricsPlugin"
 """How ``axolotl.yaml`` names the metrics plugin (module on ``PYTHONPATH``, then class)."""
@@ -117,6 +126,7 @@ def render_config(
     device: str = "auto",
     resume_from: str | None = None,
     choice: Choice | None = None,
+    prepared: str | None = None,
 ) -> dict[str, Any]:
     """The content of ``axolotl.yaml`` for ``training``.
 
@@ -127,7 +137,9 @@ def render_config(
     ``device="cpu"``, the CPU-safe keys (:data:`CPU_KEYS`) over it. ``resume_from``: the
     run-relative checkpoint the training goes on from (``train --resume-from``).
     ``choice``: how a job of many processes shares the model (:func:`parallelism_keys`,
-    written last); None or one process: nothing.
+    written last); None or one process: nothing. ``prepared``: where Axolotl keeps the
+    tokenised data (a network volume's folder, shared by runs); None: the run directory's
+    own ``prepared/``.
     """
     if choice is not None and choice.problem is not None:
         # The preflight refuses it before any run exists; a second guard.
@@ -173,7 +185,7 @@ def render_config(
     if training.hub_model_id is not None:
         setting("hub_model_id")
     cfg["output_dir"] = f"./{OUTPUT_DIR}"
-    cfg["dataset_prepared_path"] = f"./{PREPARED_DIR}"
+    cfg["dataset_prepared_path"] = prepared or f"./{PREPARED_DIR}"
     cfg["plugins"] = [PLUGIN]
     if resume_from is not None:
         cfg["resume_from_checkpoint"] = f"./{resume_from}"
@@ -246,12 +258,18 @@ def write_config(
     device: str = "auto",
     resume_from: str | None = None,
     choice: Choice | None = None,
+    prepared: str | None = None,
 ) -> Path:
     """Write ``run_dir/axolotl.yaml`` (and the DeepSpeed config it names) and return its
     path."""
     path = run_dir / CONFIG_FILE
     cfg = render_config(
-        training, has_eval=has_eval, device=device, resume_from=resume_from, choice=choice
+        training,
+        has_eval=has_eval,
+        device=device,
+        resume_from=resume_from,
+        choice=choice,
+        prepared=prepared,
     )
     if choice is not None and choice.many and choice.parallelism in ("zero2", "zero3"):
         stage: Literal["zero2", "zero3"] = choice.parallelism
@@ -464,6 +482,31 @@ def reasoning_template_warning(
     )
 
 
+# The model step, run by the job's Python when there is one ($1); it never fails the job.
+_MODEL_STEP_SCRIPT = (
+    'if [ ! -x "$1" ]; then echo "overbrainer: no $1: the trainer downloads the base model" '
+    '>&2; exit 0; fi; "$@" || echo "overbrainer: the base model step failed; left to the '
+    'trainer" >&2; exit 0'
+)
+
+
+def model_ready_command(python: str, training: TrainingSettings) -> list[str]:
+    """The job's step before the trainer: the base model made ready in ``HF_HOME`` by
+    ``python`` (the job's venv's) running :data:`MODEL_STEP_FILE`, which records whether
+    it came from the cache (:data:`MODEL_READY_FILE`). It never fails the job (without
+    that Python, it does nothing)."""
+    revision = training.axolotl_extra.get("revision_of_model")
+    step = [python, MODEL_STEP_FILE, training.base_model]
+    if isinstance(revision, str) and revision:
+        step.append(revision)
+    return ["sh", "-c", _MODEL_STEP_SCRIPT, "sh", *step]
+
+
+def model_step_source() -> bytes:
+    """The model step's module, as shipped with the package."""
+    return resources.files("overbrainer.train").joinpath(MODEL_STEP_FILE).read_bytes()
+
+
 def plugin_source() -> bytes:
     """The metrics plugin module, as shipped with the package."""
     return resources.files("overbrainer.train").joinpath(PLUGIN_FILE).read_bytes()
@@ -478,14 +521,16 @@ def prepare_run_dir(
     device: str = "auto",
     resume: tuple[Path, int] | None = None,
     choice: Choice | None = None,
+    prepared: str | None = None,
 ) -> None:
-    """Fill ``run_dir`` with what the job reads: the data, the plugin and ``axolotl.yaml``.
+    """Fill ``run_dir`` with what the job reads: the data, the plugin, the model step and
+    ``axolotl.yaml``.
 
     ``data`` is the result of :func:`check_data` on ``project_dir`` (checked here when not
     given). The eval set is copied, and configured, only when it has examples. ``resume``:
     the directory of the run whose checkpoint (of the step given) the training goes on
     from; it is placed in ``resume/`` here. ``choice``: how a job of many processes shares
-    the model (:func:`render_config`).
+    the model and ``prepared`` where the tokenised data is kept (:func:`render_config`).
     """
     if data is None:
         data = check_data(project_dir)
@@ -495,10 +540,11 @@ def prepare_run_dir(
     if data.eval_path is not None:
         shutil.copyfile(data.eval_path, run_dir / EVAL_FILE)
     (run_dir / PLUGIN_FILE).write_bytes(plugin_source())
+    (run_dir / MODEL_STEP_FILE).write_bytes(model_step_source())
     resume_from = None
     if resume is not None:
         resume_from = place_checkpoint(resume[0], resume[1], run_dir)
-    write_config(run_dir, training, data.has_eval, device, resume_from, choice)
+    write_config(run_dir, training, data.has_eval, device, resume_from, choice, prepared)
 
 
 def resume_path(step: int) -> str:

@@ -13,7 +13,8 @@ RUN_D = "20260101-130000-dddd"  # a local run resumed from RUN_B's checkpoint th
 RUN_E = "20260101-140000-eeee"  # a local run that succeeded, its files removed (runs rm)
 RUN_F = "20260101-150000-ffff"  # a Runpod run whose pod vanished after a checkpoint came
 # home: recovered on a second pod, resumed from that checkpoint, succeeded; both pods on
-# the project's network volume (made for the first)
+# the project's network volume (made for the first): the first job downloaded the base
+# model into its cache, the second found it there
 
 # Event types added since 0.3.0, whose log (``logs/v0.3.0.sqlite``) holds the rest of the
 # script as it is.
@@ -275,6 +276,8 @@ RUN_F_SCRIPT: list[tuple[str, ev.Event]] = [
             kind="runpod",
             remote_dir="overbrainer/f",
             settings_digest="d6",
+            base_model="Qwen/Qwen3-0.6B",
+            adapter="lora",
         ),
     ),
     (RUN_F, ev.KeysGenerated(host_public_key="ssh-ed25519 AAAAf1")),
@@ -309,6 +312,7 @@ RUN_F_SCRIPT: list[tuple[str, ev.Event]] = [
     (RUN_F, ev.PodReady(pod_id="f1", verdict="ready")),
     (RUN_F, ev.JobStarted(job_dir="overbrainer/f", pid=11)),
     (RUN_F, ev.PodJobRunning(pod_id="f1")),
+    (RUN_F, ev.ModelReady(cached=False, seconds=41.2, at="2026-01-01T15:02:00Z")),
     (RUN_F, ev.CheckpointRetrieved(step=4, path="output/checkpoint-4")),
     (RUN_F, ev.PodDeleted(pod_id="f1", by="found_gone", uptime_seconds=600.0, spend=0.0833)),
     (
@@ -331,6 +335,7 @@ RUN_F_SCRIPT: list[tuple[str, ev.Event]] = [
     (RUN_F, ev.JobStarted(job_dir="overbrainer/f", pid=12)),
     (RUN_F, ev.PodJobRunning(pod_id="f2")),
     (RUN_F, ev.Recovered(attempt=1, pod_id="f2", resumed_step=4, lost_steps=2)),
+    (RUN_F, ev.ModelReady(cached=True, seconds=1.6, at="2026-01-01T15:20:00Z")),
     (RUN_F, ev.ArtifactsRetrieved(files=3, bytes=300, manifest_digest="m6")),
     (RUN_F, ev.RunEnded(state="succeeded", exit_code=0, metrics={"step": 10, "loss": 0.4})),
     (RUN_F, ev.PodDeleting(pod_id="f2", reason="retrieved")),

@@ -84,6 +84,7 @@ EXPECTED_RUN_A = {
     "files_removed": None,
     "recoveries": [],
     "max_recoveries": None,
+    "model": None,
     "version": 27,
 }
 EXPECTED_POD_A = {
@@ -190,6 +191,7 @@ EXPECTED_RUN_B = {
     "files_removed": None,
     "recoveries": [],
     "max_recoveries": None,
+    "model": None,
     "version": 7,
 }
 EXPECTED_RUN_D = {
@@ -227,6 +229,7 @@ EXPECTED_RUN_D = {
     "files_removed": None,
     "recoveries": [],
     "max_recoveries": None,
+    "model": None,
     "version": 11,
 }
 EXPECTED_SENTENCES_D = [
@@ -587,6 +590,7 @@ def _check_everything(
     assert (
         "  recovery   1/3: pod f1 no longer exists; on pod f2 from step 4, 2 steps of training lost"
     ) in out.splitlines()
+    assert "  model      lora of Qwen/Qwen3-0.6B; from the cache, ready in 1s" in out.splitlines()
     code, out, _ = _cli(capsys, project, "events", RUN_F)
     assert code == 0
     assert (
@@ -604,6 +608,13 @@ def _check_everything(
         "2 files sent, 3 in all",
         f"using {volume}",
     ]
+    # How each pod's job made the base model ready; runs show says the latest.
+    assert [text for text in _sentences(out) if text.startswith("base model")] == [
+        "base model downloaded in 41s",
+        "base model from the cache, ready in 1s",
+    ]
+    state = json.loads((project / "runs" / RUN_F / "run.json").read_text())
+    assert state["model"] == {"cached": True, "seconds": 1.6, "at": "2026-01-01T15:20:00Z"}
     code, out, _ = _cli(capsys, project, "runs", "ls", "--json")
     assert code == 0
     assert [_times(json.loads(row), window) for row in out.splitlines()] == EXPECTED_ROWS

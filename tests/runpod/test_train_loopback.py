@@ -23,6 +23,7 @@ from overbrainer.runpod.client import RunpodClient
 from overbrainer.runpod.pod_scripts import ENV_HOST_KEY
 from overbrainer.testing.fake_executor import CANARY_KEY
 from overbrainer.testing.fake_pod import FakePods, fake_pods
+from overbrainer.testing.hub import PATH as HUB_PATH
 from overbrainer.testing.pod_training import write_project
 from overbrainer.testing.runpod_api import FakeRunpod, serve_loopback
 from overbrainer.testing.stand_in import AXOLOTL
@@ -124,10 +125,14 @@ async def world(
     project: Path | None = None,
     provisioning_seconds: float = 0.2,
     knobs: str = "",
+    hub: str | None = None,
 ) -> AsyncIterator[World]:
     """The fake API and pods on loopback, and a project whose Runpod target runs the
     stand-in trainer from a venv (knobs set in its wrapper: the pod's SSH sessions have an
-    environment of their own; ``knobs``: more of them, ``NAME=VALUE`` words)."""
+    environment of their own; ``knobs``: more of them, ``NAME=VALUE`` words). ``hub``: the
+    stand-in ``huggingface_hub``'s knobs (``FAKE_HUB_*`` words): the venv gets a ``python``
+    that imports it (the job's model step downloads through it) and the stand-in trainer
+    loads the base model from ``HF_HOME``."""
     fake = FakeRunpod(provisioning_seconds=provisioning_seconds, starting_seconds=0.3)
     fake.add_account(CANARY_KEY)
     project = project or tmp_path / "project"
@@ -139,10 +144,14 @@ async def world(
     wrapper.write_text(
         "#!/bin/sh\n"
         f"FAKE_AXOLOTL_STEPS={steps} FAKE_AXOLOTL_STEP_SECONDS={step_seconds} "
-        f"FAKE_AXOLOTL_OUTPUT_MB={output_mb} {knobs} "
+        f"FAKE_AXOLOTL_OUTPUT_MB={output_mb} {knobs} {hub or ''} "
         f'exec {sys.executable} {STAND_IN} "$@"\n'
     )
     wrapper.chmod(0o755)
+    if hub is not None:
+        python = venv / "bin" / "python"
+        python.write_text(f'#!/bin/sh\nPYTHONPATH={HUB_PATH} {hub} exec {sys.executable} "$@"\n')
+        python.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OVERBRAINER_", "FAKE_"))}
     async with AsyncExitStack() as stack:
         base_url = await stack.enter_async_context(serve_loopback(fake))

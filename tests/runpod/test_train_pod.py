@@ -35,6 +35,7 @@ from overbrainer.testing.pod_training import (
     interrupt_when,
     training,
 )
+from overbrainer.train.axolotl import model_ready_command
 
 FOREVER = 10**9
 
@@ -106,19 +107,22 @@ async def test_a_whole_run_trains_retrieves_and_deletes_its_pod(
         assert (run_dir / "watchdog.log").read_text() == "watchdog: guarding the pod\n"
         assert not (run_dir / "ssh" / "id_ed25519").exists()  # no pod left to log in to
         assert trio.current_time() - start < 400
-        # The job ran the trainer through the pod's job environment, the venv first on PATH.
+        # The job ran the model step, then the trainer, through the pod's job environment,
+        # the venv first on PATH.
         ((_, commands),) = t.machine().spawned
+        with_job_env = [
+            "sh",
+            "-c",
+            '. ./.pod/job.env && PATH="$1/bin:$PATH" && export PATH && shift && exec "$@"',
+            "sh",
+            "/workspace/axolotl-venv",
+        ]
         assert commands == [
             [
-                "sh",
-                "-c",
-                '. ./.pod/job.env && PATH="$1/bin:$PATH" && export PATH && shift && exec "$@"',
-                "sh",
-                "/workspace/axolotl-venv",
-                "/workspace/axolotl-venv/bin/axolotl",
-                "train",
-                "axolotl.yaml",
-            ]
+                *with_job_env,
+                *model_ready_command("/workspace/axolotl-venv/bin/python", t.settings.training),
+            ],
+            [*with_job_env, "/workspace/axolotl-venv/bin/axolotl", "train", "axolotl.yaml"],
         ]
         story = t.story(run_id)
         for said in (

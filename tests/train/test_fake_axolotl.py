@@ -400,3 +400,34 @@ def test_a_failing_rank_ends_the_stand_in_torchrun_and_the_other_ranks(
     assert "rank 1 (local_rank 1) exitcode 3" in result.stderr
     assert "[rank1]:" in result.stderr and "the stand-in's rank 1 failed" in result.stderr
     assert not (run_dir / "output" / "adapter_config.json").exists()  # rank 0 was ended
+
+
+def test_the_stand_in_downloads_a_missing_base_model_at_the_set_rate_then_finds_it(
+    tmp_path: Path, project: Path
+) -> None:
+    run_dir = _run_dir(tmp_path, project)
+    hf_home = tmp_path / "hf"
+    knobs = {
+        "HF_HOME": str(hf_home),
+        "FAKE_HUB_MODEL_MB": "4",
+        "FAKE_HUB_MB_PER_SECOND": "8",
+        "FAKE_AXOLOTL_STEPS": "1",
+    }
+    started = time.monotonic()
+    cold = _train(run_dir, **knobs)
+    cold_seconds = time.monotonic() - started
+    assert cold.returncode == 0, cold.stderr
+    record = hf_home / "fake_hub_downloads.jsonl"
+    lines = record.read_text().splitlines()
+    assert len(lines) == 1 and '"model.safetensors"' in lines[0]
+    assert cold_seconds >= 0.5  # 4 MB at 8 MB/s
+    warm = _train(run_dir, **knobs)
+    assert warm.returncode == 0, warm.stderr
+    assert record.read_text().splitlines() == lines  # nothing downloaded again
+
+
+def test_without_the_hub_knob_the_stand_in_loads_no_model(tmp_path: Path, project: Path) -> None:
+    run_dir = _run_dir(tmp_path, project)
+    done = _train(run_dir, HF_HOME=str(tmp_path / "hf"), FAKE_AXOLOTL_STEPS="1")
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "hf").exists()

@@ -167,7 +167,11 @@ def test_a_pod_of_many_gpus_starts_torchrun_from_its_venv_over_all_of_them() -> 
     )
     spec = full.targets["gpu"]
     assert spec.kind == "runpod"
-    train, merge = pod_commands(full, spec)
+    model, train, merge = pod_commands(full, spec)
+    # First the base model made ready by the venv's Python, then the trainer's commands.
+    assert model[5:] == [
+        "sh", "-c", model[7], "sh", "/workspace/v/bin/python", "overbrainer_model.py", "a/b",
+    ]  # fmt: skip
     assert train[5:] == [
         "/workspace/v/bin/torchrun", "--standalone", "--nnodes", "1", "--nproc-per-node", "4",
         "--role", "rank", "--tee", "3", "-m", "axolotl.cli.train", "axolotl.yaml",

@@ -161,6 +161,11 @@ class MachineTarget:
         return parallelism_of(self.settings, self.plan.target)
 
     @property
+    def prepared_path(self) -> None:
+        """The tokenised data stays in the run directory."""
+        return None
+
+    @property
     def billed(self) -> None:
         """A machine is not rented for the run: no deadline, no spend, it does not vanish."""
         return None

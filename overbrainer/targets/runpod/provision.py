@@ -98,6 +98,7 @@ from overbrainer.runpod.provisioning import Command, Done
 from overbrainer.runpod.volumes import VOLUME_MOUNT, find_volume
 from overbrainer.targets.runpod.budget import month_budget
 from overbrainer.targets.runpod.delete import DeleteUnconfirmed, delete_pod, forget_key_if_done
+from overbrainer.targets.runpod.model_cache import volume_hf_home
 from overbrainer.targets.runpod.pods import Connect, PodAccess, PodContext, pod_ls_hint
 from overbrainer.targets.runpod.pull import show_pull, while_showing
 from overbrainer.targets.runpod.volume_data import VolumeData
@@ -963,6 +964,7 @@ class _Walk:
             boot_grace_seconds=spec.boot_grace_minutes * 60,
             retrieve_grace_seconds=spec.retrieve_grace_minutes * 60,
             keep=self.keep,
+            hf_home=volume_hf_home(spec),
             api_base=self.api_base,
             interval_seconds=self.timing.watchdog_interval,
             max_cost_usd=spec.max_cost_usd,

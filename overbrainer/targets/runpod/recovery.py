@@ -35,6 +35,7 @@ from overbrainer.projections.live import standing
 from overbrainer.projections.spend import run_spend
 from overbrainer.runpod.recovery import Fail, Off, cheapest_rate, decide
 from overbrainer.targets.runpod.delete import delete_pod, forget_key_if_done, release
+from overbrainer.targets.runpod.model_cache import volume_prepared_path
 from overbrainer.targets.runpod.pods import PodContext
 from overbrainer.targets.runpod.provision import (
     ProvisionCancelled,
@@ -149,7 +150,7 @@ async def recovered_pod(
     upload = run_dir / UPLOAD_DIR
     following = False
     try:
-        _prepare_upload(upload, run_dir, settings, step, device, choice)
+        _prepare_upload(upload, run_dir, settings, step, device, choice, spec)
         async with open_provisioned(ctx, run_id, pod_spec, keep=keep, api_base=api_base) as ready:
             pod_id = ready.pod.pod_id
             job = Job(run_id, ready.executor, remote_run_dir(run_id))
@@ -210,7 +211,13 @@ async def recovered_pod(
 
 
 def _prepare_upload(
-    upload: Path, run_dir: Path, settings: Settings, step: int, device: str, choice: Choice
+    upload: Path,
+    run_dir: Path,
+    settings: Settings,
+    step: int,
+    device: str,
+    choice: Choice,
+    spec: RunpodTarget,
 ) -> None:
     """The run's inputs, as its first job had them, and the checkpoint of ``step`` to
     resume from (none: from the start), in ``upload``. The data is the run's own copy:
@@ -224,4 +231,5 @@ def _prepare_upload(
         device=device,
         choice=choice,
         resume=(run_dir, step) if step else None,
+        prepared=volume_prepared_path(spec),
     )

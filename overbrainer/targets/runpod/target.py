@@ -60,6 +60,7 @@ from overbrainer.targets.runpod.billing import after_end
 from overbrainer.targets.runpod.budget import month_budget
 from overbrainer.targets.runpod.delete import release
 from overbrainer.targets.runpod.ending import end_pod
+from overbrainer.targets.runpod.model_cache import volume_prepared_path
 from overbrainer.targets.runpod.podrm import end_abandoned, still_starting, warn_orphans
 from overbrainer.targets.runpod.pods import PodContext, note_clock
 from overbrainer.targets.runpod.preflight import parallelism_of
@@ -78,6 +79,7 @@ from overbrainer.targets.runpod.starting import Start, start_of, wait_starting
 from overbrainer.targets.runpod.volume_data import LinkedUpload, VolumeData
 from overbrainer.train.axolotl import (
     job_environment,
+    model_ready_command,
     reasoning_template_warning,
     trainer_commands,
 )
@@ -141,17 +143,22 @@ def api_base_of(settings: Settings) -> str | None:
 
 
 def pod_commands(settings: Settings, spec: RunpodTarget) -> list[list[str]]:
-    """The trainer commands of a job on a pod, each run through the pod's job environment
-    file with the target's venv first on ``PATH``. ``[training.env]`` is applied again after
-    that file (through ``env``), so the project's values win over the pod's own
-    (``HF_HOME``, say)."""
+    """The commands of a job on a pod, each run through the pod's job environment file with
+    the target's venv first on ``PATH``: the base model made ready in ``HF_HOME`` by the
+    venv's Python (:func:`model_ready_command`; on the volume's cache, with a network
+    volume), then the trainer's. ``[training.env]`` is applied again after that file
+    (through ``env``), so the project's values win over the pod's own (``HF_HOME``, say)."""
     venv = spec.venv.rstrip("/") or "/"
     axolotl = f"{venv}/bin/axolotl"
     training = settings.training
     again = ["env", *(f"{name}={value}" for name, value in training.env.items())]
+    commands = [
+        model_ready_command(f"{venv}/bin/python", training),
+        *trainer_commands(training, axolotl, spec.job_processes),
+    ]
     return [
         ["sh", "-c", _WITH_JOB_ENV, "sh", venv, *(again if training.env else []), *command]
-        for command in trainer_commands(training, axolotl, spec.job_processes)
+        for command in commands
     ]
 
 
@@ -281,6 +288,11 @@ class PodTarget:
         """How the job's processes share the model among the pod's GPUs (their memory from
         the catalog the preflight read)."""
         return parallelism_of(self.settings, self.spec, self.catalog)
+
+    @property
+    def prepared_path(self) -> str | None:
+        """On the target's network volume, when it has one: tokenised once per volume."""
+        return volume_prepared_path(self.spec)
 
     @property
     def billed(self) -> "PodTarget":
