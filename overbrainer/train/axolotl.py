@@ -15,6 +15,7 @@ there, on whatever target)::
 
 import copy
 import errno
+import hashlib
 import math
 import os
 import shutil
@@ -544,7 +545,25 @@ def prepare_run_dir(
     resume_from = None
     if resume is not None:
         resume_from = place_checkpoint(resume[0], resume[1], run_dir)
+    if prepared is not None:
+        # A folder runs share (a network volume's): Axolotl names what it prepares there by
+        # the dataset's path and settings, not its content, so changed data at the same
+        # path would train on the old tokens. One subfolder per content keeps them apart.
+        prepared = f"{prepared.rstrip('/')}/{data_digest(data)}"
     write_config(run_dir, training, data.has_eval, device, resume_from, choice, prepared)
+
+
+def data_digest(data: DataFiles) -> str:
+    """A short SHA-256 of the train set and the eval set (when there is one): the same for
+    the same content, whatever the files' names or times."""
+    digest = hashlib.sha256()
+    for path in (data.train_path, data.eval_path):
+        digest.update(b"\0" if path is None else b"\1")
+        if path is not None:
+            with path.open("rb") as file:
+                for chunk in iter(lambda: file.read(1 << 20), b""):
+                    digest.update(chunk)
+    return f"data-{digest.hexdigest()[:16]}"
 
 
 def resume_path(step: int) -> str:

@@ -70,7 +70,7 @@ async def test_the_second_run_on_a_volume_finds_the_model_and_starts_sooner(
     # Axolotl's tokenised data goes to the volume too.
     for run in (run_a, run_b):
         config = (w.project / "runs" / run / "axolotl.yaml").read_text()
-        assert "dataset_prepared_path: /runpod-volume/overbrainer/prepared" in config
+        assert "dataset_prepared_path: /runpod-volume/overbrainer/prepared/data-" in config
     # From the pod's creation to the first step: shorter by about the download (margins
     # for a busy machine: pods boot in a second or two here, the download takes 6).
     saved = _to_first_step(w, run_a) - _to_first_step(w, run_b)

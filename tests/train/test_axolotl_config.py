@@ -12,6 +12,7 @@ import yaml
 from overbrainer.errors import OverbrainerError
 from overbrainer.train import overbrainer_metrics
 from overbrainer.train.axolotl import (
+    CONFIG_FILE,
     dump_config,
     job_environment,
     merge_command,
@@ -413,3 +414,24 @@ def test_prepare_run_dir_refuses_missing_data(tmp_path: Path) -> None:
     with pytest.raises(OverbrainerError, match=r"train\.jsonl is missing"):
         prepare_run_dir(run_dir, tmp_path / "empty-project", settings())
     assert not (run_dir / "axolotl.yaml").exists()
+
+
+def test_a_shared_prepared_folder_has_one_subfolder_per_data_content(tmp_path: Path) -> None:
+    # Axolotl names what it prepares by the dataset's path, not its content: runs sharing
+    # a folder (a network volume's) must not meet changed data's old tokens.
+    def prepared_of(name: str, examples: list[dict[str, object]]) -> str:
+        project = tmp_path / name
+        write_jsonl(project / "data" / "train.jsonl", examples)
+        run_dir = tmp_path / f"{name}-run"
+        run_dir.mkdir()
+        prepare_run_dir(
+            run_dir, project, settings(), prepared="/runpod-volume/overbrainer/prepared"
+        )
+        return str(yaml.safe_load((run_dir / CONFIG_FILE).read_text())["dataset_prepared_path"])
+
+    first = prepared_of("a", [example()])
+    same = prepared_of("b", [example()])
+    changed = prepared_of("c", [example(reasoning="because")])
+    assert first.startswith("/runpod-volume/overbrainer/prepared/data-")
+    assert first == same
+    assert changed != first and changed.startswith("/runpod-volume/overbrainer/prepared/data-")
