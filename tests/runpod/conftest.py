@@ -36,7 +36,9 @@ class S3Server:
         return self.url.split("://", 1)[1]
 
     def make_bucket(self, name: str, region: str, credentials: Credentials | None = None) -> None:
-        """Create the bucket (a network volume, for the client) in ``region``."""
+        """An empty bucket ``name`` (a network volume, for the client) in ``region``: made,
+        or emptied when an earlier test of the session made it (the fake's volume ids
+        repeat from one test to the next: its randomness is seeded)."""
         body = (
             '<CreateBucketConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
             f"<LocationConstraint>{region}</LocationConstraint></CreateBucketConfiguration>"
@@ -50,7 +52,24 @@ class S3Server:
             region=region,
         )
         answer = httpx.put(f"{self.url}/{name}", content=body, headers=signed.headers)
+        if answer.status_code == 409 and "BucketAlreadyOwnedByYou" in answer.text:
+            self._empty(name, credentials or self.credentials)
+            return
         assert answer.status_code == 200, answer.text
+
+    def _empty(self, name: str, credentials: Credentials) -> None:
+        import boto3  # an independent client, to look at and clear the server's state
+
+        client = boto3.client(
+            "s3",
+            endpoint_url=self.url,
+            region_name="us-east-1",
+            aws_access_key_id=credentials.access_key,
+            aws_secret_access_key=credentials.secret,
+        )
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=name):
+            for item in page.get("Contents", []):
+                client.delete_object(Bucket=name, Key=item["Key"])
 
 
 def _free_port() -> int:

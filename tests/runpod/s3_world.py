@@ -47,7 +47,7 @@ class S3Volumes:
 
         def add_network_volume(*args: Any, **kwargs: Any) -> FakeVolume:
             volume = add(*args, **kwargs)
-            self.fresh_bucket(volume.id, volume.data_center)
+            self.server.make_bucket(volume.id, volume.data_center)
             return volume
 
         self.fake.add_network_volume = add_network_volume  # type: ignore[method-assign]
@@ -81,18 +81,6 @@ class S3Volumes:
             aws_access_key_id=self.server.credentials.access_key,
             aws_secret_access_key=self.server.credentials.secret,
         )
-
-    def fresh_bucket(self, name: str, region: str) -> None:
-        """An empty bucket ``name``: the fake's volume ids repeat from one test to the next
-        (its seeded randomness), the server lives for the whole session."""
-        client = self.client()
-        try:
-            keys = list(self.objects(name))
-        except client.exceptions.NoSuchBucket:
-            self.server.make_bucket(name, region)
-            return
-        for key in keys:
-            client.delete_object(Bucket=name, Key=key)
 
     def requests(self) -> list[str]:
         """The requests moto answered since :meth:`install`, as its log says them
