@@ -41,7 +41,7 @@ from types import FrameType
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-__all__ = ["HubFile", "HubRequest", "ModelHub", "main"]
+__all__ = ["HubFile", "HubRequest", "ModelHub", "main", "read_log"]
 
 _CHUNK = 1 << 20
 
