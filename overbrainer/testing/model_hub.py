@@ -59,7 +59,8 @@ class HubFile:
 @dataclass(frozen=True)
 class HubRequest:
     """One request the hub answered: ``file`` is the repository file a ``resolve`` named
-    (None for any other request), ``sent`` the bytes of it that were sent."""
+    (None for any other request), ``sent`` the bytes of it the answer carries. Recorded as
+    the answer starts: a client that has its answer finds it recorded."""
 
     method: str
     path: str
@@ -127,7 +128,7 @@ class ModelHub:
         return f"http://{host!s}:{port}"
 
     def downloads(self) -> list[str]:
-        """The repository files whose contents were sent, once per ``GET``, in order."""
+        """The repository files that ``GET`` answers carried, once per answer, in order."""
         with self._lock:
             return [r.file for r in self.requests if r.file and r.method == "GET" and r.sent]
 
@@ -255,22 +256,21 @@ class _Handler(BaseHTTPRequestHandler):
         if found is None:
             self._error(404, "EntryNotFound", body=body, commit=True, file=name)
             return
+        hub.record(HubRequest(self.command, self.path, 200, found.path, found.size if body else 0))
         self.send_response(200)
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Content-Length", str(found.size))
         self.send_header("ETag", f'"{found.sha256}"')
         self.send_header("X-Repo-Commit", hub.commit)
         self.end_headers()
-        sent = 0
         if body:
             with (hub.root / found.path).open("rb") as source:
                 while chunk := source.read(_CHUNK):
                     self.wfile.write(chunk)
-                    sent += len(chunk)
-        hub.record(HubRequest(self.command, self.path, 200, found.path, sent))
 
     def _json(self, data: object, *, body: bool) -> None:
         payload = json.dumps(data).encode()
+        self.hub.record(HubRequest(self.command, self.path, 200))
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
@@ -278,12 +278,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if body:
             self.wfile.write(payload)
-        self.hub.record(HubRequest(self.command, self.path, 200))
 
     def _error(
         self, status: int, code: str, *, body: bool, commit: bool = False, file: str | None = None
     ) -> None:
         payload = json.dumps({"error": code}).encode()
+        self.hub.record(HubRequest(self.command, self.path, status, file))
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
@@ -293,7 +293,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if body:
             self.wfile.write(payload)
-        self.hub.record(HubRequest(self.command, self.path, status, file))
 
 
 def read_log(path: Path) -> Iterator[HubRequest]:
