@@ -137,6 +137,7 @@ class Project:
     path: Path
     env: dict[str, str]
     prefix: list[str] = field(default_factory=list)
+    hf_home: Path | None = None  # the job's HF_HOME ([training.env]); None: the case's own
 
     def argv(self, *args: str) -> list[str]:
         """The command line of ``overbrainer -C PROJECT ARGS``."""
@@ -169,13 +170,24 @@ def base_env() -> dict[str, str]:
     return env
 
 
-def training_toml(built: Built, case: Case, target: str, case_dir: Path) -> str:
-    """``[training]`` of a case: the tiny model, one epoch of 32 steps (unless the case
-    says otherwise), two evaluations per epoch."""
+def training_toml(
+    built: Built,
+    case: Case,
+    target: str,
+    case_dir: Path,
+    *,
+    base_model: str | None = None,
+    job_env: dict[str, str] | None = None,
+) -> str:
+    """``[training]`` of a case: the tiny model (its directory, unless ``base_model`` names
+    another), one epoch of 32 steps (unless the case says otherwise), two evaluations per
+    epoch; ``job_env`` is ``[training.env]`` (by default, HF_HOME in the case)."""
+    if job_env is None:
+        job_env = {"HF_HOME": str(case_dir / "hf-home")}
     lines = [
         "[training]",
         f'target = "{target}"',
-        f'base_model = "{built.model}"',
+        f'base_model = "{base_model or built.model}"',
         f'adapter = "{case.adapter}"',
         f"epochs = {case.epochs}",
         "learning_rate = 1e-3",
@@ -190,7 +202,7 @@ def training_toml(built: Built, case: Case, target: str, case_dir: Path) -> str:
         "",
         "# The job's own variables: its Hugging Face and datasets caches in the case.",
         "[training.env]",
-        f'HF_HOME = "{case_dir / "hf-home"}"',
+        *(f'{key} = "{value}"' for key, value in job_env.items()),
         "",
     ]
     return "\n".join(lines)
@@ -221,16 +233,27 @@ class World:
     def prefix(self, case: Case) -> list[str]:
         return []
 
-    def project(self, case: Case, case_dir: Path) -> Project:
-        """A fresh project for ``case`` in ``case_dir``."""
+    def project(
+        self,
+        case: Case,
+        case_dir: Path,
+        *,
+        base_model: str | None = None,
+        job_env: dict[str, str] | None = None,
+    ) -> Project:
+        """A fresh project for ``case`` in ``case_dir`` (``base_model`` and ``job_env``:
+        see :func:`training_toml`)."""
         path = case_dir / "project"
         (path / "data").mkdir(parents=True)
         (path / "data" / "train.jsonl").write_text(_jsonl(TRAIN))
         (path / "data" / "eval.jsonl").write_text(_jsonl(EVAL))
-        toml = training_toml(self.built, case, self.target, case_dir)
+        toml = training_toml(
+            self.built, case, self.target, case_dir, base_model=base_model, job_env=job_env
+        )
         (path / "overbrainer.toml").write_text(toml + self.target_toml(case_dir, case))
         env = {**base_env(), **self.extra_env(case_dir)}
-        return Project(self, case, path, env, self.prefix(case))
+        hf_home = Path(job_env["HF_HOME"]) if job_env and "HF_HOME" in job_env else None
+        return Project(self, case, path, env, self.prefix(case), hf_home)
 
     def job_dir(self, project: Project, run_id: str) -> Path:
         """The run's directory on the target, seen from this machine."""
@@ -580,7 +603,8 @@ def check_run(project: Project, run_id: str, stderr: str) -> None:
     assert ("checking the results" if here else "retrieving the results") in stderr, stderr
 
     # The job had its own environment: [training.env]'s HF_HOME held its caches.
-    assert any((project.path.parent / "hf-home").iterdir()), "HF_HOME was not the job's"
+    hf_home = project.hf_home or project.path.parent / "hf-home"
+    assert any(hf_home.iterdir()), "HF_HOME was not the job's"
 
     check_prepared(project, project.world.job_dir(project, run_id) / "prepared")
     project.world.check_after(project, show)
