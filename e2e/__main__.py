@@ -2,6 +2,7 @@
 environment and the tiny model if their pins changed (else reuse them), then run the e2e
 suite. Prints how long the build took and, at the end, each case's time."""
 
+import signal
 import sys
 import time
 
@@ -10,6 +11,9 @@ from e2e import build
 
 def main(argv: list[str]) -> int:
     """Build, then run pytest on ``e2e/`` with ``argv`` (``--full`` among them)."""
+    # A shell without job control starts a background job with SIGINT ignored, and an
+    # ignored signal stays ignored in every child: the Ctrl-C cases would meet no Ctrl-C.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     started = time.monotonic()
     code = build.main()
     if code:
