@@ -117,6 +117,9 @@ class RunView:
     # The steps of the checkpoints home (retrieved, not pruned since), and of those pruned.
     checkpoints: list[int] = field(default_factory=list)
     pruned: list[int] = field(default_factory=list)
+    # The checkpoints whole on the project's network volume, by step order ({"step",
+    # "path", "files", "manifest_digest", "at"}): what a new pod resumes from.
+    volume_checkpoints: list[dict[str, Any]] = field(default_factory=list)
     note: str | None = None
     # This machine's clock minus Runpod's, as the last command that found it far off
     # recorded it (seconds); the times it recorded are off by as much.
@@ -270,6 +273,20 @@ def _checkpoint(s: RunLog, e: ev.CheckpointRetrieved, at: str) -> None:
         s.run.checkpoint = {"step": e.step, "path": e.path, "at": at}
     s.run.checkpoints = sorted({*s.run.checkpoints, e.step})
     s.run.pruned = [step for step in s.run.pruned if step != e.step]
+
+
+def _checkpoint_on_volume(s: RunLog, e: ev.CheckpointOnVolume, at: str) -> None:
+    kept = [c for c in s.run.volume_checkpoints if c["step"] != e.step]
+    kept.append(
+        {
+            "step": e.step,
+            "path": e.path,
+            "files": e.files,
+            "manifest_digest": e.manifest_digest,
+            "at": at,
+        }
+    )
+    s.run.volume_checkpoints = sorted(kept, key=lambda c: int(c["step"]))
 
 
 def _checkpoint_pruned(s: RunLog, e: ev.CheckpointPruned, at: str) -> None:
@@ -580,6 +597,7 @@ def _rules() -> dict[type[ev.Event], Any]:
         ev.StopRequested: _stop_requested,
         ev.Stalled: _stalled,
         ev.CheckpointRetrieved: _checkpoint,
+        ev.CheckpointOnVolume: _checkpoint_on_volume,
         ev.CheckpointPruned: _checkpoint_pruned,
         ev.Interrupted: _interrupted,
         ev.Detached: _detached,

@@ -186,6 +186,15 @@ def checkpoint_home(state: RunLog, step: int, path: str) -> Events:
     return [ev.CheckpointRetrieved(step=step, path=path)]
 
 
+def checkpoint_on_volume(state: RunLog, step: int, path: str, *, files: int, digest: str) -> Events:
+    """A checkpoint is whole on the network volume with the manifest of ``digest``;
+    nothing when the log has it so already (another follower recorded it)."""
+    for known in state.run.volume_checkpoints:
+        if known["step"] == step and known["manifest_digest"] == digest:
+            return []
+    return [ev.CheckpointOnVolume(step=step, path=path, files=files, manifest_digest=digest)]
+
+
 def checkpoint_pruned(state: RunLog, step: int, path: str) -> Events:
     """A checkpoint home is about to be removed; nothing when the log does not have it
     home (another command pruned it)."""

@@ -54,6 +54,7 @@ from overbrainer.runpod.decide import interrupted_before_job
 from overbrainer.runpod.models import GpuType, Pod
 from overbrainer.runpod.pod_scripts import stall_bound
 from overbrainer.runpod.timing import Timing
+from overbrainer.runpod.volume_layout import on_pod, run_output_key
 from overbrainer.session.session import Session, ended_by
 from overbrainer.targets.runpod import following
 from overbrainer.targets.runpod.billing import after_end
@@ -75,6 +76,7 @@ from overbrainer.targets.runpod.provision import (
 from overbrainer.targets.runpod.reach import connect, reach, record_gone
 from overbrainer.targets.runpod.recovery import recovered_pod
 from overbrainer.targets.runpod.starting import Start, start_of, wait_starting
+from overbrainer.targets.runpod.volume_output import VolumeOutputError, link_output
 from overbrainer.train.axolotl import (
     job_environment,
     reasoning_template_warning,
@@ -360,12 +362,27 @@ class PodTarget:
                 monthly_budget=self.settings.project.monthly_budget_usd,
                 stall=stall_bound(self.settings.training),
             ) as ready:
+                if self.spec.volume is not None:
+                    await self._save_on_volume(run_id, ready.executor)
                 yield ready.executor
         except ProvisionInterrupted as stop:
             # The walk recorded where it stopped (run.Interrupted).
             raise StoppedBeforeJob(str(stop), stage=None) from None
         except ProvisionCancelled as cancelled:
             raise CancelledBeforeJob(str(cancelled), reason=cancelled.reason) from None
+
+    async def _save_on_volume(self, run_id: str, executor: Executor) -> None:
+        """Link the run directory's ``output`` on the pod to the volume's folder of the run
+        (``volume_output``), so the job saves there; a failure releases the pod."""
+        try:
+            await link_output(executor, self.ctx.root, remote_run_dir(run_id), run_id)
+        except VolumeOutputError:
+            await release(self.ctx, run_id, "failed")
+            raise
+        self.session.front.info(
+            f"train: run {run_id} saves its checkpoints and output on network volume "
+            f"{self.spec.volume} ({on_pod(run_output_key(run_id))})"
+        )
 
     async def before_start(self, run_id: str) -> None:
         """The last look before the job starts: a signal since the pod got ready deletes it;
