@@ -128,7 +128,8 @@ class RunView:
     files_removed: dict[str, Any] | None = None
     # Each recovery of the run on a new pod, its pod lost ({"attempt", "reason",
     # "lost_pod", "last_step", "at", "pod_id", "resumed_step", "lost_steps",
-    # "recovered_at"}), and how many the target allowed as the last one began.
+    # "recovered_at", "from_volume"}), and how many the target allowed as the last one
+    # began.
     recoveries: list[dict[str, Any]] = field(default_factory=list)
     max_recoveries: int | None = None
     version: int = 0
@@ -370,6 +371,7 @@ def _recovering(s: RunLog, e: ev.Recovering, at: str) -> None:
             "resumed_step": None,
             "lost_steps": None,
             "recovered_at": None,
+            "from_volume": False,
         }
     )
     s.run.max_recoveries = e.max_recoveries
@@ -388,7 +390,11 @@ def _recovered(s: RunLog, e: ev.Recovered, at: str) -> None:
         raise InvalidTransition(f"recovery {e.attempt} was not under way")
     _current(s, e.pod_id, "recovered")
     last.update(
-        pod_id=e.pod_id, resumed_step=e.resumed_step, lost_steps=e.lost_steps, recovered_at=at
+        pod_id=e.pod_id,
+        resumed_step=e.resumed_step,
+        lost_steps=e.lost_steps,
+        recovered_at=at,
+        from_volume=e.from_volume,
     )
 
 

@@ -119,6 +119,8 @@ def recovery_lines(state: RunLog) -> list[str]:
             lines.append(f"{head}{lost}; starting a new pod")
             continue
         start = f"step {r['resumed_step']}" if r["resumed_step"] else "the start"
+        if r.get("from_volume"):
+            start += " on the network volume (nothing uploaded from home)"
         redone = (
             f", {plural(int(r['lost_steps']), 'step')} of training lost"
             if r["lost_steps"] is not None
