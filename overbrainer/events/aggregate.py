@@ -290,6 +290,15 @@ def _checkpoint_on_volume(s: RunLog, e: ev.CheckpointOnVolume, at: str) -> None:
     s.run.volume_checkpoints = sorted(kept, key=lambda c: int(c["step"]))
 
 
+def _resumed_from_volume(s: RunLog, e: ev.ResumedFromVolume, at: str) -> None:
+    source = s.run.resumed_from
+    if s.run.state != RunState.preparing:
+        raise InvalidTransition("where a resume starts from is found only before the job starts")
+    if source is None or source.get("run") != e.source or source.get("step") != e.step:
+        raise InvalidTransition(f"run {s.run.run_id} does not resume from {e.source}:{e.step}")
+    s.run.resumed_from = {**source, "from_volume": True}
+
+
 def _checkpoint_pruned(s: RunLog, e: ev.CheckpointPruned, at: str) -> None:
     if e.step not in s.run.checkpoints:
         raise InvalidTransition(f"checkpoint-{e.step} pruned, but it was never home")
@@ -604,6 +613,7 @@ def _rules() -> dict[type[ev.Event], Any]:
         ev.Stalled: _stalled,
         ev.CheckpointRetrieved: _checkpoint,
         ev.CheckpointOnVolume: _checkpoint_on_volume,
+        ev.ResumedFromVolume: _resumed_from_volume,
         ev.CheckpointPruned: _checkpoint_pruned,
         ev.Interrupted: _interrupted,
         ev.Detached: _detached,

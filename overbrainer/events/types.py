@@ -184,6 +184,17 @@ class CheckpointOnVolume(Event):
 
 
 @dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+class ResumedFromVolume(Event):
+    """The checkpoint a resumed run starts from (``train --resume-from``: checkpoint
+    ``step`` of run ``source``) is the one on the project's network volume, found on the
+    new pod as it was recorded: nothing of it is uploaded from home."""
+
+    name: ClassVar[str] = "run.ResumedFromVolume"
+    source: str
+    step: int
+
+
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CheckpointPruned(Event):
     """A checkpoint brought home earlier (``path``, run-relative, saved at ``step``) was
     removed from this machine: only the last ``[training] keep_checkpoints`` stay. Recorded
@@ -550,6 +561,7 @@ CATALOGUE: dict[str, type[Event]] = {
         Stalled,
         CheckpointRetrieved,
         CheckpointOnVolume,
+        ResumedFromVolume,
         CheckpointPruned,
         Interrupted,
         Detached,

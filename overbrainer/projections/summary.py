@@ -77,6 +77,11 @@ def summary_lines(state: RunLog, checkpoints_bytes: int | None = None) -> list[s
     if r.resumed_from:
         lines.append(
             f"  resumed    from run {r.resumed_from['run']}, checkpoint-{r.resumed_from['step']}"
+            + (
+                " on the network volume (nothing uploaded from home)"
+                if r.resumed_from.get("from_volume")
+                else ""
+            )
         )
     lines += recovery_lines(state)
     if r.note:

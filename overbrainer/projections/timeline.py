@@ -243,6 +243,10 @@ _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
         f"checkpoint of step {e.step} whole on the network volume ({e.path}, "
         f"{plural(e.files, 'file')}), its manifest recorded"
     ),
+    ev.ResumedFromVolume: lambda e, s: (
+        f"resumes from checkpoint-{e.step} of run {e.source} on the network volume (it "
+        "matches its recorded manifest): nothing uploaded from home"
+    ),
     ev.CheckpointPruned: lambda e, s: (
         f"checkpoint of step {e.step} removed from this machine ({e.path}): only the last "
         "ones are kept ([training] keep_checkpoints)"

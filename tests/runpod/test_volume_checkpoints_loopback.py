@@ -205,3 +205,53 @@ async def test_checkpoints_home_says_which_checkpoints_come_home_beside_the_fina
     assert names.count("run.CheckpointOnVolume") == 4
     for step in (10, 20, 30, 40):
         assert (_volume_output(w, run_id) / f"checkpoint-{step}" / "trainer_state.json").is_file()
+
+
+@pytest.mark.parametrize("changed", [False, True], ids=["as recorded", "changed on the volume"])
+async def test_resume_from_with_a_volume_reads_the_checkpoint_there_uploading_nothing(
+    tmp_path: Path, changed: bool
+) -> None:
+    async with world(tmp_path, steps=20, step_seconds=0.02, knobs=SAVING) as w:
+        w.env |= VOLUME | {"OVERBRAINER_TARGETS__GPU__CHECKPOINTS_HOME": "all"}
+        first = await w.run("train")
+        assert first.returncode == 0, first.stderr
+        (run_a,) = w.runs()
+        if changed:
+            (_volume_output(w, run_a) / "checkpoint-10" / "changed-meanwhile").write_text("x")
+        done = await w.run("train", "--resume-from", f"{run_a}:10")
+        assert done.returncode == 0, done.stderr
+        (run_b,) = set(w.runs()) - {run_a}
+        story = await w.run("events", run_b)
+        shown = await w.run("runs", "show", run_b, "--no-plot")
+
+    run = w.run_json(run_b)
+    assert run["state"] == "succeeded", run
+    on_pod = w.pod_run_dir(str(w.pod_json(run_b)["pod_id"]), run_b)
+    # Either way the job trained on from the step after the checkpoint.
+    assert _first_step(on_pod / "metrics.jsonl") == 11
+    if changed:
+        assert run["resumed_from"] == {"run": run_a, "step": 10}
+        assert (
+            f"checkpoint-10 of run {run_a} on network volume cache cannot be resumed from "
+            "(its files differ from those recorded when it was saved): uploading it from home"
+        ) in done.stderr
+        assert (on_pod / "resume" / "checkpoint-10" / "trainer_state.json").is_file()
+        assert not (on_pod / "resume").is_symlink()
+        return
+    assert run["resumed_from"] == {"run": run_a, "step": 10, "from_volume": True}
+    # Nothing of the checkpoint was put on the new pod's disk: its resume folder is the
+    # first run's output on the volume.
+    assert (on_pod / "resume").is_symlink()
+    assert (on_pod / "resume").resolve() == _volume_output(w, run_a)
+    assert _checkpoint_files_on_disk(on_pod) == []
+    assert not (w.project / "runs" / run_b / "resume").exists()
+    said = (
+        f"resumes from checkpoint-10 of run {run_a} on network volume cache (it matches its "
+        "recorded manifest): nothing uploaded from home"
+    )
+    assert f"train: run {run_b} {said}" in done.stderr
+    assert (
+        f"resumes from checkpoint-10 of run {run_a} on the network volume (it matches its "
+        "recorded manifest): nothing uploaded from home"
+    ) in story.stdout
+    assert "checkpoint-10 on the network volume (nothing uploaded from home)" in shown.stdout
