@@ -74,6 +74,9 @@ def summary_lines(state: RunLog, checkpoints_bytes: int | None = None) -> list[s
         lines.append(
             f"  checkpoints {checkpoints_text(r.checkpoints, r.pruned, checkpoints_bytes)}"
         )
+    if r.volume_checkpoints:
+        steps = ", ".join(str(c["step"]) for c in r.volume_checkpoints)
+        lines.append(f"  on volume  checkpoints of step {steps}, each recorded whole")
     if r.resumed_from:
         lines.append(
             f"  resumed    from run {r.resumed_from['run']}, checkpoint-{r.resumed_from['step']}"

@@ -189,6 +189,7 @@ async def test_checkpoints_home_says_which_checkpoints_come_home_beside_the_fina
         assert done.returncode == 0, done.stderr
         (run_id,) = w.runs()
         names = await w.events(run_id)
+        shown = await w.run("runs", "show", run_id, "--no-plot", env=env)
 
     run = w.run_json(run_id)
     assert run["state"] == "succeeded"
@@ -203,6 +204,7 @@ async def test_checkpoints_home_says_which_checkpoints_come_home_beside_the_fina
     # Every checkpoint lies on the volume, recorded whole, whatever came home.
     assert _on_volume(w, run_id) == [10, 20, 30, 40]
     assert names.count("run.CheckpointOnVolume") == 4
+    assert "  on volume  checkpoints of step 10, 20, 30, 40, each recorded whole" in shown.stdout
     for step in (10, 20, 30, 40):
         assert (_volume_output(w, run_id) / f"checkpoint-{step}" / "trainer_state.json").is_file()
 

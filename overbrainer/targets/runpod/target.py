@@ -421,8 +421,14 @@ class PodTarget:
             )
             if fits:
                 # Not sent: the job reads the checkpoint on the volume.
-                shutil.rmtree(session.run_dir(run_id) / RESUME_DIR)
-        except (VolumeOutputError, OSError):
+                try:
+                    shutil.rmtree(session.run_dir(run_id) / RESUME_DIR)
+                except OSError as error:
+                    raise VolumeOutputError(
+                        f"cannot leave the copy of checkpoint-{step} at home out of the upload "
+                        f"(runs/{run_id}/{RESUME_DIR}: {error.strerror or error})"
+                    ) from error
+        except VolumeOutputError:
             await release(self.ctx, run_id, "failed")
             raise
         if not fits:
