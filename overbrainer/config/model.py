@@ -575,6 +575,10 @@ SAVE_BEFORE_DEADLINE_MINUTES = 10.0
 bring it home before the pod's watchdog deletes the pod."""
 
 
+CheckpointsHome = Literal["all", "last", "none"]
+"""Which checkpoints of a Runpod job come home while it runs (``checkpoints_home``)."""
+
+
 class RunpodTarget(BaseModel):
     """``[targets.NAME]`` with ``kind = "runpod"``: a pod created for the run, then deleted."""
 
@@ -612,6 +616,10 @@ class RunpodTarget(BaseModel):
     volume: str | None = None
     volume_size_gb: Annotated[int, Field(ge=10, le=4096)] = 50
     volume_data_center: str | None = None
+    # Which checkpoints come home while a run's job runs (the final output always does):
+    # "all", "last" (only the newest, once the job ended) or "none". Unset: "all"
+    # without a volume, "last" with one (the checkpoints live on the volume).
+    checkpoints_home: CheckpointsHome | None = None
     # How long the walk waits for capacity when no candidate has any ("30m"); unset or
     # "0": the run fails at once. Kept as written (config show says what was written).
     wait_for_capacity: str | None = None
@@ -628,6 +636,14 @@ class RunpodTarget(BaseModel):
         if self.volume is None:
             return None
         return self.volume_data_center or self.data_center_ids[0]
+
+    @property
+    def checkpoints_brought_home(self) -> CheckpointsHome:
+        """Which checkpoints come home: ``checkpoints_home``, else ``all`` without a volume
+        and ``last`` with one."""
+        if self.checkpoints_home is not None:
+            return self.checkpoints_home
+        return "all" if self.volume is None else "last"
 
     @property
     def pod_data_centers(self) -> list[str]:
@@ -698,6 +714,13 @@ class RunpodTarget(BaseModel):
     @model_validator(mode="after")
     def _project_volume(self) -> "RunpodTarget":
         if self.volume is None:
+            if self.checkpoints_home in ("last", "none"):
+                raise _problem(
+                    ".checkpoints_home",
+                    f'= "{self.checkpoints_home}" needs a network volume to keep the other '
+                    "checkpoints (without one they live only on the pod, which is deleted): "
+                    'set volume = "NAME" or checkpoints_home = "all"',
+                )
             for key in ("volume_data_center", "volume_size_gb"):
                 if key in self.model_fields_set:
                     raise _problem(

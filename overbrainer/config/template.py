@@ -167,6 +167,10 @@ kind = "local"                        # this machine
 # volume_data_center = "EU-RO-1"      # where it lives; needed unless data_center_ids has
 #                                     # exactly one entry (then that one)
 # volume_size_gb = 50                 # 10..4096: its size when a run makes it
+# checkpoints_home = "last"           # "all", "last" or "none": the checkpoints that come
+#                                     # home (the final output always does); default
+#                                     # "last" with a volume (the job saves them there, and
+#                                     # a recovery resumes from it), "all" without one
 
 # What applies to every run of the project.
 # [project]

@@ -120,6 +120,9 @@ class RunView:
     # The steps of the checkpoints home (retrieved, not pruned since), and of those pruned.
     checkpoints: list[int] = field(default_factory=list)
     pruned: list[int] = field(default_factory=list)
+    # The checkpoints whole on the project's network volume, by step order ({"step",
+    # "path", "files", "manifest_digest", "at"}): what a new pod resumes from.
+    volume_checkpoints: list[dict[str, Any]] = field(default_factory=list)
     note: str | None = None
     # This machine's clock minus Runpod's, as the last command that found it far off
     # recorded it (seconds); the times it recorded are off by as much.
@@ -128,7 +131,8 @@ class RunView:
     files_removed: dict[str, Any] | None = None
     # Each recovery of the run on a new pod, its pod lost ({"attempt", "reason",
     # "lost_pod", "last_step", "at", "pod_id", "resumed_step", "lost_steps",
-    # "recovered_at"}), and how many the target allowed as the last one began.
+    # "recovered_at", "from_volume"}), and how many the target allowed as the last one
+    # began.
     recoveries: list[dict[str, Any]] = field(default_factory=list)
     max_recoveries: int | None = None
     # How the base model was made ready for the latest job ({"cached", "seconds", "at"}):
@@ -278,6 +282,29 @@ def _checkpoint(s: RunLog, e: ev.CheckpointRetrieved, at: str) -> None:
     s.run.pruned = [step for step in s.run.pruned if step != e.step]
 
 
+def _checkpoint_on_volume(s: RunLog, e: ev.CheckpointOnVolume, at: str) -> None:
+    kept = [c for c in s.run.volume_checkpoints if c["step"] != e.step]
+    kept.append(
+        {
+            "step": e.step,
+            "path": e.path,
+            "files": e.files,
+            "manifest_digest": e.manifest_digest,
+            "at": at,
+        }
+    )
+    s.run.volume_checkpoints = sorted(kept, key=lambda c: int(c["step"]))
+
+
+def _resumed_from_volume(s: RunLog, e: ev.ResumedFromVolume, at: str) -> None:
+    source = s.run.resumed_from
+    if s.run.state != RunState.preparing:
+        raise InvalidTransition("where a resume starts from is found only before the job starts")
+    if source is None or source.get("run") != e.source or source.get("step") != e.step:
+        raise InvalidTransition(f"run {s.run.run_id} does not resume from {e.source}:{e.step}")
+    s.run.resumed_from = {**source, "from_volume": True}
+
+
 def _checkpoint_pruned(s: RunLog, e: ev.CheckpointPruned, at: str) -> None:
     if e.step not in s.run.checkpoints:
         raise InvalidTransition(f"checkpoint-{e.step} pruned, but it was never home")
@@ -359,6 +386,7 @@ def _recovering(s: RunLog, e: ev.Recovering, at: str) -> None:
             "resumed_step": None,
             "lost_steps": None,
             "recovered_at": None,
+            "from_volume": False,
         }
     )
     s.run.max_recoveries = e.max_recoveries
@@ -377,7 +405,11 @@ def _recovered(s: RunLog, e: ev.Recovered, at: str) -> None:
         raise InvalidTransition(f"recovery {e.attempt} was not under way")
     _current(s, e.pod_id, "recovered")
     last.update(
-        pod_id=e.pod_id, resumed_step=e.resumed_step, lost_steps=e.lost_steps, recovered_at=at
+        pod_id=e.pod_id,
+        resumed_step=e.resumed_step,
+        lost_steps=e.lost_steps,
+        recovered_at=at,
+        from_volume=e.from_volume,
     )
 
 
@@ -605,6 +637,8 @@ def _rules() -> dict[type[ev.Event], Any]:
         ev.Stalled: _stalled,
         ev.ModelReady: _model_ready,
         ev.CheckpointRetrieved: _checkpoint,
+        ev.CheckpointOnVolume: _checkpoint_on_volume,
+        ev.ResumedFromVolume: _resumed_from_volume,
         ev.CheckpointPruned: _checkpoint_pruned,
         ev.Interrupted: _interrupted,
         ev.Detached: _detached,

@@ -195,6 +195,24 @@ def checkpoint_home(state: RunLog, step: int, path: str) -> Events:
     return [ev.CheckpointRetrieved(step=step, path=path)]
 
 
+def checkpoint_on_volume(state: RunLog, step: int, path: str, *, files: int, digest: str) -> Events:
+    """A checkpoint is whole on the network volume with the manifest of ``digest``;
+    nothing when the log has it so already (another follower recorded it)."""
+    for known in state.run.volume_checkpoints:
+        if known["step"] == step and known["manifest_digest"] == digest:
+            return []
+    return [ev.CheckpointOnVolume(step=step, path=path, files=files, manifest_digest=digest)]
+
+
+def resumed_from_volume(state: RunLog, source: str, step: int) -> Events:
+    """The run's job resumes from checkpoint ``step`` of run ``source`` on the network
+    volume; nothing once the run is no longer preparing its job (another command ended
+    it: what it does next is its own to say)."""
+    if state.run.state != RunState.preparing:
+        return []
+    return [ev.ResumedFromVolume(source=source, step=step)]
+
+
 def checkpoint_pruned(state: RunLog, step: int, path: str) -> Events:
     """A checkpoint home is about to be removed; nothing when the log does not have it
     home (another command pruned it)."""

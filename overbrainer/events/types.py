@@ -184,6 +184,31 @@ class CheckpointRetrieved(Event):
 
 
 @dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+class CheckpointOnVolume(Event):
+    """A checkpoint of the job (``path``, run-relative, saved at ``step``) is whole on the
+    project's network volume, where the job saved it: ``files`` files whose manifest's
+    digest is ``manifest_digest`` (``exec.manifest.manifest_digest``). A new pod resumes
+    from it when it still matches."""
+
+    name: ClassVar[str] = "run.CheckpointOnVolume"
+    step: int
+    path: str
+    files: int
+    manifest_digest: str
+
+
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+class ResumedFromVolume(Event):
+    """The checkpoint a resumed run starts from (``train --resume-from``: checkpoint
+    ``step`` of run ``source``) is the one on the project's network volume, found on the
+    new pod as it was recorded: nothing of it is uploaded from home."""
+
+    name: ClassVar[str] = "run.ResumedFromVolume"
+    source: str
+    step: int
+
+
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CheckpointPruned(Event):
     """A checkpoint brought home earlier (``path``, run-relative, saved at ``step``) was
     removed from this machine: only the last ``[training] keep_checkpoints`` stay. Recorded
@@ -296,13 +321,16 @@ class Recovering(Event):
 class Recovered(Event):
     """The run's job runs again, on pod ``pod_id``, resumed from the checkpoint of
     ``resumed_step`` (0: from the start); ``lost_steps``: the steps done since that
-    checkpoint on the lost pod, done again now (None: unknown)."""
+    checkpoint on the lost pod, done again now (None: unknown). ``from_volume``: the
+    checkpoint was the one on the project's network volume (nothing uploaded from home);
+    otherwise the copy at home was uploaded."""
 
     name: ClassVar[str] = "run.Recovered"
     attempt: int
     pod_id: str
     resumed_step: int
     lost_steps: int | None = None
+    from_volume: bool = False
 
 
 # ---- pod -----------------------------------------------------------------------------
@@ -564,6 +592,8 @@ CATALOGUE: dict[str, type[Event]] = {
         Stalled,
         ModelReady,
         CheckpointRetrieved,
+        CheckpointOnVolume,
+        ResumedFromVolume,
         CheckpointPruned,
         Interrupted,
         Detached,

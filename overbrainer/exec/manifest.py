@@ -3,8 +3,9 @@
 A manifest maps each regular file's path (relative to the run directory, ``/``-separated)
 to its SHA-256 in hex. It covers the given paths — by default ``output/`` (every directory
 named ``checkpoint-*`` left out), ``metrics.jsonl`` and ``job.log`` — and skips symbolic
-links and special files, exactly like ``find PATH… -type f`` with ``checkpoint-*``
-directories pruned, which is what ``ctl.sh manifest`` runs on a remote target. A checkpoint
+links and special files, exactly like ``find -H PATH… -type f`` with ``checkpoint-*``
+directories pruned, which is what ``ctl.sh manifest`` runs on a remote target: a given path
+that is a link (a run's ``output`` on a network volume) is followed, no link below it. A checkpoint
 directory given itself as a path (the one a stopped job saved) is covered.
 """
 
@@ -43,6 +44,10 @@ def list_files(root: Path, paths: Sequence[str]) -> list[str]:
         start = root / rel
         try:
             mode = start.lstat().st_mode
+            if stat.S_ISLNK(mode) and not is_checkpoint_dir(start.name):
+                # A path given that is a link is followed (``find -H``): a run's output on
+                # a network volume; a checkpoint named itself never is.
+                mode = start.stat().st_mode
         except FileNotFoundError:
             continue
         if stat.S_ISREG(mode):

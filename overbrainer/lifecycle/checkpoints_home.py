@@ -11,6 +11,12 @@ appended. A signal or a crash before that leaves at most the temporary folder, w
 command reads and the next fetch removes: a partial checkpoint is never home, never
 recorded. Which checkpoints to fetch and which to remove is :mod:`~overbrainer.train.
 checkpoint_plan`'s to decide.
+
+On a Runpod target with a network volume the job saves its checkpoints there: each one
+announced is recorded once the target's manifest shows it whole (``run.CheckpointOnVolume``,
+with that manifest's digest), and which come home is the target's ``checkpoints_home``
+(:func:`policy_of`): ``all`` as they are saved, ``last`` only the newest once the job
+ended, ``none`` none.
 """
 
 import contextlib
@@ -21,12 +27,13 @@ from pathlib import Path
 
 import trio
 
+from overbrainer.config.model import CheckpointsHome, RunpodTarget, Settings
 from overbrainer.errors import OverbrainerError
 from overbrainer.events import decisions
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.errors import StoreError
 from overbrainer.events.types import Event
-from overbrainer.exec.manifest import checkpoint_path, verify
+from overbrainer.exec.manifest import checkpoint_path, manifest_digest, verify
 from overbrainer.exec.transfer import remove
 from overbrainer.lifecycle import service
 from overbrainer.lifecycle.service import Job
@@ -49,6 +56,35 @@ PLACE_LIMIT = 60.0
 one append)."""
 
 
+def policy_of(settings: Settings, state: RunLog) -> tuple[CheckpointsHome, bool]:
+    """Which checkpoints of the run come home (its target's ``checkpoints_home``; ``all``
+    on a target that is not Runpod's), and whether its job saves them on a network volume
+    (the run's pods mount the target's volume)."""
+    spec = settings.targets.get(state.run.target)
+    if not isinstance(spec, RunpodTarget):
+        return "all", False
+    return spec.checkpoints_brought_home, spec.volume is not None
+
+
+def home_due(
+    policy: CheckpointsHome,
+    saved: Iterable[int],
+    home: Iterable[int],
+    *,
+    keep: int,
+    skip: Iterable[int] = (),
+    ended: bool = False,
+) -> list[int]:
+    """The saved checkpoints to bring home now under ``policy``, the newest first: ``all``
+    as :func:`checkpoint_plan.to_fetch` says; ``last`` none while the job runs, then
+    (``ended``) the newest saved one, unless it is home or skipped; ``none`` none."""
+    if policy == "none" or (policy == "last" and not ended):
+        return []
+    if policy == "last":
+        keep = 1
+    return checkpoint_plan.to_fetch(saved, home, keep=keep, skip=skip)
+
+
 class CheckpointFetcher:
     """Brings a followed run's saved checkpoints home as the trainer announces them.
 
@@ -66,12 +102,20 @@ class CheckpointFetcher:
         keep: int,
         home: Iterable[int],
         pruned: Iterable[int] = (),
+        policy: CheckpointsHome = "all",
+        on_volume: bool = False,
+        recorded: Iterable[int] = (),
     ) -> None:
         self.session = session
         self.job = job
         self.keep = keep
         self.home: set[int] = set(home)
         self.pruned: set[int] = set(pruned)
+        self.policy: CheckpointsHome = policy
+        # The job saves on a network volume: each checkpoint is recorded there once whole.
+        self.on_volume = on_volume
+        self.recorded: set[int] = set(recorded)
+        self.ended = False
         self.saved: set[int] = set()
         self.failures: dict[int, int] = {}
         self.given_up: set[int] = set()
@@ -91,9 +135,21 @@ class CheckpointFetcher:
         # In place, every save is recorded (nothing travels), so that pruning removes the
         # older ones from the job's own output as well.
         keep = len(self.saved) + len(self.home) if self.job.in_place else self.keep
-        return checkpoint_plan.to_fetch(
-            self.saved, self.home, keep=keep, skip=self.given_up | self.pruned
+        policy: CheckpointsHome = "all" if self.job.in_place else self.policy
+        return home_due(
+            policy,
+            self.saved,
+            self.home,
+            keep=keep,
+            skip=self.given_up | self.pruned,
+            ended=self.ended,
         )
+
+    def to_record(self) -> list[int]:
+        """The checkpoints saved on the volume to record now, the newest first."""
+        if not self.on_volume:
+            return []
+        return sorted(self.saved - self.recorded - self.given_up, reverse=True)
 
     async def run(self) -> None:
         """Fetch each checkpoint as it is announced, until cancelled; one that failed is
@@ -108,6 +164,7 @@ class CheckpointFetcher:
 
     async def finish(self) -> None:
         """The job ended: fetch what is still due (its last save), once each."""
+        self.ended = True
         await self._fetch_due(retry=False)
 
     async def _fetch_due(self, *, retry: bool = True) -> bool:
@@ -118,15 +175,45 @@ class CheckpointFetcher:
 
     async def _fetch_each(self, *, retry: bool) -> bool:
         again = False
+        for step in self.to_record():
+            if not await self.record_on_volume(step) and self._failed(step, retry=retry):
+                again = True
         for step in self.due():
-            if await self.fetch(step):
-                continue
-            failures = self.failures[step] = self.failures.get(step, 0) + 1
-            if not retry or not checkpoint_plan.should_retry(failures):
-                self.given_up.add(step)
-            else:
+            if not await self.fetch(step) and self._failed(step, retry=retry):
                 again = True
         return again
+
+    def _failed(self, step: int, *, retry: bool) -> bool:
+        """Count a failed look at ``step``; whether it is to be tried again."""
+        failures = self.failures[step] = self.failures.get(step, 0) + 1
+        if not retry or not checkpoint_plan.should_retry(failures):
+            self.given_up.add(step)
+            return False
+        return True
+
+    async def record_on_volume(self, step: int) -> bool:
+        """Record checkpoint ``step`` on the volume once the target's manifest shows it
+        whole (``run.CheckpointOnVolume``); whether it is settled (recorded, or not whole
+        there: not to be tried again)."""
+        path = checkpoint_path(step)
+        run_id = self.job.run_id
+        try:
+            expected = await self.job.executor.manifest(self.job.remote_dir, [path])
+            if not _whole(expected, path):
+                return await self._not_whole(step, path)
+            files = sum(1 for name in expected if name.startswith(f"{path}/"))
+            digest = manifest_digest(expected)
+            await self.session.journal.append(
+                run_id,
+                partial(
+                    decisions.checkpoint_on_volume, step=step, path=path, files=files, digest=digest
+                ),
+            )
+        except (OverbrainerError, OSError) as error:
+            self._warn(step, f"checkpoint-{step} of run {run_id} was not recorded ({error})")
+            return False
+        self.recorded.add(step)
+        return True
 
     @property
     def _local(self) -> Path:

@@ -38,7 +38,7 @@ from overbrainer.events.types import PodState, RunState
 from overbrainer.exec.base import ExecError, JobStatus
 from overbrainer.lifecycle import service
 from overbrainer.lifecycle.bounds import until_bound
-from overbrainer.lifecycle.checkpoints_home import CheckpointFetcher, prune
+from overbrainer.lifecycle.checkpoints_home import CheckpointFetcher, policy_of, prune
 from overbrainer.lifecycle.claim import claim
 from overbrainer.lifecycle.model_ready import ModelWatch
 from overbrainer.lifecycle.report import (
@@ -316,13 +316,7 @@ async def _watch(
         left = math.inf
     spend = None if billed is None else billed.spend(state)
     check = None if billed is None else billed.at_each_poll(state)
-    fetcher = CheckpointFetcher(
-        session,
-        job,
-        keep=target.settings.training.keep_checkpoints,
-        home=state.run.checkpoints,
-        pruned=state.run.pruned,
-    )
+    fetcher = _fetcher(session, target, job, state)
     lines = LineClock(StallRule.of(target.settings.training))
     watch_stalls = math.isinf(stop_within)
     model = ModelWatch(session, job, state)
@@ -377,6 +371,22 @@ async def _watch(
             return EndedMeanwhile(ended_state)
         return await target.lost(job, state, lost)
     return Stop.detached if finished is None else finished.value
+
+
+def _fetcher(session: Session, target: Target, job: Job, state: RunLog) -> CheckpointFetcher:
+    """What brings the job's checkpoints home (and records those on a network volume)."""
+    settings = target.settings
+    policy, on_volume = policy_of(settings, state)
+    return CheckpointFetcher(
+        session,
+        job,
+        keep=settings.training.keep_checkpoints,
+        home=state.run.checkpoints,
+        pruned=state.run.pruned,
+        policy=policy,
+        on_volume=on_volume,
+        recorded=[int(c["step"]) for c in state.run.volume_checkpoints],
+    )
 
 
 async def _beside(main: Callable[[], Awaitable[T]], background: Callable[[], Awaitable[None]]) -> T:
@@ -771,13 +781,7 @@ async def _recover_stalled(
     if ended and not any(event.event == "stopped" for event in events):
         # It finished (or failed) on its own after all: that end is the run's outcome.
         return await _follow(session, target, job, await session.journal.state(run_id))
-    fetcher = CheckpointFetcher(
-        session,
-        job,
-        keep=target.settings.training.keep_checkpoints,
-        home=state.run.checkpoints,
-        pruned=state.run.pruned,
-    )
+    fetcher = _fetcher(session, target, job, state)
     fetcher.saw(events)
     await fetcher.finish()
     if not ended:

@@ -79,9 +79,17 @@ def summary_lines(state: RunLog, checkpoints_bytes: int | None = None) -> list[s
         lines.append(
             f"  checkpoints {checkpoints_text(r.checkpoints, r.pruned, checkpoints_bytes)}"
         )
+    if r.volume_checkpoints:
+        steps = ", ".join(str(c["step"]) for c in r.volume_checkpoints)
+        lines.append(f"  on volume  checkpoints of step {steps}, each recorded whole")
     if r.resumed_from:
         lines.append(
             f"  resumed    from run {r.resumed_from['run']}, checkpoint-{r.resumed_from['step']}"
+            + (
+                " on the network volume (nothing uploaded from home)"
+                if r.resumed_from.get("from_volume")
+                else ""
+            )
         )
     lines += recovery_lines(state)
     if r.note:
@@ -133,6 +141,8 @@ def recovery_lines(state: RunLog) -> list[str]:
             lines.append(f"{head}{lost}; starting a new pod")
             continue
         start = f"step {r['resumed_step']}" if r["resumed_step"] else "the start"
+        if r.get("from_volume"):
+            start += " on the network volume (nothing uploaded from home)"
         redone = (
             f", {plural(int(r['lost_steps']), 'step')} of training lost"
             if r["lost_steps"] is not None

@@ -199,6 +199,8 @@ def _recovering(e: ev.Recovering, s: RunLog | None) -> str:
 
 def _recovered(e: ev.Recovered, s: RunLog | None) -> str:
     start = f"step {e.resumed_step}" if e.resumed_step else "the start (no checkpoint home)"
+    if e.from_volume:
+        start += " on the network volume (nothing uploaded from home)"
     lost = f"; {e.lost_steps} steps done again" if e.lost_steps is not None else ""
     return f"recovery {e.attempt}: the job runs on pod {e.pod_id}, resumed from {start}{lost}"
 
@@ -253,6 +255,14 @@ _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
     ev.Stalled: _stalled,
     ev.CheckpointRetrieved: lambda e, s: (
         f"checkpoint of step {e.step} retrieved ({e.path}), every checksum verified"
+    ),
+    ev.CheckpointOnVolume: lambda e, s: (
+        f"checkpoint of step {e.step} whole on the network volume ({e.path}, "
+        f"{plural(e.files, 'file')}), its manifest recorded"
+    ),
+    ev.ResumedFromVolume: lambda e, s: (
+        f"resumes from checkpoint-{e.step} of run {e.source} on the network volume (it "
+        "matches its recorded manifest): nothing uploaded from home"
     ),
     ev.CheckpointPruned: lambda e, s: (
         f"checkpoint of step {e.step} removed from this machine ({e.path}): only the last "

@@ -514,6 +514,19 @@ def test_a_volume_with_data_center_ids_uses_the_one_named_among_them(project: Pa
         ),
         ("volume_size_gb = 100\n", ["targets.gpu.volume_size_gb", "applies only with a volume"]),
         ('volume = "cache"\nvolume_data_center = "EU RO"\n', ["targets.gpu.volume_data_center"]),
+        (
+            'checkpoints_home = "last"\n',
+            [
+                "targets.gpu.checkpoints_home",
+                'set volume = "NAME" or checkpoints_home = "all"',
+                "needs a network volume",
+            ],
+        ),
+        ('checkpoints_home = "none"\n', ["targets.gpu.checkpoints_home", "needs a network volume"]),
+        (
+            'volume = "cache"\nvolume_data_center = "EU-RO-1"\ncheckpoints_home = "some"\n',
+            ["targets.gpu.checkpoints_home"],
+        ),
     ],
 )
 def test_a_volume_setting_that_cannot_be_used_is_refused_naming_its_key(
@@ -522,3 +535,19 @@ def test_a_volume_setting_that_cannot_be_used_is_refused_naming_its_key(
     message = _refusal(project, lines)
     for word in words:
         assert word in message
+
+
+@pytest.mark.parametrize(
+    ("lines", "brought"),
+    [
+        ("", "all"),
+        ('checkpoints_home = "all"\n', "all"),
+        ('volume = "cache"\nvolume_data_center = "EU-RO-1"\n', "last"),
+        ('volume = "cache"\nvolume_data_center = "EU-RO-1"\ncheckpoints_home = "all"\n', "all"),
+        ('volume = "cache"\nvolume_data_center = "EU-RO-1"\ncheckpoints_home = "none"\n', "none"),
+    ],
+)
+def test_checkpoints_home_defaults_to_all_without_a_volume_and_last_with_one(
+    project: Path, lines: str, brought: str
+) -> None:
+    assert _gpu_with(project, lines).checkpoints_brought_home == brought

@@ -178,6 +178,8 @@ RUN_D_SCRIPT: list[tuple[str, ev.Event]] = [
             parallelism="ddp",
         ),
     ),
+    # The checkpoint it resumes from was found on the network volume, as recorded.
+    (RUN_D, ev.ResumedFromVolume(source=RUN_B, step=4)),
     (RUN_D, ev.JobStarted(job_dir="runs/d", pid=88)),
     (RUN_D, ev.Followed()),
     # Brought home while the job ran, then pruned once a later one came (keep 1).
@@ -314,6 +316,11 @@ RUN_F_SCRIPT: list[tuple[str, ev.Event]] = [
     (RUN_F, ev.PodJobRunning(pod_id="f1")),
     (RUN_F, ev.ModelReady(cached=False, seconds=41.2, at="2026-01-01T15:02:00Z")),
     (RUN_F, ev.CheckpointRetrieved(step=4, path="output/checkpoint-4")),
+    # The job saved it on the volume too, recorded whole there.
+    (
+        RUN_F,
+        ev.CheckpointOnVolume(step=4, path="output/checkpoint-4", files=3, manifest_digest="c4"),
+    ),
     (RUN_F, ev.PodDeleted(pod_id="f1", by="found_gone", uptime_seconds=600.0, spend=0.0833)),
     (
         RUN_F,

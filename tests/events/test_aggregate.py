@@ -305,6 +305,7 @@ def test_a_recovery_puts_the_run_back_to_starting_a_pod_and_keeps_every_pod() ->
         "resumed_step": 5,
         "lost_steps": 2,
         "recovered_at": None,
+        "from_volume": False,
     }
     # A Recovered for another pod than the current one, or twice, is refused.
     with pytest.raises(InvalidTransition):

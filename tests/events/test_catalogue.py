@@ -79,6 +79,7 @@ EXPECTED_RUN_A = {
     "checkpoint": None,
     "checkpoints": [],
     "pruned": [],
+    "volume_checkpoints": [],
     "note": None,
     "clock_offset": None,
     "files_removed": None,
@@ -186,6 +187,7 @@ EXPECTED_RUN_B = {
     "checkpoint": None,
     "checkpoints": [],
     "pruned": [],
+    "volume_checkpoints": [],
     "note": None,
     "clock_offset": None,
     "files_removed": None,
@@ -204,7 +206,7 @@ EXPECTED_RUN_D = {
     "base_model": "m",
     "adapter": "full",
     "keep_pod": False,
-    "resumed_from": {"run": RUN_B, "step": 4},
+    "resumed_from": {"run": RUN_B, "step": 4, "from_volume": True},
     "processes": 2,
     "parallelism": "ddp",
     "created_at": T,
@@ -224,18 +226,21 @@ EXPECTED_RUN_D = {
     "checkpoint": {"step": 6, "path": "output/checkpoint-6", "at": T},
     "checkpoints": [6],
     "pruned": [5],
+    "volume_checkpoints": [],
     "note": None,
     "clock_offset": None,
     "files_removed": None,
     "recoveries": [],
     "max_recoveries": None,
     "model": None,
-    "version": 11,
+    "version": 12,
 }
 EXPECTED_SENTENCES_D = [
     f"created run {RUN_D}: full of m on target here (local), 2 processes (ddp), resuming run "
     f"{RUN_B} from "
     "checkpoint-4",
+    f"resumes from checkpoint-4 of run {RUN_B} on the network volume (it matches its recorded "
+    "manifest): nothing uploaded from home",
     "started the job (pid 88) in runs/d",
     "a command took over following the run (`events -v` names it)",
     "checkpoint of step 5 retrieved (output/checkpoint-5), every checksum verified",
@@ -576,7 +581,10 @@ def _check_everything(
         f"  checkpoint step 6 in runs/{RUN_D}/output/checkpoint-6, verified: "
         f"`overbrainer train --resume-from {RUN_D}` goes on from it"
     ) in shown
-    assert f"  resumed    from run {RUN_B}, checkpoint-4" in shown
+    assert (
+        f"  resumed    from run {RUN_B}, checkpoint-4 on the network volume (nothing uploaded "
+        "from home)"
+    ) in shown
     assert "  shape      2 processes (ddp)" in shown
     assert "  stop       requested (save a checkpoint and stop)" in shown
     code, out, _ = _cli(capsys, project, "runs", "ls", "--state", "stopped")
@@ -606,6 +614,8 @@ def _check_everything(
         "the run's data on the network volume through the S3 API, verified: data/train.jsonl "
         f"sent (2.0 kB), data/eval.jsonl already there; resume checkpoint-4 of run {RUN_B}: "
         "2 files sent, 3 in all",
+        "checkpoint of step 4 whole on the network volume (output/checkpoint-4, 3 files), its "
+        "manifest recorded",
         f"using {volume}",
     ]
     # How each pod's job made the base model ready; runs show says the latest.

@@ -360,6 +360,39 @@ def test_a_checkpoint_named_as_a_path_is_in_the_manifest_and_the_pack(
     }
 
 
+def test_an_output_that_links_to_a_volume_is_followed_and_no_link_below_it(
+    shell: Shell, tmp_path: Path
+) -> None:
+    # A run's output on a network volume: the run directory's output is a link to it.
+    volume = tmp_path / "volume" / "runs" / "r"
+    _result_tree(volume)
+    (volume / "output" / "checkpoint-10" / "trainer_state.json").write_text("{}")
+    (volume / "output" / "elsewhere").symlink_to(tmp_path, target_is_directory=True)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"event":"begin"}\n')
+    (run / "output").symlink_to(Path("..") / "volume" / "runs" / "r" / "output")
+    paths = ["output", "metrics.jsonl", "output/checkpoint-10"]
+    manifest = parse_sha256sum(shell.ctl("manifest", str(run), *paths), where="test")
+    assert set(manifest) == EXPECTED_FILES | {
+        "output/checkpoint-10/model",
+        "output/checkpoint-10/trainer_state.json",
+    }
+    assert manifest == local_manifest(run, paths)
+    archive = tmp_path / "pack.tar"
+    archive.write_bytes(shell.ctl_bytes("pack", str(run), *paths))
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    extract_tar(archive, staging, paths)
+    assert not (staging / "output").is_symlink()
+    assert local_manifest(staging, paths) == manifest
+    # A checkpoint that is itself a link is never walked, on either side.
+    (run / "output" / "checkpoint-11").symlink_to("checkpoint-10")
+    linked = ["output/checkpoint-11"]
+    assert shell.ctl("manifest", str(run), *linked) == ""
+    assert local_manifest(run, linked) == {}
+
+
 def test_manifest_of_nothing_is_empty(shell: Shell, tmp_path: Path) -> None:
     assert shell.ctl("manifest", str(tmp_path), "output", "job.log") == ""
     assert shell.ctl_bytes("pack", str(tmp_path), "output") == b""

@@ -1,8 +1,8 @@
 """Two runs on the project's network volume through the REAL ``overbrainer`` command (the
 fake Runpod API on loopback, fake pods running the real bootstrap and watchdog, the real
 clock): the first creates the volume, the second reuses it, both pods in its data center
-with it mounted at /runpod-volume, and what was left there through the first pod is on the
-second."""
+with it mounted at /runpod-volume, and what was left there through the first pod (the first
+job's output among it) is on the second."""
 
 from __future__ import annotations
 
@@ -66,6 +66,17 @@ async def test_two_runs_share_the_volume_the_first_created(tmp_path: Path) -> No
     assert (
         not w.pods.path(pod_b, "/workspace").resolve().is_relative_to(w.pods.volume_dir(volume.id))
     )
+    # What the first run's job saved (its output) is on the volume, not the pod's disk, and
+    # the second pod reads it there; the copy at home is the same, verified.
+    output_a = w.pod_run_dir(pod_a, run_a) / "output"
+    assert output_a.is_symlink()
+    assert output_a.resolve() == w.pods.volume_dir(volume.id) / f"overbrainer/runs/{run_a}/output"
+    saved = w.pods.path(
+        pod_b, f"/runpod-volume/overbrainer/runs/{run_a}/output/adapter_model.safetensors"
+    )
+    home = w.project / "runs" / run_a / "output" / "adapter_model.safetensors"
+    assert saved.is_file() and saved.read_bytes() == home.read_bytes()
+    assert "saves its checkpoints and output on network volume cache" in first.stderr
     # The pods are gone; the volume, and what is on it, stays.
     assert w.fake.status(pod_a) == w.fake.status(pod_b) == "TERMINATED"
     assert w.fake.live_volumes(CANARY_KEY) == [volume]

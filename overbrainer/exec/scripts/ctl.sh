@@ -10,7 +10,8 @@
 #
 # Status priority: cancelled > cancelling > exit_code > process group alive > lost.
 # Directories below `checkpoint-*` never enter a manifest or a pack, unless a PATH names
-# one itself (the checkpoint a stopped job saved).
+# one itself (the checkpoint a stopped job saved). A PATH that is a link to a directory
+# (the run's output on a network volume) is walked; no link below a PATH is followed.
 
 _ob_put() {
     printf '%s\n' "$2" >"$1.tmp.$$" && mv -f "$1.tmp.$$" "$1"
@@ -192,7 +193,9 @@ _ob_find() {
         fi
     done
     [ "$#" -gt 0 ] || return 0
-    find "$@" \( -type d -name 'checkpoint-*' -prune \) -o -type f -exec $_ob_action {} +
+    # -H: a PATH that is a link is followed (a run's output on a network volume), the
+    # links below it are not.
+    find -H "$@" \( -type d -name 'checkpoint-*' -prune \) -o -type f -exec $_ob_action {} +
 }
 
 _ob_empty_sum=e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855

@@ -27,6 +27,7 @@ from overbrainer.events.aggregate import RunLog
 from overbrainer.events.errors import StoreError
 from overbrainer.events.types import RunState
 from overbrainer.exec.base import Executor
+from overbrainer.exec.manifest import checkpoint_path
 from overbrainer.lifecycle import service
 from overbrainer.lifecycle.run import secrets_of
 from overbrainer.lifecycle.service import Job
@@ -42,12 +43,14 @@ from overbrainer.targets.runpod.provision import (
     open_provisioned,
     remote_run_dir,
 )
-from overbrainer.train.axolotl import prepare_run_dir
+from overbrainer.targets.runpod.volume_data import LinkedUpload, VolumeData
+from overbrainer.targets.runpod.volume_output import checkpoint_matches, link_output
+from overbrainer.train.axolotl import prepare_run_dir, write_config
 from overbrainer.train.data import check_data
 from overbrainer.train.layout import OUTPUT_DIR
 from overbrainer.train.parallelism import Choice
 
-__all__ = ["UPLOAD_DIR", "next_command", "recovered_pod"]
+__all__ = ["UPLOAD_DIR", "next_command", "recovered_pod", "volume_candidate"]
 
 UPLOAD_DIR = ".recovery-upload"
 """In ``runs/<id>/``: what a recovery uploads to the new pod (the run's inputs and the
@@ -120,9 +123,13 @@ async def recovered_pod(
     seen = standing(state, run_dir)
     last_step = seen.summary.step if seen is not None else None
     checkpoint = state.run.checkpoint
-    step = int(checkpoint["step"]) if checkpoint is not None else 0
-    if step and not (run_dir / OUTPUT_DIR / f"checkpoint-{step}").is_dir():
-        step = 0  # recorded home, but no longer there: from the start
+    home_step = int(checkpoint["step"]) if checkpoint is not None else 0
+    if home_step and not (run_dir / OUTPUT_DIR / f"checkpoint-{home_step}").is_dir():
+        home_step = 0  # recorded home, but no longer there: from the start
+    # The newest checkpoint recorded whole on the volume the new pod mounts, when it is
+    # newer than the one home: resumed from there if it still matches its record.
+    on_volume = volume_candidate(state, spec, home_step)
+    step = on_volume[0] if on_volume is not None else home_step
     begun = ev.Recovering(
         reason=why,
         attempt=verdict.attempt,
@@ -135,6 +142,8 @@ async def recovered_pod(
     if state.final or last is None or last["attempt"] != verdict.attempt or last["pod_id"]:
         raise OverbrainerError(f"run {run_id} was {state.run.state} meanwhile: not recovered")
     start = f"checkpoint-{step}" if step else "the start (no checkpoint home)"
+    if on_volume is not None:
+        start += f" (on network volume {spec.volume})"
     cap = (
         ""
         if verdict.cost_left is None
@@ -150,11 +159,37 @@ async def recovered_pod(
     upload = run_dir / UPLOAD_DIR
     following = False
     try:
-        _prepare_upload(upload, run_dir, settings, step, device, choice, spec)
-        async with open_provisioned(ctx, run_id, pod_spec, keep=keep, api_base=api_base) as ready:
+        # Prepared before any pod bills: a run whose inputs cannot be read creates none.
+        from_volume = on_volume is not None
+        _prepare_upload(upload, run_dir, settings, step, device, choice, spec, from_volume)
+        # The data the first pod put on the volume is linked, not sent again.
+        data = (
+            None
+            if spec.volume is None
+            else VolumeData(run_id, run_dir, settings.runpod, session.front.info)
+        )
+        async with open_provisioned(
+            ctx, run_id, pod_spec, keep=keep, api_base=api_base, volume_data=data
+        ) as ready:
             pod_id = ready.pod.pod_id
             job = Job(run_id, ready.executor, remote_run_dir(run_id))
             try:
+                if data is not None:
+                    placed = await data.through_pod(ready.executor, ready.pod.remote_dir)
+                    if placed is not None:
+                        await session.journal.append(run_id, [placed])
+                    job = Job(
+                        run_id, LinkedUpload(ready.executor, upload, data.linked), job.remote_dir
+                    )
+                if spec.volume is not None:
+                    await link_output(ready.executor, ctx.root, job.remote_dir, run_id)
+                if on_volume is not None and spec.volume is not None:
+                    from_volume = await _volume_checkpoint_fits(
+                        ctx, job, spec.volume, on_volume, home_step
+                    )
+                    if not from_volume:
+                        step = home_step
+                        _prepare_upload(upload, run_dir, settings, step, device, choice, spec)
                 state = await service.start(
                     session,
                     job,
@@ -164,7 +199,7 @@ async def recovered_pod(
                     container=launch.container,
                     source=upload,
                 )
-            except OverbrainerError:
+            except (OverbrainerError, OSError):
                 await release(ctx, run_id, "failed")
                 raise
             state = await session.journal.append(
@@ -175,6 +210,7 @@ async def recovered_pod(
                 pod_id=pod_id,
                 resumed_step=step,
                 lost_steps=None if last_step is None else max(0, last_step - step),
+                from_volume=from_volume,
             )
             state = await session.journal.append(run_id, lambda s: decisions.recovered(s, done))
             shutil.rmtree(upload, ignore_errors=True)
@@ -210,6 +246,41 @@ async def recovered_pod(
         raise OverbrainerError(f"run {run_id} {outcome}: {message}") from error
 
 
+def volume_candidate(state: RunLog, spec: RunpodTarget, home_step: int) -> tuple[int, str] | None:
+    """The step and recorded manifest digest of the newest checkpoint the log has whole on
+    the network volume, when the target mounts one and it is newer than the checkpoint
+    home (``home_step``; 0: none): the one to resume from, nothing uploaded."""
+    if spec.volume is None or not state.run.volume_checkpoints:
+        return None
+    newest = state.run.volume_checkpoints[-1]
+    step = int(newest["step"])
+    if step < home_step:
+        return None
+    return step, str(newest["manifest_digest"])
+
+
+async def _volume_checkpoint_fits(
+    ctx: PodContext, job: Job, volume: str, candidate: tuple[int, str], home_step: int
+) -> bool:
+    """Whether the new pod finds the checkpoint of ``candidate`` on the volume as recorded;
+    says which checkpoint the job resumes from either way."""
+    step, digest = candidate
+    fits, why = await checkpoint_matches(job.executor, job.remote_dir, step, digest)
+    run_id = job.run_id
+    if fits:
+        ctx.session.front.info(
+            f"train: run {run_id} resumes from checkpoint-{step} on network volume {volume} "
+            "(it matches its recorded manifest): nothing uploaded from home"
+        )
+        return True
+    fallback = f"checkpoint-{home_step} uploaded from home" if home_step else "the start"
+    ctx.session.front.warn(
+        f"run {run_id}: checkpoint-{step} on network volume {volume} cannot be resumed from "
+        f"({why}): resuming from {fallback}"
+    )
+    return False
+
+
 def _prepare_upload(
     upload: Path,
     run_dir: Path,
@@ -218,18 +289,26 @@ def _prepare_upload(
     device: str,
     choice: Choice,
     spec: RunpodTarget,
+    from_volume: bool = False,
 ) -> None:
     """The run's inputs, as its first job had them, and the checkpoint of ``step`` to
-    resume from (none: from the start), in ``upload``. The data is the run's own copy:
-    the project's may have changed since the run began."""
+    resume from (none: from the start), in ``upload``; ``from_volume``: the checkpoint is
+    the one in the job's ``output`` on the network volume, and is not uploaded. The data
+    is the run's own copy: the project's may have changed since the run began."""
     shutil.rmtree(upload, ignore_errors=True)
+    data = check_data(run_dir)
     prepare_run_dir(
         upload,
         run_dir,
         settings.training,
-        check_data(run_dir),
+        data,
         device=device,
         choice=choice,
-        resume=(run_dir, step) if step else None,
+        resume=(run_dir, step) if step and not from_volume else None,
         prepared=volume_prepared_path(spec),
     )
+    if step and from_volume:
+        # The trainer reads it where it saved it, through the pod's link to the volume.
+        write_config(
+            upload, settings.training, data.has_eval, device, checkpoint_path(step), choice
+        )

@@ -17,6 +17,7 @@ and the benchmark drive it on trio's MockClock with the fake API in-process;
 
 import contextlib
 import ipaddress
+import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -27,6 +28,7 @@ from overbrainer.errors import Interrupted, OverbrainerError
 from overbrainer.events import decisions
 from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
+from overbrainer.events.errors import StoreError
 from overbrainer.events.types import RunState
 from overbrainer.exec.base import Executor, NativeRuntime
 from overbrainer.lifecycle import service
@@ -54,6 +56,7 @@ from overbrainer.runpod.decide import interrupted_before_job
 from overbrainer.runpod.models import GpuType, Pod
 from overbrainer.runpod.pod_scripts import stall_bound
 from overbrainer.runpod.timing import Timing
+from overbrainer.runpod.volume_layout import on_pod, run_output_key
 from overbrainer.session.session import Session, ended_by
 from overbrainer.targets.runpod import following
 from overbrainer.targets.runpod.billing import after_end
@@ -77,7 +80,13 @@ from overbrainer.targets.runpod.reach import connect, reach, record_gone
 from overbrainer.targets.runpod.recovery import recovered_pod
 from overbrainer.targets.runpod.starting import Start, start_of, wait_starting
 from overbrainer.targets.runpod.volume_data import LinkedUpload, VolumeData
+from overbrainer.targets.runpod.volume_output import (
+    VolumeOutputError,
+    link_output,
+    resume_on_volume,
+)
 from overbrainer.train.axolotl import (
+    RESUME_DIR,
     job_environment,
     model_ready_command,
     reasoning_template_warning,
@@ -375,17 +384,20 @@ class PodTarget:
                 stall=stall_bound(self.settings.training),
                 volume_data=data,
             ) as ready:
-                if data is None:
-                    yield ready.executor
-                    return
-                try:
-                    placed = await data.through_pod(ready.executor, ready.pod.remote_dir)
-                    if placed is not None:
-                        await self.session.journal.append(run_id, [placed])
-                except OverbrainerError:
-                    await release(self.ctx, run_id, "failed")
-                    raise
-                yield LinkedUpload(ready.executor, data.run_dir, data.linked)
+                executor = ready.executor
+                if data is not None:
+                    try:
+                        placed = await data.through_pod(ready.executor, ready.pod.remote_dir)
+                        if placed is not None:
+                            await self.session.journal.append(run_id, [placed])
+                    except OverbrainerError:
+                        await release(self.ctx, run_id, "failed")
+                        raise
+                    executor = LinkedUpload(ready.executor, data.run_dir, data.linked)
+                if self.spec.volume is not None:
+                    await self._save_on_volume(run_id, ready.executor)
+                    await self._resume_on_volume(run_id, ready.executor)
+                yield executor
         except ProvisionInterrupted as stop:
             # The walk recorded where it stopped (run.Interrupted).
             raise StoppedBeforeJob(str(stop), stage=None) from None
@@ -404,6 +416,73 @@ class PodTarget:
             self.settings.runpod,
             self.session.front.info,
             resume=None if resumed is None else (str(resumed["run"]), int(resumed["step"])),
+        )
+
+    async def _save_on_volume(self, run_id: str, executor: Executor) -> None:
+        """Link the run directory's ``output`` on the pod to the volume's folder of the run
+        (``volume_output``), so the job saves there; a failure releases the pod."""
+        try:
+            await link_output(executor, self.ctx.root, remote_run_dir(run_id), run_id)
+        except VolumeOutputError:
+            await release(self.ctx, run_id, "failed")
+            raise
+        self.session.front.info(
+            f"train: run {run_id} saves its checkpoints and output on network volume "
+            f"{self.spec.volume} ({on_pod(run_output_key(run_id))})"
+        )
+
+    async def _resume_on_volume(self, run_id: str, executor: Executor) -> None:
+        """A run resumed from a checkpoint (``train --resume-from``) that its run saved on
+        the volume: when the pod finds it there as recorded, the job reads it there and
+        the copy placed at home is not uploaded (``run.ResumedFromVolume``); otherwise it
+        is uploaded, as without a volume. Either is said."""
+        session = self.session
+        state = await session.journal.state(run_id)
+        source = state.run.resumed_from
+        if source is None:
+            return
+        source_run, step = str(source["run"]), int(source["step"])
+        try:
+            recorded = (await session.journal.state(source_run)).run.volume_checkpoints
+        except StoreError:
+            recorded = []
+        digest = next((c["manifest_digest"] for c in recorded if c["step"] == step), None)
+        volume = self.spec.volume
+        if digest is None:
+            session.front.info(
+                f"train: checkpoint-{step} of run {source_run} is not recorded on network "
+                f"volume {volume}: uploading it from home"
+            )
+            return
+        try:
+            fits, why = await resume_on_volume(
+                executor, self.ctx.root, remote_run_dir(run_id), source_run, step, str(digest)
+            )
+            if fits:
+                # Not sent: the job reads the checkpoint on the volume.
+                try:
+                    shutil.rmtree(session.run_dir(run_id) / RESUME_DIR)
+                except OSError as error:
+                    raise VolumeOutputError(
+                        f"cannot leave the copy of checkpoint-{step} at home out of the upload "
+                        f"(runs/{run_id}/{RESUME_DIR}: {error.strerror or error})"
+                    ) from error
+        except VolumeOutputError:
+            await release(self.ctx, run_id, "failed")
+            raise
+        if not fits:
+            session.front.warn(
+                f"checkpoint-{step} of run {source_run} on network volume {volume} cannot be "
+                f"resumed from ({why}): uploading it from home"
+            )
+            return
+        await session.journal.append(
+            run_id, partial(decisions.resumed_from_volume, source=source_run, step=step)
+        )
+        session.front.info(
+            f"train: run {run_id} resumes from checkpoint-{step} of run {source_run} on "
+            f"network volume {volume} (it matches its recorded manifest): nothing uploaded "
+            "from home"
         )
 
     async def before_start(self, run_id: str) -> None:
