@@ -216,6 +216,8 @@ async def test_with_an_s3_key_a_resume_checkpoint_from_home_is_on_the_volume_bef
     async with world(tmp_path, steps=10, knobs=saving) as w:
         s3 = S3Volumes(open_s3, w.fake, w.pods)
         s3.install()
+        # Every checkpoint home (with a volume only the last comes by default).
+        keys["OVERBRAINER_TARGETS__GPU__CHECKPOINTS_HOME"] = "all"
         first = await w.run("train", env=keys)
         assert first.returncode == 0, first.stderr
         (run_a,) = w.runs()
