@@ -468,6 +468,16 @@ class _MachineTarget(BaseModel):
         return 1 if self.device == "cpu" else "gpu"
 
     @property
+    def checkpoints_brought_home(self) -> "CheckpointsHome":
+        """Every checkpoint comes home: a machine's run keeps them nowhere else."""
+        return "all"
+
+    @property
+    def saves_on_volume(self) -> bool:
+        """A machine's job saves in its run directory, on no network volume."""
+        return False
+
+    @property
     def described(self) -> str:
         """The target's kind and runtime, as the preflight names it (``ssh, docker``)."""
         kind: str = getattr(self, "kind")  # noqa: B009 (each subclass declares its own)
@@ -644,6 +654,11 @@ class RunpodTarget(BaseModel):
         if self.checkpoints_home is not None:
             return self.checkpoints_home
         return "all" if self.volume is None else "last"
+
+    @property
+    def saves_on_volume(self) -> bool:
+        """Whether the job saves its checkpoints on the target's network volume."""
+        return self.volume is not None
 
     @property
     def pod_data_centers(self) -> list[str]:

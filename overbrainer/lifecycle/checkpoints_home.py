@@ -27,7 +27,7 @@ from pathlib import Path
 
 import trio
 
-from overbrainer.config.model import CheckpointsHome, RunpodTarget, Settings
+from overbrainer.config.model import CheckpointsHome, Settings
 from overbrainer.errors import OverbrainerError
 from overbrainer.events import decisions
 from overbrainer.events.aggregate import RunLog
@@ -61,9 +61,9 @@ def policy_of(settings: Settings, state: RunLog) -> tuple[CheckpointsHome, bool]
     on a target that is not Runpod's), and whether its job saves them on a network volume
     (the run's pods mount the target's volume)."""
     spec = settings.targets.get(state.run.target)
-    if not isinstance(spec, RunpodTarget):
+    if spec is None:
         return "all", False
-    return spec.checkpoints_brought_home, spec.volume is not None
+    return spec.checkpoints_brought_home, spec.saves_on_volume
 
 
 def home_due(
