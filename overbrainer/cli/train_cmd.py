@@ -184,7 +184,9 @@ async def train(
                 # What the run would resume from, checked as a run would check it: its
                 # state, its checkpoint at home, the settings that must match.
                 shape = _shape_of(found)
-                resumed = await _resume_check(found.settings, front, interrupts, wanted, shape)
+                resumed = await _resume_check(
+                    found.settings, front, interrupts, wanted, shape, found.target
+                )
                 report = dataclasses.replace(report, checks=(*report.checks, resumed))
             for line in report.lines():
                 front.result(line)
@@ -214,7 +216,7 @@ async def train(
             resume = (
                 None
                 if wanted is None
-                else await _resume_checked(session, settings, wanted, _shape_of(found))
+                else await _resume_checked(session, settings, wanted, _shape_of(found), name)
             )
             async with target_for(session, settings, name, found.seen, keep=keep_pod) as chosen:
                 code = await run.train(session, chosen, resume, detach=detach)
@@ -265,6 +267,7 @@ async def _resume_check(
     interrupts: "Interrupts",
     wanted: tuple[str, int | None],
     shape: "Shape | None",
+    target: str | None,
 ) -> "Check":
     """``train --check --resume-from``: the checks of :func:`_resume_checked` as one line
     of the preflight — what the run would resume from, or each problem — creating nothing."""
@@ -274,13 +277,10 @@ async def _resume_check(
     try:
         _logged(wanted[0])
         async with _store(settings, front, interrupts) as session:
-            source, problems = await _resume_source(session, settings, wanted, shape)
+            source, problems = await _resume_source(session, settings, wanted, shape, target)
     except OverbrainerError as error:
         return Check("resume", Verdict.problem, f"--resume-from {wanted[0]}", (str(error),))
-    where = (
-        f"checkpoint-{source.step} of run {source.run_id} "
-        f"(runs/{source.run_id}/output/checkpoint-{source.step})"
-    )
+    where = f"checkpoint-{source.step} of run {source.run_id} ({_held_at(source)})"
     if problems:
         count = len(problems)
         return Check(
@@ -312,12 +312,14 @@ async def _resume_source(
     settings: "Settings",
     wanted: tuple[str, int | None],
     shape: "Shape | None",
+    target: str | None,
 ) -> "tuple[ResumeFrom, list[tuple[str, str]]]":
     """The checkpoint ``--resume-from`` names and the settings that do not fit it (each
     named, with where to set it back), the job's shape (``shape``) among them; an error
     when there is none to resume from."""
     from overbrainer.cli.listing import resolve_run
     from overbrainer.config.load import load_resolved
+    from overbrainer.targets.choose import checkpoints_on_volume
     from overbrainer.train.axolotl import render_config
     from overbrainer.train.resume import (
         SHAPE_FIX,
@@ -344,7 +346,8 @@ async def _resume_source(
             "whose files are here"
         )
     run_dir = session.run_dir(run_id)
-    source = pick_checkpoint(run_id, checkpoint_steps(run_dir), step, state.run.pruned)
+    volume = [] if target is None else checkpoints_on_volume(settings, target, state)
+    source = pick_checkpoint(run_id, checkpoint_steps(run_dir), step, state.run.pruned, volume)
     trained = trained_config(run_dir, run_id)
     found = mismatched(trained, render_config(settings.training, has_eval=False))
     saved_by = (state.run.processes, state.run.parallelism)
@@ -365,20 +368,27 @@ async def _resume_checked(
     settings: "Settings",
     wanted: tuple[str, int | None],
     shape: "Shape | None",
+    target: str,
 ) -> "ResumeFrom":
     """The checkpoint ``--resume-from`` names, checked against the settings the new run
     would train with — before any run (or pod) exists."""
     from overbrainer.train.resume import refusal
 
-    source, problems = await _resume_source(session, settings, wanted, shape)
+    source, problems = await _resume_source(session, settings, wanted, shape, target)
     if problems:
         raise refusal(source, [f"{problem}; {fix}" for problem, fix in problems])
     run_id = source.run_id
     session.front.info(
-        f"train: resuming from checkpoint-{source.step} of run {run_id} "
-        f"(runs/{run_id}/output/checkpoint-{source.step})"
+        f"train: resuming from checkpoint-{source.step} of run {run_id} ({_held_at(source)})"
     )
     return source
+
+
+def _held_at(source: "ResumeFrom") -> str:
+    """Where the checkpoint to resume from is: at home, or only on the network volume."""
+    if source.at_home:
+        return f"runs/{source.run_id}/output/checkpoint-{source.step}"
+    return "on the network volume only: the new run's pod reads it there"
 
 
 def _refuse_keep_pod(target: str | None) -> None:

@@ -123,8 +123,13 @@ async def train(
             data,
             device=target.device,
             choice=choice,
-            resume=None if resume is None else (session.run_dir(resume.run_id), resume.step),
+            resume=(
+                None
+                if resume is None or not resume.at_home
+                else (session.run_dir(resume.run_id), resume.step)
+            ),
             prepared=target.prepared_path,
+            resume_elsewhere=None if resume is None or resume.at_home else resume.step,
         )
     except DataError as error:
         await _fail_before_job(session, run_id, str(error))

@@ -11,18 +11,21 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from overbrainer.config.model import is_pinned_image
 from overbrainer.plurals import plural, word
 from overbrainer.preflight.probes import EngineProbe, GpusProbe, TrainerProbe
 from overbrainer.projections.budget import Budget
-from overbrainer.projections.words import duration_text
+from overbrainer.projections.words import duration_text, size_text
 from overbrainer.runpod.candidates import NoCandidate, Wanted, choose, hours_text, price_text
 from overbrainer.runpod.models import GpuType
 from overbrainer.runpod.volumes import VOLUME_MOUNT, VOLUME_PRICE_PER_GB_MONTH, VolumeFound
 from overbrainer.train.data import DataReport
 from overbrainer.train.parallelism import Choice
+
+if TYPE_CHECKING:
+    from overbrainer.runpod.volume_usage import Usage
 
 __all__ = [
     "ApiFailure",
@@ -405,10 +408,17 @@ def capacity_wait_check(name: str, written: str, seconds: float) -> Check:
     )
 
 
-def volume_check(size_gb: int, found: VolumeFound | ApiFailure, name: str, center: str) -> Check:
+def volume_check(
+    size_gb: int,
+    found: VolumeFound | ApiFailure,
+    name: str,
+    center: str,
+    held: "Usage | str | None" = None,
+) -> Check:
     """The target's network volume ``name`` in ``center``: whether it exists yet (the first
-    run creates it, of ``size_gb``) and where it is mounted; a problem when it cannot be
-    used or the account's volumes could not be listed."""
+    run creates it, of ``size_gb``), where it is mounted and what it ``held`` (its bytes by
+    part, or why they are not known); a problem when it cannot be used or the account's
+    volumes could not be listed."""
     label = "network volume"
     where = f"{name} in {center}, mounted at {VOLUME_MOUNT}"
     if isinstance(found, ApiFailure):
@@ -424,7 +434,27 @@ def volume_check(size_gb: int, found: VolumeFound | ApiFailure, name: str, cente
             "until it is deleted) and every pod of the target is created in that data center",
         )
     size = f", {found.volume.size_gb} GB" if found.volume.size_gb is not None else ""
-    return _check(label, f"{where}: exists ({found.volume.id}{size})")
+    holds = "" if held is None else f"; {held if isinstance(held, str) else _holdings(held)}"
+    return _check(label, f"{where}: exists ({found.volume.id}{size}){holds}")
+
+
+def _holdings(usage: "Usage") -> str:
+    """``holds 2.9 GB: model cache 2.8 GB, …`` (the parts that hold anything)."""
+    if usage.total == 0:
+        return "it holds nothing yet"
+    parts = [
+        (what, size)
+        for what, size in (
+            ("model cache", usage.cache),
+            ("prepared data", usage.prepared),
+            ("data from home", usage.data),
+            (f"the output of {plural(len(usage.runs), 'run')}", sum(usage.runs.values())),
+            ("files not overbrainer's", usage.other),
+        )
+        if size
+    ]
+    listed = ", ".join(f"{what} {size_text(size)}" for what, size in parts)
+    return f"holds {size_text(usage.total)}: {listed}"
 
 
 # --- how the job's processes share the model ---------------------------------------------

@@ -202,3 +202,16 @@ async def reach_to_read(
 
     async with reach_machine(project_dir, plan_for(settings, run.target)) as executor:
         yield Reached(executor, job_dir, POLL)
+
+
+def checkpoints_on_volume(settings: Settings, name: str, source: RunLog) -> list[int]:
+    """The steps of run ``source``'s checkpoints recorded whole on its network volume, when
+    target ``name`` mounts that same volume (by name, in its data center): a new run there
+    can resume from them with no copy at home. Empty for any other target."""
+    spec = settings.targets.get(name)
+    volume = source.pod.volume
+    if not isinstance(spec, RunpodTarget) or spec.volume is None or volume is None:
+        return []
+    if (spec.volume, spec.volume_center) != (volume.get("name"), volume.get("data_center")):
+        return []
+    return [int(c["step"]) for c in source.run.volume_checkpoints]

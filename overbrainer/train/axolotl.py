@@ -523,9 +523,11 @@ def prepare_run_dir(
     resume: tuple[Path, int] | None = None,
     choice: Choice | None = None,
     prepared: str | None = None,
+    resume_elsewhere: int | None = None,
 ) -> None:
     """Fill ``run_dir`` with what the job reads: the data, the plugin, the model step and
-    ``axolotl.yaml``.
+    ``axolotl.yaml``. ``resume_elsewhere``: the step of a checkpoint the target puts in
+    ``resume/`` itself (a network volume's): the config names it, nothing is placed here.
 
     ``data`` is the result of :func:`check_data` on ``project_dir`` (checked here when not
     given). The eval set is copied, and configured, only when it has examples. ``resume``:
@@ -542,7 +544,7 @@ def prepare_run_dir(
         shutil.copyfile(data.eval_path, run_dir / EVAL_FILE)
     (run_dir / PLUGIN_FILE).write_bytes(plugin_source())
     (run_dir / MODEL_STEP_FILE).write_bytes(model_step_source())
-    resume_from = None
+    resume_from = None if resume_elsewhere is None else resume_path(resume_elsewhere)
     if resume is not None:
         resume_from = place_checkpoint(resume[0], resume[1], run_dir)
     if prepared is not None:

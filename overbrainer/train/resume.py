@@ -37,6 +37,9 @@ class ResumeFrom:
 
     run_id: str
     step: int
+    at_home: bool = True
+    """False: the checkpoint is only on the network volume the new run mounts (its run
+    kept only some checkpoints at home: ``checkpoints_home``); the pod reads it there."""
 
     def recorded(self) -> dict[str, Any]:
         """As ``run.Created`` records it."""
@@ -57,15 +60,22 @@ def parse_spec(spec: str) -> tuple[str, int | None]:
 
 
 def pick_checkpoint(
-    run_id: str, available: Iterable[int], requested: int | None, pruned: Iterable[int] = ()
+    run_id: str,
+    available: Iterable[int],
+    requested: int | None,
+    pruned: Iterable[int] = (),
+    on_volume: Iterable[int] = (),
 ) -> ResumeFrom:
     """The checkpoint of run ``run_id`` to start from: the one at ``requested`` (None: the
-    last of ``available``, the steps of its complete checkpoints at home). ``pruned``: the
-    steps the log says were removed from this machine."""
-    steps = sorted(set(available))
-    listed = ", ".join(str(step) for step in steps)
+    last), among ``available`` (the steps of its complete checkpoints at home) and
+    ``on_volume`` (those recorded whole on the network volume the new run mounts; one at
+    home is read from home). ``pruned``: the steps the log says were removed from this
+    machine."""
+    home = sorted(set(available))
+    volume = sorted(set(on_volume) - set(home))
+    steps = sorted(set(home) | set(volume))
+    have = _held(home, volume)
     if requested is not None and requested not in steps and requested in set(pruned):
-        have = f"it has {listed}" if steps else "it has none at home"
         raise ResumeError(
             f"checkpoint-{requested} of run {run_id} was removed from this machine (only the "
             f"last [training] keep_checkpoints stay): {have}; `overbrainer train "
@@ -78,14 +88,25 @@ def pick_checkpoint(
                 f"runs/{run_id}/output/checkpoint-*): stop a run with `overbrainer train "
                 "stop RUN` to have one saved and brought home"
             )
-        return ResumeFrom(run_id, steps[-1])
+        return ResumeFrom(run_id, steps[-1], at_home=steps[-1] in home)
     if requested not in steps:
-        have = f"it has {listed}" if steps else "it has none at home"
+        where = "at home or on the network volume" if volume else "at home"
         raise ResumeError(
-            f"run {run_id} has no checkpoint of step {requested} at home ({have}): "
+            f"run {run_id} has no checkpoint of step {requested} {where} ({have}): "
             f"`overbrainer train --resume-from {run_id}` starts from its last"
         )
-    return ResumeFrom(run_id, requested)
+    return ResumeFrom(run_id, requested, at_home=requested in home)
+
+
+def _held(home: list[int], volume: list[int]) -> str:
+    """``it has 10 at home and 5 on the network volume``."""
+    listed = ", ".join(str(step) for step in home)
+    said = f"it has {listed}" if home else "it has none at home"
+    if home and volume:
+        said += " at home"
+    if volume:
+        said += " and " + ", ".join(str(step) for step in volume) + " on the network volume"
+    return said
 
 
 def _setting_name(key: str) -> str:

@@ -498,7 +498,9 @@ async def test_check_says_which_volume_where_and_whether_it_exists_yet(tmp_path:
     )
     (line,) = [x for x in after.stdout.splitlines() if "network volume" in x]
     assert " ".join(line.split()) == (
-        f"ok network volume cache in US-KS-2, mounted at /runpod-volume: exists ({made.id}, 100 GB)"
+        f"ok network volume cache in US-KS-2, mounted at /runpod-volume: exists ({made.id}, "
+        "100 GB); what it holds is read through Runpod's S3 API: set "
+        "OVERBRAINER_RUNPOD__S3_ACCESS_KEY/__S3_SECRET to see it here"
     )
     assert twice.returncode == 1
     assert "network volumes named 'cache' in US-KS-2" in twice.stdout

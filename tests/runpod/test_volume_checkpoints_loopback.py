@@ -261,3 +261,44 @@ async def test_resume_from_with_a_volume_reads_the_checkpoint_there_uploading_no
         "recorded manifest): nothing uploaded from home"
     ) in story.stdout
     assert "checkpoint-10 on the network volume (nothing uploaded from home)" in shown.stdout
+
+
+@pytest.mark.parametrize("changed", [False, True], ids=["as recorded", "changed on the volume"])
+async def test_resume_from_a_checkpoint_kept_only_on_the_volume(
+    tmp_path: Path, changed: bool
+) -> None:
+    # checkpoints_home = "last" (the default with a volume): checkpoint-10 is on the volume
+    # only; --resume-from RUN:10 reads it there, or fails before its job when it changed.
+    async with world(tmp_path, steps=20, step_seconds=0.02, knobs=SAVING) as w:
+        w.env |= VOLUME
+        first = await w.run("train")
+        assert first.returncode == 0, first.stderr
+        (run_a,) = w.runs()
+        assert w.run_json(run_a)["checkpoints"] == [20]
+        checked = await w.run("train", "--check", "--resume-from", f"{run_a}:10")
+        if changed:
+            (_volume_output(w, run_a) / "checkpoint-10" / "changed-meanwhile").write_text("x")
+        done = await w.run("train", "--resume-from", f"{run_a}:10")
+        (run_b,) = set(w.runs()) - {run_a}
+
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "on the network volume only: the new run's pod reads it there" in checked.stdout
+    assert not (w.project / "runs" / run_b / "resume").exists()
+    run = w.run_json(run_b)
+    if changed:
+        assert done.returncode == 1, done.stderr
+        assert run["state"] == "failed", run
+        assert (
+            f"checkpoint-10 of run {run_a} on network volume cache cannot be resumed from "
+            "(its files differ from those recorded when it was saved), and no copy of it is at "
+            f"home; `overbrainer train --resume-from {run_a}` resumes from its last checkpoint"
+        ) in done.stderr
+        assert w.fake.live_pods() == []
+        return
+    assert done.returncode == 0, done.stderr
+    assert run["state"] == "succeeded", run
+    assert run["resumed_from"] == {"run": run_a, "step": 10, "from_volume": True}
+    on_pod = w.pod_run_dir(str(w.pod_json(run_b)["pod_id"]), run_b)
+    assert (on_pod / "resume").resolve() == _volume_output(w, run_a)
+    assert _checkpoint_files_on_disk(on_pod) == []
+    assert _first_step(on_pod / "metrics.jsonl") == 11

@@ -75,6 +75,31 @@ def test_pick_checkpoint_refuses_what_is_not_home(
 
 
 @pytest.mark.parametrize(
+    ("home", "volume", "requested", "want"),
+    [
+        ([10], [5, 10], None, ResumeFrom(RUN, 10)),  # the last, read from home
+        ([10], [5, 10], 5, ResumeFrom(RUN, 5, at_home=False)),  # only on the volume
+        ([], [5, 10], None, ResumeFrom(RUN, 10, at_home=False)),  # checkpoints_home "none"
+        ([20], [5, 10], None, ResumeFrom(RUN, 20)),  # home's is newer
+    ],
+)
+def test_a_checkpoint_on_the_volume_the_new_run_mounts_can_be_resumed_from(
+    home: list[int], volume: list[int], requested: int | None, want: ResumeFrom
+) -> None:
+    assert pick_checkpoint(RUN, home, requested, on_volume=volume) == want
+
+
+def test_a_step_neither_home_nor_on_the_volume_names_where_each_is() -> None:
+    with pytest.raises(ResumeError) as refused:
+        pick_checkpoint(RUN, [10], 7, on_volume=[5, 10])
+    assert str(refused.value) == (
+        f"run {RUN} has no checkpoint of step 7 at home or on the network volume (it has 10 "
+        f"at home and 5 on the network volume): `overbrainer train --resume-from {RUN}` "
+        "starts from its last"
+    )
+
+
+@pytest.mark.parametrize(
     ("available", "requested", "pruned", "message"),
     [
         (

@@ -18,6 +18,7 @@ from overbrainer.train.parallelism import Choice, GpuMemory, choose_for
 
 if TYPE_CHECKING:
     from overbrainer.runpod.client import RunpodClient
+    from overbrainer.runpod.volume_usage import Usage
 
 __all__ = ["check_pod_target", "gpu_memory_of", "parallelism_of"]
 
@@ -108,7 +109,7 @@ async def check_pod_target(
                 if wanted.needs_catalog:
                     found.append(checks.candidates_check(wanted, catalog))
                 if spec.volume is not None:
-                    found.append(await _volume(client, name, spec))
+                    found.append(await _volume(client, name, spec, settings))
             clock = client.server_clock if client.server_clock.known else None
     if spec.wait_for_capacity is not None and spec.capacity_wait_seconds > 0:
         found.append(
@@ -127,8 +128,11 @@ async def check_pod_target(
     return pods, clock, read
 
 
-async def _volume(client: "RunpodClient", name: str, spec: RunpodTarget) -> Check:
-    """The target's network volume among the account's (listed once)."""
+async def _volume(
+    client: "RunpodClient", name: str, spec: RunpodTarget, settings: Settings
+) -> Check:
+    """The target's network volume among the account's (listed once), and what it holds
+    (read through Runpod's S3 API when its key is set)."""
     from overbrainer.runpod.client import RunpodError
     from overbrainer.runpod.volumes import find_volume
 
@@ -139,4 +143,25 @@ async def _volume(client: "RunpodClient", name: str, spec: RunpodTarget) -> Chec
         answer = find_volume(await client.list_network_volumes(), volume, center, name)
     except RunpodError as error:
         answer = ApiFailure(error.status, str(error))
-    return checks.volume_check(spec.volume_size_gb, answer, volume, center)
+    held = None
+    if isinstance(answer, VolumeFound) and answer.volume is not None:
+        held = await _held(settings, answer.volume.id, center)
+    return checks.volume_check(spec.volume_size_gb, answer, volume, center, held)
+
+
+async def _held(settings: Settings, volume_id: str, center: str) -> "Usage | str":
+    """What the volume holds by part, or why that is not known (a phrase)."""
+    from overbrainer.runpod.s3 import S3Error, volume_s3
+    from overbrainer.runpod.volume_usage import usage_of
+
+    try:
+        s3 = volume_s3(settings.runpod, volume_id, center)
+        if s3 is None:
+            return (
+                "what it holds is read through Runpod's S3 API: set "
+                "OVERBRAINER_RUNPOD__S3_ACCESS_KEY/__S3_SECRET to see it here"
+            )
+        async with s3:
+            return usage_of(await s3.list_objects())
+    except S3Error as error:
+        return f"what it holds could not be read ({error})"

@@ -21,6 +21,7 @@ import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import NoReturn
 from urllib.parse import urlsplit
 
 from overbrainer.config.model import RunpodTarget, Settings
@@ -448,7 +449,11 @@ class PodTarget:
             recorded = []
         digest = next((c["manifest_digest"] for c in recorded if c["step"] == step), None)
         volume = self.spec.volume
+        # No copy at home: it was picked on the volume only (its run kept it nowhere else).
+        at_home = (session.run_dir(run_id) / RESUME_DIR).exists()
         if digest is None:
+            if not at_home:
+                await self._nothing_to_resume(run_id, source_run, step, "it is not recorded")
             session.front.info(
                 f"train: checkpoint-{step} of run {source_run} is not recorded on network "
                 f"volume {volume}: uploading it from home"
@@ -458,7 +463,7 @@ class PodTarget:
             fits, why = await resume_on_volume(
                 executor, self.ctx.root, remote_run_dir(run_id), source_run, step, str(digest)
             )
-            if fits:
+            if fits and at_home:
                 # Not sent: the job reads the checkpoint on the volume.
                 try:
                     shutil.rmtree(session.run_dir(run_id) / RESUME_DIR)
@@ -471,6 +476,8 @@ class PodTarget:
             await release(self.ctx, run_id, "failed")
             raise
         if not fits:
+            if not at_home:
+                await self._nothing_to_resume(run_id, source_run, step, why)
             session.front.warn(
                 f"checkpoint-{step} of run {source_run} on network volume {volume} cannot be "
                 f"resumed from ({why}): uploading it from home"
@@ -483,6 +490,16 @@ class PodTarget:
             f"train: run {run_id} resumes from checkpoint-{step} of run {source_run} on "
             f"network volume {volume} (it matches its recorded manifest): nothing uploaded "
             "from home"
+        )
+
+    async def _nothing_to_resume(self, run_id: str, source: str, step: int, why: str) -> NoReturn:
+        """The checkpoint picked on the volume only cannot be read there (``why``), and no
+        copy is at home: the pod is released and the run fails before its job."""
+        await release(self.ctx, run_id, "failed")
+        raise VolumeOutputError(
+            f"checkpoint-{step} of run {source} on network volume {self.spec.volume} cannot be "
+            f"resumed from ({why}), and no copy of it is at home; `overbrainer train "
+            f"--resume-from {source}` resumes from its last checkpoint"
         )
 
     async def before_start(self, run_id: str) -> None:
