@@ -156,14 +156,31 @@ async def _pump_in(source: Any, sink: asyncio.StreamWriter) -> None:
             sink.close()
 
 
-async def _pump_out(source: asyncio.StreamReader, sink: Any) -> None:
-    """The command's stdout or stderr → the SSH channel."""
-    while True:
-        data = await source.read(65536)
-        if not data:
-            return
-        sink.write(data)
-        await sink.drain()
+class _PipeToChannel(asyncio.Protocol):
+    """One pipe of the command (its stdout or stderr) → one SSH channel stream. The
+    session owns the pipe's transport and closes it itself: a pipe left to asyncio's
+    subprocess transport stays open while anything the command started still holds its
+    other end, and one still open when the loop closes fails whichever test runs then."""
+
+    def __init__(self, sink: Any) -> None:
+        self.sink = sink
+        self.ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
+        with contextlib.suppress(Exception):  # the client may be gone: its output with it
+            self.sink.write(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.ended.done():
+            self.ended.set_result(None)
+
+
+async def _read_pipe(fd: int, sink: Any) -> tuple[asyncio.BaseTransport, _PipeToChannel]:
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.connect_read_pipe(
+        lambda: _PipeToChannel(sink), os.fdopen(fd, "rb", buffering=0)
+    )
+    return transport, protocol
 
 
 def _make_server_class(authorized_keys: str, user: str, connections: set[Any]) -> type:
@@ -228,33 +245,45 @@ async def _start_ssh_server(
         if command is not None:
             command = map_pod_paths(command, root, prefixes)
         argv = ["sh", "-c", command] if command is not None else ["sh"]
-        child = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=home,
-            env=dict(env),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,  # its own group: what it started ends with it
-        )
-        assert child.stdin is not None and child.stdout is not None and child.stderr is not None
-        feeding = asyncio.ensure_future(_pump_in(process.stdin, child.stdin))
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
         try:
-            await asyncio.gather(
-                _pump_out(child.stdout, process.stdout), _pump_out(child.stderr, process.stderr)
+            child = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=home,
+                env=dict(env),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=out_write,
+                stderr=err_write,
+                start_new_session=True,  # its own group: what it started ends with it
             )
+        except BaseException:
+            os.close(out_read)
+            os.close(err_read)
+            raise
+        finally:
+            os.close(out_write)
+            os.close(err_write)
+        assert child.stdin is not None
+        feeding = asyncio.ensure_future(_pump_in(process.stdin, child.stdin))
+        pipes = [
+            await _read_pipe(out_read, process.stdout),
+            await _read_pipe(err_read, process.stderr),
+        ]
+        ended = [protocol.ended for _, protocol in pipes]
+        try:
+            await asyncio.gather(*ended)
             status = await child.wait()
         except BaseException:
             # The client went away: like sshd, leave nothing of the session running (a
-            # download's `tar` under its `sh` too), and read its pipes to their end: a
-            # pipe still open when the loop closes fails whichever test runs then.
+            # download's `tar` under its `sh` too).
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(child.pid, signal.SIGKILL)
             await child.wait()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.gather(child.stdout.read(), child.stderr.read()), 5)
             raise
         finally:
+            for transport, _ in pipes:
+                transport.close()
             feeding.cancel()
             with contextlib.suppress(BaseException):
                 await feeding
