@@ -12,7 +12,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 # SQLite's primary result codes (sqlite3.h); extended codes carry them in their low byte.
-_PERM, _READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 3, 8, 10, 11, 13, 14, 26
+_PERM, _BUSY, _READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 3, 5, 8, 10, 11, 13, 14, 26
 
 _TABLE = "stored_events"  # eventsourcing's table of the log
 
@@ -43,6 +43,11 @@ def _code(error: BaseException) -> int | None:
 def is_damage(error: BaseException) -> bool:
     """Whether SQLite found the file itself damaged (not a database, or malformed)."""
     return _code(error) in (_CORRUPT, _NOTADB)
+
+
+def is_busy(error: BaseException) -> bool:
+    """Whether SQLite said another connection was in the way ("database is locked")."""
+    return _code(error) == _BUSY
 
 
 def is_io_failure(error: BaseException) -> bool:

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from overbrainer.errors import OverbrainerError
 from overbrainer.events.actor import Actor
@@ -44,6 +44,7 @@ Decision = Callable[[RunLog], Sequence[Event]]
 Others = Callable[[Sequence["Recorded"]], None]
 
 _RETRIES = 50
+_T = TypeVar("_T")
 _OPTIMISTIC = 4  # PostgreSQL: conflicts before an append takes the log's write lock
 
 
@@ -95,6 +96,31 @@ def _cannot_open(path: Path, error: BaseException) -> str:
         f"{type(error).__name__}: {error}; check [store] url and the file's permissions"
     )
     return f"cannot open the event store: {reason}"
+
+
+_OPEN_ATTEMPTS = 10
+# A busy answer sooner than this is SQLite refusing at once (no use waiting), not its lock
+# timeout spent.
+_AT_ONCE_SECONDS = 1.0
+
+
+def open_sqlite(open_log: Callable[[], _T], clock: Callable[[], float] = time.monotonic) -> _T:
+    """``open_log()``, tried again when SQLite refuses it at once as busy. Opening a log
+    creates its table in a transaction that first reads the schema, then writes: when
+    another command opens the same new log at that moment (``runs ls`` while ``train``
+    starts a project's first run) and commits first, SQLite answers "database is locked"
+    without waiting, since waiting could not help that transaction. A new one can."""
+    from overbrainer.events.sqlite_files import is_busy
+
+    for attempt in range(_OPEN_ATTEMPTS):
+        started = clock()
+        try:
+            return open_log()
+        except Exception as error:
+            quick = clock() - started < _AT_ONCE_SECONDS
+            if not (is_busy(error) and quick) or attempt == _OPEN_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 class Changes(Protocol):
@@ -158,7 +184,7 @@ class RunStore:
 
             self._where = describe_store(url)
             try:
-                self._app = Application(env=env)
+                self._app = open_sqlite(lambda: Application(env=env))
             except Exception as error:
                 if self._path is not None:
                     raise StoreError(_cannot_open(self._path, error)) from error

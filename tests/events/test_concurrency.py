@@ -102,3 +102,118 @@ async def test_an_append_that_no_longer_fits_the_run_is_a_plain_error_not_a_cras
     )
     assert [r.event.name for r in store.history(RUN)] == ["run.Created", "run.Ended"]
     store.close()
+
+
+def test_commands_opening_a_new_project_log_at_the_same_instant_all_open_it(
+    tmp_path: Path,
+) -> None:
+    """Each opening creates the log's table in a transaction that reads, then writes; the
+    one that commits second is refused at once by SQLite ("database is locked")."""
+    import threading
+
+    failures: list[BaseException] = []
+    for round_ in range(80):
+        project = tmp_path / f"p{round_}"
+        project.mkdir()
+        start = threading.Barrier(4)
+
+        def open_it(project: Path = project, start: threading.Barrier = start) -> None:
+            start.wait()
+            try:
+                RunStore(None, project, Actor.here("test")).close()
+            except BaseException as error:
+                failures.append(error)
+
+        threads = [threading.Thread(target=open_it) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    assert failures == []
+
+
+def _busy_error(tmp_path: Path) -> Exception:
+    """What opening a log raises when SQLite finds another connection in the way: its
+    error, wrapped as eventsourcing wraps it."""
+    import sqlite3
+
+    from eventsourcing.persistence import OperationalError
+
+    holder = sqlite3.connect(tmp_path / "held.sqlite", isolation_level=None)
+    holder.execute("CREATE TABLE t (a)")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        sqlite3.connect(tmp_path / "held.sqlite", timeout=0).execute("SELECT * FROM t")
+    except sqlite3.OperationalError as error:
+        wrapped = OperationalError(error)
+        wrapped.__cause__ = error
+        return wrapped
+    finally:
+        holder.close()
+    raise AssertionError("the second connection was not refused")
+
+
+class _Opening:
+    """An opening that is refused ``refusals`` times, each taking ``seconds``."""
+
+    def __init__(self, error: Exception, refusals: int, seconds: float = 0.0) -> None:
+        self.error, self.refusals, self.seconds = error, refusals, seconds
+        self.calls = 0
+        self.now = 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def __call__(self) -> str:
+        self.calls += 1
+        self.now += self.seconds
+        if self.calls <= self.refusals:
+            raise self.error
+        return "log"
+
+
+def test_an_opening_refused_at_once_as_busy_is_tried_again(tmp_path: Path) -> None:
+    from overbrainer.events.store import open_sqlite
+
+    opening = _Opening(_busy_error(tmp_path), refusals=2)
+    assert open_sqlite(opening, clock=opening.clock) == "log"
+    assert opening.calls == 3
+
+
+def test_an_opening_busy_after_waiting_out_the_lock_timeout_is_not_tried_again(
+    tmp_path: Path,
+) -> None:
+    import pytest
+    from eventsourcing.persistence import OperationalError
+
+    from overbrainer.events.store import open_sqlite
+
+    opening = _Opening(_busy_error(tmp_path), refusals=1, seconds=30.0)
+    with pytest.raises(OperationalError):
+        open_sqlite(opening, clock=opening.clock)
+    assert opening.calls == 1
+
+
+def test_an_opening_that_fails_otherwise_is_not_tried_again() -> None:
+    import pytest
+
+    from overbrainer.events.store import open_sqlite
+
+    opening = _Opening(PermissionError("read-only directory"), refusals=5)
+    with pytest.raises(PermissionError):
+        open_sqlite(opening, clock=opening.clock)
+    assert opening.calls == 1
+
+
+def test_an_opening_refused_every_time_gives_up_after_a_bounded_number_of_tries(
+    tmp_path: Path,
+) -> None:
+    import pytest
+    from eventsourcing.persistence import OperationalError
+
+    from overbrainer.events.store import open_sqlite
+
+    opening = _Opening(_busy_error(tmp_path), refusals=1000)
+    with pytest.raises(OperationalError):
+        open_sqlite(opening, clock=opening.clock)
+    assert 1 < opening.calls <= 10
