@@ -598,6 +598,9 @@ class RunpodTarget(BaseModel):
     gpu_types: GpuChoice
     max_hours: Annotated[float, Field(gt=0, le=720, allow_inf_nan=False)]
     gpu_count: Count = 1
+    # How many pods the run's job spans: 1, a pod; 2 or more, an Instant Cluster of that
+    # many identical pods (Runpod allows 2..250), every one of gpu_count GPUs.
+    nodes: Annotated[int, Field(ge=1, le=250)] = 1
     min_vram_gb: Annotated[int, Field(ge=1, le=10_000)] | None = None
     max_price_per_hour: Annotated[float, Field(gt=0, le=10_000, allow_inf_nan=False)] | None = None
     # The most a run's pod may cost, in US dollars, at the rate it was created at.
@@ -673,7 +676,7 @@ class RunpodTarget(BaseModel):
 
     @property
     def job_processes(self) -> int:
-        """How many processes the job runs: one per GPU of the pod."""
+        """How many processes the job runs on each pod: one per GPU of the pod."""
         return self.gpu_count
 
     def unset_for_training(self, name: str, settings: "Settings") -> list[str]:

@@ -128,6 +128,10 @@ kind = "local"                        # this machine
 # allow_unpinned_image = false        # true accepts an image by tag (it may change)
 # gpu_count = 1                       # >= 1; more: one process per GPU (torchrun), sharing
 #                                     # the model as [training] parallelism says
+# nodes = 1                           # 1..250; 2 or more: a Runpod Instant Cluster of that
+#                                     # many pods of gpu_count GPUs each, one job across
+#                                     # them (torchrun, static rendezvous); prices and
+#                                     # max_cost_usd count every GPU of every node
 # venv = "/workspace/axolotl-venv"    # where the image keeps axolotl (the default
 #                                     # image does)
 # container_disk_gb = 50              # >= 20

@@ -7,10 +7,10 @@ costing at most ``max_price_per_hour`` per GPU; the cheapest first, the ones the
 says are out of stock (in the allowed data centers) last. A list is tried as written.
 
 ``max_cost_usd`` then bounds each candidate: the whole ``max_hours`` at its list price
-(× ``gpu_count``) within the cap keeps ``max_hours``; less than that but at least one hour
-shortens the pod's bound to what the cap pays for; not even one hour leaves the candidate
-out. Every type left out carries its reason, and a plan with no candidate is a refusal
-naming the setting to change.
+(× ``gpu_count`` × ``nodes``: every GPU of every node) within the cap keeps ``max_hours``;
+less than that but at least one hour shortens the pod's bound to what the cap pays for;
+not even one hour leaves the candidate out. Every type left out carries its reason, and a
+plan with no candidate is a refusal naming the setting to change.
 """
 
 import math
@@ -55,6 +55,9 @@ class Wanted:
     max_hours: float
     min_vram_gb: int | None = None
     max_price_per_hour: float | None = None
+    # Pods of gpu_count GPUs each: 1, a pod; more, a cluster of that many (its stock is
+    # the catalog's for clusters, and every rate counts every node).
+    nodes: int = 1
     max_cost_usd: float | None = None
     data_center_ids: Sequence[str] = ()
     # How many new pods a run may get when one is lost: each may cost as much as the first
@@ -68,6 +71,11 @@ class Wanted:
     def auto(self) -> bool:
         """Whether the candidates come from the catalog."""
         return self.gpu_types == "auto"
+
+    @property
+    def product(self) -> Literal["POD", "CLUSTER"]:
+        """Whose stock the catalog is read for: a pod's, or a cluster's nodes'."""
+        return "CLUSTER" if self.nodes > 1 else "POD"
 
     @property
     def needs_catalog(self) -> bool:
@@ -87,6 +95,7 @@ def wanted_of(target: str, spec: "RunpodTarget", *, priced: bool = False) -> Wan
         target=target,
         gpu_types="auto" if spec.gpu_types == "auto" else tuple(spec.gpu_types),
         gpu_count=spec.gpu_count,
+        nodes=spec.nodes,
         max_hours=spec.max_hours,
         min_vram_gb=spec.min_vram_gb,
         max_price_per_hour=spec.max_price_per_hour,
@@ -103,9 +112,10 @@ class Candidate:
     """A GPU type the walk tries, in order.
 
     ``price_per_gpu`` is the catalog's secure-cloud list price for one GPU (None: the
-    catalog was not needed or does not list it); ``rate`` that times ``gpu_count``, what
-    the pod is expected to bill per hour. ``max_hours`` is the bound the pod is created
-    with: the target's, or shorter when ``max_cost_usd`` pays for less (``shortened``).
+    catalog was not needed or does not list it); ``rate`` that times ``gpu_count``
+    times ``nodes``, what the pod (every pod of a cluster) is expected to bill per hour.
+    ``max_hours`` is the bound the pod is created with: the target's, or shorter when
+    ``max_cost_usd`` pays for less (``shortened``).
     """
 
     gpu_type: str
@@ -115,11 +125,20 @@ class Candidate:
     memory_gb: int | None = None
     stock: Availability | None = None
     shortened: bool = False
+    nodes: int = 1
 
     @property
     def rate(self) -> float | None:
-        """USD per hour for the pod (all its GPUs), when the price is known."""
-        return None if self.price_per_gpu is None else self.price_per_gpu * self.gpu_count
+        """USD per hour for the pod, or every pod of the cluster (all their GPUs), when
+        the price is known."""
+        if self.price_per_gpu is None:
+            return None
+        return self.price_per_gpu * self.gpu_count * self.nodes
+
+    @property
+    def shape(self) -> str:
+        """``2 × NVIDIA A40``, or ``4 nodes × 2 × NVIDIA A40`` for a cluster."""
+        return _shape(self.nodes, self.gpu_count, self.gpu_type)
 
 
 @dataclass(frozen=True)
@@ -156,8 +175,12 @@ def hours_text(hours: float) -> str:
     return f"{round(hours, 2):g} h"
 
 
-def _rate_of(count: int, gpu_type: str, price: float) -> str:
-    return f"{count} × {gpu_type} at {price_text(price * count)}/h"
+def _shape(nodes: int, count: int, gpu_type: str) -> str:
+    return f"{nodes} nodes × {count} × {gpu_type}" if nodes > 1 else f"{count} × {gpu_type}"
+
+
+def _rate_of(nodes: int, count: int, gpu_type: str, price: float) -> str:
+    return f"{_shape(nodes, count, gpu_type)} at {price_text(price * count * nodes)}/h"
 
 
 # --- the catalog's candidates ----------------------------------------------------------------
@@ -247,6 +270,7 @@ def _auto(wanted: Wanted, catalog: Sequence[GpuType]) -> Chosen:
             gpu_count=wanted.gpu_count,
             memory_gb=gpu.memory_gb,
             stock=stocks[gpu.id],
+            nodes=wanted.nodes,
         )
         for gpu in chosen
     )
@@ -302,6 +326,7 @@ def _listed(wanted: Wanted, catalog: Sequence[GpuType] | None) -> Chosen:
                 gpu_count=wanted.gpu_count,
                 memory_gb=gpu.memory_gb if gpu is not None else None,
                 stock=_stock(gpu, wanted.data_center_ids) if gpu is not None else None,
+                nodes=wanted.nodes,
             )
         )
     return Chosen("list", tuple(candidates))
@@ -361,6 +386,7 @@ def _capped(wanted: Wanted, chosen: Chosen) -> Chosen:
                 memory_gb=candidate.memory_gb,
                 stock=candidate.stock,
                 shortened=shortened,
+                nodes=candidate.nodes,
             )
         )
     if kept:
@@ -383,7 +409,8 @@ def _refuse_cap(wanted: Wanted, cap: float, cheapest: Candidate) -> NoReturn:
     raise NoCandidate(
         f"max_cost_usd {price_text(cap)} of target {wanted.target} does not pay for one hour "
         f"of any GPU type it may use: the cheapest is "
-        f"{_rate_of(wanted.gpu_count, cheapest.gpu_type, cheapest.price_per_gpu)}; set "
+        f"{_rate_of(wanted.nodes, wanted.gpu_count, cheapest.gpu_type, cheapest.price_per_gpu)}; "
+        f"set "
         f"{wanted.key('max_cost_usd')} = {_ceil_cents(cheapest.rate):g} or more for one hour "
         f"({_ceil_cents(cheapest.rate * wanted.max_hours):g} for all of max_hours "
         f"{wanted.max_hours:g}), no pod was created"
@@ -415,14 +442,16 @@ def choose(wanted: Wanted, catalog: Sequence[GpuType] | None) -> Chosen:
 def run_cost_bound(wanted: Wanted, chosen: Chosen) -> float | None:
     """The most a run may cost, in USD: ``max_cost_usd`` (it bounds every pod of the run);
     else what one pod may cost times the pods the run may have (its first and one per
-    recovery, ``max_recoveries``). One pod may cost ``max_price_per_hour`` × ``gpu_count``
-    × ``max_hours``; else the dearest candidate's list rate × its bound (the walk may end
-    on any of them). None when a candidate has no known price: nothing bounds it."""
+    recovery, ``max_recoveries``). One pod (or cluster) may cost ``max_price_per_hour`` ×
+    ``gpu_count`` × ``nodes`` × ``max_hours``; else the dearest candidate's list rate × its
+    bound (the walk may end on any of them). None when a candidate has no known price:
+    nothing bounds it."""
     if wanted.max_cost_usd is not None:
         return wanted.max_cost_usd
     pods = 1 + wanted.max_recoveries
     if wanted.max_price_per_hour is not None:
-        return wanted.max_price_per_hour * wanted.gpu_count * wanted.max_hours * pods
+        gpus = wanted.gpu_count * wanted.nodes
+        return wanted.max_price_per_hour * gpus * wanted.max_hours * pods
     costs = [None if c.rate is None else c.rate * c.max_hours for c in chosen.candidates]
     if not costs or any(cost is None for cost in costs):
         return None
@@ -433,7 +462,9 @@ def shortened_text(candidate: Candidate, wanted_hours: float, cap: float) -> str
     """``pod deadline shortened to 2.5 h: 1 × NVIDIA A40 at $1.50/h stays within
     max_cost_usd $3.75``."""
     assert candidate.price_per_gpu is not None
-    rate = _rate_of(candidate.gpu_count, candidate.gpu_type, candidate.price_per_gpu)
+    rate = _rate_of(
+        candidate.nodes, candidate.gpu_count, candidate.gpu_type, candidate.price_per_gpu
+    )
     return (
         f"pod deadline shortened to {hours_text(candidate.max_hours)} (from max_hours "
         f"{wanted_hours:g}): {rate} "

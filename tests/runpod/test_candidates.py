@@ -301,3 +301,33 @@ SETTINGS: dict[str, object] = dict(
     max_cost_usd=3.0,
     data_center_ids=["EU-RO-1"],
 )
+
+
+def test_a_cluster_counts_every_gpu_of_every_node_in_its_rate_cap_and_bound() -> None:
+    wanted = replace(AUTO, max_price_per_hour=None, max_cost_usd=3.75, gpu_count=1, nodes=2)
+    chosen = choose(wanted, CATALOG)
+    rows = [(c.gpu_type, c.rate, round(c.max_hours, 4), c.shortened) for c in chosen.candidates]
+    # The same table as two GPUs on one pod: a cluster's two nodes bill as two GPUs.
+    assert rows == [
+        ("NVIDIA A40", 0.80, 4.0, False),
+        ("NVIDIA L40S", 1.72, round(130 / 60, 4), True),
+        ("NVIDIA A100 80GB PCIe", 2.38, round(94 / 60, 4), True),
+    ]
+    assert shortened_text(chosen.candidates[1], 4.0, 3.75) == (
+        "pod deadline shortened to 2.17 h (from max_hours 4): 2 nodes × 1 × NVIDIA L40S at "
+        "$1.72/h stays within max_cost_usd $3.75"
+    )
+    priced = replace(AUTO, gpu_count=2, nodes=4, max_recoveries=0)
+    assert run_cost_bound(priced, choose(priced, CATALOG)) == pytest.approx(1.5 * 8 * 4.0)
+
+
+def test_a_cap_that_pays_for_one_node_but_not_every_node_refuses_naming_the_shape() -> None:
+    with pytest.raises(NoCandidate) as caught:
+        choose(replace(AUTO, max_cost_usd=0.50, nodes=2), CATALOG)
+    assert "the cheapest is 2 nodes × 1 × NVIDIA A40 at $0.80/h" in str(caught.value)
+
+
+def test_the_nodes_of_a_target_reach_its_wanted_settings() -> None:
+    spec = RunpodTarget(kind="runpod", gpu_types=["NVIDIA A40"], max_hours=2, nodes=3)
+    assert wanted_of("gpu", spec).nodes == 3
+    assert wanted_of("gpu", runpod_target(["NVIDIA A40"])).nodes == 1

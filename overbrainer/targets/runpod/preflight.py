@@ -97,7 +97,7 @@ async def check_pod_target(
                 catalog: list[GpuType] | ApiFailure
                 try:
                     catalog = await client.list_gpu_types(
-                        availability=True, gpu_count=spec.gpu_count
+                        availability=True, gpu_count=spec.gpu_count, product=wanted.product
                     )
                     read = catalog
                 except RunpodError as error:

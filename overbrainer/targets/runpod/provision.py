@@ -327,7 +327,9 @@ async def _choose(ctx: PodContext, wanted: Wanted, catalog: Sequence[GpuType] | 
     availability included for the pod's GPU count."""
     if catalog is None and wanted.needs_catalog:
         try:
-            catalog = await ctx.client.list_gpu_types(availability=True, gpu_count=wanted.gpu_count)
+            catalog = await ctx.client.list_gpu_types(
+                availability=True, gpu_count=wanted.gpu_count, product=wanted.product
+            )
         except RunpodError as error:
             ctx.session.front.warn(f"cannot read Runpod's GPU catalog: {error}")
             catalog = None

@@ -340,7 +340,7 @@ class PodTarget:
         if self.catalog is None and wanted.needs_catalog:
             try:
                 self.catalog = await self.ctx.client.list_gpu_types(
-                    availability=True, gpu_count=wanted.gpu_count
+                    availability=True, gpu_count=wanted.gpu_count, product=wanted.product
                 )
             except RunpodError:
                 return  # provisioning reads it again, and refuses without it
