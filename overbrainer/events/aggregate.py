@@ -58,6 +58,10 @@ class PodView:
     # The network volume the run's pods mount (pod.VolumeAttached): {"id", "name",
     # "data_center", "created", "size_gb"}.
     volume: dict[str, Any] | None = None
+    # The current pod's cluster, when the run has one (pod.ClusterCreated): {"id",
+    # "nodes", "gpus_per_node", "members": [{"pod_id", "rank", "ip"}, ...] by rank once
+    # ranked (pod.ClusterRanked), else []}.
+    cluster: dict[str, Any] | None = None
 
     def may_bill(self) -> bool:
         """Whether some pod of this run may still exist (and bill)."""
@@ -474,6 +478,7 @@ def _pod_created(s: RunLog, e: ev.PodCreated, at: str) -> None:
     s.pod.cost_cap_near = False
     s.pod.delete_reason = s.pod.deleted_by = None
     s.pod.uptime_seconds = s.pod.spend = None
+    s.pod.cluster = None  # a cluster's is recorded with its primary (pod.ClusterCreated)
     s.pod.pods[e.pod_id] = PodState.created
     _cost(s, e.pod_id).update(created_at=s.pod.created_at, rate=e.cost_per_hour)
 
@@ -597,6 +602,28 @@ def _capacity_awaited(s: RunLog, e: ev.CapacityAwaited, at: str) -> None:
         raise InvalidTransition("capacity is awaited only before the job starts")
 
 
+def _cluster_created(s: RunLog, e: ev.ClusterCreated, at: str) -> None:
+    if s.pod.pod_id != e.pod_id or s.pod.status != PodState.created:
+        raise InvalidTransition(f"cluster {e.cluster_id} is recorded with its primary pod")
+    s.pod.cluster = {
+        "id": e.cluster_id,
+        "nodes": e.nodes,
+        "gpus_per_node": e.gpus_per_node,
+        "members": [],
+    }
+
+
+def _cluster_ranked(s: RunLog, e: ev.ClusterRanked, at: str) -> None:
+    cluster = s.pod.cluster
+    if cluster is None or cluster["id"] != e.cluster_id:
+        raise InvalidTransition(f"cluster {e.cluster_id} is not the run's")
+    if len(e.members) != cluster["nodes"]:
+        raise InvalidTransition(
+            f"cluster {e.cluster_id} has {cluster['nodes']} nodes, not {len(e.members)}"
+        )
+    cluster["members"] = [dict(member) for member in e.members]
+
+
 def _model_ready(s: RunLog, e: ev.ModelReady, at: str) -> None:
     if s.run.state != RunState.running:
         raise InvalidTransition("the base model is made ready by a running job")
@@ -655,6 +682,8 @@ def _rules() -> dict[type[ev.Event], Any]:
         ev.AttemptSent: _attempt_sent,
         ev.AttemptResolved: _attempt_resolved,
         ev.PodCreated: _pod_created,
+        ev.ClusterCreated: _cluster_created,
+        ev.ClusterRanked: _cluster_ranked,
         ev.EndpointSeen: _endpoint,
         ev.PodReady: _ready,
         ev.PodJobRunning: _job_running,

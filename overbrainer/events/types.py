@@ -392,6 +392,29 @@ class PodCreated(Event):
 
 
 @dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+class ClusterCreated(Event):
+    """The run's pods are the members of an Instant Cluster: ``pod_id`` (the run's pod in
+    every other pod event) is its primary, node rank 0, through which the run is followed;
+    deleting the run's pod deletes the whole cluster."""
+
+    name: ClassVar[str] = "pod.ClusterCreated"
+    cluster_id: str
+    pod_id: str
+    nodes: int
+    gpus_per_node: int
+
+
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+class ClusterRanked(Event):
+    """Every member of the cluster has its node rank: ``members`` is one ``{"pod_id",
+    "rank", "ip"}`` per node, by rank (``ip``: its address on the cluster's network)."""
+
+    name: ClassVar[str] = "pod.ClusterRanked"
+    cluster_id: str
+    members: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class EndpointSeen(Event):
     """The pod's direct SSH endpoint (it may change across restarts)."""
 
@@ -623,6 +646,8 @@ CATALOGUE: dict[str, type[Event]] = {
         CandidatesChosen,
         CapacityAwaited,
         VolumeAttached,
+        ClusterCreated,
+        ClusterRanked,
         DataOnVolume,
         PodBilled,
     )

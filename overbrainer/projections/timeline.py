@@ -154,6 +154,11 @@ def _volume_attached(e: ev.VolumeAttached, s: RunLog | None) -> str:
     )
 
 
+def _cluster_ranked(e: ev.ClusterRanked, s: RunLog | None) -> str:
+    nodes = ", ".join(f"node {m.get('rank')} pod {m.get('pod_id')}" for m in e.members)
+    return f"cluster {e.cluster_id} ranked its nodes: {nodes}"
+
+
 def _data_on_volume(e: ev.DataOnVolume, s: RunLog | None) -> str:
     how = "through the S3 API" if e.via == "s3" else "through the pod"
     said = [
@@ -287,6 +292,11 @@ _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
     ev.PodCreated: _pod_created,
     ev.EndpointSeen: _endpoint,
     ev.PodReady: lambda e, s: f"pod {e.pod_id} ready (watchdog: {e.verdict})",
+    ev.ClusterCreated: lambda e, s: (
+        f"cluster {e.cluster_id} created: {e.nodes} nodes of {e.gpus_per_node} GPU(s), its "
+        f"primary pod {e.pod_id} (node 0); deleting the run's pod deletes every node"
+    ),
+    ev.ClusterRanked: _cluster_ranked,
     ev.PodJobRunning: lambda e, s: f"the job runs on pod {e.pod_id}",
     ev.AwaitingRetrieval: lambda e, s: (
         f"pod {e.pod_id} awaits retrieval of the results" + (f" ({e.detail})" if e.detail else "")

@@ -18,7 +18,9 @@ RUN_F = "20260101-150000-ffff"  # a Runpod run whose pod vanished after a checkp
 
 # Event types added since 0.3.0, whose log (``logs/v0.3.0.sqlite``) holds the rest of the
 # script as it is.
-ADDED_SINCE_0_3_0: frozenset[type[ev.Event]] = frozenset({ev.CandidatesChosen})
+ADDED_SINCE_0_3_0: frozenset[type[ev.Event]] = frozenset(
+    {ev.CandidatesChosen, ev.ClusterCreated, ev.ClusterRanked}
+)
 
 SCRIPT: list[tuple[str, ev.Event]] = [
     (
@@ -155,6 +157,17 @@ SCRIPT: list[tuple[str, ev.Event]] = [
     ),
     (RUN_C, ev.AttemptResolved(n=1, result="created", pod_id="zz9")),
     (RUN_C, ev.PodCreated(pod_id="zz9", gpu_type="NVIDIA A40", cost_per_hour=0.5)),
+    (RUN_C, ev.ClusterCreated(cluster_id="c_zz", pod_id="zz9", nodes=2, gpus_per_node=1)),
+    (
+        RUN_C,
+        ev.ClusterRanked(
+            cluster_id="c_zz",
+            members=[
+                {"pod_id": "zz9", "rank": 0, "ip": "10.65.0.2"},
+                {"pod_id": "zz8", "rank": 1, "ip": "10.65.0.3"},
+            ],
+        ),
+    ),
     (RUN_C, ev.Interrupted(stage="waiting for SSH")),
     (RUN_C, ev.PodDeleting(pod_id="zz9", reason="interrupted")),
     (RUN_C, ev.PodDeleted(pod_id="zz9", by="client", uptime_seconds=30.0, spend=0.0042)),

@@ -25,6 +25,7 @@ STARTED = ev.JobStarted(job_dir="runs/x", pid=42)
 FAILED = ev.RunEnded(state=RunState.failed, message="boom")
 SENT = ev.AttemptSent(n=1, pod_name="overbrainer-x-1", gpu_type="A40")
 POD = ev.PodCreated(pod_id="p1", gpu_type="A40")
+CLUSTER = ev.ClusterCreated(cluster_id="c1", pod_id="p1", nodes=2, gpus_per_node=1)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,6 +157,24 @@ def log(*events: ev.Event) -> RunLog:
             ),
             "a network volume is attached only before the job starts",
             id="volume-after-job",
+        ),
+        pytest.param(
+            (CREATED, SENT),
+            ev.ClusterCreated(cluster_id="c1", pod_id="p1", nodes=2, gpus_per_node=1),
+            "cluster c1 is recorded with its primary pod",
+            id="cluster-without-pod",
+        ),
+        pytest.param(
+            (CREATED, SENT, POD, CLUSTER),
+            ev.ClusterRanked(cluster_id="c1", members=[{"pod_id": "p1", "rank": 0}]),
+            "cluster c1 has 2 nodes, not 1",
+            id="cluster-ranked-short",
+        ),
+        pytest.param(
+            (CREATED, SENT, POD),
+            ev.ClusterRanked(cluster_id="c1", members=[]),
+            "cluster c1 is not the run's",
+            id="ranked-not-the-runs",
         ),
         pytest.param((CREATED,), Unknown(), "no rule for test.Unknown", id="no-rule"),
     ],
@@ -310,3 +329,26 @@ def test_a_recovery_puts_the_run_back_to_starting_a_pod_and_keeps_every_pod() ->
     # A Recovered for another pod than the current one, or twice, is refused.
     with pytest.raises(InvalidTransition):
         state.copy().apply(ev.Recovered(attempt=1, pod_id="p2", resumed_step=5), at)
+
+
+def test_a_cluster_is_the_runs_pods_until_a_new_pod_is_created() -> None:
+    ranked = ev.ClusterRanked(
+        cluster_id="c1",
+        members=[{"pod_id": "p1", "rank": 0, "ip": None}, {"pod_id": "p2", "rank": 1, "ip": None}],
+    )
+    state = log(CREATED, SENT, POD, CLUSTER, ranked)
+    assert state.pod.cluster == {
+        "id": "c1",
+        "nodes": 2,
+        "gpus_per_node": 1,
+        "members": [
+            {"pod_id": "p1", "rank": 0, "ip": None},
+            {"pod_id": "p2", "rank": 1, "ip": None},
+        ],
+    }
+    gone = ev.PodDeleted(pod_id="p1", by="client")
+    again = ev.AttemptSent(n=2, pod_name="overbrainer-x-2", gpu_type="A40")
+    state.apply(gone, AT)
+    state.apply(again, AT)
+    state.apply(ev.PodCreated(pod_id="p3", gpu_type="A40"), AT)
+    assert state.pod.cluster is None

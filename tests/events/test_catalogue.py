@@ -156,6 +156,7 @@ EXPECTED_POD_A = {
         },
     },
     "volume": None,
+    "cluster": None,
 }
 EXPECTED_RUN_B = {
     "run_id": RUN_B,
@@ -299,6 +300,15 @@ EXPECTED_POD_C = {
         },
     },
     "volume": None,
+    "cluster": {
+        "id": "c_zz",
+        "nodes": 2,
+        "gpus_per_node": 1,
+        "members": [
+            {"pod_id": "zz9", "rank": 0, "ip": "10.65.0.2"},
+            {"pod_id": "zz8", "rank": 1, "ip": "10.65.0.3"},
+        ],
+    },
 }
 
 EXPECTED_SENTENCES_A = [
