@@ -36,10 +36,13 @@ class JobStatus(StrEnum):
 
 @dataclass(frozen=True)
 class JobState:
-    """A job's status; ``exit_code`` is set for ``exited`` (``None`` if unreadable)."""
+    """A job's status; ``exit_code`` is set for ``exited`` (``None`` if unreadable).
+    ``node``: for a job across many nodes, the node rank whose end this is, when it is not
+    rank 0's (another node's job failed first)."""
 
     status: JobStatus
     exit_code: int | None = None
+    node: int | None = None
 
     @property
     def ended(self) -> bool:

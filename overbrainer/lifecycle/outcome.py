@@ -30,6 +30,8 @@ def judge(
     checkpoint's files came home); every other end is a failure naming its reason (or a
     cancellation)."""
     log = f"runs/{run_id}/job.log"
+    if job.node is not None:
+        return _node_failed(job, job.node)
     if job.status is JobStatus.cancelled:
         return Verdict(RunState.cancelled, "cancelled", None)
     if job.status is JobStatus.lost:
@@ -61,6 +63,21 @@ def judge(
     if summary.stopped_step is not None:
         return Verdict(RunState.stopped, stopped_message(summary, run_id, checkpoint_home), 0)
     return Verdict(RunState.succeeded, None, 0)
+
+
+def _node_failed(job: JobState, node: int) -> Verdict:
+    """Another node than rank 0 ended the job: the run fails naming it."""
+    if job.status is JobStatus.exited and job.exit_code is not None:
+        how = f"exited with code {job.exit_code}"
+    elif job.status is JobStatus.cancelled:
+        how = "was cancelled"
+    else:
+        how = "vanished without an exit code"
+    return Verdict(
+        RunState.failed,
+        f"the job on node {node} {how}; the other nodes' jobs were stopped",
+        job.exit_code,
+    )
 
 
 def stopped_message(summary: MetricsSummary, run_id: str, checkpoint_home: bool = True) -> str:

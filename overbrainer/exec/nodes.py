@@ -1,0 +1,129 @@
+"""One executor over the nodes of a job that spans many machines (a cluster's pods).
+
+The job runs on every node at once, each node its own run directory: what a run sends
+(its config and data) goes to every node; the job starts on every node; its files (the
+metrics, the log, the checkpoints and the output) are read from the first node, rank 0,
+where the trainer saves them. The job's state is every node's: while rank 0 runs, a node
+whose job ended without success is the job's end (its torchrun peers would only wait for
+it until their collectives time out), so the others are cancelled and the state returned
+is that node's, naming it (:attr:`JobState.node`).
+"""
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import trio
+
+from overbrainer.exec.base import Arrived, ExecError, Executor, JobHandle, JobState, JobStatus
+
+
+class NodesExecutor:
+    """``nodes`` by node rank (rank 0 first), the job's nodes as one executor."""
+
+    def __init__(self, nodes: Sequence[Executor], name: str) -> None:
+        if not nodes:
+            raise ValueError("a job spans at least one node")
+        self.nodes = tuple(nodes)
+        self.name = name
+
+    @property
+    def primary(self) -> Executor:
+        """Rank 0, where the job's files are read."""
+        return self.nodes[0]
+
+    @property
+    def location(self) -> str:
+        return f"{self.name} ({len(self.nodes)} nodes)"
+
+    async def upload(self, local_dir: Path, remote_dir: str) -> None:
+        async with trio.open_nursery() as nursery:
+            for node in self.nodes:
+                nursery.start_soon(node.upload, local_dir, remote_dir)
+
+    async def spawn(
+        self,
+        remote_dir: str,
+        commands: Sequence[Sequence[str]],
+        *,
+        env: Mapping[str, str],
+        secrets: Mapping[str, str],
+        container: str | None = None,
+    ) -> JobHandle:
+        """Start the job on every node, the others before rank 0 (whose handle is
+        returned); a node that cannot start it ends what the others started."""
+        started: list[Executor] = []
+        try:
+            for node in (*self.nodes[1:], self.primary):
+                handle = await node.spawn(
+                    remote_dir, commands, env=env, secrets=secrets, container=container
+                )
+                started.append(node)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await _cancel_all(started, remote_dir)
+            raise
+        return handle
+
+    async def read_file(self, path: str, offset: int, limit: int) -> bytes:
+        return await self.primary.read_file(path, offset, limit)
+
+    async def file_size(self, path: str) -> int:
+        return await self.primary.file_size(path)
+
+    async def status(self, remote_dir: str) -> JobState:
+        """Rank 0's state, unless another node's job ended without success first: then
+        the others are cancelled and that node's state is the job's."""
+        states = [await node.status(remote_dir) for node in self.nodes]
+        failed = failed_node(states)
+        if failed is None:
+            return states[0]
+        await self._cancel_others(remote_dir, failed)
+        return JobState(states[failed].status, states[failed].exit_code, node=failed)
+
+    async def _cancel_others(self, remote_dir: str, failed: int) -> None:
+        others = [node for rank, node in enumerate(self.nodes) if rank != failed]
+        await _cancel_all(others, remote_dir)
+
+    async def cancel(self, remote_dir: str) -> JobState:
+        """Cancel the job on every node; rank 0's final state."""
+        states = [await node.cancel(remote_dir) for node in self.nodes]
+        return states[0]
+
+    async def manifest(self, remote_dir: str, paths: Sequence[str]) -> dict[str, str]:
+        return await self.primary.manifest(remote_dir, paths)
+
+    async def download(
+        self, remote_dir: str, paths: Sequence[str], local_dir: Path
+    ) -> Mapping[str, Arrived] | None:
+        return await self.primary.download(remote_dir, paths, local_dir)
+
+    async def touch(self, path: str) -> None:
+        """On every node: a marker (the results retrieved) is for every node's watchdog."""
+        for node in self.nodes:
+            await node.touch(path)
+
+    async def aclose(self) -> None:
+        for node in self.nodes:
+            await node.aclose()
+
+
+async def _cancel_all(nodes: Sequence[Executor], remote_dir: str) -> None:
+    """Cancel the job on ``nodes``, as far as each answers: a node that does not is
+    deleted with the others next, and its job ends with it."""
+    for node in nodes:
+        with contextlib.suppress(ExecError):
+            await node.cancel(remote_dir)
+
+
+def failed_node(states: Sequence[JobState]) -> int | None:
+    """The first node other than rank 0 whose job ended without success while rank 0's
+    still runs (None: none did, or rank 0's ended itself and speaks for the job)."""
+    if states[0].ended:
+        return None
+    for rank, state in enumerate(states[1:], start=1):
+        if state.status is JobStatus.lost or state.status is JobStatus.cancelled:
+            return rank
+        if state.status is JobStatus.exited and state.exit_code != 0:
+            return rank
+    return None
