@@ -55,6 +55,7 @@ from overbrainer.exec.base import (
     HostKeyRefused,
     Runtime,
 )
+from overbrainer.exec.nodes import NodesExecutor
 from overbrainer.front.interrupts import ShieldTimeout, StopRequested
 from overbrainer.plurals import plural
 from overbrainer.projections.words import duration_text
@@ -69,7 +70,7 @@ from overbrainer.runpod.candidates import (
     shortened_text,
     wanted_of,
 )
-from overbrainer.runpod.client import CreateFailed, CreatePod, RunpodError
+from overbrainer.runpod.client import CreateCluster, CreateFailed, CreatePod, RunpodError
 from overbrainer.runpod.decide import (
     BootKind,
     Step,
@@ -207,6 +208,9 @@ class Provisioned:
     deadline: datetime
     access: PodAccess
     remote_dir: str
+    # A cluster's nodes by rank (the first is ``access``, the primary's); empty for a pod.
+    nodes: tuple[PodAccess, ...] = ()
+    cluster_id: str | None = None
 
     @property
     def endpoint(self) -> SshEndpoint:
@@ -373,23 +377,29 @@ async def open_provisioned(
     )
     assert ctx.connect is not None  # provision checked it
     async with contextlib.AsyncExitStack() as stack:
-        executor: Executor | None = None
-        problem: ExecError | None = None
-        for attempt in range(max(1, ctx.timing.connect_attempts)):
-            if attempt:
-                await trio.sleep(ctx.timing.poll)
-            try:
-                executor = await stack.enter_async_context(ctx.connect(ready.access))
-                break
-            except HostKeyRefused as error:
-                problem = error
-                break
-            except ExecError as error:
-                problem = error
-        if executor is None:
-            await _give_up_ready_pod(ctx, ready, problem)
-        assert executor is not None
-        yield ReadyPod(ready, executor)
+        executors: list[Executor] = []
+        for access in ready.nodes or (ready.access,):
+            executor: Executor | None = None
+            problem: ExecError | None = None
+            for attempt in range(max(1, ctx.timing.connect_attempts)):
+                if attempt:
+                    await trio.sleep(ctx.timing.poll)
+                try:
+                    executor = await stack.enter_async_context(ctx.connect(access))
+                    break
+                except HostKeyRefused as error:
+                    problem = error
+                    break
+                except ExecError as error:
+                    problem = error
+            if executor is None:
+                await _give_up_ready_pod(ctx, ready, problem)
+            assert executor is not None
+            executors.append(executor)
+        if ready.cluster_id is None:
+            yield ReadyPod(ready, executors[0])
+        else:
+            yield ReadyPod(ready, NodesExecutor(executors, f"cluster {ready.cluster_id}"))
 
 
 async def _give_up_ready_pod(
@@ -516,6 +526,8 @@ class _Walk:
         self.deadlines: dict[str, datetime] = {}
         # The network volume the pods mount: the target's id, or its volume's once found.
         self.volume_id: str | None = spec.network_volume_id
+        # The cluster of each primary pod this walk created (a target of many nodes).
+        self.clusters: dict[str, str] = {}
 
     @property
     def live(self) -> str | None:
@@ -879,9 +891,9 @@ class _Walk:
         self.sent_at = trio.current_time()
         try:
             pod = await self.interrupts.shield(
-                f"creating pod {name}",
-                self.timing.create_limit,
-                partial(self.ctx.client.create_pod, request),
+                f"creating {'cluster' if self.spec.nodes > 1 else 'pod'} {name}",
+                self.timing.create_limit * (2 if self.spec.nodes > 1 else 1),
+                partial(self._create, request),
             )
         except (CreateFailed, ShieldTimeout) as error:
             if isinstance(error, ShieldTimeout):
@@ -956,7 +968,48 @@ class _Walk:
             f"{stage}, before its job started"
         )
 
-    def _request(self, name: str, gpu_type: str, keys: RunKeys) -> CreatePod:
+    async def _create(self, request: CreatePod | CreateCluster) -> Pod:
+        """Send the create: the pod; for a cluster, its primary once placed."""
+        if isinstance(request, CreatePod):
+            return await self.ctx.client.create_pod(request)
+        return await self._create_cluster(request)
+
+    async def _create_cluster(self, request: CreateCluster) -> Pod:
+        """Create the cluster and wait (within the create's own limit) until Runpod placed
+        its primary, node rank 0: the run's pod, through which it is followed. A cluster
+        that places none in time, or cannot be read, is deleted here before anything else
+        (it is in no log yet) and the attempt fails as one with no capacity."""
+        client = self.ctx.client
+        cluster = await client.create_cluster(request)
+        until = trio.current_time() + self.timing.create_limit
+        problem = ""
+        try:
+            while cluster.primary_pod_id is None and trio.current_time() < until:
+                await trio.sleep(self.timing.poll)
+                found = await client.get_cluster(cluster.id)
+                if found is None:
+                    raise CreateFailed(
+                        "the cluster vanished", status=400, detail=f"cluster {cluster.id} vanished"
+                    )
+                cluster = found
+            primary = None
+            if cluster.primary_pod_id is not None:
+                primary = await client.get_pod(cluster.primary_pod_id)
+            if primary is not None:
+                self.clusters[primary.id] = cluster.id
+                return primary
+            problem = f"placed no primary pod within {self.timing.create_limit:g} s"
+        except RunpodError as error:
+            if isinstance(error, CreateFailed):
+                raise
+            problem = f"could not be read ({error})"
+        with contextlib.suppress(RunpodError):
+            await client.delete_cluster(cluster.id)
+        raise CreateFailed(
+            "no capacity", status=400, detail=f"cluster {cluster.id} {problem}; it was deleted"
+        )
+
+    def _request(self, name: str, gpu_type: str, keys: RunKeys) -> CreatePod | CreateCluster:
         spec = self.spec
         env = pod_env(
             self.run_id,
@@ -975,6 +1028,20 @@ class _Walk:
             stall=self.stall,
             volume_links=self.volume_links,
         )
+        if spec.nodes > 1:
+            return CreateCluster(
+                name=name,
+                image=spec.image,
+                gpu_type=gpu_type,
+                gpus_per_pod=spec.gpu_count,
+                pod_count=spec.nodes,
+                disk_gb=spec.container_disk_gb,
+                data_center_ids=spec.pod_data_centers,
+                env=env,
+                args=pod_args(),
+                network_volume_id=self.volume_id,
+                volume_mount_path=VOLUME_MOUNT,
+            )
         return CreatePod(
             name=name,
             image=spec.image,
@@ -999,7 +1066,7 @@ class _Walk:
         """The pod exists: its id is in the log before anything else is done with it."""
         self.created[pod.id] = pod
         self.then = self.machine.send(machine.Created(pod.id))
-        self.rate = pod.cost if pod.cost > 0 else None
+        self.rate = self._rate_of(pod)
         # Runpod's own createdAt; without one, Runpod's time of its answer (no earlier than
         # the creation, so the deadline is never put before the pod's own).
         created = pod.created_at or self.ctx.server_now()
@@ -1015,11 +1082,25 @@ class _Walk:
                 deadline=iso_utc(self.deadlines[pod.id]),
             ),
         ]
+        cluster_id = self.clusters.get(pod.id)
+        if cluster_id is not None:
+            events.append(
+                ev.ClusterCreated(
+                    cluster_id=cluster_id,
+                    pod_id=pod.id,
+                    nodes=self.spec.nodes,
+                    gpus_per_node=self.spec.gpu_count,
+                )
+            )
         # A fact even for a run another command ended meanwhile (the pod exists and must be
         # deleted) — unless that command already found the pod by its marker and has it.
         return await self.journal.append(
             self.run_id, lambda s: decisions.pod_created(s, pod.id, events)
         )
+
+    def _rate_of(self, pod: Pod) -> float | None:
+        """What the run's pod bills per hour: a cluster's primary bills for every node."""
+        return pod.cost * self.spec.nodes if pod.cost > 0 else None
 
     # -- ambiguous creates --
 
@@ -1120,6 +1201,13 @@ class _Walk:
             ),
         )
         self.front.close()  # the pod's status line gives way to the job's
+        nodes: tuple[PodAccess, ...] = ()
+        cluster_id = self.clusters.get(pod.id)
+        if booted.kind == "ready" and cluster_id is not None:
+            booted, nodes = await self._race(
+                f"waiting for the nodes of cluster {cluster_id} to be ready",
+                lambda: self._boot_nodes(cluster_id, pod.id, booted, keys),
+            )
         if booted.kind == "ready":
             assert booted.endpoint is not None
             # Recorded while the walk still holds the pod: overtaken here, it is deleted.
@@ -1139,12 +1227,72 @@ class _Walk:
                 deadline=self.deadlines[pod.id],
                 access=access,
                 remote_dir=self.remote_dir,
+                nodes=nodes,
+                cluster_id=cluster_id,
             )
         return self.machine.send(machine.Booted(booted.kind, booted.detail))
 
-    async def _boot(self, pod_id: str, keys: RunKeys) -> _Booted:
+    async def _boot_nodes(
+        self, cluster_id: str, primary_id: str, primary: _Booted, keys: RunKeys
+    ) -> tuple[_Booted, tuple[PodAccess, ...]]:
+        """Once the primary is ready, every other node of its cluster: ranked, its SSH
+        answering with the pinned key and its watchdog's verdict ``ready`` (each node runs
+        the same bootstrap and watchdog). The first node that is not ready is the
+        cluster's verdict, named; else every node's access by rank (``pod.ClusterRanked``)."""
+        until = trio.current_time() + self.timing.ssh_within
+        while True:
+            await self._look(f"waiting for the nodes of cluster {cluster_id} to be ranked")
+            members = await self.ctx.client.cluster_pods(cluster_id)
+            if members is None:
+                return _Booted("vanished", f"cluster {cluster_id} vanished"), ()
+            ranks = [m.cluster.rank if m.cluster is not None else None for m in members]
+            if len(members) == self.spec.nodes and None not in ranks:
+                break
+            if trio.current_time() >= until:
+                return _Booted(
+                    "not_ready",
+                    f"cluster {cluster_id} ranked {len([r for r in ranks if r is not None])} "
+                    f"of {self.spec.nodes} nodes within {_span(self.timing.ssh_within)}",
+                ), ()
+            await trio.sleep(self.timing.poll)
+        if members[0].id != primary_id:
+            return _Booted(
+                "refused", f"cluster {cluster_id} ranks pod {members[0].id} first, not its primary"
+            ), ()
+        booted_nodes = [primary]
+        for rank, member in enumerate(members[1:], start=1):
+            booted = await self._boot(member.id, keys, primary=False)
+            if booted.kind != "ready":
+                return _Booted(booted.kind, f"node {rank} (pod {member.id}): {booted.detail}"), ()
+            booted_nodes.append(booted)
+        accesses = []
+        for booted in booted_nodes:
+            assert booted.endpoint is not None
+            accesses.append(
+                PodAccess(
+                    booted.endpoint, keys.client_key_path, keys.host_public_key, self.ctx.root
+                )
+            )
+        ranked = ev.ClusterRanked(
+            cluster_id=cluster_id,
+            members=[
+                {
+                    "pod_id": member.id,
+                    "rank": rank,
+                    "ip": member.cluster.ip if member.cluster is not None else None,
+                }
+                for rank, member in enumerate(members)
+            ],
+        )
+        stage = f"waiting for the nodes of cluster {cluster_id} to be ready"
+        self._taken(await self.journal.append(self.run_id, self._unless_overtaken([ranked])), stage)
+        return _Booted("ready", primary.detail, primary.endpoint), tuple(accesses)
+
+    async def _boot(self, pod_id: str, keys: RunKeys, *, primary: bool = True) -> _Booted:
         """Poll the pod until SSH answers with the pinned key and the watchdog's verdict is
-        written, or until it is given up (inside a race: Ctrl-C ends it)."""
+        written, or until it is given up (inside a race: Ctrl-C ends it). ``primary``: the
+        run's pod, whose endpoint is recorded (a cluster's other nodes are recorded ranked
+        once all are ready)."""
         timing = self.timing
         ssh_deadline = trio.current_time() + timing.ssh_within
         verdict_deadline: float | None = None
@@ -1175,8 +1323,8 @@ class _Walk:
                         pod.ssh_endpoint()
                     except UnsafeSshEndpoint as error:
                         unsafe = str(error)
-                    if self.rate is None and pod.cost > 0:
-                        self.rate = pod.cost
+                    if self.rate is None:
+                        self.rate = self._rate_of(pod)
                 boot = decide.observe(pod, unsafe_endpoint=unsafe)
             if boot.kind in (BootKind.VANISHED, BootKind.DEAD):
                 return _Booted(boot.kind.value, boot.detail)
@@ -1189,9 +1337,9 @@ class _Walk:
                 try:
                     assert self.ctx.connect is not None
                     async with self.ctx.connect(access) as executor:
-                        if seen != endpoint:
+                        if seen != endpoint and primary:
                             await self._endpoint_seen(pod_id, endpoint)
-                            seen = endpoint
+                        seen = endpoint
                         if verdict_deadline is None:
                             verdict_deadline = trio.current_time() + timing.verdict_within
                         booted = await self._verdict(executor, verdict_deadline)

@@ -62,6 +62,7 @@ from overbrainer.session.session import Session, ended_by
 from overbrainer.targets.runpod import following
 from overbrainer.targets.runpod.billing import after_end
 from overbrainer.targets.runpod.budget import month_budget
+from overbrainer.targets.runpod.cluster_nodes import nodes_of
 from overbrainer.targets.runpod.delete import release
 from overbrainer.targets.runpod.ending import end_pod
 from overbrainer.targets.runpod.model_cache import volume_prepared_path
@@ -587,7 +588,9 @@ class PodTarget:
         if reached is None:
             raise TargetGone
         async with contextlib.AsyncExitStack() as stack:
-            yield await connect(self.ctx, stack, reached, state)
+            primary = await connect(self.ctx, stack, reached, state)
+            # A cluster's other nodes too: the job runs on every one.
+            yield await nodes_of(self.ctx, stack, state, primary)
 
     async def gone(self, state: RunLog, command: Command) -> int:
         """A run whose pod is gone: ``train attach`` reports it from the local files (a run
