@@ -364,6 +364,9 @@ class AttemptSent(Event):
     # logs have none.
     price_per_hour: float | None = None
     max_cost_usd: float | None = None
+    # A cluster of that many pods (every one of the GPU type) rather than one pod; the
+    # price is then every node's.
+    nodes: int = 1
 
 
 @dataclass(frozen=True, kw_only=True, eq=False, repr=False)

@@ -1,6 +1,7 @@
 """A run's state told in a few lines, for ``runs show`` and ``events RUN --at N``."""
 
 from pathlib import Path
+from typing import Any
 
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.states import RunState
@@ -118,8 +119,25 @@ def summary_lines(state: RunLog, checkpoints_bytes: int | None = None) -> list[s
             lines.append(f"  spend      {spent} over {duration_text(p.uptime_seconds or 0)}")
         if p.strays:
             lines.append("  strays     " + ", ".join(sorted(p.strays)))
+        lines += cluster_lines(p.cluster)
     if p.volume is not None:
         lines.append(f"  volume     {volume_text(p.volume)}")
+    return lines
+
+
+def cluster_lines(cluster: dict[str, Any] | None) -> list[str]:
+    """The run's cluster and its nodes by rank (rank 0 is the run's pod)."""
+    if cluster is None:
+        return []
+    lines = [
+        f"  cluster    {cluster['id']}: {cluster['nodes']} nodes of "
+        f"{plural(int(cluster['gpus_per_node']), 'GPU')}"
+    ]
+    for member in cluster["members"]:
+        ip = f" at {member['ip']}" if member.get("ip") else ""
+        lines.append(f"  node {member['rank']:<6}pod {member['pod_id']}{ip}")
+    if not cluster["members"]:
+        lines.append("  nodes      not ranked yet")
     return lines
 
 

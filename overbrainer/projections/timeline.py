@@ -108,6 +108,11 @@ def _attempt_sent(e: ev.AttemptSent, s: RunLog | None) -> str:
     if e.max_cost_usd is not None:
         bound += f", max_cost_usd {_money(e.max_cost_usd)}"
     price = f" at {_rate(e.price_per_hour)}" if e.price_per_hour is not None else ""
+    if e.nodes > 1:
+        return (
+            f"attempt {e.n}: asking Runpod for cluster {e.pod_name} of {e.nodes} pods on "
+            f"{e.gpu_type}{price} for every node ({bound})"
+        )
     return f"attempt {e.n}: asking Runpod for pod {e.pod_name} on {e.gpu_type}{price} ({bound})"
 
 

@@ -580,6 +580,12 @@ def _check_everything(
     )
     code, out, _ = _cli(capsys, project, "runs", "show", RUN_C)
     assert "  clock      3 h 0 min behind Runpod's (times recorded off)" in out.splitlines()
+    shown = out.splitlines()
+    at = shown.index("  cluster    c_zz: 2 nodes of 1 GPU")
+    assert shown[at + 1 : at + 3] == [
+        "  node 0     pod zz9 at 10.65.0.2",
+        "  node 1     pod zz8 at 10.65.0.3",
+    ]
     code, out, _ = _cli(capsys, project, "events", RUN_D)
     assert code == 0
     assert _sentences(out) == EXPECTED_SENTENCES_D

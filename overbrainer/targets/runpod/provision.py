@@ -875,6 +875,7 @@ class _Walk:
             max_hours=candidate.max_hours,
             price_per_hour=_cents4(candidate.rate),
             max_cost_usd=self.wanted.max_cost_usd,
+            nodes=self.spec.nodes,
         )
         if candidate.shortened and self.wanted.max_cost_usd is not None:
             self.front.info(
