@@ -391,6 +391,11 @@ def candidates_check(wanted: Wanted, catalog: Sequence[GpuType] | ApiFailure) ->
             facts.append(f"deadline shortened to {hours_text(candidate.max_hours)} by max_cost_usd")
         tried.append(f"{candidate.gpu_type} ({', '.join(facts)})" if facts else candidate.gpu_type)
     summary = f"would try, in order: {'; '.join(tried)}"
+    if wanted.nodes > 1:
+        summary = (
+            f"a cluster of {wanted.nodes} pods of {wanted.gpu_count} GPU(s) each (prices for "
+            f"every node, stock for clusters); {summary}"
+        )
     if chosen.left:
         summary += f"; {len(chosen.left)} left out: " + "; ".join(
             f"{x.gpu_type} ({x.reason})" for x in chosen.left

@@ -343,6 +343,28 @@ async def test_check_on_auto_shows_the_candidates_it_would_try(tmp_path: Path) -
     assert fake.create_requests() == [] and project.runs() == []
 
 
+async def test_check_of_a_cluster_reads_cluster_stock_and_prices_every_node(
+    tmp_path: Path,
+) -> None:
+    async with runpod_project(tmp_path, []) as (fake, project):
+        (project.path / "overbrainer.toml").write_text(
+            AUTO_TOML.format(price=1.5, extra="nodes = 2\nmax_cost_usd = 0.9\n")
+        )
+        done = await run(project, "train", "--check")
+    assert done.returncode == 0, done.stderr
+    (line,) = [x for x in done.stdout.splitlines() if "gpu candidates" in x]
+    # Two nodes of one A40 each bill $0.80/h together: the price counts every node.
+    assert line.startswith(
+        "  ok       gpu candidates  a cluster of 2 pods of 1 GPU(s) each (prices for every "
+        "node, stock for clusters); would try, in order: NVIDIA A40 ($0.80/h, stock "
+    )
+    queries = [r.query for r in fake.requests if r.path == "/catalog/gpus"]
+    assert queries == [
+        {"include": "AVAILABILITY", "product": "CLUSTER", "cloud": "SECURE", "count": "1"}
+    ]
+    assert fake.create_requests() == [] and project.runs() == []
+
+
 async def test_check_says_how_long_the_run_would_wait_for_capacity(tmp_path: Path) -> None:
     async with runpod_project(tmp_path, []) as (fake, project):
         (project.path / "overbrainer.toml").write_text(
