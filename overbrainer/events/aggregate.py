@@ -605,6 +605,8 @@ def _capacity_awaited(s: RunLog, e: ev.CapacityAwaited, at: str) -> None:
 def _cluster_created(s: RunLog, e: ev.ClusterCreated, at: str) -> None:
     if s.pod.pod_id != e.pod_id or s.pod.status != PodState.created:
         raise InvalidTransition(f"cluster {e.cluster_id} is recorded with its primary pod")
+    # Runpod bills a cluster as one: what the primary's pod cost is read as the cluster's.
+    _cost(s, e.pod_id)["cluster"] = e.cluster_id
     s.pod.cluster = {
         "id": e.cluster_id,
         "nodes": e.nodes,

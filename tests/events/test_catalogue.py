@@ -291,6 +291,7 @@ EXPECTED_POD_C = {
         "zz9": {
             "created_at": T,
             "rate": 0.5,
+            "cluster": "c_zz",
             "gone_at": T,
             "ended_at": "<created_at + 30 s>",
             "estimate": 0.0042,

@@ -20,6 +20,7 @@ from overbrainer.events.aggregate import RunLog
 from overbrainer.events.store import UnknownRun
 from overbrainer.runpod import billing
 from overbrainer.runpod.client import RunpodError
+from overbrainer.runpod.models import ClusterBilling, PodBilling
 from overbrainer.targets.runpod.pods import PodContext
 from overbrainer.utc import iso_utc
 
@@ -61,14 +62,25 @@ async def read_billing(
     asks = billing.asks(state, ctx.server_now(), only)
     with trio.move_on_after(limit) as scope:
         for ask in asks:
+            # A cluster's primary stands for the cluster, which Runpod bills as one.
+            cluster = state.pod.costs.get(ask.pod_id, {}).get("cluster")
             try:
-                answer = await ctx.client.pod_billing(
-                    ask.pod_id, ask.start, ask.end, bucket=ask.bucket
-                )
+                answer: PodBilling | ClusterBilling
+                if cluster is None:
+                    answer = await ctx.client.pod_billing(
+                        ask.pod_id, ask.start, ask.end, bucket=ask.bucket
+                    )
+                    billed_id = ask.pod_id
+                    mine = any(r.pod_id == billed_id for r in answer.records)
+                else:
+                    answer = await ctx.client.cluster_billing(
+                        ask.start, ask.end, bucket=ask.bucket, cluster_id=str(cluster)
+                    )
+                    billed_id = str(cluster)
+                    mine = any(r.cluster_id == billed_id for r in answer.records)
             except RunpodError as error:
                 found.append(Reading(run_id, ask.pod_id, None, False, str(error), failed=True))
                 continue
-            mine = [r for r in answer.records if r.pod_id == ask.pod_id]
             if not mine:
                 found.append(
                     Reading(run_id, ask.pod_id, None, False, "Runpod shows no billing for it yet")
@@ -78,7 +90,7 @@ async def read_billing(
             whole = answer.start <= ask.start and answer.end >= ask.end
             billed = ev.PodBilled(
                 pod_id=ask.pod_id,
-                amount=round(answer.amount(ask.pod_id), 6),
+                amount=round(answer.amount(billed_id), 6),
                 period_start=iso_utc(answer.start),
                 period_end=iso_utc(answer.end),
                 final=whole and billing.is_final(ask.ended, read_at),
