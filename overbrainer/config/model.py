@@ -676,8 +676,9 @@ class RunpodTarget(BaseModel):
 
     @property
     def job_processes(self) -> int:
-        """How many processes the job runs on each pod: one per GPU of the pod."""
-        return self.gpu_count
+        """How many processes the job runs: one per GPU of the pod, or of every node of
+        the cluster (its world: a checkpoint's shape counts them all)."""
+        return self.gpu_count * self.nodes
 
     def unset_for_training(self, name: str, settings: "Settings") -> list[str]:
         """What training on this target needs that is not set yet: the API key."""

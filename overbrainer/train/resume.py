@@ -163,8 +163,8 @@ def shape_mismatch(trained: Shape, now: Shape) -> str | None:
 
 
 SHAPE_FIX = (
-    "resume with the shape it was saved by ([targets.NAME] processes, or gpu_count on "
-    "Runpod; [training] parallelism)"
+    "resume with the shape it was saved by ([targets.NAME] processes, or gpu_count × nodes "
+    "on Runpod; [training] parallelism)"
 )
 """How to fit a checkpoint's shape again."""
 

@@ -165,7 +165,7 @@ def pod_commands(settings: Settings, spec: RunpodTarget) -> list[list[str]]:
     again = ["env", *(f"{name}={value}" for name, value in training.env.items())]
     commands = [
         model_ready_command(f"{venv}/bin/python", training),
-        *trainer_commands(training, axolotl, spec.job_processes),
+        *trainer_commands(training, axolotl, spec.gpu_count),
     ]
     return [
         ["sh", "-c", _WITH_JOB_ENV, "sh", venv, *(again if training.env else []), *command]
