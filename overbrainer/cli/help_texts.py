@@ -214,6 +214,8 @@ HELP: dict[str, str] = {
         "│ --tail -n INT    Only the last N lines (then more with --follow).            │\n"
         "│ --rank INT       Only the lines of one process (rank K) of a job of several, │\n"
         "│                  without their [rankK]: mark.                                │\n"
+        "│ --node INT       A cluster's run only: the job's log on node K of its        │\n"
+        "│                  cluster, read there (the run's log is node 0's).            │\n"
         "│ --pod            Runpod only: the pod's own log from Runpod's API (its image │\n"
         "│                  pull, its container's output), even while it starts.        │\n"
         "│                  [default: False]                                            │\n"

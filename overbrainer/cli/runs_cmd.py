@@ -57,6 +57,7 @@ async def logs(
     follow: bool = False,
     tail: int | None = None,
     rank: int | None = None,
+    node: int | None = None,
     pod: bool = False,
     source: Literal["system", "container"] | None = None,
 ) -> int:
@@ -71,6 +72,10 @@ async def logs(
         raise UsageError("--rank takes a process's rank, 0 or more")
     if rank is not None and pod:
         raise UsageError("--rank reads the job's log, --pod the pod's own: give one of them")
+    if node is not None and node < 0:
+        raise UsageError("--node takes a node of a cluster, 0 or more")
+    if node is not None and pod:
+        raise UsageError("--node reads a node's job log, --pod the pod's own: give one of them")
     invocation = current()
     run = resolve_run(invocation, run)
     state = _recorded_state(invocation, run)
@@ -86,9 +91,15 @@ async def logs(
             f"--pod reads a Runpod pod's own log; run {run} ran on target {state.run.target} "
             f"({state.run.kind}): `overbrainer runs logs {run}` reads its job's log"
         )
+    if node is not None:
+        from overbrainer.targets.runpod.logs import node_pod
+
+        node_pod(state, node)  # a usage error when the run has no such node
     async with open_interrupts(print_notice) as interrupts:
         finished = await interrupts.race(
-            lambda: _print_logs(state, follow=follow, tail=tail, pod=pod, source=source, rank=rank)
+            lambda: _print_logs(
+                state, follow=follow, tail=tail, pod=pod, source=source, rank=rank, node=node
+            )
         )
     if finished is None:
         return interrupts.exit_code  # Ctrl-C: the way a --follow ends
@@ -106,7 +117,14 @@ def _recorded_state(invocation: Any, run: str) -> Any:
 
 
 async def _print_logs(
-    state: Any, *, follow: bool, tail: int | None, pod: bool, source: Any, rank: int | None
+    state: Any,
+    *,
+    follow: bool,
+    tail: int | None,
+    pod: bool,
+    source: Any,
+    rank: int | None,
+    node: int | None = None,
 ) -> None:
     from overbrainer.lifecycle import logs as job_logs
     from overbrainer.projections.files import run_dir
@@ -116,7 +134,8 @@ async def _print_logs(
 
     invocation = current()
     home_log = run_dir(invocation.project_dir, state.run.run_id) / job_logs.LOG_FILE
-    where = None if pod else job_logs.where_to_read(state, home_log.is_file())
+    # Only node 0's log comes home: another node's is read on that node.
+    where = None if pod or node else job_logs.where_to_read(state, home_log.is_file())
     if where == "here":
         async with job_logs.log_at_home(invocation.project_dir, state.run.run_id) as (
             executor,
@@ -138,10 +157,18 @@ async def _print_logs(
 
     async def remote() -> None:
         await _print_remote_log(
-            invocation, settings, state, reading, follow=follow, tail=tail, pod=pod, source=source
+            invocation,
+            settings,
+            state,
+            reading,
+            follow=follow,
+            tail=tail,
+            pod=pod,
+            source=source,
+            node=node,
         )
 
-    if pod:
+    if pod or node:
         await remote()
     else:
         await job_logs.follow_onto_home(
@@ -159,8 +186,10 @@ async def _print_remote_log(
     tail: int | None,
     pod: bool,
     source: Any,
+    node: int | None = None,
 ) -> None:
-    """The job's log on the run's target, or (``pod``) the pod's own log."""
+    """The job's log on the run's target (``node``: that node of its cluster), or
+    (``pod``) the pod's own log."""
     from overbrainer.lifecycle import logs as job_logs
 
     if pod:
@@ -170,7 +199,7 @@ async def _print_remote_log(
         return
     from overbrainer.targets.choose import reach_to_read
 
-    async with reach_to_read(invocation.project_dir, settings, state) as reached:
+    async with reach_to_read(invocation.project_dir, settings, state, node) as reached:
         await job_logs.print_job_log(
             reached.executor,
             reached.job_dir,

@@ -482,7 +482,8 @@ TREE = Command(
                     "with it home.",
                     overview=(
                         (
-                            "runs logs RUN [--follow] [--tail N] [--rank K] [--pod [--source S]]",
+                            "runs logs RUN [--follow] [--tail N] [--rank K] [--node K] "
+                            "[--pod [--source S]]",
                             "the job's log (or the pod's own), wherever it is",
                         ),
                     ),
@@ -511,6 +512,15 @@ TREE = Command(
                             takes="count",
                             metavar="K",
                             brief="only one process's lines",
+                        ),
+                        Option(
+                            ("--node",),
+                            "node",
+                            "A cluster's run only: the job's log on node K of its cluster, "
+                            "read there (the run's log is node 0's).",
+                            takes="count",
+                            metavar="K",
+                            brief="a cluster's run: node K's log",
                         ),
                         Option(
                             ("--pod",),

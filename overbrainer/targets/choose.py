@@ -176,9 +176,10 @@ class Reached:
 
 @asynccontextmanager
 async def reach_to_read(
-    project_dir: Path, settings: Settings, state: RunLog
+    project_dir: Path, settings: Settings, state: RunLog, node: int | None = None
 ) -> AsyncIterator[Reached]:
-    """The run's job on its target, reached to read (nothing is recorded)."""
+    """The run's job on its target, reached to read (nothing is recorded); ``node``: on
+    that node of the run's cluster."""
     from overbrainer.lifecycle.logs import POLL
 
     run = state.run
@@ -194,7 +195,7 @@ async def reach_to_read(
         from overbrainer.targets.runpod.logs import reach_pod_to_read
         from overbrainer.targets.runpod.target import follow_poll
 
-        async with reach_pod_to_read(project_dir, settings, state) as executor:
+        async with reach_pod_to_read(project_dir, settings, state, node) as executor:
             yield Reached(executor, job_dir, follow_poll(settings))
         return
     from overbrainer.targets.machine.target import plan_for

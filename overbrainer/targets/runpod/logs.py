@@ -15,7 +15,7 @@ from typing import TextIO
 import trio
 
 from overbrainer.config.model import Settings
-from overbrainer.errors import OverbrainerError
+from overbrainer.errors import OverbrainerError, UsageError
 from overbrainer.events.aggregate import RunLog
 from overbrainer.exec.base import ExecError, Executor
 from overbrainer.front.streams import stdout_gone
@@ -30,20 +30,20 @@ QUIET_END = 2.0
 
 @asynccontextmanager
 async def reach_pod_to_read(
-    project_dir: Path, settings: Settings, state: RunLog
+    project_dir: Path, settings: Settings, state: RunLog, node: int | None = None
 ) -> AsyncIterator[Executor]:
-    """The run's pod, reached to read its job's log."""
+    """The run's pod, reached to read its job's log; ``node``: that node of its cluster."""
     api_key, base_url = settings.require_runpod_api_key(), settings.runpod.base_url
     async with (
         RunpodClient(api_key, base_url) as client,
-        _pod_executor(project_dir, state, client) as executor,
+        _pod_executor(project_dir, state, client, node) as executor,
     ):
         yield executor
 
 
 @asynccontextmanager
 async def _pod_executor(
-    project_dir: Path, state: RunLog, client: RunpodClient
+    project_dir: Path, state: RunLog, client: RunpodClient, node: int | None = None
 ) -> AsyncIterator[Executor]:
     """The pinned SSH executor of the run's pod, at the endpoint Runpod shows now (read
     only: nothing is recorded)."""
@@ -54,15 +54,21 @@ async def _pod_executor(
 
     run, pod = state.run, state.pod
     logs = f"runs/{run.run_id}/{LOG_FILE}"
-    if pod.pod_id is None or pod.host_public_key is None or not pod.may_bill():
+    pod_id = pod.pod_id if node is None else node_pod(state, node)
+    if node is not None and (not pod.may_bill() or pod.host_public_key is None):
+        raise OverbrainerError(
+            f"run {run.run_id}'s cluster is gone, and with it node {node}'s job log (only "
+            f"rank 0's comes home: `overbrainer runs logs {run.run_id}`)"
+        )
+    if pod_id is None or pod.host_public_key is None or not pod.may_bill():
         raise OverbrainerError(
             f"run {run.run_id} has no pod left to read its job log from, and its log is not "
             f"home ({logs}); `overbrainer runs logs {run.run_id} --pod` shows what Runpod kept"
         )
-    remote = await client.get_pod(pod.pod_id)
+    remote = await client.get_pod(pod_id)
     if remote is None or remote.status is PodStatus.TERMINATED:
         raise OverbrainerError(
-            f"pod {pod.pod_id} of run {run.run_id} is gone, and the run's log is not home "
+            f"pod {pod_id} of run {run.run_id} is gone, and the run's log is not home "
             f"({logs}); `overbrainer train attach {run.run_id}` settles the run"
         )
     try:
@@ -72,7 +78,7 @@ async def _pod_executor(
     if endpoint is None:
         status = remote.raw_status or remote.status.value
         raise OverbrainerError(
-            f"pod {pod.pod_id} of run {run.run_id} cannot be reached now ({status}, no SSH "
+            f"pod {pod_id} of run {run.run_id} cannot be reached now ({status}, no SSH "
             f"endpoint); `overbrainer runs logs {run.run_id} --pod` shows its own log"
         )
     ssh_dir = project_dir / "runs" / run.run_id / "ssh"
@@ -82,8 +88,27 @@ async def _pod_executor(
             yield executor
     except ExecError as error:
         raise OverbrainerError(
-            f"cannot read the job log of run {run.run_id} on pod {pod.pod_id} ({error})"
+            f"cannot read the job log of run {run.run_id} on pod {pod_id} ({error})"
         ) from error
+
+
+def node_pod(state: RunLog, node: int) -> str:
+    """The pod of node ``node`` of the run's cluster; an error naming the nodes there are
+    when the run has no cluster or no such node."""
+    run_id = state.run.run_id
+    cluster = state.pod.cluster
+    if cluster is None:
+        raise UsageError(
+            f"--node reads one node of a cluster's job; run {run_id} ran on one pod: "
+            f"`overbrainer runs logs {run_id}` reads its job's log"
+        )
+    members = {int(m["rank"]): str(m["pod_id"]) for m in cluster["members"]}
+    if node not in members:
+        ranks = ", ".join(str(rank) for rank in sorted(members)) or "none ranked yet"
+        raise UsageError(
+            f"run {run_id}'s cluster {cluster['id']} has no node {node} (its nodes: {ranks})"
+        )
+    return members[node]
 
 
 # --- a pod's own log -------------------------------------------------------------------
