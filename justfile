@@ -28,8 +28,9 @@ bench *args:
     {{py}} -m bench {{args}}
 
 # A whole Runpod run on this machine against a fake Runpod and pod on loopback (no GPU needed).
-demo:
-    {{py}} -m overbrainer.testing.demo runpod
+# `./dev demo cluster`: the run on a fake cluster of two pods, its job across both.
+demo target="runpod":
+    {{py}} -m overbrainer.testing.demo {{target}}
 
 # A whole training run on this machine with the stand-in trainer (no GPU needed).
 demo-local:

@@ -204,12 +204,13 @@ class Demo:
                 self.server.wait()
         self.server = None
 
-    def runpod(self) -> None:
+    def runpod(self, nodes: int = 1) -> None:
+        """A run on a Runpod pod; ``nodes`` > 1: on a cluster of that many pods."""
         url, key = self.start_server()
         self.init()
         config = self.project / "overbrainer.toml"
         text = config.read_text().replace('\ntarget = "local"', '\ntarget = "gpu"', 1)
-        config.write_text(text + RUNPOD_TARGET)
+        config.write_text(text + RUNPOD_TARGET + (f"nodes = {nodes}\n" if nodes > 1 else ""))
         write_trainer(self.work / "venv")
         self.env.update(
             OVERBRAINER_RUNPOD__BASE_URL=url,
@@ -217,10 +218,11 @@ class Demo:
             OVERBRAINER_TARGETS__GPU__VENV=str(self.work / "venv"),
         )
         self.run("pod", "gpus", "--min-vram", "40")
-        self.run(
-            "train", show=f"train        # on target gpu: a Runpod pod (the fake one at {url})"
-        )
+        on = f"a cluster of {nodes} Runpod pods" if nodes > 1 else "a Runpod pod"
+        self.run("train", show=f"train        # on target gpu: {on} (the fake one at {url})")
         self.run("runs", "ls")
+        if nodes > 1:
+            self.run("runs", "show", self.last_run(), "--no-plot")
         self.run("events", self.last_run())
         self.run("pod", "ls")
 
@@ -303,13 +305,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "target",
         nargs="?",
-        choices=["runpod", "local"],
+        choices=["runpod", "cluster", "local"],
         default="runpod",
-        help="runpod (default): a fake Runpod pod on loopback; local: this machine",
+        help=(
+            "runpod (default): a fake Runpod pod on loopback; cluster: a fake cluster of two "
+            "pods, the job across both; local: this machine"
+        ),
     )
     args = parser.parse_args(argv)
     missing = [m for m in ("hypercorn", "jsonschema") if importlib.util.find_spec(m) is None]
-    if args.target == "runpod" and missing:
+    if args.target != "local" and missing:
         hint = install_hint(_testing_requirements(), Path(sys.prefix), sys.executable, _wheel())
         print(
             f"error: the Runpod demo needs overbrainer's testing extra ({', '.join(missing)} "
@@ -323,6 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             if args.target == "runpod":
                 demo.runpod()
+            elif args.target == "cluster":
+                demo.runpod(nodes=2)
             else:
                 demo.local()
         except DemoFailed as failed:
