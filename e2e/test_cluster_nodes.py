@@ -71,7 +71,6 @@ def test_two_nodes_train_together_by_the_static_rendezvous(tmp_path: Path) -> No
             "NUM_NODES": str(NODES),
             "NUM_TRAINERS": "1",
             "WORLD_SIZE": str(NODES),
-            "GLOO_SOCKET_IFNAME": "lo",
         }
 
         def run(node: int = node, run_dir: Path = run_dir, env: dict[str, str] = env) -> None:
