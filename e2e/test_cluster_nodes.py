@@ -3,7 +3,8 @@
 ``trainer_commands(..., cluster_run=RUN)`` builds with the variables a cluster gives a
 member, join by torchrun's static rendezvous on loopback and train one model together (DDP
 over gloo): both exit 0, node 0 holds the result, its checkpoints and the merge, node 1 its
-own part of every checkpoint (its rank's RNG state), as on GPUs.
+own part of every checkpoint (its rank's RNG state) and a copy of the result (Axolotl saves
+it from the first rank of each node), as on GPUs.
 
 ``ACCELERATE_USE_CPU=true``: without it, on a machine with no GPU, accelerate sees no
 distributed setup (``DistributedType.NO``) although torchrun formed the process group
@@ -113,6 +114,8 @@ def test_two_nodes_train_together_by_the_static_rendezvous(tmp_path: Path) -> No
         held = {p.name for p in (node1 / name).iterdir()}
         assert "rng_state_1.pth" in held
         assert not held & {"trainer_state.json", "optimizer.pt", "adapter_model.safetensors"}
+    # Axolotl's end: the first rank of every node saves the trained adapter where it runs.
+    assert (node1 / "adapter_model.safetensors").is_file()
     assert not (node1 / "merged").exists()
     assert "node 1 skips the merge" in logs[1]
     # The static rendezvous gave node 1's worker global rank 1 of a real DDP job: every

@@ -94,8 +94,16 @@ def test_two_nodes_train_as_one_job_each_holding_its_part_of_every_checkpoint(
     zero, one = (node.run_dir / "output" for node in nodes)
     # Node 0: the result, the merge (node 0 only), its ranks' parts of each checkpoint.
     assert {"adapter_model.safetensors", "adapter_config.json", "merged"} <= _files(zero)
-    # Node 1: its own ranks' parts (global ranks 2 and 3) of each checkpoint, nothing else.
-    assert _files(one) == {"checkpoint-2", "checkpoint-4"}
+    # Node 1: its own ranks' parts (global ranks 2 and 3) of each checkpoint and, as
+    # Axolotl's first rank of each node writes at the end, a copy of the result; no merge.
+    assert _files(one) == {
+        "checkpoint-2",
+        "checkpoint-4",
+        "adapter_model.safetensors",
+        "adapter_config.json",
+    }
+    adapter = "adapter_model.safetensors"
+    assert (one / adapter).read_bytes() == (zero / adapter).read_bytes()
     for step in (2, 4):
         held = _files(zero / f"checkpoint-{step}")
         assert {"trainer_state.json", "rng_state_0.pth", "rng_state_1.pth"} <= held
