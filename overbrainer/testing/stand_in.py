@@ -6,8 +6,10 @@ where Axolotl writes its own, and ``FAKE_AXOLOTL_*`` variables set its steps, pa
 code and behaviour under SIGTERM (its docstring lists them). Link it as ``bin/axolotl`` of
 a target's venv, or run it with a Python interpreter.
 
-:data:`TORCHRUN` launches it as several ranks on one machine, as ``torchrun`` launches
-Axolotl (link it as ``bin/torchrun`` beside the stand-in).
+:data:`TORCHRUN` launches it as several ranks on one machine, or on each node of a
+cluster joined by a static rendezvous (each node's ranks writing only their own part of a
+checkpoint), as ``torchrun`` launches Axolotl (link it as ``bin/torchrun`` beside the
+stand-in).
 """
 
 from pathlib import Path

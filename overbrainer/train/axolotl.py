@@ -31,7 +31,7 @@ from overbrainer.errors import OverbrainerError
 from overbrainer.train.data import EVAL_FILE, TRAIN_FILE, DataFiles, check_data
 from overbrainer.train.layout import CHECKPOINT_PREFIX, OUTPUT_DIR
 from overbrainer.train.parallelism import Choice, Processes
-from overbrainer.train.ranks import RANK_ROLE
+from overbrainer.train.ranks import GLOBAL_PREFIX_TEMPLATE, PREFIX_TEMPLATE_ENV, RANK_ROLE
 
 CONFIG_FILE = "axolotl.yaml"
 """The config file's name in the run directory."""
@@ -306,11 +306,68 @@ def torchrun_of(axolotl: str) -> str:
     return f"{folder}/torchrun" if slash else "torchrun"
 
 
-def train_command(axolotl: str = "axolotl", processes: Processes = 1) -> list[str]:
+CLUSTER_INTERFACE = "ens1"
+"""The network interface a Runpod cluster's nodes talk to each other through (NCCL's
+``NCCL_SOCKET_IFNAME`` unless the job's environment names another)."""
+
+CLUSTER_VARIABLES = ("NUM_NODES", "NODE_RANK", "PRIMARY_ADDR", "PRIMARY_PORT", "NUM_TRAINERS")
+"""The variables a cluster gives each node's job (the node command reads them when it starts:
+how many nodes, this one's rank, where node 0's rendezvous listens, its GPUs)."""
+
+# The job on one node of a cluster: torchrun joins the other nodes by a static rendezvous at
+# node 0's address, every node started the same way, with the cluster's variables read from
+# the node's environment when the job starts (missing ones fail it at once, named).
+# Arguments: torchrun, the rendezvous id (the run's), the processes per node (empty: one
+# per GPU of the node, NUM_TRAINERS), the role, the config, the lines' prefix template.
+_NODE_SCRIPT = (
+    'for v in NUM_NODES NODE_RANK PRIMARY_ADDR PRIMARY_PORT; do eval "x=\\${$v:-}"; '
+    '[ -n "$x" ] || { echo "overbrainer: $v is not set: not a node of a cluster" >&2; '
+    "exit 2; }; done; "
+    'n="${3:-${NUM_TRAINERS:-}}"; '
+    '[ -n "$n" ] || { echo "overbrainer: NUM_TRAINERS is not set: how many processes per '
+    'node?" >&2; exit 2; }; '
+    f'export NCCL_SOCKET_IFNAME="${{NCCL_SOCKET_IFNAME:-{CLUSTER_INTERFACE}}}" '
+    f'{PREFIX_TEMPLATE_ENV}="$6"; '
+    'exec "$1" --nnodes "$NUM_NODES" --node-rank "$NODE_RANK" --nproc-per-node "$n" '
+    '--rdzv-id "$2" --rdzv-backend static --rdzv-endpoint "$PRIMARY_ADDR:$PRIMARY_PORT" '
+    '--role "$4" --tee 3 -m axolotl.cli.train "$5"'
+)
+
+# A command that runs on node 0 only (its arguments), or says it is skipped on another node.
+_NODE_ZERO_SCRIPT = (
+    'w="$1"; shift; if [ "${NODE_RANK:-0}" != 0 ]; then echo "overbrainer: node $NODE_RANK '
+    'skips $w (node 0 does it)" >&2; exit 0; fi; exec "$@"'
+)
+
+
+def train_command(
+    axolotl: str = "axolotl", processes: Processes = 1, *, cluster_run: str | None = None
+) -> list[str]:
     """The job command that trains: ``axolotl train`` for one process; ``torchrun`` over
     ``processes`` on this machine otherwise (``"gpu"``: one per GPU the job sees, counted
     when it starts, :data:`_PER_GPU_SCRIPT`), each worker's lines in the job's log prefixed
-    by its rank (:mod:`overbrainer.train.ranks`)."""
+    by its rank (:mod:`overbrainer.train.ranks`).
+
+    ``cluster_run``: the run's id, for the job that runs on every node of a cluster: then
+    ``torchrun`` over ``processes`` per node (``"gpu"``: ``$NUM_TRAINERS``, the node's
+    GPUs), joined to the other nodes by a static rendezvous at ``$PRIMARY_ADDR:
+    $PRIMARY_PORT`` of id ``cluster_run`` as node ``$NODE_RANK`` of ``$NUM_NODES``, all
+    read when the job starts (:data:`_NODE_SCRIPT`); each line prefixed by its worker's
+    global rank (node rank × processes per node + local rank)."""
+    if cluster_run is not None:
+        per_node = "" if processes == "gpu" else str(max(1, processes))
+        return [
+            "sh",
+            "-c",
+            _NODE_SCRIPT,
+            "sh",
+            torchrun_of(axolotl),
+            cluster_run,
+            per_node,
+            RANK_ROLE,
+            CONFIG_FILE,
+            GLOBAL_PREFIX_TEMPLATE,
+        ]
     if processes == "gpu":
         torchrun = torchrun_of(axolotl)
         return ["sh", "-c", _PER_GPU_SCRIPT, "sh", torchrun, axolotl, CONFIG_FILE, RANK_ROLE]
@@ -336,19 +393,32 @@ def train_command(axolotl: str = "axolotl", processes: Processes = 1) -> list[st
 
 
 def trainer_commands(
-    training: TrainingSettings, axolotl: str = "axolotl", processes: Processes = 1
+    training: TrainingSettings,
+    axolotl: str = "axolotl",
+    processes: Processes = 1,
+    *,
+    cluster_run: str | None = None,
 ) -> list[list[str]]:
     """The commands the job runs in the run directory, in order.
 
     ``axolotl`` is the executable (a venv's ``bin/axolotl`` or the name on ``PATH``);
-    ``processes`` how many the training runs (:func:`train_command`). The merge only
-    follows a lora/qlora training (a full fine-tune has nothing to merge), and only one
-    that was not stopped (:func:`merge_command`); it is one process, whatever the training.
+    ``processes`` how many the training runs and ``cluster_run`` the run's id when it runs
+    on every node of a cluster (:func:`train_command`). The merge only follows a lora/qlora
+    training (a full fine-tune has nothing to merge), and only one that was not stopped
+    (:func:`merge_command`); it is one process, whatever the training, and on a cluster
+    runs on node 0 only, which alone holds the trained adapter (:func:`on_node_zero`).
     """
-    commands = [train_command(axolotl, processes)]
+    commands = [train_command(axolotl, processes, cluster_run=cluster_run)]
     if training.merge and training.adapter in ("lora", "qlora"):
-        commands.append(merge_command(axolotl))
+        merge = merge_command(axolotl)
+        commands.append(merge if cluster_run is None else on_node_zero(merge, "the merge"))
     return commands
+
+
+def on_node_zero(command: list[str], what: str) -> list[str]:
+    """``command`` run by the job of node 0 only (``$NODE_RANK`` 0, or unset); the job of
+    another node says it skips ``what`` and goes on (exit 0)."""
+    return ["sh", "-c", _NODE_ZERO_SCRIPT, "sh", what, *command]
 
 
 # The merge, unless the training recorded nothing (no line but phase lines: the metrics

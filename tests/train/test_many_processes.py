@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from string import Template
 
 import pytest
 import yaml
@@ -16,6 +17,7 @@ from overbrainer.train.axolotl import (
     CONFIG_FILE,
     deepspeed_source,
     merge_command,
+    on_node_zero,
     parallelism_keys,
     prepare_run_dir,
     render_config,
@@ -23,7 +25,8 @@ from overbrainer.train.axolotl import (
     train_command,
     trainer_commands,
 )
-from overbrainer.train.parallelism import Choice, choose
+from overbrainer.train.parallelism import Choice, Processes, choose
+from overbrainer.train.ranks import GLOBAL_PREFIX_TEMPLATE, RANK_ROLE, rank_prefix
 from tests.train.conftest import example, settings, write_jsonl
 
 FSDP = {
@@ -219,3 +222,106 @@ def test_one_process_per_gpu_counts_them_when_the_job_starts(
         executable=str(bin_dir / "sh"),
     )
     assert done.stdout.strip() == started
+
+
+NODE = {
+    "NUM_NODES": "2",
+    "NODE_RANK": "1",
+    "PRIMARY_ADDR": "10.65.0.2",
+    "PRIMARY_PORT": "29500",
+    "NUM_TRAINERS": "8",
+}
+NODE_TORCHRUN = (
+    "torchrun --nnodes 2 --node-rank 1 --nproc-per-node {} --rdzv-id run-7 --rdzv-backend "
+    "static --rdzv-endpoint 10.65.0.2:29500 --role rank --tee 3 -m axolotl.cli.train "
+    "axolotl.yaml"
+)
+
+
+def _node_job(
+    tmp_path: Path, command: list[str], env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True, exist_ok=True)
+    torchrun = venv / "torchrun"
+    torchrun.write_text(
+        '#!/bin/sh\necho "torchrun $*"\n'
+        'echo "NCCL_SOCKET_IFNAME=$NCCL_SOCKET_IFNAME"\n'
+        'echo "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE=$TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"\n'
+    )
+    torchrun.chmod(0o755)
+    command = [str(torchrun) if word == "/v/bin/torchrun" else word for word in command]
+    return subprocess.run(
+        command, env={"PATH": os.environ["PATH"], **env}, capture_output=True, text=True
+    )
+
+
+@pytest.mark.parametrize(
+    ("processes", "env", "per_node", "interface"),
+    [
+        (1, NODE, "1", "ens1"),
+        (4, NODE, "4", "ens1"),
+        ("gpu", NODE, "8", "ens1"),  # one per GPU of the node: the cluster's NUM_TRAINERS
+        ("gpu", {**NODE, "NCCL_SOCKET_IFNAME": "eth9"}, "8", "eth9"),  # the job's own wins
+    ],
+)
+def test_a_nodes_job_joins_the_cluster_by_its_variables_when_it_starts(
+    tmp_path: Path, processes: Processes, env: dict[str, str], per_node: str, interface: str
+) -> None:
+    command = train_command("/v/bin/axolotl", processes, cluster_run="run-7")
+    assert command[:2] == ["sh", "-c"]
+    assert "/v/bin/torchrun" in command  # the trainer's venv's
+    done = _node_job(tmp_path, command, env)
+    assert done.returncode == 0, done.stderr
+    started, nccl, template = done.stdout.splitlines()
+    assert started == NODE_TORCHRUN.format(per_node)
+    assert nccl == f"NCCL_SOCKET_IFNAME={interface}"
+    # torchrun prefixes each line by the worker's global rank, as `runs logs --rank` reads.
+    assert template == "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE=[${role_name}${rank}]:"
+    assert Template(GLOBAL_PREFIX_TEMPLATE).substitute(role_name=RANK_ROLE, rank=9) == (
+        rank_prefix(9).decode()
+    )
+
+
+@pytest.mark.parametrize(
+    ("missing", "processes"),
+    [
+        ("NUM_NODES", 2),
+        ("NODE_RANK", 2),
+        ("PRIMARY_ADDR", 2),
+        ("PRIMARY_PORT", 2),
+        ("NUM_TRAINERS", "gpu"),
+    ],
+)
+def test_a_nodes_job_without_a_cluster_variable_fails_naming_it(
+    tmp_path: Path, missing: str, processes: Processes
+) -> None:
+    env = {k: v for k, v in NODE.items() if k != missing}
+    done = _node_job(tmp_path, train_command("/v/bin/axolotl", processes, cluster_run="r"), env)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert f"overbrainer: {missing} is not set" in done.stderr
+
+
+def test_a_given_process_count_needs_no_num_trainers(tmp_path: Path) -> None:
+    env = {k: v for k, v in NODE.items() if k != "NUM_TRAINERS"}
+    done = _node_job(tmp_path, train_command("/v/bin/axolotl", 2, cluster_run="run-7"), env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].endswith(NODE_TORCHRUN.format(2))
+
+
+def test_on_a_cluster_the_merge_runs_on_node_zero_only(tmp_path: Path) -> None:
+    commands = trainer_commands(settings(merge=True), "/v/bin/axolotl", 1, cluster_run="run-7")
+    assert commands == [
+        train_command("/v/bin/axolotl", 1, cluster_run="run-7"),
+        on_node_zero(merge_command("/v/bin/axolotl"), "the merge"),
+    ]
+    echo = on_node_zero(["echo", "merged", "a b"], "the merge")
+    for rank, out, err in (
+        ("0", "merged a b\n", ""),
+        (None, "merged a b\n", ""),  # not a node of a cluster: one machine, node 0
+        ("1", "", "overbrainer: node 1 skips the merge (node 0 does it)\n"),
+    ):
+        env = {"PATH": os.environ["PATH"]} | ({} if rank is None else {"NODE_RANK": rank})
+        done = subprocess.run(echo, env=env, capture_output=True, text=True)
+        assert (done.returncode, done.stdout, done.stderr) == (0, out, err)
