@@ -26,7 +26,7 @@ from overbrainer.testing.fake_pod import FakePods, fake_pods
 from overbrainer.testing.hub import PATH as HUB_PATH
 from overbrainer.testing.pod_training import write_project
 from overbrainer.testing.runpod_api import FakeRunpod, serve_loopback
-from overbrainer.testing.stand_in import AXOLOTL
+from overbrainer.testing.stand_in import AXOLOTL, TORCHRUN
 
 ROOT = Path(__file__).resolve().parents[2]
 STAND_IN = AXOLOTL
@@ -148,6 +148,15 @@ async def world(
         f'exec {sys.executable} {STAND_IN} "$@"\n'
     )
     wrapper.chmod(0o755)
+    # The stand-in torchrun beside it: a job of many processes, or a cluster's node.
+    launcher = venv / "bin" / "torchrun"
+    launcher.write_text(
+        "#!/bin/sh\n"
+        f"FAKE_AXOLOTL_STEPS={steps} FAKE_AXOLOTL_STEP_SECONDS={step_seconds} "
+        f"FAKE_AXOLOTL_OUTPUT_MB={output_mb} {knobs} {hub or ''} "
+        f'exec {sys.executable} {TORCHRUN} "$@"\n'
+    )
+    launcher.chmod(0o755)
     if hub is not None:
         python = venv / "bin" / "python"
         python.write_text(f'#!/bin/sh\nPYTHONPATH={HUB_PATH} {hub} exec {sys.executable} "$@"\n')

@@ -153,7 +153,9 @@ def api_base_of(settings: Settings) -> str | None:
     return None if base == DEFAULT_BASE_URL.rstrip("/") else base
 
 
-def pod_commands(settings: Settings, spec: RunpodTarget) -> list[list[str]]:
+def pod_commands(
+    settings: Settings, spec: RunpodTarget, cluster_run: str | None = None
+) -> list[list[str]]:
     """The commands of a job on a pod, each run through the pod's job environment file with
     the target's venv first on ``PATH``: the base model made ready in ``HF_HOME`` by the
     venv's Python (:func:`model_ready_command`; on the volume's cache, with a network
@@ -165,7 +167,9 @@ def pod_commands(settings: Settings, spec: RunpodTarget) -> list[list[str]]:
     again = ["env", *(f"{name}={value}" for name, value in training.env.items())]
     commands = [
         model_ready_command(f"{venv}/bin/python", training),
-        *trainer_commands(training, axolotl, spec.gpu_count),
+        # A cluster's node joins the others by their static rendezvous (its processes:
+        # one per GPU of the node).
+        *trainer_commands(training, axolotl, spec.gpu_count, cluster_run=cluster_run),
     ]
     return [
         ["sh", "-c", _WITH_JOB_ENV, "sh", venv, *(again if training.env else []), *command]
@@ -546,7 +550,8 @@ class PodTarget:
     def launch(self, run_id: str) -> Launch:
         """The trainer's commands through the pod's job environment (:func:`pod_commands`)."""
         return Launch(
-            pod_commands(self.settings, self.spec), job_environment(self.settings.training)
+            pod_commands(self.settings, self.spec, run_id if self.spec.nodes > 1 else None),
+            job_environment(self.settings.training),
         )
 
     async def not_started(self, run_id: str) -> None:
