@@ -339,7 +339,7 @@ async def delete_cluster(
 
     async def work() -> DeletedCluster:
         try:
-            accepted = await client.delete_cluster(cluster_id)
+            accepted = await ctx.client.delete_cluster(cluster_id)
         except RunpodError as error:
             raise unconfirmed(f"cannot delete {what}: {error}") from error
         seen = await _wait_gone(ctx, look)
