@@ -1,14 +1,11 @@
 """``pod ls`` and ``pod rm`` with clusters: each cluster listed with its members beneath it,
 classified by the run its name carries; ``pod rm RUN`` deleting a run's cluster through the
 delete module and waiting until none of its pods is listed. On trio's MockClock against the
-fake API in-process, then through the real commands against the fake API on loopback."""
+fake API in-process (the real commands: ``test_pod_cmd.py``)."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,10 +14,7 @@ import trio.testing
 
 from overbrainer.errors import OverbrainerError
 from overbrainer.events import types as ev
-from overbrainer.events.actor import Actor
-from overbrainer.events.ids import new_run_id
-from overbrainer.events.store import RunStore
-from overbrainer.runpod.client import CreateCluster, CreatePod, RunpodClient
+from overbrainer.runpod.client import CreateCluster
 from overbrainer.runpod.models import Cluster
 from overbrainer.runpod.orphans import ClusterRow, Note, Row, member_rank
 from overbrainer.runpod.pod_scripts import RUN_MARKER
@@ -34,9 +28,8 @@ from overbrainer.targets.runpod.podrm import (
     table,
     warn_orphans,
 )
-from overbrainer.testing.fake_executor import CANARY_KEY, PINNED_IMAGE, MachinePlan, PodRig
-from overbrainer.testing.pod_training import JobScript, training, write_project
-from overbrainer.testing.runpod_api import FakeRunpod, serve_loopback
+from overbrainer.testing.fake_executor import PINNED_IMAGE, MachinePlan, PodRig
+from overbrainer.testing.pod_training import JobScript, training
 
 A40 = "NVIDIA A40"
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,6 +63,21 @@ async def ended_run(rig: PodRig) -> str:
     return run_id
 
 
+async def live_and_ended(rig: PodRig) -> tuple[str, Cluster, str, Cluster]:
+    """A run in progress and an ended run, each with a 2-node cluster."""
+    live, ended = await rig.new_run(), await ended_run(rig)
+    return live, await new_cluster(rig, live), ended, await new_cluster(rig, ended)
+
+
+async def stray_cluster(rig: PodRig) -> tuple[str, Cluster, list[str]]:
+    """An ended run, its 2-node cluster left behind, and the members' ids by rank (assigned
+    a minute on)."""
+    ended = await ended_run(rig)
+    cluster = await new_cluster(rig, ended)
+    await trio.sleep(60)
+    return ended, cluster, await members_of(rig, cluster)
+
+
 async def members_of(rig: PodRig, cluster: Cluster) -> list[str]:
     """The cluster's member pods' ids, by rank."""
     members = await rig.context.client.cluster_pods(cluster.id)
@@ -89,9 +97,7 @@ async def test_pod_ls_shows_each_cluster_with_its_members_classified_by_its_run(
 ) -> None:
     async with training(tmp_path) as t:
         rig = t.rig
-        live, ended = await rig.new_run(), await ended_run(rig)
-        running = await new_cluster(rig, live)
-        stray = await new_cluster(rig, ended)
+        live, running, ended, stray = await live_and_ended(rig)
         foreign = await new_cluster(rig, STRANGER)
         await trio.sleep(60)  # ranks assigned, every member running
 
@@ -140,9 +146,7 @@ async def test_trains_warning_counts_a_stray_cluster_from_a_listing_without_memb
 ) -> None:
     async with training(tmp_path) as t:
         rig = t.rig
-        live, ended = await rig.new_run(), await ended_run(rig)
-        await new_cluster(rig, live)
-        stray = await new_cluster(rig, ended)
+        _, _, ended, stray = await live_and_ended(rig)
         await trio.sleep(60)
         a, b = await members_of(rig, stray)
 
@@ -164,9 +168,7 @@ async def test_pod_rm_deletes_the_runs_cluster_and_waits_until_none_of_its_pods_
 ) -> None:
     async with training(tmp_path) as t:
         rig = t.rig
-        live, ended = await rig.new_run(), await ended_run(rig)
-        running = await new_cluster(rig, live)
-        stray = await new_cluster(rig, ended)
+        _, running, ended, stray = await live_and_ended(rig)
         await trio.sleep(3600)
         members = await members_of(rig, stray)
         rig.fake.linger_next_cluster_delete(4)  # its members still listed for a few reads
@@ -214,10 +216,7 @@ async def test_a_cluster_delete_never_confirmed_fails_naming_the_cluster_its_pod
 ) -> None:
     async with training(tmp_path) as t:
         rig = t.rig
-        ended = await ended_run(rig)
-        stray = await new_cluster(rig, ended)
-        await trio.sleep(60)
-        a, b = await members_of(rig, stray)
+        ended, stray, (a, b) = await stray_cluster(rig)
         rig.fake.linger_next_cluster_delete(FOREVER)
         start = trio.current_time()
 
@@ -238,10 +237,7 @@ async def test_pod_rm_says_so_when_runpod_keeps_showing_the_cluster_or_refuses_i
 ) -> None:
     async with training(tmp_path) as t:
         rig = t.rig
-        ended = await ended_run(rig)
-        stray = await new_cluster(rig, ended)
-        await trio.sleep(60)
-        a, b = await members_of(rig, stray)
+        ended, stray, (a, b) = await stray_cluster(rig)
 
         # Accepted, yet nothing deleted: the cluster itself still answers.
         rig.fake.fail_next("DELETE /clusters/{id}", 204)
@@ -320,107 +316,3 @@ async def test_a_members_pod_id_is_refused_naming_its_cluster_and_the_command(
         alone = await rig.create_pod(f"overbrainer-{ended}-2", ended)
         assert await member_refusal(rig.context, alone.id) is None
         assert await member_refusal(rig.context, "nosuchpod") is None
-
-
-# --- the real commands -----------------------------------------------------------------
-
-
-async def _cli(project: Path, base_url: str, *args: str) -> subprocess.CompletedProcess[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OVERBRAINER_")}
-    env.update(
-        OVERBRAINER_RUNPOD__API_KEY=CANARY_KEY,
-        OVERBRAINER_RUNPOD__BASE_URL=base_url,
-        PYTHONPATH=str(ROOT),
-    )
-    return await trio.run_process(
-        [sys.executable, "-m", "overbrainer", "-C", str(project), *args],
-        env=env,
-        capture_stdout=True,
-        capture_stderr=True,
-        check=False,
-    )
-
-
-async def test_pod_ls_and_pod_rm_of_a_cluster_through_the_real_command(tmp_path: Path) -> None:
-    project = tmp_path / "project"
-    project.mkdir()
-    write_project(project)
-    fake = FakeRunpod(provisioning_seconds=0.1, starting_seconds=0.1)
-    fake.add_account(CANARY_KEY)
-    run_id = new_run_id()
-    store = RunStore(None, project, Actor.here("test"))
-    try:
-        async with serve_loopback(fake) as base_url:
-            async with RunpodClient(CANARY_KEY, base_url) as client:
-                cluster = await client.create_cluster(spec(run_id))
-                pod = await client.create_pod(
-                    CreatePod(
-                        name=f"overbrainer-{run_id}-2",
-                        image=PINNED_IMAGE,
-                        gpu_type=A40,
-                        gpu_count=1,
-                        disk_gb=20,
-                        env={RUN_MARKER: run_id},
-                    )
-                )
-                await trio.sleep(0.5)  # ranks assigned
-                members = await client.cluster_pods(cluster.id)
-            assert members is not None
-            ids = [p.id for p in members]
-            # An ended run with a pod of its own as well (its log records the pod).
-            store.create(
-                ev.RunCreated(
-                    run_id=run_id, target="gpu", kind="runpod", remote_dir="r", settings_digest="d"
-                )
-            )
-            store.append(
-                run_id,
-                lambda _s: [
-                    ev.AttemptSent(
-                        n=2, pod_name=pod.name, gpu_type=A40, deadline="2099-01-01T00:00:00Z"
-                    ),
-                    ev.AttemptResolved(n=2, result="created", pod_id=pod.id),
-                    ev.PodCreated(pod_id=pod.id, gpu_type=A40, cost_per_hour=0.4),
-                    ev.RunEnded(state="failed", message="boom"),
-                ],
-            )
-
-            listed = await _cli(project, base_url, "pod", "ls", "--json")
-            assert listed.returncode == 0, listed.stderr
-            alone, row = [json.loads(line) for line in listed.stdout.splitlines()]
-            assert (alone["pod"], alone["cluster"]) == (pod.id, None)
-            assert (row["run"], row["pod"], row["cluster"]) == (run_id, None, cluster.id)
-            assert row["note"] == "ended but not deleted" and row["nodes"] == 2
-            assert [(m["pod"], m["rank"]) for m in row["members"]] == [(ids[0], 0), (ids[1], 1)]
-
-            shown = await _cli(project, base_url, "pod", "ls")
-            assert shown.returncode == 0, shown.stderr
-            lines = shown.stdout.decode().splitlines()
-            assert lines[1].startswith(f"{run_id}  {pod.id}")
-            assert lines[2].startswith(f"{run_id}  cluster {cluster.id}")
-            assert [line.split()[0] for line in lines[3:]] == ids
-
-            refused = await _cli(project, base_url, "pod", "rm", ids[1])
-            assert refused.returncode == 2
-            assert f"is a member of cluster {cluster.id}".encode() in refused.stderr
-            assert f"`overbrainer pod rm {run_id}`".encode() in refused.stderr
-            assert len(fake.live_clusters()) == 1
-
-            removed = await _cli(project, base_url, "pod", "rm", run_id)
-            assert removed.returncode == 0, removed.stderr
-            first, second = removed.stdout.decode().splitlines()
-            assert first.startswith(
-                f"pod rm: deleted cluster {cluster.id} of run {run_id} (pods {', '.join(ids)}) "
-                "after "
-            )
-            assert second.startswith(f"pod rm: deleted pod {pod.id} of run {run_id} after ")
-            assert fake.live_clusters() == [] and fake.live_pods() == []
-            assert all(fake.status(pod_id) == "TERMINATED" for pod_id in ids)
-
-            empty = await _cli(project, base_url, "pod", "ls", "--json")
-            assert empty.returncode == 0 and empty.stdout == b""
-            for done in (listed, shown, refused, removed, empty):
-                assert CANARY_KEY.encode()[4:16] not in done.stdout + done.stderr
-                assert b"Traceback" not in done.stderr
-    finally:
-        store.close()
