@@ -15,6 +15,7 @@ from enum import StrEnum
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.ids import looks_like_run_id
 from overbrainer.events.types import PodState, RunState
+from overbrainer.plurals import word
 from overbrainer.runpod.models import Cluster, Pod
 from overbrainer.runpod.pod_scripts import RUN_MARKER
 
@@ -108,9 +109,9 @@ def status_of(pod: Pod) -> str:
 
 
 def pods_text(pod_ids: Iterable[str]) -> str:
-    """`` (pods a, b)``, or nothing for none."""
-    listed = ", ".join(pod_ids)
-    return f" (pods {listed})" if listed else ""
+    """`` (pods a, b)`` (`` (pod a)``), or nothing for none."""
+    ids = list(pod_ids)
+    return f" ({word(len(ids), 'pod')} {', '.join(ids)})" if ids else ""
 
 
 def member_rank(pod: Pod) -> int | None:

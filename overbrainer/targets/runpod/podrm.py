@@ -34,6 +34,7 @@ from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.store import UnknownRun
 from overbrainer.events.types import PodState, RunState
+from overbrainer.plurals import word
 from overbrainer.runpod.client import RunpodError
 from overbrainer.runpod.decide import rate_text
 from overbrainer.runpod.models import Cluster, Pod, PodStatus
@@ -322,7 +323,7 @@ class Removal:
             found.insert(
                 0,
                 f"run {run_id} is in progress on {' and '.join(held)}: kept "
-                f"{'it' if len(held) == 1 else 'them'} (its other pods deleted: {names}). Stop "
+                f"{word(len(held), 'it', 'them')} (its other pods deleted: {names}). Stop "
                 f"the run{where} with `overbrainer train cancel {run_id}`, or delete its pod "
                 f"anyway with {_force_hint(run_id)}",
             )
