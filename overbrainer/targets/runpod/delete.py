@@ -29,10 +29,11 @@ and spend; shielded from signals. A delete that cannot be confirmed raises
 :func:`delete_unrecorded` deletes a pod no run's log can record (``pod rm --force`` of a run
 not in this store, or a pod recorded deleted yet still listed). :func:`delete_cluster`
 deletes a run's cluster (every member with it) and waits until Runpod shows neither the
-cluster nor any of its pods. :func:`release` deletes the pod of a run whose job will not
-run. A confirmed delete drops the run's client key once no
-pod of it may exist (:func:`forget_key_if_done`, which a path that deleted nothing calls
-itself). The pod's own watchdog (``runpod/scripts/watchdog.sh``)
+cluster nor any of its pods; it records nothing (its caller does), and fails with
+:class:`ClusterDeleteUnconfirmed`, naming the cluster, its pods and ``pod rm RUN``.
+:func:`release` deletes the pod of a run whose job will not run. A confirmed delete drops
+the run's client key once no pod of it may exist (:func:`forget_key_if_done`, which a path
+that deleted nothing calls itself). The pod's own watchdog (``runpod/scripts/watchdog.sh``)
 deletes a pod no command deleted in time, with the pod's own key.
 """
 
