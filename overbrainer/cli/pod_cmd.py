@@ -1,6 +1,7 @@
-"""``pod ls`` and ``pod rm RUN [--force]``: the account's overbrainer pods, and deleting every
-pod of a run (the logic is ``overbrainer.targets.runpod.podrm``); ``pod billing [RUN…]``:
-what Runpod billed for runs' pods that are gone (``overbrainer.targets.runpod.billing``)."""
+"""``pod ls`` and ``pod rm RUN [--force]``: the account's overbrainer pods and clusters, and
+deleting every pod and cluster of a run (the logic is ``overbrainer.targets.runpod.podrm``);
+``pod billing [RUN…]``: what Runpod billed for runs' pods that are gone
+(``overbrainer.targets.runpod.billing``)."""
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -132,6 +133,10 @@ async def rm(
             )
         run = found[0] if found else run
     if not looks_like_run_id(run):
+        # A cluster's member is refused naming its cluster and the command deleting it.
+        refusal = await _member_refusal(run)
+        if refusal is not None:
+            raise UsageError(refusal)
         # A pod ID would pass as a name: pod rm acts on a run's pods, never on one pod.
         raise UsageError(
             f"{run!r} is not a run ID: pod rm takes the run ID (like 20260101-120000-ab12) "
@@ -153,7 +158,7 @@ async def rm(
     )
     async with pod_context(unchanged=unchanged) as (ctx, front):
         removal = await remove_run_pods(ctx, run, force=force)
-        for deleted in removal.deleted:
+        for deleted in removal.removed:
             front.result(deleted_line(run, deleted))
         if removal.deleted:
             from overbrainer.targets.runpod.billing import after_end
@@ -162,9 +167,23 @@ async def rm(
         problems = removal.problems()
         if problems:
             raise OverbrainerError("; ".join(problems))
-        if not removal.deleted:
+        if not removal.removed:
             front.result(f"pod rm: run {run} has no pod left")
         return ctx.session.interrupts.finish(0)
+
+
+async def _member_refusal(pod_id: str) -> str | None:
+    """Why ``pod rm`` refuses ``pod_id`` when the account lists it as a cluster's member;
+    None when it does not, or when Runpod cannot tell (no key, out of reach: the plain
+    refusal of a name that is not a run ID says enough)."""
+    from overbrainer.errors import OverbrainerError
+    from overbrainer.targets.runpod.podrm import member_refusal
+
+    try:
+        async with pod_context(read_only=True) as (ctx, _front):
+            return await member_refusal(ctx, pod_id)
+    except OverbrainerError:
+        return None
 
 
 def _unknown(run_id: str, text: str) -> "UnknownRun":

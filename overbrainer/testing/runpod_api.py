@@ -48,7 +48,8 @@ addresses and the network are assigned halfway through provisioning; until then 
 member's ``cluster.rank`` is null. A member's container sees Runpod's cluster variables
 (:meth:`FakeRunpod.cluster_env`). ``GET /billing/clusters`` bills what the members billed.
 A member's own key may read its cluster and its members, and delete its cluster. Cues:
-:meth:`FakeRunpod.fail_member` (its container exits: EXITED), :meth:`FakeRunpod.vanish_member`.
+:meth:`FakeRunpod.fail_member` (its container exits: EXITED), :meth:`FakeRunpod.vanish_member`,
+:meth:`FakeRunpod.linger_next_cluster_delete` (a delete whose members stay listed).
 """
 
 from __future__ import annotations
@@ -355,7 +356,8 @@ class Fault:
     its answer is replaced; ``status=None`` keeps the real answer. ``timeout`` raises
     ``httpx.ReadTimeout`` in-process and stalls ``stall_seconds`` on loopback;
     ``connect_error`` (in-process only) raises ``httpx.ConnectError`` before anything is
-    handled. ``linger_reads`` (deletes) keeps the deleted pod listed for that many reads.
+    handled. ``linger_reads`` (deletes) keeps the deleted pod — or a deleted cluster's
+    members — listed for that many reads.
     """
 
     route: str
@@ -569,6 +571,11 @@ class FakeRunpod:
         """The next delete is accepted (204), but the pod stays listed for ``reads`` reads."""
         self.faults.append(Fault("DELETE /pods/{id}", None, succeed=True, linger_reads=reads))
 
+    def linger_next_cluster_delete(self, reads: int) -> None:
+        """The next cluster delete is accepted (204) and the cluster is gone, but each of its
+        members stays listed (``includeClusterPods``) for ``reads`` reads."""
+        self.faults.append(Fault("DELETE /clusters/{id}", None, succeed=True, linger_reads=reads))
+
     def script_next_pod(
         self, *, vanish_after: float | None = None, error_after: float | None = None
     ) -> None:
@@ -762,6 +769,9 @@ class FakeRunpod:
                     pod_id = path.split("/")[2]
                     if pod_id in self.pods:
                         self.pods[pod_id].linger_reads = fault.linger_reads
+                    elif pod_id in self.clusters:
+                        for member in self.clusters[pod_id].members:
+                            self.pods[member].linger_reads = fault.linger_reads
                 if fault.status is not None or fault.timeout:
                     response = self._fault_response(fault)
         record.status = response.status

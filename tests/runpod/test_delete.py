@@ -25,7 +25,7 @@ RTX = "NVIDIA GeForce RTX 4090"
 PACKAGE = Path(overbrainer.__file__).parent
 
 
-def test_only_the_delete_module_calls_the_clients_delete() -> None:
+def test_only_the_delete_module_calls_the_clients_deletes_of_pods_and_clusters() -> None:
     callers = set()
     for path in PACKAGE.rglob("*.py"):
         if "testing" in path.relative_to(PACKAGE).parts:
@@ -34,7 +34,7 @@ def test_only_the_delete_module_calls_the_clients_delete() -> None:
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "delete_pod"
+                and node.func.attr in ("delete_pod", "delete_cluster")
                 and isinstance(node.func.value, ast.Attribute)
                 and node.func.value.attr == "client"
             ):

@@ -7,6 +7,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -18,7 +21,8 @@ from overbrainer.events import types as ev
 from overbrainer.events.actor import Actor
 from overbrainer.events.ids import new_run_id
 from overbrainer.events.store import RunStore
-from overbrainer.runpod.client import CreatePod, RunpodClient
+from overbrainer.runpod.client import CreateCluster, CreatePod, RunpodClient
+from overbrainer.runpod.models import Pod
 from overbrainer.runpod.orphans import Note
 from overbrainer.runpod.pod_scripts import RUN_MARKER
 from overbrainer.targets.runpod.podrm import (
@@ -297,83 +301,170 @@ async def _cli(project: Path, base_url: str, *args: str) -> subprocess.Completed
     )
 
 
-async def test_pod_ls_and_pod_rm_through_the_real_command(tmp_path: Path) -> None:
+@dataclass
+class Loopback:
+    """A project, its store, and the fake API it reaches on loopback."""
+
+    project: Path
+    store: RunStore
+    fake: FakeRunpod
+    base_url: str
+
+    async def cli(self, *args: str) -> subprocess.CompletedProcess[bytes]:
+        return await _cli(self.project, self.base_url, *args)
+
+    async def ended_run_with_pod(self, client: RunpodClient, run_id: str, n: int = 1) -> Pod:
+        """Run ``run_id`` ended (failed) with its pod (attempt ``n``) still on the account,
+        as its log records."""
+        pod = await client.create_pod(
+            CreatePod(
+                name=f"overbrainer-{run_id}-{n}",
+                image=PINNED_IMAGE,
+                gpu_type=A40,
+                gpu_count=1,
+                disk_gb=20,
+                env={RUN_MARKER: run_id},
+            )
+        )
+        self.store.create(
+            ev.RunCreated(
+                run_id=run_id, target="gpu", kind="runpod", remote_dir="r", settings_digest="d"
+            )
+        )
+        self.store.append(
+            run_id,
+            lambda _s: [
+                ev.AttemptSent(
+                    n=n, pod_name=pod.name, gpu_type=A40, deadline="2099-01-01T00:00:00Z"
+                ),
+                ev.AttemptResolved(n=n, result="created", pod_id=pod.id),
+                ev.PodCreated(pod_id=pod.id, gpu_type=A40, cost_per_hour=0.4),
+                ev.RunEnded(state="failed", message="boom"),
+            ],
+        )
+        return pod
+
+    def assert_clean(self, *done: subprocess.CompletedProcess[bytes]) -> None:
+        """No command showed the key or a traceback."""
+        for one in done:
+            assert CANARY_KEY.encode()[4:16] not in one.stdout + one.stderr
+            assert b"Traceback" not in one.stderr
+
+
+@asynccontextmanager
+async def loopback(tmp_path: Path) -> AsyncIterator[Loopback]:
     project = tmp_path / "project"
     project.mkdir()
     write_project(project)
     fake = FakeRunpod(provisioning_seconds=0.1, starting_seconds=0.1)
     fake.add_account(CANARY_KEY)
-    run_id = new_run_id()
     store = RunStore(None, project, Actor.here("test"))
     try:
         async with serve_loopback(fake) as base_url:
-            async with RunpodClient(CANARY_KEY, base_url) as client:
-                pod = await client.create_pod(
-                    CreatePod(
-                        name=f"overbrainer-{run_id}-1",
-                        image=PINNED_IMAGE,
-                        gpu_type=A40,
-                        gpu_count=1,
-                        disk_gb=20,
-                        env={RUN_MARKER: run_id},
-                    )
-                )
-            store.create(
-                ev.RunCreated(
-                    run_id=run_id, target="gpu", kind="runpod", remote_dir="r", settings_digest="d"
-                )
-            )
-            store.append(
-                run_id,
-                lambda _s: [
-                    ev.AttemptSent(
-                        n=1, pod_name=pod.name, gpu_type=A40, deadline="2099-01-01T00:00:00Z"
-                    ),
-                    ev.AttemptResolved(n=1, result="created", pod_id=pod.id),
-                    ev.PodCreated(pod_id=pod.id, gpu_type=A40, cost_per_hour=0.4),
-                    ev.RunEnded(state="failed", message="boom"),
-                ],
-            )
-            listed = await _cli(project, base_url, "pod", "ls", "--json")
-            assert listed.returncode == 0, listed.stderr
-            (row,) = [json.loads(line) for line in listed.stdout.splitlines()]
-            assert row["run"] == run_id and row["pod"] == pod.id
-            assert row["note"] == "ended but not deleted" and row["gpu"] == A40
-
-            table_out = await _cli(project, base_url, "pod", "ls")
-            assert table_out.returncode == 0, table_out.stderr
-            lines = table_out.stdout.decode().splitlines()
-            assert lines[0].split()[:3] == ["RUN", "POD", "STATUS"]
-            assert lines[1].startswith(f"{run_id}  {pod.id}  RUNNING")
-            assert lines[1].endswith("ended but not deleted")
-
-            bad = await _cli(project, base_url, "pod", "rm", pod.id)
-            assert bad.returncode == 2 and b"is not a run ID" in bad.stderr
-            assert b"never a pod ID" in bad.stderr
-            assert fake.status(pod.id) == "RUNNING"
-
-            removed = await _cli(project, base_url, "pod", "rm", run_id)
-            assert removed.returncode == 0, removed.stderr
-            out = removed.stdout.decode()
-            assert out.startswith(f"pod rm: deleted pod {pod.id} of run {run_id} after ")
-            assert ", spend $" in out
-            assert b"pod.Deleted" in removed.stderr
-            assert fake.status(pod.id) == "TERMINATED"
-
-            again = await _cli(project, base_url, "pod", "rm", run_id)
-            assert again.returncode == 0
-            assert again.stdout.decode().strip() == f"pod rm: run {run_id} has no pod left"
-
-            unknown = await _cli(project, base_url, "pod", "rm", STRANGER)
-            assert unknown.returncode == 1
-            assert b"is not in this store" in unknown.stderr
-            for done in (listed, table_out, removed, again, unknown):
-                assert CANARY_KEY.encode()[4:16] not in done.stdout + done.stderr
-                assert b"Traceback" not in done.stderr
-        state = store.get(run_id)
-        assert state.pod.deleted_by == "pod_rm"
+            yield Loopback(project, store, fake, base_url)
     finally:
         store.close()
+
+
+async def test_pod_ls_and_pod_rm_through_the_real_command(tmp_path: Path) -> None:
+    run_id = new_run_id()
+    async with loopback(tmp_path) as w:
+        async with RunpodClient(CANARY_KEY, w.base_url) as client:
+            pod = await w.ended_run_with_pod(client, run_id)
+        listed = await w.cli("pod", "ls", "--json")
+        assert listed.returncode == 0, listed.stderr
+        (row,) = [json.loads(line) for line in listed.stdout.splitlines()]
+        assert row["run"] == run_id and row["pod"] == pod.id
+        assert row["note"] == "ended but not deleted" and row["gpu"] == A40
+
+        table_out = await w.cli("pod", "ls")
+        assert table_out.returncode == 0, table_out.stderr
+        lines = table_out.stdout.decode().splitlines()
+        assert lines[0].split()[:3] == ["RUN", "POD", "STATUS"]
+        assert lines[1].startswith(f"{run_id}  {pod.id}  RUNNING")
+        assert lines[1].endswith("ended but not deleted")
+
+        bad = await w.cli("pod", "rm", pod.id)
+        assert bad.returncode == 2 and b"is not a run ID" in bad.stderr
+        assert b"never a pod ID" in bad.stderr
+        assert w.fake.status(pod.id) == "RUNNING"
+
+        removed = await w.cli("pod", "rm", run_id)
+        assert removed.returncode == 0, removed.stderr
+        out = removed.stdout.decode()
+        assert out.startswith(f"pod rm: deleted pod {pod.id} of run {run_id} after ")
+        assert ", spend $" in out
+        assert b"pod.Deleted" in removed.stderr
+        assert w.fake.status(pod.id) == "TERMINATED"
+
+        again = await w.cli("pod", "rm", run_id)
+        assert again.returncode == 0
+        assert again.stdout.decode().strip() == f"pod rm: run {run_id} has no pod left"
+
+        unknown = await w.cli("pod", "rm", STRANGER)
+        assert unknown.returncode == 1
+        assert b"is not in this store" in unknown.stderr
+        w.assert_clean(listed, table_out, removed, again, unknown)
+        state = w.store.get(run_id)
+        assert state.pod.deleted_by == "pod_rm"
+
+
+async def test_pod_ls_and_pod_rm_of_a_cluster_through_the_real_command(tmp_path: Path) -> None:
+    run_id = new_run_id()
+    async with loopback(tmp_path) as w:
+        async with RunpodClient(CANARY_KEY, w.base_url) as client:
+            cluster = await client.create_cluster(
+                CreateCluster(
+                    name=f"overbrainer-{run_id}-1",
+                    image=PINNED_IMAGE,
+                    gpu_type=A40,
+                    gpus_per_pod=1,
+                    pod_count=2,
+                    disk_gb=20,
+                    env={RUN_MARKER: run_id},
+                )
+            )
+            # The run ended with a pod of its own as well (its log records the pod).
+            pod = await w.ended_run_with_pod(client, run_id, n=2)
+            await trio.sleep(0.5)  # ranks assigned
+            members = await client.cluster_pods(cluster.id)
+        assert members is not None
+        ids = [p.id for p in members]
+
+        listed = await w.cli("pod", "ls", "--json")
+        assert listed.returncode == 0, listed.stderr
+        alone, row = [json.loads(line) for line in listed.stdout.splitlines()]
+        assert (alone["pod"], alone["cluster"]) == (pod.id, None)
+        assert (row["run"], row["pod"], row["cluster"]) == (run_id, None, cluster.id)
+        assert row["note"] == "ended but not deleted" and row["nodes"] == 2
+        assert [(m["pod"], m["rank"]) for m in row["members"]] == [(ids[0], 0), (ids[1], 1)]
+
+        shown = await w.cli("pod", "ls")
+        assert shown.returncode == 0, shown.stderr
+        lines = shown.stdout.decode().splitlines()
+        assert lines[1].startswith(f"{run_id}  {pod.id}")
+        assert lines[2].startswith(f"{run_id}  cluster {cluster.id}")
+        assert [line.split()[0] for line in lines[3:]] == ids
+
+        refused = await w.cli("pod", "rm", ids[1])
+        assert refused.returncode == 2
+        assert f"is a member of cluster {cluster.id}".encode() in refused.stderr
+        assert f"`overbrainer pod rm {run_id}`".encode() in refused.stderr
+        assert len(w.fake.live_clusters()) == 1
+
+        removed = await w.cli("pod", "rm", run_id)
+        assert removed.returncode == 0, removed.stderr
+        first, second = removed.stdout.decode().splitlines()
+        assert first.startswith(
+            f"pod rm: deleted cluster {cluster.id} of run {run_id} (pods {', '.join(ids)}) after "
+        )
+        assert second.startswith(f"pod rm: deleted pod {pod.id} of run {run_id} after ")
+        assert w.fake.live_clusters() == [] and w.fake.live_pods() == []
+        assert all(w.fake.status(pod_id) == "TERMINATED" for pod_id in ids)
+
+        empty = await w.cli("pod", "ls", "--json")
+        assert empty.returncode == 0 and empty.stdout == b""
+        w.assert_clean(listed, shown, refused, removed, empty)
 
 
 async def test_pod_ls_gives_up_on_an_unreachable_api_within_seconds_naming_what_to_check(

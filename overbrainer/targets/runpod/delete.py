@@ -27,14 +27,20 @@ until Runpod no longer shows the pod, and only then appends ``pod.Deleted`` with
 and spend; shielded from signals. A delete that cannot be confirmed raises
 :class:`DeleteUnconfirmed`, whose message says the pod may still bill and where to look.
 :func:`delete_unrecorded` deletes a pod no run's log can record (``pod rm --force`` of a run
-not in this store, or a pod recorded deleted yet still listed). :func:`release` deletes the
-pod of a run whose job will not run. A confirmed delete drops the run's client key once no
-pod of it may exist (:func:`forget_key_if_done`, which a path that deleted nothing calls
-itself). The pod's own watchdog (``runpod/scripts/watchdog.sh``)
+not in this store, or a pod recorded deleted yet still listed). :func:`delete_cluster`
+deletes a run's cluster (every member with it) and waits until Runpod shows neither the
+cluster nor any of its pods; it records nothing (its caller does), and fails with
+:class:`ClusterDeleteUnconfirmed`, naming the cluster, its pods and ``pod rm RUN``.
+:func:`release` deletes the pod of a run whose job will not run. A confirmed delete drops
+the run's client key once no pod of it may exist (:func:`forget_key_if_done`, which a path
+that deleted nothing calls itself). The pod's own watchdog (``runpod/scripts/watchdog.sh``)
 deletes a pod no command deleted in time, with the pod's own key.
 """
 
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
+from datetime import datetime
 
 import trio
 
@@ -48,12 +54,22 @@ from overbrainer.runpod.client import RunpodError
 from overbrainer.runpod.decide import rate_text, uptime_and_spend
 from overbrainer.runpod.keys import forget_client_key
 from overbrainer.runpod.models import Pod
-from overbrainer.targets.runpod.pods import PodContext, confirm_gone, note_clock, pod_ls_hint
+from overbrainer.runpod.orphans import pods_text
+from overbrainer.targets.runpod.pods import (
+    PodContext,
+    confirm_gone,
+    note_clock,
+    pod_ls_hint,
+    shown,
+)
 from overbrainer.utc import iso_utc
 
 __all__ = [
+    "ClusterDeleteUnconfirmed",
     "DeleteUnconfirmed",
     "Deleted",
+    "DeletedCluster",
+    "delete_cluster",
     "delete_pod",
     "delete_unrecorded",
     "forget_key_if_done",
@@ -70,11 +86,36 @@ class DeleteUnconfirmed(OverbrainerError):
         self.pod_id = pod_id
 
 
+class ClusterDeleteUnconfirmed(OverbrainerError):
+    """A cluster's delete was sent (or could not be), and Runpod may still show — and bill —
+    the cluster or some of its pods."""
+
+    def __init__(
+        self, message: str, *, run_id: str, cluster_id: str, pod_ids: tuple[str, ...]
+    ) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.cluster_id = cluster_id
+        self.pod_ids = pod_ids
+
+
 @dataclass(frozen=True)
 class Deleted:
     """A pod deleted (or found already gone), with its uptime and spend."""
 
     pod_id: str
+    gone_already: bool
+    uptime_seconds: float | None
+    spend: float | None
+
+
+@dataclass(frozen=True)
+class DeletedCluster:
+    """A cluster deleted (or found already gone) with its member pods: the cluster's uptime
+    and what its members spent together (None when a member's rate or start is unknown)."""
+
+    cluster_id: str
+    pod_ids: tuple[str, ...]
     gone_already: bool
     uptime_seconds: float | None
     spend: float | None
@@ -137,14 +178,8 @@ async def delete_pod(
                 run_id=run_id,
                 pod_id=pod_id,
             ) from error
-        unlisted, unread = await _wait_unlisted(ctx, pod_id)
-        if not unlisted:
-            # Say what was seen: the pod still listed, or Runpod not readable at all.
-            seen = (
-                f"Runpod could not be read to confirm it was gone ({unread})"
-                if unread is not None
-                else f"Runpod still showed it {ctx.timing.delete_confirm:g} s later"
-            )
+        seen = await _wait_gone(ctx, _pod_look(ctx, pod_id))
+        if seen is not None:
             raise DeleteUnconfirmed(
                 f"pod {pod_id} of run {run_id}{rate_text(rate)} was deleted, but {seen}; it "
                 f"may still bill: {pod_ls_hint(run_id)}",
@@ -180,23 +215,44 @@ async def delete_pod(
         forget_key_if_done(ctx, run_id, await journal.state(run_id))
 
 
-async def _wait_unlisted(ctx: PodContext, pod_id: str) -> tuple[bool, RunpodError | None]:
-    """Poll (:func:`confirm_gone`, one read a look) until Runpod no longer shows the pod:
-    ``(True, None)``; on timeout ``(False, error)``, with the last read's error when the
-    last look could not read Runpod at all (None when it showed the pod)."""
+async def _wait_gone(ctx: PodContext, look: Callable[[], Awaitable[str | None]]) -> str | None:
+    """Poll ``look`` (what Runpod still shows after a delete, None once nothing) every
+    ``timing.delete_poll`` s until it shows nothing: None. Past ``timing.delete_confirm``,
+    what was last seen: ``Runpod still showed …``, or, when the last look could not read
+    Runpod at all, that it could not be read (unknown is not gone)."""
     timing = ctx.timing
     end = trio.current_time() + timing.delete_confirm
+    still = "it"
     while True:
         unread: RunpodError | None = None
         try:
-            if await confirm_gone(ctx, pod_id, reads=1):
-                return True, None
+            showing = await look()
+            if showing is None:
+                return None
+            still = showing
         except RunpodError as error:
             unread = error  # Unknown is not gone: look again until the time is up.
         left = end - trio.current_time()
         if left <= 0:
-            return False, unread
+            if unread is not None:
+                return f"Runpod could not be read to confirm it was gone ({unread})"
+            return f"Runpod still showed {still} {timing.delete_confirm:g} s later"
         await trio.sleep(min(timing.delete_poll, left))
+
+
+def _pod_look(ctx: PodContext, pod_id: str) -> Callable[[], Awaitable[str | None]]:
+    """One look at a deleted pod (:func:`confirm_gone`, one read): ``it`` while shown."""
+
+    async def look() -> str | None:
+        return None if await confirm_gone(ctx, pod_id, reads=1) else "it"
+
+    return look
+
+
+def _pod_uptime_and_spend(ctx: PodContext, pod: Pod) -> tuple[float | None, float | None]:
+    """A listed pod's uptime and spend until now, on Runpod's clock, at its listed rate."""
+    created = iso_utc(pod.created_at) if pod.created_at is not None else None
+    return uptime_and_spend(created, ctx.server_now(), pod.cost or None)
 
 
 async def delete_unrecorded(ctx: PodContext, run_id: str, pod: Pod) -> Deleted:
@@ -219,18 +275,92 @@ async def delete_unrecorded(ctx: PodContext, run_id: str, pod: Pod) -> Deleted:
                 f"cannot delete pod {pod.id} of run {run_id}{rate_text(rate)}: {error}; it may "
                 "still bill: check `overbrainer pod ls`"
             ) from error
-        unlisted, _ = await _wait_unlisted(ctx, pod.id)
-        if not unlisted:
+        seen = await _wait_gone(ctx, _pod_look(ctx, pod.id))
+        if seen is not None:
             raise OverbrainerError(
-                f"pod {pod.id} of run {run_id}{rate_text(rate)} was deleted, but Runpod "
-                f"still showed it {timing.delete_confirm:g} s later; it may still bill: "
-                "check `overbrainer pod ls`"
+                f"pod {pod.id} of run {run_id}{rate_text(rate)} was deleted, but {seen}; it "
+                "may still bill: check `overbrainer pod ls`"
             )
-        created = iso_utc(pod.created_at) if pod.created_at is not None else None
-        uptime, spend = uptime_and_spend(created, ctx.server_now(), rate)
+        uptime, spend = _pod_uptime_and_spend(ctx, pod)
         return Deleted(pod.id, not accepted, uptime, spend)
 
     return await ctx.session.interrupts.shield(f"deleting pod {pod.id}", timing.delete_limit, work)
+
+
+async def delete_cluster(
+    ctx: PodContext,
+    run_id: str,
+    cluster_id: str,
+    members: Sequence[Pod] = (),
+    *,
+    created_at: datetime | None = None,
+) -> DeletedCluster:
+    """Delete cluster ``cluster_id`` of run ``run_id`` (``DELETE /clusters/{id}``: every
+    member with it) and wait until Runpod shows neither the cluster nor any of its pods
+    (listed with clusters' members). Shielded from signals.
+
+    ``members`` are its pods as last listed (read from Runpod when not given), for their
+    ids and what they spent: each its listed rate from its own creation, on Runpod's clock;
+    the cluster's uptime counts from ``created_at`` (default: its first member's).
+    Nothing is recorded in a run's log here: the caller records what it returns.
+
+    Raises:
+        ClusterDeleteUnconfirmed: the delete failed, or Runpod still showed the cluster or
+            one of its pods ``timing.delete_confirm`` seconds later; they may still bill.
+    """
+    client, timing = ctx.client, ctx.timing
+    known = list(members)
+    if not known:
+        # Unread, its pods are still looked for after the delete by the cluster they name.
+        with suppress(RunpodError):
+            known = await client.cluster_pods(cluster_id) or []
+    pod_ids = tuple(p.id for p in known)
+    what = f"cluster {cluster_id} of run {run_id}{pods_text(pod_ids)}"
+    what += rate_text(sum(p.cost for p in known) or None)
+
+    def unconfirmed(text: str) -> ClusterDeleteUnconfirmed:
+        return ClusterDeleteUnconfirmed(
+            f"{text}; it may still bill: {pod_ls_hint(run_id)}",
+            run_id=run_id,
+            cluster_id=cluster_id,
+            pod_ids=pod_ids,
+        )
+
+    async def look() -> str | None:
+        still = ["the cluster"] if await client.get_cluster(cluster_id) is not None else []
+        left = [
+            p.id
+            for p in await client.list_pods(include_cluster_pods=True)
+            if shown(p)
+            and (p.id in pod_ids or (p.cluster is not None and p.cluster.cluster_id == cluster_id))
+        ]
+        if left:
+            still.append(f"its pods {', '.join(left)}")
+        return " and ".join(still) or None
+
+    async def work() -> DeletedCluster:
+        try:
+            accepted = await ctx.client.delete_cluster(cluster_id)
+        except RunpodError as error:
+            raise unconfirmed(f"cannot delete {what}: {error}") from error
+        seen = await _wait_gone(ctx, look)
+        if seen is not None:
+            raise unconfirmed(f"{what} was deleted, but {seen}")
+        spends = [_pod_uptime_and_spend(ctx, pod)[1] for pod in known]
+        spend = None if not known or None in spends else sum(s or 0.0 for s in spends)
+        start = created_at or min((p.created_at for p in known if p.created_at), default=None)
+        since = iso_utc(start) if start is not None else None
+        uptime, _ = uptime_and_spend(since, ctx.server_now(), None)
+        return DeletedCluster(cluster_id, pod_ids, not accepted, uptime, spend)
+
+    try:
+        return await ctx.session.interrupts.shield(
+            f"deleting cluster {cluster_id}", timing.delete_limit, work
+        )
+    except ShieldTimeout as error:
+        raise unconfirmed(
+            f"deleting {what} did not finish within {timing.delete_limit:g} s"
+        ) from error
 
 
 async def release(ctx: PodContext, run_id: str, reason: ev.DeleteReason) -> None:

@@ -1,10 +1,12 @@
-"""``pod ls`` and ``pod rm RUN [--force]``: the account's overbrainer pods against this
-store's runs, and deleting every pod of a run.
+"""``pod ls`` and ``pod rm RUN [--force]``: the account's overbrainer pods and clusters
+against this store's runs, and deleting every pod and cluster of a run.
 
-``pod ls`` lists the account's pods once and classifies each (``orphans.classify``). A pod
-the store says may exist but the listing lacks is looked up: confirmed gone (three "no such
-pod" answers and a listing without it) it is recorded deleted (``found_gone``); otherwise
-it is shown as it is.
+``pod ls`` lists the account's pods (clusters' members included) and clusters once and
+classifies each pod (``orphans.classify``) and cluster (``orphans.classify_run``, by the
+run its name carries); a cluster's members show beneath it, never as pods of their own. A
+pod the store says may exist but the listing lacks is looked up: confirmed gone (three "no
+such pod" answers and a listing without it) it is recorded deleted (``found_gone``);
+otherwise it is shown as it is.
 
 ``pod rm`` takes a run ID, never a pod ID. Without ``--force`` it refuses a run unknown to
 the store (another checkout may own it), a run still starting its pod while the command
@@ -13,7 +15,10 @@ ended), and a run in progress whose pod is not recorded; for a run in progress w
 recorded pod it deletes the run's other pods, keeps the training pod and fails naming
 both. Otherwise — and with ``--force`` always — it deletes every pod of the run (a kept one
 too) and waits until each is gone; every pod is tried even when one fails, and a forced run
-that was in progress is failed.
+that was in progress is failed. The run's clusters (found by their names) go the way of its
+pods: each deleted whole, and waited for until none of its pods is listed — or, for a run
+in progress without ``--force``, kept. A cluster's member is never deleted alone (Runpod
+refuses it): ``pod rm`` of a member's ID is refused naming its cluster and ``pod rm RUN``.
 """
 
 import dataclasses
@@ -29,12 +34,29 @@ from overbrainer.events import types as ev
 from overbrainer.events.aggregate import RunLog
 from overbrainer.events.store import UnknownRun
 from overbrainer.events.types import PodState, RunState
+from overbrainer.plurals import word
 from overbrainer.runpod.client import RunpodError
 from overbrainer.runpod.decide import rate_text
-from overbrainer.runpod.models import Pod, PodStatus
-from overbrainer.runpod.orphans import Note, Row, classify, orphan_warnings, rows, run_of
+from overbrainer.runpod.models import Cluster, Pod, PodStatus
+from overbrainer.runpod.orphans import (
+    ClusterRow,
+    Note,
+    Row,
+    classify,
+    cluster_rows,
+    cluster_run,
+    clusters_of_run,
+    member_rank,
+    orphan_warnings,
+    pods_text,
+    rows,
+    run_of,
+    status_of,
+)
 from overbrainer.targets.runpod.delete import (
     Deleted,
+    DeletedCluster,
+    delete_cluster,
     delete_pod,
     delete_unrecorded,
     forget_key_if_done,
@@ -45,10 +67,13 @@ from overbrainer.utc import iso_utc, parse_utc
 
 __all__ = [
     "Deleted",
+    "DeletedCluster",
     "Removal",
+    "deleted_line",
     "duration_text",
     "end_abandoned",
     "list_rows",
+    "member_refusal",
     "never_had_pod",
     "not_in_store",
     "remove_run_pods",
@@ -69,16 +94,31 @@ async def _state_or_none(ctx: PodContext, run_id: str) -> RunLog | None:
         return None
 
 
-async def list_rows(ctx: PodContext, recorded: Mapping[str, RunLog]) -> list[Row]:
-    """One row per overbrainer pod of the account, then one per pod of ``recorded`` (the
-    store's runs whose pods may exist) that the listing lacks; those are looked up and,
-    confirmed gone, recorded deleted (``pod.Deleted`` by ``found_gone``)."""
-    pods = await ctx.client.list_pods()
-    states: dict[str, RunLog] = dict(recorded)
-    for run_id in sorted({r for r in map(run_of, pods) if r is not None} - set(states)):
+async def _listed_states(
+    ctx: PodContext,
+    pods: Sequence[Pod],
+    clusters: Sequence[Cluster],
+    known: Mapping[str, RunLog] | None = None,
+) -> dict[str, RunLog]:
+    """``known``, and the state of every other run of this store that a listed pod carries
+    or a listed cluster's name names."""
+    states: dict[str, RunLog] = dict(known or {})
+    carried = {*map(run_of, pods), *(cluster_run(cluster.name) for cluster in clusters)}
+    for run_id in sorted({r for r in carried if r is not None} - set(states)):
         state = await _state_or_none(ctx, run_id)
         if state is not None:
             states[run_id] = state
+    return states
+
+
+async def list_rows(ctx: PodContext, recorded: Mapping[str, RunLog]) -> list[Row | ClusterRow]:
+    """One row per overbrainer pod of the account, then one per pod of ``recorded`` (the
+    store's runs whose pods may exist) that the listing lacks; those are looked up and,
+    confirmed gone, recorded deleted (``pod.Deleted`` by ``found_gone``). Then one row per
+    overbrainer cluster, its members in it."""
+    pods = await ctx.client.list_pods(include_cluster_pods=True)
+    clusters = await ctx.client.list_clusters()
+    states = await _listed_states(ctx, pods, clusters, recorded)
     starts = await look(ctx, states)
     abandoned = {run_id for run_id, start in starts.items() if start.abandoned}
     found = rows(pods, states.get, recorded, abandoned)
@@ -93,7 +133,8 @@ async def list_rows(ctx: PodContext, recorded: Mapping[str, RunLog]) -> list[Row
                 nursery.start_soon(check, index, row)
     found = [checked.get(index, row) for index, row in enumerate(found)]
     owners = await _owners(ctx, states)
-    return [dataclasses.replace(row, started_by=owners.get(row.run_id or "")) for row in found]
+    listed: list[Row | ClusterRow] = [*found, *cluster_rows(clusters, pods, states.get, abandoned)]
+    return [dataclasses.replace(row, started_by=owners.get(row.run_id or "")) for row in listed]
 
 
 async def _owners(ctx: PodContext, states: Mapping[str, RunLog]) -> dict[str, str]:
@@ -127,12 +168,39 @@ async def _look_up(ctx: PodContext, row: Row) -> Row:
     return Row(run_id=row.run_id, pod_id=row.pod_id, note=note, pod=pod)
 
 
-def row_json(row: Row) -> dict[str, object]:
-    """A row as ``pod ls --json`` prints it."""
+def row_json(row: Row | ClusterRow) -> dict[str, object]:
+    """A row as ``pod ls --json`` prints it: a pod's (``cluster`` null), or a cluster's
+    (``pod`` null) with its shape and its members, each with its rank and status."""
+    if isinstance(row, ClusterRow):
+        cluster = row.cluster
+        created = cluster.created_at if cluster else None
+        return {
+            "run": row.run_id,
+            "pod": None,
+            "cluster": row.cluster_id,
+            "status": row.status,
+            "gpu": cluster.gpu_id if cluster else None,
+            "gpus_per_pod": cluster.gpus_per_pod if cluster else None,
+            "nodes": cluster.pod_count if cluster else None,
+            "cost_per_hour": row.cost_per_hour,
+            "created": iso_utc(created) if created else None,
+            "note": row.note.value,
+            "started_by": row.started_by,
+            "members": [
+                {
+                    "pod": pod.id,
+                    "rank": member_rank(pod),
+                    "status": status_of(pod),
+                    "cost_per_hour": pod.cost,
+                }
+                for pod in row.members
+            ],
+        }
     pod = row.pod
     return {
         "run": row.run_id,
         "pod": row.pod_id,
+        "cluster": None,
         "status": row.status,
         "gpu": pod.gpu_id if pod else None,
         "cost_per_hour": pod.cost if pod else None,
@@ -142,27 +210,40 @@ def row_json(row: Row) -> dict[str, object]:
     }
 
 
-def table(found: Sequence[Row]) -> str:
+def _cost_cell(cost: object) -> str:
+    return f"{cost:.2f}" if isinstance(cost, float) else "-"
+
+
+def _lines(row: Row | ClusterRow) -> list[list[str]]:
+    """A row's lines of the table: a cluster's first, then one per member (indented, its
+    rank as its note)."""
+    data = row_json(row)
+    created = data["created"]
+    name = row.pod_id if isinstance(row, Row) else f"cluster {row.cluster_id}"
+    lines = [
+        [
+            row.run_id or "-",
+            name,
+            row.status,
+            str(data["gpu"] or "-"),
+            _cost_cell(data["cost_per_hour"]),
+            created[:16].replace("T", " ") if isinstance(created, str) else "-",
+            row.started_by or "-",
+            row.note.value,
+        ]
+    ]
+    for pod in row.members if isinstance(row, ClusterRow) else ():
+        rank = member_rank(pod)
+        note = f"rank {rank}" if rank is not None else "rank not assigned yet"
+        lines.append(["", f"  {pod.id}", status_of(pod), "", _cost_cell(pod.cost), "", "", note])
+    return lines
+
+
+def table(found: Sequence[Row | ClusterRow]) -> str:
     """The ``pod ls`` table: run, pod, Runpod status, GPU, $/h, created, who started the
-    run and where, note."""
+    run and where, note; a cluster's members beneath it."""
     heads = ["RUN", "POD", "STATUS", "GPU", "$/H", "CREATED", "STARTED BY", "NOTE"]
-    lines = []
-    for row in found:
-        data = row_json(row)
-        cost = data["cost_per_hour"]
-        created = data["created"]
-        lines.append(
-            [
-                row.run_id or "-",
-                row.pod_id,
-                row.status,
-                str(data["gpu"] or "-"),
-                f"{cost:.2f}" if isinstance(cost, float) else "-",
-                created[:16].replace("T", " ") if isinstance(created, str) else "-",
-                row.started_by or "-",
-                row.note.value,
-            ]
-        )
+    lines = [line for row in found for line in _lines(row)]
     widths = [max(len(h), *(len(t[i]) for t in lines)) for i, h in enumerate(heads)]
     out = ["  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip()]
     out += ["  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip() for t in lines]
@@ -173,28 +254,36 @@ def table(found: Sequence[Row]) -> str:
 
 
 async def warn_orphans(ctx: PodContext, pods: list[Pod] | None = None) -> None:
-    """Warn about the pods nothing will delete, from one listing (``pods``, or a fresh
-    one); never deletes."""
+    """Warn about the pods and clusters nothing will delete, from one listing (``pods``, or
+    a fresh one, and the account's clusters); never deletes."""
     front = ctx.session.front
     if pods is None:
         try:
-            pods = await ctx.client.list_pods()
+            pods = await ctx.client.list_pods(include_cluster_pods=True)
         except OverbrainerError as error:
             front.warn(f"cannot look for leftover pods: {error}")
             return
-    states: dict[str, RunLog] = {}
-    for run_id in sorted({r for r in map(run_of, pods) if r is not None}):
-        try:
-            states[run_id] = await ctx.session.journal.state(run_id)
-        except UnknownRun:
-            continue
+    clusters: list[Cluster] = []
+    try:
+        clusters = await ctx.client.list_clusters()
+        if clusters and not any(p.cluster is not None for p in pods):
+            # A listing without clusters' members: theirs, to name them and their price.
+            members = await ctx.client.list_pods(include_cluster_pods=True)
+            pods = [*pods, *(p for p in members if p.cluster is not None)]
+    except OverbrainerError as error:
+        front.warn(f"cannot look for leftover clusters: {error}")
+    states = await _listed_states(ctx, pods, clusters)
     try:
         starts = await look(ctx, states)
     except OverbrainerError as error:  # a warning's extra: training goes on without it
         front.warn(f"cannot tell which runs were abandoned while starting: {error}")
         starts = {}
     abandoned = {run_id for run_id, start in starts.items() if start.abandoned}
-    for warning in orphan_warnings(rows(pods, states.get, abandoned=abandoned)):
+    found: list[Row | ClusterRow] = [
+        *rows(pods, states.get, abandoned=abandoned),
+        *cluster_rows(clusters, pods, states.get, abandoned),
+    ]
+    for warning in orphan_warnings(found):
         front.warn(warning)
 
 
@@ -203,7 +292,8 @@ async def warn_orphans(ctx: PodContext, pods: list[Pod] | None = None) -> None:
 
 @dataclass(frozen=True)
 class Removal:
-    """What ``pod rm`` did: the pods deleted, the pod kept, the failures."""
+    """What ``pod rm`` did: the pods and clusters deleted, the pod and clusters kept, the
+    failures."""
 
     run_id: str
     deleted: tuple[Deleted, ...]
@@ -212,20 +302,30 @@ class Removal:
     kept_rate: float | None = None
     # Where the kept pod's run is followed from, when that is another machine.
     elsewhere: str | None = None
+    clusters: tuple[DeletedCluster, ...] = ()
+    kept_clusters: tuple[str, ...] = ()
+
+    @property
+    def removed(self) -> tuple[Deleted | DeletedCluster, ...]:
+        """Every cluster and pod deleted (or found gone), clusters first."""
+        return (*self.clusters, *self.deleted)
 
     def problems(self) -> list[str]:
-        """What ``pod rm`` fails with: the kept training pod first, then each failure."""
+        """What ``pod rm`` fails with: the kept training pod (and clusters) first, then
+        each failure."""
         found = list(self.failures)
-        if self.kept is not None:
+        held = [f"pod {self.kept}{rate_text(self.kept_rate)}"] if self.kept is not None else []
+        held += [f"cluster {cluster_id}" for cluster_id in self.kept_clusters]
+        if held:
             run_id = self.run_id
             names = ", ".join(d.pod_id for d in self.deleted) or "none"
             where = f" on {self.elsewhere}" if self.elsewhere else ""
             found.insert(
                 0,
-                f"run {run_id} is in progress on pod {self.kept}{rate_text(self.kept_rate)}: "
-                f"kept it (its other pods deleted: {names}). Stop the run{where} with "
-                f"`overbrainer train cancel {run_id}`, or delete its pod anyway with "
-                f"{_force_hint(run_id)}",
+                f"run {run_id} is in progress on {' and '.join(held)}: kept "
+                f"{word(len(held), 'it', 'them')} (its other pods deleted: {names}). Stop "
+                f"the run{where} with `overbrainer train cancel {run_id}`, or delete its pod "
+                f"anyway with {_force_hint(run_id)}",
             )
         return found
 
@@ -244,15 +344,16 @@ def duration_text(seconds: float | None) -> str:
     return f"{secs}s"
 
 
-def deleted_line(run_id: str, deleted: Deleted) -> str:
-    """The line ``pod rm`` prints for one pod."""
+def deleted_line(run_id: str, deleted: Deleted | DeletedCluster) -> str:
+    """The line ``pod rm`` prints for one pod, or one cluster with its pods."""
+    if isinstance(deleted, Deleted):
+        what = f"pod {deleted.pod_id} of run {run_id}"
+    else:
+        what = f"cluster {deleted.cluster_id} of run {run_id}{pods_text(deleted.pod_ids)}"
     if deleted.gone_already:
-        return f"pod rm: pod {deleted.pod_id} of run {run_id} was already gone"
+        return f"pod rm: {what} was already gone"
     spend = f"${deleted.spend:.2f}" if deleted.spend is not None else "unknown"
-    return (
-        f"pod rm: deleted pod {deleted.pod_id} of run {run_id} after "
-        f"{duration_text(deleted.uptime_seconds)}, spend {spend}"
-    )
+    return f"pod rm: deleted {what} after {duration_text(deleted.uptime_seconds)}, spend {spend}"
 
 
 def _force_hint(run_id: str) -> str:
@@ -340,13 +441,19 @@ async def remove_run_pods(
     if state is None and not force:
         # Refused before any call to Runpod: a mistyped run ID gets this answer at once.
         raise OverbrainerError(not_in_store(run_id))
+    everything = await ctx.client.list_pods(include_cluster_pods=True)
+    # A cluster's members go with their cluster: never one at a time.
+    members = {p.id for p in everything if p.cluster is not None}
     listed = [
         p
-        for p in await ctx.client.list_pods()
-        if run_of(p) == run_id and p.status is not PodStatus.TERMINATED
+        for p in everything
+        if run_of(p) == run_id and p.status is not PodStatus.TERMINATED and p.id not in members
     ]
+    mine = clusters_of_run(run_id, await ctx.client.list_clusters())
+    # The run's clusters with their members (a cluster only its members show included).
+    clusters = [r for r in cluster_rows(mine, everything, lambda _: None) if r.run_id == run_id]
     if state is None:
-        return await _remove_unrecorded(ctx, run_id, listed)
+        return await _remove_unrecorded(ctx, run_id, listed, clusters)
     run, pod = state.run, state.pod
     start = await start_of(ctx, state)
     if not force and start is not None and not start.abandoned:
@@ -360,10 +467,14 @@ async def remove_run_pods(
         )
     keep = pod.pod_id if (in_progress and not force) else None
     targets = _pods_of(state, listed)
+    targets = {pod_id: found for pod_id, found in targets.items() if pod_id not in members}
     if keep is not None:
         targets = {pod_id: found for pod_id, found in targets.items() if pod_id != keep}
     deleted: list[Deleted] = []
     failures: list[str] = []
+    # A run in progress keeps its clusters with its training pod.
+    kept_clusters = tuple(c.cluster_id for c in clusters) if keep is not None else ()
+    gone_clusters = await _delete_clusters(ctx, run_id, clusters if keep is None else [], failures)
     for pod_id, found in sorted(targets.items()):
         try:
             if pod.deleted(pod_id) and found is not None:
@@ -390,7 +501,33 @@ async def remove_run_pods(
         )
     forget_key_if_done(ctx, run_id, await ctx.session.journal.state(run_id))
     elsewhere = await _followed_elsewhere(ctx, state) if keep is not None else None
-    return Removal(run_id, tuple(deleted), tuple(failures), keep, pod.cost_per_hour, elsewhere)
+    return Removal(
+        run_id,
+        tuple(deleted),
+        tuple(failures),
+        keep,
+        pod.cost_per_hour,
+        elsewhere,
+        gone_clusters,
+        kept_clusters,
+    )
+
+
+async def _delete_clusters(
+    ctx: PodContext, run_id: str, clusters: Sequence[ClusterRow], failures: list[str]
+) -> tuple[DeletedCluster, ...]:
+    """Delete each of the run's listed clusters and wait until none of its pods is listed;
+    every cluster is tried, each failure added to ``failures``."""
+    deleted: list[DeletedCluster] = []
+    for row in clusters:
+        created = row.cluster.created_at if row.cluster is not None else None
+        try:
+            deleted.append(
+                await delete_cluster(ctx, run_id, row.cluster_id, row.members, created_at=created)
+            )
+        except OverbrainerError as error:
+            failures.append(str(error))
+    return tuple(deleted)
 
 
 async def _resolve_pending(ctx: PodContext, run_id: str, listed: Sequence[Pod]) -> list[Deleted]:
@@ -475,23 +612,47 @@ async def _delete(ctx: PodContext, run_id: str, pod_id: str, found: Pod | None) 
     return Deleted(pod_id, True, None, None)  # pragma: no cover - delete_pod records it
 
 
-async def _remove_unrecorded(ctx: PodContext, run_id: str, listed: Sequence[Pod]) -> Removal:
-    """``--force`` on a run this store does not know: delete its listed pods directly (no
-    run to record them in) and wait until Runpod no longer shows them."""
+async def _remove_unrecorded(
+    ctx: PodContext, run_id: str, listed: Sequence[Pod], clusters: Sequence[ClusterRow]
+) -> Removal:
+    """``--force`` on a run this store does not know: delete its listed pods and clusters
+    directly (no run to record them in) and wait until Runpod no longer shows them."""
     deleted: list[Deleted] = []
     failures: list[str] = []
+    gone_clusters = await _delete_clusters(ctx, run_id, clusters, failures)
     for pod in sorted(listed, key=lambda p: p.id):
         try:
             deleted.append(await delete_unrecorded(ctx, run_id, pod))
         except OverbrainerError as error:
             failures.append(str(error))
-    return Removal(run_id, tuple(deleted), tuple(failures))
+    return Removal(run_id, tuple(deleted), tuple(failures), clusters=gone_clusters)
+
+
+async def member_refusal(ctx: PodContext, pod_id: str) -> str | None:
+    """Why ``pod rm`` refuses ``pod_id`` when it is a cluster's member (Runpod deletes a
+    member only with its cluster, and ``pod rm RUN`` deletes that), naming the cluster and
+    the command; None when the account lists no such member."""
+    pods = await ctx.client.list_pods(include_cluster_pods=True)
+    member = next((p for p in pods if p.id == pod_id and p.cluster is not None), None)
+    if member is None or member.cluster is None:
+        return None
+    cluster_id = member.cluster.cluster_id
+    cluster = await ctx.client.get_cluster(cluster_id)
+    run_id = (cluster_run(cluster.name) if cluster is not None else None) or run_of(member)
+    if run_id is None:
+        how, of = "in the Runpod console", ""
+    else:
+        how, of = f"with `overbrainer pod rm {run_id}`", f" of run {run_id}"
+    return (
+        f"pod {pod_id} is a member of cluster {cluster_id}{of}: a cluster's pods are deleted "
+        f"only with their cluster; delete the cluster {how}"
+    )
 
 
 async def end_abandoned(ctx: PodContext, run_id: str, outcome: RunState, by: str) -> None:
     """Delete every pod of a run abandoned while starting and end it ``outcome``."""
     removal = await remove_run_pods(ctx, run_id, force=False, outcome=outcome, command=by)
-    for deleted in removal.deleted:
+    for deleted in removal.removed:
         ctx.session.front.result(deleted_line(run_id, deleted).replace("pod rm:", "train:"))
     problems = removal.problems()
     if problems:
