@@ -169,23 +169,16 @@ async def delete_pod(
         state = await journal.append(run_id, deleting)
         if state.pod.deleted(pod_id):
             return  # recorded deleted by another command meanwhile
-        try:
-            accepted = await ctx.client.delete_pod(pod_id)
-        except RunpodError as error:
-            raise DeleteUnconfirmed(
-                f"cannot delete pod {pod_id} of run {run_id}{rate_text(rate)}: {error}; it may "
-                f"still bill: {pod_ls_hint(run_id)}",
-                run_id=run_id,
-                pod_id=pod_id,
-            ) from error
-        seen = await _wait_gone(ctx, _pod_look(ctx, pod_id))
-        if seen is not None:
-            raise DeleteUnconfirmed(
-                f"pod {pod_id} of run {run_id}{rate_text(rate)} was deleted, but {seen}; it "
-                f"may still bill: {pod_ls_hint(run_id)}",
-                run_id=run_id,
-                pod_id=pod_id,
-            )
+        cluster = state.pod.costs.get(pod_id, {}).get("cluster")
+        if cluster is not None:
+            # The primary of a cluster: Runpod deletes its members only with the cluster.
+            try:
+                ended = await delete_cluster(ctx, run_id, str(cluster))
+            except ClusterDeleteUnconfirmed as error:
+                raise DeleteUnconfirmed(str(error), run_id=run_id, pod_id=pod_id) from error
+            accepted = not ended.gone_already
+        else:
+            accepted = await _delete_one_pod(ctx, run_id, pod_id, rate)
         # The uptime is counted on Runpod's clock, from its own createdAt.
         uptime, spend = uptime_and_spend(created_at, ctx.server_now(), rate)
         # Joining another command's delete, a pod already gone is that delete's doing.
@@ -213,6 +206,29 @@ async def delete_pod(
         ) from error
     if not keep_key:
         forget_key_if_done(ctx, run_id, await journal.state(run_id))
+
+
+async def _delete_one_pod(ctx: PodContext, run_id: str, pod_id: str, rate: float | None) -> bool:
+    """Delete one pod and wait until Runpod no longer shows it: whether Runpod accepted the
+    delete (False: it was gone already)."""
+    try:
+        accepted = await ctx.client.delete_pod(pod_id)
+    except RunpodError as error:
+        raise DeleteUnconfirmed(
+            f"cannot delete pod {pod_id} of run {run_id}{rate_text(rate)}: {error}; it may "
+            f"still bill: {pod_ls_hint(run_id)}",
+            run_id=run_id,
+            pod_id=pod_id,
+        ) from error
+    seen = await _wait_gone(ctx, _pod_look(ctx, pod_id))
+    if seen is not None:
+        raise DeleteUnconfirmed(
+            f"pod {pod_id} of run {run_id}{rate_text(rate)} was deleted, but {seen}; it "
+            f"may still bill: {pod_ls_hint(run_id)}",
+            run_id=run_id,
+            pod_id=pod_id,
+        )
+    return accepted
 
 
 async def _wait_gone(ctx: PodContext, look: Callable[[], Awaitable[str | None]]) -> str | None:
