@@ -626,8 +626,8 @@ cap_time() {
 # pod_age: the pod's age when Runpod answered the read in $body and $headers - the Date of
 # the answer minus the pod's createdAt, both Runpod's clock - as the monotonic time of the
 # pod's creation, in $born; left as it is when the answer does not tell. Of several
-# createdAt (an object inside the pod's, such as its cluster, has its own), the latest is
-# the pod's: anything a pod belongs to was there before it.
+# createdAt (an object inside the pod's may have its own), the latest is the pod's:
+# anything a pod belongs to was there before it.
 pod_age() {
     served=$(sed -n 's/^[Dd][Aa][Tt][Ee]:[[:space:]]*//p' "$headers" 2>/dev/null |
         tr -d '\r' | head -n 1)
