@@ -378,10 +378,15 @@ async def _bare_cluster(fake: FakeRunpod, base: str, account: str) -> tuple[str,
 
 
 async def _run_watchdog(
-    tmp_path: Path, shell: tuple[str, ...], fake: FakeRunpod, base: str, pod_id: str
+    tmp_path: Path,
+    shell: tuple[str, ...],
+    fake: FakeRunpod,
+    base: str,
+    pod_id: str,
+    **settings: str,
 ) -> tuple[int, str]:
     """The packaged watchdog for ``pod_id``, its results retrieved: until it ends (its exit
-    status and log)."""
+    status and log); ``settings`` add to its environment."""
     script = tmp_path / WATCHDOG
     script.write_text(script_text(WATCHDOG))
     run_dir = tmp_path / "run"
@@ -399,6 +404,7 @@ async def _run_watchdog(
         "OVERBRAINER_MAX_SECONDS": "3600",
         "OVERBRAINER_INTERVAL": "0.1",
         "OVERBRAINER_HTTP_TIMEOUT": "5",
+        **settings,
     }
     with trio.fail_after(10):
         done = await trio.run_process(
@@ -435,6 +441,33 @@ async def test_a_failed_cluster_delete_is_retried_and_the_watchdog_ends_on_its_4
     assert f"cluster {cluster_id} is gone (HTTP 404)" in log
     assert fake.live_clusters() == []
     assert {fake.status(pod.id) for pod in fake.cluster_members(cluster_id)} == {"TERMINATED"}
+
+
+async def test_a_member_first_unread_finds_its_cluster_when_its_delete_is_refused(tmp_path):
+    async with _api() as (fake, base, account):
+        cluster_id, pod_id = await _bare_cluster(fake, base, account)
+        # Runpod unreachable at the start: the verdict fails, the rules still hold.
+        fake.fail_next("GET /pods/{id}", 503, times=2)
+        status, log = await _run_watchdog(
+            tmp_path,
+            ("dash",),
+            fake,
+            base,
+            pod_id,
+            OVERBRAINER_READ_ATTEMPTS="2",
+            OVERBRAINER_RETRY_DELAY="0.1",
+        )
+    assert status == 0
+    assert _calls(fake, pod_id, cluster_id) == [
+        f"GET /pods/{pod_id} 503",
+        f"GET /pods/{pod_id} 503",
+        f"DELETE /pods/{pod_id} 409",
+        f"GET /pods/{pod_id} 200",
+        f"DELETE /clusters/{cluster_id} 204",
+        f"DELETE /clusters/{cluster_id} 404",
+    ]
+    assert f"pod {pod_id} is node 1 of cluster {cluster_id}" in log
+    assert fake.live_clusters() == []
 
 
 async def test_a_cluster_without_a_usable_id_fails_the_verdict(tmp_path):

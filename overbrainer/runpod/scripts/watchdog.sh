@@ -851,6 +851,12 @@ end_pod() {
         log "pod $pod_id is gone (HTTP 404)"
         finish 0
     fi
+    # A cluster's member the first read did not see as one (Runpod was unreachable then):
+    # Runpod refuses to delete it alone, and its answer names the cluster to delete.
+    if [ "$code" = 409 ] && joined; then
+        end_cluster "$1"
+        return
+    fi
     log "delete failed ($(answer)); trying the terminate action"
     for action in terminate stop; do
         api POST "/pods/$pod_id/action" "{\"action\":\"$action\"}"
@@ -874,6 +880,15 @@ end_pod() {
             log "stop failed ($(answer)); trying again at the next check in ${interval}s"
         fi
     done
+}
+
+# joined: reads the pod again; 0 when Runpod's answer names the cluster it belongs to (in
+# $cluster_id from then on).
+joined() {
+    log "delete refused ($(answer)): reading pod $pod_id again for the cluster it may belong to"
+    api GET "/pods/$pod_id"
+    [ "$code" = 200 ] && grep -q "\"$pod_id\"" "$body" 2>/dev/null && membership &&
+        [ -n "$cluster_id" ]
 }
 
 # One attempt at ending the cluster this pod belongs to, and so every member: the pod
