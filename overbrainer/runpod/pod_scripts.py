@@ -156,7 +156,10 @@ def pod_env(
     pod (its monotonic clock, and the pod's age by Runpod's own ``createdAt`` and ``Date``),
     never on the clock of the machine that created it. ``max_cost_usd`` is the pod's cost
     cap: the watchdog deletes the pod once its rate (Runpod's ``cost`` for it, else
-    ``expected_cost_per_hour``) times its age reaches it, counted as the deadline is.
+    ``expected_cost_per_hour``) times its age reaches it, counted as the deadline is. On a
+    cluster's node (the same ``env`` for every member) both bounds end the whole cluster,
+    and ``max_cost_usd`` is the cluster's: the watchdog counts the node's rate (and
+    ``expected_cost_per_hour``, a node's) times the cluster's nodes.
     ``api_base`` is given only when it is not Runpod's own API (the fake one, in tests and
     the demo). ``save_before_seconds``: the watchdog asks the job to save a checkpoint and
     stop this long before the deadline (0: only when the cost cap is near); it must leave

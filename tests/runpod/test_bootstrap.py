@@ -568,3 +568,61 @@ def test_pod_env_carries_the_stall_rule_of_the_training_settings(keys: RunKeys):
 )
 def test_the_save_time_leaves_time_to_train(minutes: float, max_hours: float, seconds: float):
     assert save_before_seconds(minutes, max_hours) == seconds
+
+
+# Runpod's variables on a cluster's node (rank 1 of 2, 8 GPUs each).
+CLUSTER_NODE = {
+    "PRIMARY_ADDR": "10.65.0.3",
+    "MASTER_ADDR": "10.65.0.3",
+    "PRIMARY_PORT": "29500",
+    "MASTER_PORT": "29500",
+    "NODE_ADDR": "10.65.0.2",
+    "NODE_RANK": "1",
+    "NUM_NODES": "2",
+    "NUM_TRAINERS": "8",
+    "HOST_NODE_ADDR": "10.65.0.3:29500",
+    "WORLD_SIZE": "16",
+}
+
+
+def _sourced(pod: Pod, shell: list[str], names: list[str]) -> dict[str, str]:
+    """What a job sourcing the job's environment file, in an empty environment, sees."""
+    show = " ".join(f'"{name}=${{{name}-unset}}"' for name in names)
+    sourced = subprocess.run(
+        [*shell, "-c", f'. "$1" && printf "%s\\n" {show}', "sh", str(pod.pod_dir / "job.env")],
+        env={},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return dict(line.split("=", 1) for line in sourced.stdout.splitlines())
+
+
+@pytest.mark.parametrize("shell", SHELLS, ids=SHELL_IDS)
+def test_a_cluster_nodes_job_environment_holds_runpods_cluster_variables(pod: Pod, shell):
+    pod.env.update(CLUSTER_NODE)
+    done = pod.run(shell)
+    assert done.returncode == 7, done.stdout + done.stderr
+    names = [*CLUSTER_NODE, "NCCL_SOCKET_IFNAME"]
+    # Inter-node traffic must use ens1.
+    assert _sourced(pod, shell, names) == {**CLUSTER_NODE, "NCCL_SOCKET_IFNAME": "ens1"}
+    assert "job environment written (cluster node 1 of 2)" in done.stdout
+
+
+@pytest.mark.parametrize("shell", SHELLS, ids=SHELL_IDS)
+def test_the_creates_nccl_interface_wins_and_values_stay_whole(pod: Pod, shell):
+    pod.env.update(CLUSTER_NODE, NCCL_SOCKET_IFNAME="lo", NODE_ADDR="it's $HOME `x`")
+    done = pod.run(shell)
+    assert done.returncode == 7, done.stdout + done.stderr
+    seen = _sourced(pod, shell, ["NCCL_SOCKET_IFNAME", "NODE_ADDR"])
+    assert seen == {"NCCL_SOCKET_IFNAME": "lo", "NODE_ADDR": "it's $HOME `x`"}
+
+
+@pytest.mark.parametrize("shell", SHELLS, ids=SHELL_IDS)
+def test_a_single_pods_job_environment_has_no_cluster_variable(pod: Pod, shell):
+    # Not a cluster's node: an interface named in the create is not the bootstrap's to pass.
+    pod.env.update(NCCL_SOCKET_IFNAME="lo", MASTER_ADDR="localhost")
+    done = pod.run(shell)
+    assert done.returncode == 7, done.stdout + done.stderr
+    names = [*CLUSTER_NODE, "NCCL_SOCKET_IFNAME"]
+    assert set(_sourced(pod, shell, names).values()) == {"unset"}

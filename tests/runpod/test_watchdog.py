@@ -338,13 +338,14 @@ async def test_deletes_max_seconds_after_the_pods_creation_by_runpods_clock(tmp_
 async def test_an_older_createdat_inside_the_pods_answer_does_not_shorten_the_bound(
     tmp_path, api, shell
 ):
-    # Objects inside a pod's answer (its cluster, say) have their own createdAt, before
-    # the pod's own or after it in the text: the pod's is the latest.
+    # Objects inside a pod's answer may have their own createdAt, before the pod's own or
+    # after it in the text: the pod's is the latest. (Not a `cluster`: that would make the
+    # pod a cluster's member, whose watchdog deletes its cluster.)
     pod_id = await api.create_pod()
     created = trio.current_time()
     made = api.fake.wall(api.fake.pod(pod_id).created_at).isoformat().replace("+00:00", "Z")
     answer = {
-        "cluster": {"id": "c1", "createdAt": "2020-01-01T00:00:00Z"},
+        "machine": {"id": "m1", "createdAt": "2020-01-01T00:00:00Z"},
         "id": pod_id,
         "createdAt": made,
         "template": {"id": "t1", "createdAt": "2019-06-01T00:00:00.5Z"},

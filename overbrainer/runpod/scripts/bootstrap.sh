@@ -16,6 +16,10 @@
 #   OVERBRAINER_VOLUME_LINKS    links from the run's directory into the network volume:
 #                               PATH=TARGET words (TARGET absolute; ending in / a directory,
 #                               made if missing)
+#   NCCL_SOCKET_IFNAME          on a cluster's node, the job's interface for NCCL (ens1)
+# From Runpod, on a cluster's node only: PRIMARY_ADDR, PRIMARY_PORT, NODE_RANK, NUM_NODES,
+# NUM_TRAINERS, WORLD_SIZE and the like, written to the job's environment with
+# NCCL_SOCKET_IFNAME.
 # For tests (defaults are what a pod uses):
 #   OVERBRAINER_ROOT            prefix of the system paths (etc/ssh, root/.ssh, run)
 #   OVERBRAINER_SSHD            the sshd command (/usr/sbin/sshd)
@@ -129,14 +133,36 @@ libs=${LD_LIBRARY_PATH:-}
 if [ -z "$libs" ] && [ -d /usr/local/cuda/lib64 ]; then
     libs=/usr/local/cuda/lib64
 fi
+# A cluster's node: Runpod sets the cluster's variables in the container's environment
+# only, and the job (torchrun's static rendezvous) needs them. A single pod has none.
+member=
+if [ -n "${PRIMARY_ADDR:-}" ] && [ -n "${NUM_NODES:-}" ]; then
+    member=1
+fi
+cluster_lines() {
+    for name in PRIMARY_ADDR PRIMARY_PORT MASTER_ADDR MASTER_PORT NODE_ADDR NODE_RANK \
+        NUM_NODES NUM_TRAINERS HOST_NODE_ADDR WORLD_SIZE; do
+        # The names are the fixed words above: eval only reads the variable.
+        eval "given=\${$name+set} value=\${$name-}"
+        [ -z "$given" ] || env_line "$name" "$value" || return 1
+    done
+    # Inter-node traffic must use ens1 (eth0's addresses time out), unless the create said
+    # otherwise.
+    env_line NCCL_SOCKET_IFNAME "${NCCL_SOCKET_IFNAME:-ens1}"
+}
 {
     env_line PATH "$PATH" &&
         env_line LD_LIBRARY_PATH "$libs" &&
         if [ -n "${CUDA_HOME:-}" ]; then env_line CUDA_HOME "$CUDA_HOME"; fi &&
-        env_line HF_HOME "${OVERBRAINER_HF_HOME:-${HF_HOME:-/root/.cache/huggingface}}"
+        env_line HF_HOME "${OVERBRAINER_HF_HOME:-${HF_HOME:-/root/.cache/huggingface}}" &&
+        if [ -n "$member" ]; then cluster_lines; fi
 } >"$pod_dir/job.env.tmp" && mv -f "$pod_dir/job.env.tmp" "$pod_dir/job.env" ||
     fail "cannot write $pod_dir/job.env"
-say "job environment written"
+if [ -n "$member" ]; then
+    say "job environment written (cluster node ${NODE_RANK:-?} of $NUM_NODES)"
+else
+    say "job environment written"
+fi
 
 # 4b. The run's files that live on the network volume (the data from home, by content):
 # the run's directory links to them before anything is uploaded to it.

@@ -26,6 +26,11 @@
 # A delete falls back to the `terminate` action, then `stop`; a failed one is retried at the
 # next check; a 404 in Runpod's error shape means the pod is gone and the watchdog ends.
 #
+# A cluster's node (Runpod's answer for the pod names its `cluster`): Runpod refuses to
+# delete a member alone (409), so wherever the pod would be deleted the whole cluster is
+# (DELETE /clusters/{id}, every member), retried likewise until its 404; and the cost cap
+# counts every node: the pod's rate times NUM_NODES, its nodes being identical.
+#
 # The key is never logged, echoed or put on a command line: curl reads it from a config on
 # its standard input (a here-document, which no `ps` shows).
 #
@@ -46,6 +51,9 @@
 #   OVERBRAINER_COST_PER_HOUR       the rate to count with when Runpod's answer gives none
 #                                   (USD/h; optional): with a cap and no rate from either,
 #                                   the cost cannot be bounded and the pod is deleted at once
+#                                   (on a cluster: one node's rate; the cap is the cluster's)
+#   NUM_NODES                       on a cluster's node, the cluster's nodes (set by Runpod;
+#                                   else read from the cluster)
 #   OVERBRAINER_STALL_SECONDS       a running job whose metrics file has not grown this long
 #                                   is stalled (seconds; unset: no stall rule)
 #   OVERBRAINER_FIRST_STEP_SECONDS  the same before the file has grown at all, counted from
@@ -462,6 +470,10 @@ prove_key() {
         case $code in
         200)
             if grep -q "\"$pod_id\"" "$body" 2>/dev/null; then
+                if ! membership; then
+                    verdict "failed unexpected answer: the pod's cluster has no usable id"
+                    return 0
+                fi
                 pod_age
                 cap_time
                 if [ -n "$bad_settings" ]; then
@@ -496,6 +508,60 @@ prove_key() {
         pause "$delay"
         attempt=$((attempt + 1))
     done
+}
+
+# membership: a cluster's member is told by Runpod's answer for it in $body - its `cluster`
+# object, {id, rank, ...}, which a standalone pod's answer omits - and sets $cluster_id
+# (empty for a standalone pod); returns 1 for a cluster without an id that can be used.
+cluster_id=
+# Who pays the cost cap, for the log: the pod, or its whole cluster.
+payer=pod
+membership() {
+    found=$(tr -d '\r\n' <"$body" 2>/dev/null |
+        grep -o '"cluster"[[:space:]]*:[[:space:]]*{[^}]*}' | head -n 1)
+    [ -n "$found" ] || return 0
+    value=$(printf '%s\n' "$found" | grep -o '"id"[[:space:]]*:[[:space:]]*"[^"]*"' |
+        head -n 1 | sed 's/^"id"[[:space:]]*:[[:space:]]*"//; s/"$//')
+    case $value in
+    '' | *[!A-Za-z0-9_-]*)
+        log "pod $pod_id belongs to a cluster whose id cannot be used: ${value:-none given}"
+        return 1
+        ;;
+    esac
+    cluster_id=$value
+    payer=cluster
+    rank=$(printf '%s\n' "$found" | grep -o '"rank"[[:space:]]*:[[:space:]]*[0-9][0-9]*' |
+        head -n 1 | sed 's/^"rank"[[:space:]]*:[[:space:]]*//')
+    log "pod $pod_id is node ${rank:-(rank not assigned yet)} of cluster $cluster_id: wherever this pod would be deleted, the whole cluster is"
+}
+
+# cluster_nodes: sets $nodes, the number of the cluster's nodes - Runpod's NUM_NODES, else
+# the cluster's podCount as Runpod answers it - or leaves it empty when neither tells.
+# The answer replaces $body.
+cluster_nodes() {
+    nodes=
+    nodes_from=NUM_NODES
+    value=${NUM_NODES:-}
+    if [ -z "$value" ] || ! positive "$value"; then
+        nodes_from="the cluster's podCount"
+        api GET "/clusters/$cluster_id"
+        value=
+        if [ "$code" = 200 ]; then
+            value=$(tr -d '\r\n' <"$body" 2>/dev/null |
+                grep -o '"podCount"[[:space:]]*:[[:space:]]*[0-9][0-9]*' | head -n 1 |
+                sed 's/^"podCount"[[:space:]]*:[[:space:]]*//')
+        fi
+        [ -n "$value" ] && positive "$value" || return 0
+    fi
+    nodes=$n
+}
+
+# positive VALUE: sets $n to VALUE, a whole number from 1 to 9999 (the products with a
+# rate must fit in 63 bits); returns 1 for anything else.
+positive() {
+    case $1 in '' | *[!0-9]*) return 1 ;; esac
+    digits "$1"
+    [ "${#n}" -le 4 ] && [ "$n" -gt 0 ]
 }
 
 # dollars MICRO: an amount in millionths of a dollar, for people ($1.50, $0.000125).
@@ -535,6 +601,22 @@ cap_time() {
         log "the pod's rate is unknown (Runpod's answer gives no cost, and no OVERBRAINER_COST_PER_HOUR): its cost cap cannot be kept"
         return 0
     fi
+    if [ -n "$cluster_id" ]; then
+        # The cap is the cluster's: every GPU of every node, each node costing this pod's rate.
+        cluster_nodes
+        if [ -z "$nodes" ]; then
+            bad_settings="${bad_settings}${bad_settings:+, }OVERBRAINER_MAX_COST_USD (the cluster's nodes are not known)"
+            log "cluster $cluster_id: neither NUM_NODES nor Runpod's answer tells how many nodes it has: its cost cap cannot be kept"
+            return 0
+        fi
+        if [ "$rate" -gt $((1000000000000 / nodes)) ]; then
+            bad_settings="${bad_settings}${bad_settings:+, }OVERBRAINER_MAX_COST_USD (a rate beyond a million dollars an hour)"
+            log "cluster $cluster_id costs more than a million dollars an hour: its cost cap cannot be counted"
+            return 0
+        fi
+        rate_from="the cluster's $nodes nodes by $nodes_from at $(dollars "$rate")/h each, $rate_from"
+        rate=$((rate * nodes))
+    fi
     # cap / rate hours, in ms: split so that no product exceeds 63 bits.
     cap_ms=$((cap_micro / rate * 3600000 + cap_micro % rate * 3600000 / rate))
     near_ms=$((cap_ms / 100 * 95 + cap_ms % 100 * 95 / 100))
@@ -544,8 +626,8 @@ cap_time() {
 # pod_age: the pod's age when Runpod answered the read in $body and $headers - the Date of
 # the answer minus the pod's createdAt, both Runpod's clock - as the monotonic time of the
 # pod's creation, in $born; left as it is when the answer does not tell. Of several
-# createdAt (an object inside the pod's, such as its cluster, has its own), the latest is
-# the pod's: anything a pod belongs to was there before it.
+# createdAt (an object inside the pod's may have its own), the latest is the pod's:
+# anything a pod belongs to was there before it.
 pod_age() {
     served=$(sed -n 's/^[Dd][Aa][Tt][Ee]:[[:space:]]*//p' "$headers" 2>/dev/null |
         tr -d '\r' | head -n 1)
@@ -615,7 +697,7 @@ decide() {
     fi
     if [ -n "$cap_ms" ]; then
         if [ $((now - born)) -ge "$cap_ms" ]; then
-            reason="cost_cap: the pod has cost its cap of $(dollars "$cap_micro") at $(dollars "$rate")/h, $(shown "$cap_ms") after $born_from"
+            reason="cost_cap: the $payer has cost its cap of $(dollars "$cap_micro") at $(dollars "$rate")/h, $(shown "$cap_ms") after $born_from"
             return
         fi
         if [ $((now - born)) -ge "$near_ms" ]; then
@@ -656,7 +738,7 @@ decide() {
 cap_near() {
     left=$(shown $((cap_ms - (now - born))))
     if [ ! -f "$pod_dir/$CAP_NEAR" ]; then
-        log "cost_cap_near: the pod has cost 95 % of its cap of $(dollars "$cap_micro") at $(dollars "$rate")/h; it is deleted $left from now"
+        log "cost_cap_near: the $payer has cost 95 % of its cap of $(dollars "$cap_micro") at $(dollars "$rate")/h; it is deleted $left from now"
         if printf '%s %s %s\n' "$cap_micro" "$rate" $((now - born)) >"$pod_dir/.$CAP_NEAR.tmp" 2>/dev/null &&
             mv -f "$pod_dir/.$CAP_NEAR.tmp" "$pod_dir/$CAP_NEAR"; then
             :
@@ -664,7 +746,7 @@ cap_near() {
             log "cannot write $pod_dir/$CAP_NEAR"
         fi
     fi
-    ask_save cost_cap "the pod has cost 95 % of its cap; it is deleted $left from now"
+    ask_save cost_cap "the $payer has cost 95 % of its cap; it is deleted $left from now"
 }
 
 # ask_save REASON WHY: asks the running job, once, to save a checkpoint and stop - the
@@ -750,8 +832,13 @@ stall() {
     fi
 }
 
-# One attempt at ending the pod: delete, else terminate, else stop.
+# One attempt at ending the pod: delete, else terminate, else stop; a cluster's node ends
+# its cluster instead.
 end_pod() {
+    if [ -n "$cluster_id" ]; then
+        end_cluster "$1"
+        return
+    fi
     log "deleting pod $pod_id: $1"
     api DELETE "/pods/$pod_id"
     case $code in
@@ -763,6 +850,12 @@ end_pod() {
     if gone; then
         log "pod $pod_id is gone (HTTP 404)"
         finish 0
+    fi
+    # A cluster's member the first read did not see as one (Runpod was unreachable then):
+    # Runpod refuses to delete it alone, and its answer names the cluster to delete.
+    if [ "$code" = 409 ] && joined; then
+        end_cluster "$1"
+        return
     fi
     log "delete failed ($(answer)); trying the terminate action"
     for action in terminate stop; do
@@ -787,6 +880,34 @@ end_pod() {
             log "stop failed ($(answer)); trying again at the next check in ${interval}s"
         fi
     done
+}
+
+# joined: reads the pod again; 0 when Runpod's answer names the cluster it belongs to (in
+# $cluster_id from then on).
+joined() {
+    log "delete refused ($(answer)): reading pod $pod_id again for the cluster it may belong to"
+    api GET "/pods/$pod_id"
+    [ "$code" = 200 ] && grep -q "\"$pod_id\"" "$body" 2>/dev/null && membership &&
+        [ -n "$cluster_id" ]
+}
+
+# One attempt at ending the cluster this pod belongs to, and so every member: the pod
+# endpoints refuse a member (409) and there is nothing else to fall back to. A 404 in
+# Runpod's error shape means the cluster is gone, and the watchdog ends.
+end_cluster() {
+    log "deleting cluster $cluster_id (every node, pod $pod_id among them): $1"
+    api DELETE "/clusters/$cluster_id"
+    case $code in
+    200 | 202 | 204)
+        log "cluster $cluster_id deleted ($(answer))"
+        return
+        ;;
+    esac
+    if gone; then
+        log "cluster $cluster_id is gone (HTTP 404)"
+        finish 0
+    fi
+    log "deleting cluster $cluster_id failed ($(answer)); trying again at the next check in ${interval}s"
 }
 
 now_ms
