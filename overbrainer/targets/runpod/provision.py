@@ -1024,7 +1024,10 @@ class _Walk:
             api_base=self.api_base,
             interval_seconds=self.timing.watchdog_interval,
             max_cost_usd=spec.max_cost_usd,
-            expected_cost_per_hour=self.current.rate,
+            # A node's rate: each node's watchdog counts its own times the cluster's nodes.
+            expected_cost_per_hour=(
+                None if self.current.rate is None else self.current.rate / self.spec.nodes
+            ),
             save_before_seconds=save_before_seconds(spec.save_before, self.current.max_hours),
             stall=self.stall,
             volume_links=self.volume_links,
