@@ -72,13 +72,23 @@ class NodesExecutor:
         return await self.primary.file_size(path)
 
     async def status(self, remote_dir: str) -> JobState:
-        """Rank 0's state, unless another node's job ended without success first: then
-        the others are cancelled and that node's state is the job's."""
-        states = [await node.status(remote_dir) for node in self.nodes]
+        """Rank 0's state, unless another node's job ended the job: then, while rank 0
+        still runs, the others are cancelled; the state is that node's, naming it."""
+        primary = await self.primary.status(remote_dir)
+        states = [primary]
+        for node in self.nodes[1:]:
+            try:
+                states.append(await node.status(remote_dir))
+            except ExecError:
+                if not primary.ended:
+                    raise  # rank 0 goes on: a node out of reach for now is looked at again
+                # Rank 0's job ended and this node no longer answers: gone, for this job.
+                states.append(JobState(JobStatus.lost))
         failed = failed_node(states)
         if failed is None:
-            return states[0]
-        await self._cancel_others(remote_dir, failed)
+            return primary
+        if not primary.ended:
+            await self._cancel_others(remote_dir, failed)
         return JobState(states[failed].status, states[failed].exit_code, node=failed)
 
     async def _cancel_others(self, remote_dir: str, failed: int) -> None:
@@ -117,13 +127,18 @@ async def _cancel_all(nodes: Sequence[Executor], remote_dir: str) -> None:
 
 
 def failed_node(states: Sequence[JobState]) -> int | None:
-    """The first node other than rank 0 whose job ended without success while rank 0's
-    still runs (None: none did, or rank 0's ended itself and speaks for the job)."""
-    if states[0].ended:
+    """The node other than rank 0 that ended the job, if one did (None: rank 0's state
+    speaks for the job). While rank 0 runs: the first other node whose job ended without
+    success. Once rank 0's job failed too: a node whose job vanished (its machine gone),
+    which its peers only failed after; a node that merely failed with them is not named."""
+    first, others = states[0], list(enumerate(states[1:], start=1))
+    if not first.ended:
+        for rank, state in others:
+            if state.status in (JobStatus.lost, JobStatus.cancelled):
+                return rank
+            if state.status is JobStatus.exited and state.exit_code != 0:
+                return rank
         return None
-    for rank, state in enumerate(states[1:], start=1):
-        if state.status is JobStatus.lost or state.status is JobStatus.cancelled:
-            return rank
-        if state.status is JobStatus.exited and state.exit_code != 0:
-            return rank
-    return None
+    if first.status is JobStatus.exited and first.exit_code == 0:
+        return None
+    return next((rank for rank, state in others if state.status is JobStatus.lost), None)

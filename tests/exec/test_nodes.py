@@ -88,9 +88,14 @@ async def test_a_node_whose_job_fails_ends_the_job_and_is_named(
         ([JobState(JobStatus.running), JobState(JobStatus.exited, None)], 1),
         ([JobState(JobStatus.running), JobState(JobStatus.running), JobState(JobStatus.lost)], 2),
         ([JobState(JobStatus.running), JobState(JobStatus.cancelled)], 1),
-        # Rank 0 ended itself: its end speaks for the job (its peers fail with it).
+        # Rank 0 failed too: a node whose job vanished (its machine gone) ended the job...
+        ([JobState(JobStatus.exited, 1), JobState(JobStatus.lost)], 1),
+        ([JobState(JobStatus.lost), JobState(JobStatus.exited, 0), JobState(JobStatus.lost)], 2),
+        # ... a node that failed with it did not: rank 0's end speaks for the job.
         ([JobState(JobStatus.exited, 1), JobState(JobStatus.exited, 1)], None),
-        ([JobState(JobStatus.cancelled), JobState(JobStatus.lost)], None),
+        ([JobState(JobStatus.cancelled), JobState(JobStatus.exited, 1)], None),
+        # Rank 0 succeeded: the job did.
+        ([JobState(JobStatus.exited, 0), JobState(JobStatus.lost)], None),
     ],
 )
 def test_which_node_ends_the_job(states: list[JobState], failed: int | None) -> None:
