@@ -2,8 +2,9 @@
 
 The job runs on every node at once, each node its own run directory: what a run sends
 (its config and data) goes to every node; the job starts on every node; its files (the
-metrics, the log, the checkpoints and the output) are read from the first node, rank 0,
-where the trainer saves them. The job's state is every node's: while rank 0 runs, a node
+metrics, the log and the output) are read from the first node, rank 0, where the trainer
+saves them — and a checkpoint from every node that holds a part of it, each part against
+its own node's manifest. The job's state is every node's: while rank 0 runs, a node
 whose job ended without success is the job's end (its torchrun peers would only wait for
 it until their collectives time out), so the others are cancelled and the state returned
 is that node's, naming it (:attr:`JobState.node`).
@@ -101,12 +102,31 @@ class NodesExecutor:
         return states[0]
 
     async def manifest(self, remote_dir: str, paths: Sequence[str]) -> dict[str, str]:
-        return await self.primary.manifest(remote_dir, paths)
+        """Every node's files under ``paths``, each hashed on the node that holds it: rank
+        0's, and what only another node holds (its ranks' parts of a checkpoint: with no
+        shared disk, each node saves its own). A file on several nodes is rank 0's."""
+        found = await self.primary.manifest(remote_dir, paths)
+        for node in self.nodes[1:]:
+            for name, digest in (await node.manifest(remote_dir, paths)).items():
+                found.setdefault(name, digest)
+        return found
 
     async def download(
         self, remote_dir: str, paths: Sequence[str], local_dir: Path
     ) -> Mapping[str, Arrived] | None:
-        return await self.primary.download(remote_dir, paths, local_dir)
+        """``paths`` from rank 0, then from each other node the files under them that
+        only it holds (see :meth:`manifest`). What arrived of every file, or None when
+        some node's files were not hashed on the way (the caller reads them back)."""
+        arrived = await self.primary.download(remote_dir, paths, local_dir)
+        every: dict[str, Arrived] | None = None if arrived is None else dict(arrived)
+        for node in self.nodes[1:]:
+            held = await node.manifest(remote_dir, paths)
+            own = sorted(name for name in held if not (local_dir / name).exists())
+            if not own:
+                continue
+            came = await node.download(remote_dir, own, local_dir)
+            every = None if came is None or every is None else {**every, **came}
+        return every
 
     async def touch(self, path: str) -> None:
         """On every node: a marker (the results retrieved) is for every node's watchdog."""

@@ -113,3 +113,35 @@ async def test_a_node_that_cannot_start_the_job_ends_what_the_others_started(
     with pytest.raises(JobAlreadyRunning, match="node0"):
         await nodes.spawn(RUN, _job(), env={}, secrets={})
     assert (await nodes.nodes[1].status(RUN)).status is JobStatus.cancelled
+
+
+async def test_a_checkpoint_spread_over_nodes_comes_home_whole_each_part_from_its_node(
+    tmp_path: Path,
+) -> None:
+    from overbrainer.exec.manifest import verify
+
+    nodes = _nodes(tmp_path)
+    parts = {
+        0: {"trainer_state.json": b"{}", "rng_state_0.pth": b"zero", "adapter.bin": b"A"},
+        # Node 1 saved its rank's part, and a copy of what rank 0 saved too (another copy).
+        1: {"rng_state_1.pth": b"one", "adapter.bin": b"B"},
+    }
+    for rank, files in parts.items():
+        folder = tmp_path / f"node{rank}" / RUN / "output" / "checkpoint-2"
+        folder.mkdir(parents=True)
+        for name, data in files.items():
+            (folder / name).write_bytes(data)
+    path = "output/checkpoint-2"
+    expected = await nodes.manifest(RUN, [path])
+    assert sorted(expected) == [
+        f"{path}/adapter.bin",
+        f"{path}/rng_state_0.pth",
+        f"{path}/rng_state_1.pth",
+        f"{path}/trainer_state.json",
+    ]
+    home = tmp_path / "home"
+    home.mkdir()
+    arrived = await nodes.download(RUN, [path], home)
+    assert verify(expected, home, [path], arrived) == []
+    assert (home / path / "rng_state_1.pth").read_bytes() == b"one"
+    assert (home / path / "adapter.bin").read_bytes() == b"A"  # rank 0's, where both hold it

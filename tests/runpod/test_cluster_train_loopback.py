@@ -33,7 +33,7 @@ def _cluster_gone(w: World, cluster_id: str) -> bool:
 async def test_a_run_on_two_nodes_trains_on_both_brings_rank_0s_output_home_and_ends_the_cluster(
     tmp_path: Path,
 ) -> None:
-    async with world(tmp_path, steps=8, step_seconds=0.05) as w:
+    async with world(tmp_path, steps=8, step_seconds=0.1, knobs="FAKE_AXOLOTL_SAVE_EVERY=4") as w:
         w.env["OVERBRAINER_TARGETS__GPU__NODES"] = "2"
         done = await w.run("train", timeout=120)
         assert done.returncode == 0, done.stderr
@@ -51,6 +51,11 @@ async def test_a_run_on_two_nodes_trains_on_both_brings_rank_0s_output_home_and_
             assert f"[rank{member['rank']}]:" in log
         output = w.project / "runs" / run_id / "output"
         assert (output / "adapter_model.safetensors").is_file()
+        # Each checkpoint came home whole: node 1's part of it from node 1.
+        for step in (4, 8):
+            checkpoint = output / f"checkpoint-{step}"
+            held = sorted(p.name for p in checkpoint.iterdir() if p.name.startswith("rng"))
+            assert held == ["rng_state_0.pth", "rng_state_1.pth"], (step, held)
         assert _cluster_gone(w, cluster_id)
         deletes = [r for r in w.fake.requests if r.method == "DELETE"]
         assert [r.path for r in deletes] == [f"/clusters/{cluster_id}"]
