@@ -223,6 +223,13 @@ class Executor(Protocol):
         """Create ``path`` (and its parent directories) if it does not exist."""
         ...
 
+    async def run_script(self, text: str, args: Sequence[str], *, what: str) -> bytes:
+        """Run the POSIX script ``text`` with ``args`` (``sh -s -- ARGS``, the script on
+        stdin, every argument quoted); its stdout. A short question or a set-up step
+        (``what`` names it in errors), not a job. Where it starts is the login directory
+        over SSH, the root here: give it absolute paths."""
+        ...
+
     async def aclose(self) -> None:
         """Release the connection, if any. Running jobs are not affected."""
         ...

@@ -172,6 +172,23 @@ class LocalExecutor:
             raise ExecError(f"there is no run directory {directory} on {self.location}")
         return directory
 
+    async def run_script(self, text: str, args: Sequence[str], *, what: str) -> bytes:
+        """Run the POSIX script ``text`` as ``sh -s -- ARGS`` in the executor's root."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        result = await trio.run_process(
+            [self._shell, "-s", "--", *args],
+            stdin=text.encode(),
+            cwd=self.root,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            env=job_environment(self._base_env, {}),
+        )
+        if result.returncode != 0:
+            detail = result.stderr.decode(errors="replace").strip()[-500:]
+            raise ExecError(f"{what} failed on {self.location}: {detail}")
+        return bytes(result.stdout)
+
     async def _ctl(self, *args: str) -> str:
         result = await trio.run_process(
             [self._shell, "-s", "--", *args],

@@ -133,6 +133,11 @@ class NodesExecutor:
         for node in self.nodes:
             await node.touch(path)
 
+    async def run_script(self, text: str, args: Sequence[str], *, what: str) -> bytes:
+        """On every node (a set-up of the run directory is every node's); rank 0's stdout."""
+        outputs = [await node.run_script(text, args, what=what) for node in self.nodes]
+        return outputs[0]
+
     async def aclose(self) -> None:
         for node in self.nodes:
             await node.aclose()

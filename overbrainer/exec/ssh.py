@@ -538,14 +538,14 @@ class SshExecutor:
         return rel if self.workdir == "." else f"{self.workdir}/{rel}"
 
     async def _ctl(self, *args: str, what: str) -> bytes:
-        command = "sh -s -- " + build_command(args, name=what)
+        command = "sh -s --" + (" " + build_command(args, name=what) if args else "")
         return await self._exec(command, what=what, stdin=script(CONTROL_SCRIPT).encode())
 
     async def run_script(self, text: str, args: Sequence[str], *, what: str) -> bytes:
         """Run the POSIX script ``text`` as ``sh -s -- ARGS`` (the script on stdin, every
         argument quoted) in the remote home directory; return its stdout. A short
         question, not a job: it ends with the connection."""
-        command = "sh -s -- " + build_command(args, name=what)
+        command = "sh -s --" + (" " + build_command(args, name=what) if args else "")
         return await self._exec(command, what=what, stdin=text.encode())
 
     # -- the executor interface ------------------------------------------------------

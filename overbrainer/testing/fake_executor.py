@@ -36,6 +36,7 @@ from overbrainer.events.ids import new_run_id
 from overbrainer.events.store import RunStore
 from overbrainer.events.types import Event, RunCreated
 from overbrainer.exec.base import (
+    ExecError,
     Executor,
     HostKeyRefused,
     JobAlreadyRunning,
@@ -202,6 +203,11 @@ class FakeExecutor:
         """Create ``path`` if it does not exist."""
         await trio.lowlevel.checkpoint()
         self._files().setdefault(path, b"")
+
+    async def run_script(self, text: str, args: Sequence[str], *, what: str) -> bytes:
+        """An in-memory machine has no shell: a script cannot run on it."""
+        await trio.lowlevel.checkpoint()
+        raise ExecError(f"{what} failed: an in-memory machine runs no script")
 
     async def aclose(self) -> None:
         """Forget the connection."""

@@ -278,3 +278,12 @@ async def test_read_file_reads_a_range_and_touch_creates_a_file_with_its_parents
     assert (rig.root / "runs/r1/.pod/retrieved").is_file()
     with pytest.raises(UnsafeValue):
         await executor.read_file("/etc/passwd", 0, 10)
+
+
+async def test_a_script_runs_with_its_arguments_and_a_failing_one_is_named(rig: Rig) -> None:
+    said = await rig.executor.run_script(
+        'printf "%s|" "$@"; echo', ["one", "two words", "it's"], what="echoing"
+    )
+    assert said == b"one|two words|it's|\n"
+    with pytest.raises(ExecError, match="checking the volume"):
+        await rig.executor.run_script("echo broken >&2; exit 3", [], what="checking the volume")

@@ -79,6 +79,9 @@ class LostNode:
     async def touch(self, path: str) -> None:
         raise self._gone()
 
+    async def run_script(self, text: str, args: Sequence[str], *, what: str) -> bytes:
+        raise self._gone()
+
     async def aclose(self) -> None:
         return None
 

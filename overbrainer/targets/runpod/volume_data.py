@@ -334,6 +334,9 @@ class LinkedUpload:
     async def touch(self, path: str) -> None:
         await self.inner.touch(path)
 
+    async def run_script(self, text: str, args: Sequence[str], *, what: str) -> bytes:
+        return await self.inner.run_script(text, args, what=what)
+
     async def aclose(self) -> None:
         await self.inner.aclose()
 

@@ -13,7 +13,6 @@ import posixpath
 from overbrainer.errors import OverbrainerError
 from overbrainer.exec.base import Executor
 from overbrainer.exec.manifest import manifest_digest
-from overbrainer.exec.ssh import SshExecutor
 from overbrainer.runpod.volume_layout import on_pod, run_output_key
 from overbrainer.train.layout import CHECKPOINT_PREFIX, OUTPUT_DIR
 from overbrainer.train.resume_files import TRAINER_STATE
@@ -60,8 +59,6 @@ async def link_output(executor: Executor, root: str, remote_dir: str, run_id: st
     Raises:
         VolumeOutputError: the link could not be made (the job is not started).
     """
-    if not isinstance(executor, SshExecutor):
-        raise VolumeOutputError(f"the pod's {OUTPUT_DIR} can be linked only over SSH")
     run_dir = posixpath.join(root, remote_dir)
     link = output_link(root, remote_dir, run_id)
     try:
@@ -131,8 +128,6 @@ async def resume_on_volume(
     Raises:
         VolumeOutputError: the pod could not be asked (the job is not started).
     """
-    if not isinstance(executor, SshExecutor):
-        raise VolumeOutputError("a checkpoint on the network volume is found only over SSH")
     run_dir = posixpath.join(root, remote_dir)
     link = posixpath.relpath(on_pod(run_output_key(source)), run_dir)
     what = f"finding checkpoint-{step} of run {source} on the network volume"
