@@ -166,3 +166,31 @@ async def test_a_resume_from_a_checkpoint_of_another_shape_is_refused_before_any
         assert "gpu_count × nodes" in refused.stderr
         assert len(w.fake.create_requests()) == creates and not w.fake.clusters
         assert w.runs() == [source]
+
+
+async def test_with_a_network_volume_every_node_saves_its_parts_there_and_they_come_home_once(
+    tmp_path: Path,
+) -> None:
+    from tests.runpod.test_volume_checkpoints_loopback import _volume_output
+    from tests.runpod.test_volume_loopback import VOLUME
+
+    async with world(tmp_path, steps=8, step_seconds=0.1, knobs="FAKE_AXOLOTL_SAVE_EVERY=4") as w:
+        env = VOLUME | {"OVERBRAINER_TARGETS__GPU__NODES": "2"}
+        done = await w.run("train", env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        (run_id,) = w.runs()
+        cluster_id = str(_cluster_of(w, run_id)["id"])
+        # Every node's output is the volume's folder of the run: rank 0's checkpoint and
+        # node 1's part of it lie there together.
+        on_volume = _volume_output(w, run_id)
+        for step in (4, 8):
+            held = sorted(p.name for p in (on_volume / f"checkpoint-{step}").glob("rng_state_*"))
+            assert held == ["rng_state_0.pth", "rng_state_1.pth"], (step, held)
+        assert [int(c["step"]) for c in w.run_json(run_id)["volume_checkpoints"]] == [4, 8]  # type: ignore[index, union-attr]
+        # The last checkpoint came home whole (checkpoints_home "last" with a volume).
+        home = w.project / "runs" / run_id / "output" / "checkpoint-8"
+        assert sorted(p.name for p in home.glob("rng_state_*")) == [
+            "rng_state_0.pth",
+            "rng_state_1.pth",
+        ]
+        assert _cluster_gone(w, cluster_id)

@@ -220,10 +220,12 @@ class Provisioned:
 
 @dataclass(frozen=True)
 class ReadyPod:
-    """A provisioned pod and the open SSH connection the run's job starts through."""
+    """A provisioned pod and the open SSH connection the run's job starts through (a
+    cluster's: every node's, as one executor); ``primary``: the pod's own, or rank 0's."""
 
     pod: Provisioned
     executor: Executor
+    primary: Executor
 
 
 def remote_run_dir(run_id: str) -> str:
@@ -397,9 +399,10 @@ async def open_provisioned(
             assert executor is not None
             executors.append(executor)
         if ready.cluster_id is None:
-            yield ReadyPod(ready, executors[0])
+            yield ReadyPod(ready, executors[0], executors[0])
         else:
-            yield ReadyPod(ready, NodesExecutor(executors, f"cluster {ready.cluster_id}"))
+            nodes = NodesExecutor(executors, f"cluster {ready.cluster_id}")
+            yield ReadyPod(ready, nodes, executors[0])
 
 
 async def _give_up_ready_pod(

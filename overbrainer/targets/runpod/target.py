@@ -393,7 +393,8 @@ class PodTarget:
                 executor = ready.executor
                 if data is not None:
                     try:
-                        placed = await data.through_pod(ready.executor, ready.pod.remote_dir)
+                        # Once, through one pod: every node mounts the same volume.
+                        placed = await data.through_pod(ready.primary, ready.pod.remote_dir)
                         if placed is not None:
                             await self.session.journal.append(run_id, [placed])
                     except OverbrainerError:
