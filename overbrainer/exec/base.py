@@ -38,11 +38,13 @@ class JobStatus(StrEnum):
 class JobState:
     """A job's status; ``exit_code`` is set for ``exited`` (``None`` if unreadable).
     ``node``: for a job across many nodes, the node rank whose end this is, when it is not
-    rank 0's (another node's job failed first)."""
+    rank 0's (another node's job failed first); ``said``: the last lines of that node's
+    log (its log does not come home with rank 0's)."""
 
     status: JobStatus
     exit_code: int | None = None
     node: int | None = None
+    said: tuple[str, ...] = ()
 
     @property
     def ended(self) -> bool:

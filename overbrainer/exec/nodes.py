@@ -88,9 +88,10 @@ class NodesExecutor:
         failed = failed_node(states)
         if failed is None:
             return primary
+        said = await _last_lines(self.nodes[failed], f"{remote_dir}/{_LOG}")
         if not primary.ended:
             await self._cancel_others(remote_dir, failed)
-        return JobState(states[failed].status, states[failed].exit_code, node=failed)
+        return JobState(states[failed].status, states[failed].exit_code, node=failed, said=said)
 
     async def _cancel_others(self, remote_dir: str, failed: int) -> None:
         others = [node for rank, node in enumerate(self.nodes) if rank != failed]
@@ -141,6 +142,25 @@ class NodesExecutor:
     async def aclose(self) -> None:
         for node in self.nodes:
             await node.aclose()
+
+
+_LOG = "job.log"  # the job's log in its run directory, on every node
+_SAID_LINES = 3
+_SAID_BYTES = 4096
+
+
+async def _last_lines(node: Executor, path: str) -> tuple[str, ...]:
+    """The last few lines of a node's log, printable (none when it cannot be read: the
+    node may be gone with its log)."""
+    try:
+        size = await node.file_size(path)
+        data = await node.read_file(path, max(0, size - _SAID_BYTES), _SAID_BYTES)
+    except ExecError:
+        return ()
+    text = data.decode("utf-8", "replace")
+    lines = [line.split("\r")[-1] for line in text.splitlines()]
+    shown = ["".join(c for c in line if c.isprintable()).strip() for line in lines]
+    return tuple(line for line in shown if line)[-_SAID_LINES:]
 
 
 async def _cancel_all(nodes: Sequence[Executor], remote_dir: str) -> None:

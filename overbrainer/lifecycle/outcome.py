@@ -73,9 +73,10 @@ def _node_failed(job: JobState, node: int) -> Verdict:
         how = "was cancelled"
     else:
         how = "vanished without an exit code"
+    said = f" (its log ends: {' | '.join(job.said)[-400:]})" if job.said else ""
     return Verdict(
         RunState.failed,
-        f"the job on node {node} {how}; the other nodes' jobs were stopped",
+        f"the job on node {node} {how}{said}; the other nodes' jobs were stopped",
         job.exit_code,
     )
 

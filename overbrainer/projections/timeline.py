@@ -235,10 +235,10 @@ def _deleted(e: ev.PodDeleted, s: RunLog | None) -> str:
     }.get(e.by, e.by)
     if e.reason in ("deadline", "cost_cap"):
         by += " at its " + ("deadline" if e.reason == "deadline" else "cost cap")
-    return (
-        f"pod {e.pod_id} deleted ({by}) after {duration_text(e.uptime_seconds)}, "
-        f"spend {_money(e.spend)}"
-    )
+    cluster = None if s is None else s.pod.costs.get(e.pod_id, {}).get("cluster")
+    # A cluster's primary goes only with its cluster, every node with it.
+    what = f"pod {e.pod_id}" if cluster is None else f"cluster {cluster} (every node)"
+    return f"{what} deleted ({by}) after {duration_text(e.uptime_seconds)}, spend {_money(e.spend)}"
 
 
 def _stalled(e: ev.Stalled, s: RunLog | None) -> str:

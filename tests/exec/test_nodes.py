@@ -65,7 +65,9 @@ async def test_a_node_whose_job_fails_ends_the_job_and_is_named(
     tmp_path: Path, reap: list[int]
 ) -> None:
     nodes = _nodes(tmp_path, 3)
-    handle = await nodes.spawn(RUN, _job(node1="exit 3"), env={}, secrets={})
+    handle = await nodes.spawn(
+        RUN, _job(node1="echo loading; echo 'RuntimeError: boom'; exit 3"), env={}, secrets={}
+    )
     reap.append(handle.pid)
     state = await _until(nodes, JobStatus.exited, JobStatus.cancelled)
     assert (state.status, state.exit_code, state.node) == (JobStatus.exited, 3, 1)
@@ -74,8 +76,8 @@ async def test_a_node_whose_job_fails_ends_the_job_and_is_named(
     assert (await nodes.nodes[2].status(RUN)).status is JobStatus.cancelled
     verdict = judge(state, MetricsSummary(), has_output=False, run_id="r1")
     assert (
-        verdict.message
-        == "the job on node 1 exited with code 3; the other nodes' jobs were stopped"
+        verdict.message == "the job on node 1 exited with code 3 (its log ends: loading | "
+        "RuntimeError: boom); the other nodes' jobs were stopped"
     )
 
 
