@@ -17,6 +17,7 @@ from pathlib import Path
 import trio
 
 from overbrainer.exec.base import Arrived, ExecError, Executor, JobHandle, JobState, JobStatus
+from overbrainer.exec.manifest import CHECKPOINT_PREFIX
 
 
 class NodesExecutor:
@@ -108,7 +109,7 @@ class NodesExecutor:
         shared disk, each node saves its own). A file on several nodes is rank 0's."""
         found = await self.primary.manifest(remote_dir, paths)
         for node in self.nodes[1:]:
-            for name, digest in (await node.manifest(remote_dir, paths)).items():
+            for name, digest in (await _held(node, remote_dir, paths)).items():
                 found.setdefault(name, digest)
         return found
 
@@ -121,7 +122,7 @@ class NodesExecutor:
         arrived = await self.primary.download(remote_dir, paths, local_dir)
         every: dict[str, Arrived] | None = None if arrived is None else dict(arrived)
         for node in self.nodes[1:]:
-            held = await node.manifest(remote_dir, paths)
+            held = await _held(node, remote_dir, paths)
             own = sorted(name for name in held if not (local_dir / name).exists())
             if not own:
                 continue
@@ -161,6 +162,17 @@ async def _last_lines(node: Executor, path: str) -> tuple[str, ...]:
     lines = [line.split("\r")[-1] for line in text.splitlines()]
     shown = ["".join(c for c in line if c.isprintable()).strip() for line in lines]
     return tuple(line for line in shown if line)[-_SAID_LINES:]
+
+
+async def _held(node: Executor, remote_dir: str, paths: Sequence[str]) -> dict[str, str]:
+    """What ``node`` holds under ``paths``. A node out of reach holds nothing of the job's
+    results (rank 0 has them all), but a checkpoint is not whole without its part."""
+    try:
+        return await node.manifest(remote_dir, paths)
+    except ExecError:
+        if any(CHECKPOINT_PREFIX in path for path in paths):
+            raise
+        return {}
 
 
 async def _cancel_all(nodes: Sequence[Executor], remote_dir: str) -> None:

@@ -147,3 +147,25 @@ async def test_a_checkpoint_spread_over_nodes_comes_home_whole_each_part_from_it
     assert verify(expected, home, [path], arrived) == []
     assert (home / path / "rng_state_1.pth").read_bytes() == b"one"
     assert (home / path / "adapter.bin").read_bytes() == b"A"  # rank 0's, where both hold it
+
+
+async def test_a_node_out_of_reach_leaves_the_results_to_rank_0_but_no_checkpoint_whole(
+    tmp_path: Path,
+) -> None:
+    from overbrainer.exec.base import ExecError
+    from overbrainer.targets.runpod.cluster_nodes import LostNode
+
+    nodes = NodesExecutor(
+        [LocalExecutor(tmp_path / "node0"), LostNode(1, "pod1", "its machine is gone")], "c1"
+    )
+    output = tmp_path / "node0" / RUN / "output"
+    (output / "checkpoint-2").mkdir(parents=True)
+    (output / "adapter.bin").write_bytes(b"A")
+    (output / "checkpoint-2" / "rng_state_0.pth").write_bytes(b"zero")
+    assert sorted(await nodes.manifest(RUN, ["output"])) == ["output/adapter.bin"]
+    home = tmp_path / "home"
+    home.mkdir()
+    await nodes.download(RUN, ["output"], home)
+    assert (home / "output" / "adapter.bin").read_bytes() == b"A"
+    with pytest.raises(ExecError, match="node 1 \\(pod pod1\\) is lost"):
+        await nodes.manifest(RUN, ["output/checkpoint-2"])

@@ -100,7 +100,10 @@ async def test_a_node_failing_mid_training_fails_the_run_naming_it_and_deletes_e
         message = str(w.run_json(run_id)["message"])
         assert message.startswith("the job on node 1 "), message
         assert "node 1" in err
-        assert _cluster_gone(w, cluster_id)
+        assert _cluster_gone(w, cluster_id), (
+            [(pod.id, w.fake.status(pod.id)) for pod in w.fake.cluster_members(cluster_id)],
+            err[-3000:],
+        )
 
 
 async def test_ctrl_c_before_the_job_deletes_the_whole_cluster(tmp_path: Path) -> None:
@@ -171,7 +174,7 @@ async def test_a_resume_from_a_checkpoint_of_another_shape_is_refused_before_any
 async def test_with_a_network_volume_every_node_saves_its_parts_there_and_they_come_home_once(
     tmp_path: Path,
 ) -> None:
-    from tests.runpod.test_volume_checkpoints_loopback import _volume_output
+    from tests.runpod.test_volume_checkpoints_loopback import volume_output_of
     from tests.runpod.test_volume_loopback import VOLUME
 
     async with world(tmp_path, steps=8, step_seconds=0.1, knobs="FAKE_AXOLOTL_SAVE_EVERY=4") as w:
@@ -182,7 +185,7 @@ async def test_with_a_network_volume_every_node_saves_its_parts_there_and_they_c
         cluster_id = str(_cluster_of(w, run_id)["id"])
         # Every node's output is the volume's folder of the run: rank 0's checkpoint and
         # node 1's part of it lie there together.
-        on_volume = _volume_output(w, run_id)
+        on_volume = volume_output_of(w, run_id)
         for step in (4, 8):
             held = sorted(p.name for p in (on_volume / f"checkpoint-{step}").glob("rng_state_*"))
             assert held == ["rng_state_0.pth", "rng_state_1.pth"], (step, held)

@@ -44,7 +44,7 @@ def _running_pod(w: World, run_id: str) -> str | None:
     return str(pod["pod_id"]) if pod.get("pod_id") and pod.get("status") == "job_running" else None
 
 
-def _volume_output(w: World, run_id: str) -> Path:
+def volume_output_of(w: World, run_id: str) -> Path:
     """The run's output folder on the (only) volume."""
     (volume,) = w.fake.live_volumes(CANARY_KEY)
     return w.pods.volume_dir(volume.id) / f"overbrainer/runs/{run_id}/output"
@@ -84,7 +84,7 @@ async def _train_losing_the_pod(
                     await w.pods.on_deleted(w.fake.pod(pod_id))
                     lost.append(pod_id)
                     if tamper:
-                        for folder in _volume_output(w, run_id).glob("checkpoint-*"):
+                        for folder in volume_output_of(w, run_id).glob("checkpoint-*"):
                             (folder / "changed-meanwhile").write_text("not the job's")
             await trio.sleep(0.02)
 
@@ -202,7 +202,7 @@ async def test_checkpoints_home_says_which_checkpoints_come_home_beside_the_fina
     assert run["checkpoints"] == [int(name.rsplit("-", 1)[1]) for name in home]
     # The final output always comes home, verified.
     assert (output / "adapter_model.safetensors").read_bytes() == (
-        _volume_output(w, run_id) / "adapter_model.safetensors"
+        volume_output_of(w, run_id) / "adapter_model.safetensors"
     ).read_bytes()
     assert "run.ArtifactsRetrieved" in names
     # Every checkpoint lies on the volume, recorded whole, whatever came home.
@@ -210,7 +210,7 @@ async def test_checkpoints_home_says_which_checkpoints_come_home_beside_the_fina
     assert names.count("run.CheckpointOnVolume") == 4
     assert "  on volume  checkpoints of step 10, 20, 30, 40, each recorded whole" in shown.stdout
     for step in (10, 20, 30, 40):
-        assert (_volume_output(w, run_id) / f"checkpoint-{step}" / "trainer_state.json").is_file()
+        assert (volume_output_of(w, run_id) / f"checkpoint-{step}" / "trainer_state.json").is_file()
 
 
 @pytest.mark.parametrize("changed", [False, True], ids=["as recorded", "changed on the volume"])
@@ -223,7 +223,7 @@ async def test_resume_from_with_a_volume_reads_the_checkpoint_there_uploading_no
         assert first.returncode == 0, first.stderr
         (run_a,) = w.runs()
         if changed:
-            (_volume_output(w, run_a) / "checkpoint-10" / "changed-meanwhile").write_text("x")
+            (volume_output_of(w, run_a) / "checkpoint-10" / "changed-meanwhile").write_text("x")
         done = await w.run("train", "--resume-from", f"{run_a}:10")
         assert done.returncode == 0, done.stderr
         (run_b,) = set(w.runs()) - {run_a}
@@ -248,7 +248,7 @@ async def test_resume_from_with_a_volume_reads_the_checkpoint_there_uploading_no
     # Nothing of the checkpoint was put on the new pod's disk: its resume folder is the
     # first run's output on the volume.
     assert (on_pod / "resume").is_symlink()
-    assert (on_pod / "resume").resolve() == _volume_output(w, run_a)
+    assert (on_pod / "resume").resolve() == volume_output_of(w, run_a)
     assert _checkpoint_files_on_disk(on_pod) == []
     assert not (w.project / "runs" / run_b / "resume").exists()
     said = (
@@ -277,7 +277,7 @@ async def test_resume_from_a_checkpoint_kept_only_on_the_volume(
         assert w.run_json(run_a)["checkpoints"] == [20]
         checked = await w.run("train", "--check", "--resume-from", f"{run_a}:10")
         if changed:
-            (_volume_output(w, run_a) / "checkpoint-10" / "changed-meanwhile").write_text("x")
+            (volume_output_of(w, run_a) / "checkpoint-10" / "changed-meanwhile").write_text("x")
         done = await w.run("train", "--resume-from", f"{run_a}:10")
         (run_b,) = set(w.runs()) - {run_a}
 
@@ -299,6 +299,6 @@ async def test_resume_from_a_checkpoint_kept_only_on_the_volume(
     assert run["state"] == "succeeded", run
     assert run["resumed_from"] == {"run": run_a, "step": 10, "from_volume": True}
     on_pod = w.pod_run_dir(str(w.pod_json(run_b)["pod_id"]), run_b)
-    assert (on_pod / "resume").resolve() == _volume_output(w, run_a)
+    assert (on_pod / "resume").resolve() == volume_output_of(w, run_a)
     assert _checkpoint_files_on_disk(on_pod) == []
     assert _first_step(on_pod / "metrics.jsonl") == 11
