@@ -235,9 +235,7 @@ def _deleted(e: ev.PodDeleted, s: RunLog | None) -> str:
     }.get(e.by, e.by)
     if e.reason in ("deadline", "cost_cap"):
         by += " at its " + ("deadline" if e.reason == "deadline" else "cost cap")
-    cluster = None if s is None else s.pod.costs.get(e.pod_id, {}).get("cluster")
-    # A cluster's primary goes only with its cluster, every node with it.
-    what = f"pod {e.pod_id}" if cluster is None else f"cluster {cluster} (every node)"
+    what = _pod_or_cluster(e.pod_id, s)
     return f"{what} deleted ({by}) after {duration_text(e.uptime_seconds)}, spend {_money(e.spend)}"
 
 
@@ -251,7 +249,14 @@ def _stalled(e: ev.Stalled, s: RunLog | None) -> str:
 
 def _billed(e: ev.PodBilled, s: RunLog | None) -> str:
     final = "" if e.final else " so far (Runpod's billing may still be catching up)"
-    return f"Runpod billed {_money(e.amount)} for pod {e.pod_id}{final}"
+    return f"Runpod billed {_money(e.amount)} for {_pod_or_cluster(e.pod_id, s)}{final}"
+
+
+def _pod_or_cluster(pod_id: str, s: RunLog | None) -> str:
+    """``pod P``, or, for a cluster's primary (which goes, and is billed, only with its
+    cluster), ``cluster C (every node)``."""
+    cluster = None if s is None else s.pod.costs.get(pod_id, {}).get("cluster")
+    return f"pod {pod_id}" if cluster is None else f"cluster {cluster} (every node)"
 
 
 _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
@@ -311,7 +316,9 @@ _SENTENCES: dict[type[ev.Event], Callable[[Any, RunLog | None], str]] = {
         f"pod {e.pod_id} has cost 95 % of its cap of {_money(e.max_cost_usd)} at "
         f"{_money(e.cost_per_hour)}/h (cost_cap_near)"
     ),
-    ev.PodDeleting: lambda e, s: f"deleting pod {e.pod_id} ({e.reason.replace('_', ' ')})",
+    ev.PodDeleting: lambda e, s: (
+        f"deleting {_pod_or_cluster(e.pod_id, s)} ({e.reason.replace('_', ' ')})"
+    ),
     ev.PodDeleted: _deleted,
     ev.StrayRecorded: lambda e, s: f"stray pod {e.pod_id} recorded ({e.reason})",
     ev.StrayDropped: lambda e, s: f"stray pod {e.pod_id} is gone",

@@ -210,7 +210,13 @@ class Demo:
         self.init()
         config = self.project / "overbrainer.toml"
         text = config.read_text().replace('\ntarget = "local"', '\ntarget = "gpu"', 1)
-        config.write_text(text + RUNPOD_TARGET + (f"nodes = {nodes}\n" if nodes > 1 else ""))
+        target = RUNPOD_TARGET
+        if nodes > 1:
+            # The cap counts every node: $1.00 pays for 1 h 15 min of two A40 nodes.
+            target = (
+                target.replace("max_cost_usd = 0.5", "max_cost_usd = 1.0") + f"nodes = {nodes}\n"
+            )
+        config.write_text(text + target)
         write_trainer(self.work / "venv")
         self.env.update(
             OVERBRAINER_RUNPOD__BASE_URL=url,
