@@ -197,3 +197,43 @@ async def test_with_a_network_volume_every_node_saves_its_parts_there_and_they_c
             "rng_state_1.pth",
         ]
         assert _cluster_gone(w, cluster_id)
+
+
+async def test_a_signal_once_the_job_runs_detaches_and_attach_ends_the_cluster(
+    tmp_path: Path,
+) -> None:
+    async with world(tmp_path, steps=60, step_seconds=0.05) as w:
+        w.env["OVERBRAINER_TARGETS__GPU__NODES"] = "2"
+        process = await w.start("train")
+        run_id = await w.wait_for("job_running", timeout=60)
+        cluster_id = str(_cluster_of(w, run_id)["id"])
+        process.send_signal(signal.SIGTERM)
+        _out, err = await communicate(process, 60)
+        assert process.returncode == 143, err
+        assert f"overbrainer train attach {run_id}" in err
+        # Detached: the job goes on, on every node, and nothing was deleted.
+        assert not _cluster_gone(w, cluster_id)
+        assert [r for r in w.fake.requests if r.method == "DELETE"] == []
+        attached = await w.run("train", "attach", run_id, timeout=120)
+        assert attached.returncode == 0, attached.stderr
+        assert w.run_json(run_id)["state"] == "succeeded"
+        assert _cluster_gone(w, cluster_id)
+
+
+async def test_pod_rm_of_a_detached_cluster_run_deletes_every_node(tmp_path: Path) -> None:
+    async with world(tmp_path, steps=4000, step_seconds=0.05) as w:
+        w.env["OVERBRAINER_TARGETS__GPU__NODES"] = "2"
+        process = await w.start("train")
+        run_id = await w.wait_for("job_running", timeout=60)
+        cluster_id = str(_cluster_of(w, run_id)["id"])
+        process.send_signal(signal.SIGINT)
+        await communicate(process, 60)
+        listed = await w.run("pod", "ls")
+        assert cluster_id in listed.stdout, listed.stdout
+        removed = await w.run("pod", "rm", run_id, "--force", timeout=120)
+        assert removed.returncode == 0, removed.stderr
+        assert _cluster_gone(w, cluster_id)
+        assert w.pod_json(run_id)["status"] == "deleted"
+        assert [r.path for r in w.fake.requests if r.method == "DELETE"] == [
+            f"/clusters/{cluster_id}"
+        ]

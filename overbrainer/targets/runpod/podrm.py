@@ -466,8 +466,19 @@ async def remove_run_pods(
             f"{_force_hint(run_id)}"
         )
     keep = pod.pod_id if (in_progress and not force) else None
+    # A recorded cluster goes as its primary, the run's pod: deleted and recorded as one.
+    primaries = {
+        str(cost["cluster"]): pod_id
+        for pod_id, cost in pod.costs.items()
+        if cost.get("cluster") is not None and not pod.deleted(pod_id)
+    }
+    clusters = [c for c in clusters if c.cluster_id not in primaries]
     targets = _pods_of(state, listed)
-    targets = {pod_id: found for pod_id, found in targets.items() if pod_id not in members}
+    targets = {
+        pod_id: found
+        for pod_id, found in targets.items()
+        if pod_id not in members or pod_id in primaries.values()
+    }
     if keep is not None:
         targets = {pod_id: found for pod_id, found in targets.items() if pod_id != keep}
     deleted: list[Deleted] = []
