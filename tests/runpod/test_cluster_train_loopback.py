@@ -214,6 +214,10 @@ async def test_a_signal_once_the_job_runs_detaches_and_attach_ends_the_cluster(
         # Detached: the job goes on, on every node, and nothing was deleted.
         assert not _cluster_gone(w, cluster_id)
         assert [r for r in w.fake.requests if r.method == "DELETE"] == []
+        # Node 1's own log, read on node 1: its rank's lines only.
+        second = await w.run("runs", "logs", run_id, "--node", "1")
+        assert second.returncode == 0, second.stderr
+        assert "[rank1]:" in second.stdout and "[rank0]:" not in second.stdout
         attached = await w.run("train", "attach", run_id, timeout=120)
         assert attached.returncode == 0, attached.stderr
         assert w.run_json(run_id)["state"] == "succeeded"
