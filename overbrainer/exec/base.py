@@ -229,7 +229,7 @@ class Executor(Protocol):
         """Run the POSIX script ``text`` with ``args`` (``sh -s -- ARGS``, the script on
         stdin, every argument quoted); its stdout. A short question or a set-up step
         (``what`` names it in errors), not a job. Where it starts is the login directory
-        over SSH, the root here: give it absolute paths."""
+        over SSH, this process's directory here: give it absolute paths."""
         ...
 
     async def aclose(self) -> None:

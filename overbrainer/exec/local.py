@@ -173,12 +173,11 @@ class LocalExecutor:
         return directory
 
     async def run_script(self, text: str, args: Sequence[str], *, what: str) -> bytes:
-        """Run the POSIX script ``text`` as ``sh -s -- ARGS`` in the executor's root."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        """Run the POSIX script ``text`` as ``sh -s -- ARGS`` (here, in this process's
+        directory: its paths are absolute)."""
         result = await trio.run_process(
             [self._shell, "-s", "--", *args],
             stdin=text.encode(),
-            cwd=self.root,
             capture_stdout=True,
             capture_stderr=True,
             check=False,
@@ -190,18 +189,8 @@ class LocalExecutor:
         return bytes(result.stdout)
 
     async def _ctl(self, *args: str) -> str:
-        result = await trio.run_process(
-            [self._shell, "-s", "--", *args],
-            stdin=script(CONTROL_SCRIPT).encode(),
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-            env=job_environment(self._base_env, {}),
-        )
-        if result.returncode != 0:
-            detail = result.stderr.decode(errors="replace").strip()[-500:]
-            raise ExecError(f"`{args[0]}` failed on {self.location}: {detail}")
-        return result.stdout.decode(errors="replace")
+        out = await self.run_script(script(CONTROL_SCRIPT), args, what=f"`{args[0]}`")
+        return out.decode(errors="replace")
 
 
 def _conforms(executor: LocalExecutor) -> Executor:

@@ -19,6 +19,16 @@ def _cluster_of(w: World, run_id: str) -> dict[str, object]:
     return cluster
 
 
+async def _train_until_the_job_runs(
+    w: World, *, output: bool = True
+) -> tuple[trio.Process, str, str]:
+    """``train`` on two nodes, left running once its job runs; the run and its cluster."""
+    w.env["OVERBRAINER_TARGETS__GPU__NODES"] = "2"
+    process = await w.start("train", output=output)
+    run_id = await w.wait_for("job_running", timeout=60)
+    return process, run_id, str(_cluster_of(w, run_id)["id"])
+
+
 def _members(w: World, cluster_id: str) -> list[str]:
     return [pod.id for pod in w.fake.cluster_members(cluster_id)]
 
@@ -86,9 +96,7 @@ async def test_a_node_failing_mid_training_fails_the_run_naming_it_and_deletes_e
 ) -> None:
     async with world(tmp_path, steps=400, step_seconds=0.05) as w:
         w.env["OVERBRAINER_TARGETS__GPU__NODES"] = "2"
-        process = await w.start("train")
-        run_id = await w.wait_for("job_running", timeout=60)
-        cluster_id = str(_cluster_of(w, run_id)["id"])
+        process, run_id, cluster_id = await _train_until_the_job_runs(w)
         metrics = w.pod_run_dir(str(w.pod_json(run_id)["pod_id"]), run_id) / "metrics.jsonl"
         with trio.fail_after(30):
             while metrics.stat().st_size == 0 if metrics.exists() else True:
@@ -135,9 +143,7 @@ async def test_with_the_laptop_gone_a_nodes_watchdog_deletes_the_cluster_at_its_
     ) as w:  # fmt: skip
         w.env["OVERBRAINER_TARGETS__GPU__NODES"] = "2"
         w.env["OVERBRAINER_TARGETS__GPU__SAVE_BEFORE_DEADLINE_MINUTES"] = "0"
-        process = await w.start("train", output=False)
-        run_id = await w.wait_for("job_running", timeout=60)
-        cluster_id = str(_cluster_of(w, run_id)["id"])
+        process, run_id, cluster_id = await _train_until_the_job_runs(w, output=False)
         process.kill()  # the laptop is gone: nothing of overbrainer's runs here
         await process.wait()
         with trio.fail_after(40):
@@ -189,7 +195,9 @@ async def test_with_a_network_volume_every_node_saves_its_parts_there_and_they_c
         for step in (4, 8):
             held = sorted(p.name for p in (on_volume / f"checkpoint-{step}").glob("rng_state_*"))
             assert held == ["rng_state_0.pth", "rng_state_1.pth"], (step, held)
-        assert [int(c["step"]) for c in w.run_json(run_id)["volume_checkpoints"]] == [4, 8]  # type: ignore[index, union-attr]
+        recorded = w.run_json(run_id)["volume_checkpoints"]
+        assert isinstance(recorded, list)
+        assert [int(c["step"]) for c in recorded] == [4, 8]
         # The last checkpoint came home whole (checkpoints_home "last" with a volume).
         home = w.project / "runs" / run_id / "output" / "checkpoint-8"
         assert sorted(p.name for p in home.glob("rng_state_*")) == [
@@ -204,9 +212,7 @@ async def test_a_signal_once_the_job_runs_detaches_and_attach_ends_the_cluster(
 ) -> None:
     async with world(tmp_path, steps=60, step_seconds=0.05) as w:
         w.env["OVERBRAINER_TARGETS__GPU__NODES"] = "2"
-        process = await w.start("train")
-        run_id = await w.wait_for("job_running", timeout=60)
-        cluster_id = str(_cluster_of(w, run_id)["id"])
+        process, run_id, cluster_id = await _train_until_the_job_runs(w)
         process.send_signal(signal.SIGTERM)
         _out, err = await communicate(process, 60)
         assert process.returncode == 143, err
@@ -227,9 +233,7 @@ async def test_a_signal_once_the_job_runs_detaches_and_attach_ends_the_cluster(
 async def test_pod_rm_of_a_detached_cluster_run_deletes_every_node(tmp_path: Path) -> None:
     async with world(tmp_path, steps=4000, step_seconds=0.05) as w:
         w.env["OVERBRAINER_TARGETS__GPU__NODES"] = "2"
-        process = await w.start("train")
-        run_id = await w.wait_for("job_running", timeout=60)
-        cluster_id = str(_cluster_of(w, run_id)["id"])
+        process, run_id, cluster_id = await _train_until_the_job_runs(w)
         process.send_signal(signal.SIGINT)
         await communicate(process, 60)
         listed = await w.run("pod", "ls")

@@ -1035,25 +1035,16 @@ class _Walk:
             stall=self.stall,
             volume_links=self.volume_links,
         )
-        if spec.nodes > 1:
-            return CreateCluster(
-                name=name,
-                image=spec.image,
-                gpu_type=gpu_type,
-                gpus_per_pod=spec.gpu_count,
-                pod_count=spec.nodes,
-                disk_gb=spec.container_disk_gb,
-                data_center_ids=spec.pod_data_centers,
-                env=env,
-                args=pod_args(),
-                network_volume_id=self.volume_id,
-                volume_mount_path=VOLUME_MOUNT,
-            )
-        return CreatePod(
+        # One create for either: a cluster's container settings are a pod's.
+        create: Callable[..., CreatePod | CreateCluster] = (
+            partial(CreateCluster, gpus_per_pod=spec.gpu_count, pod_count=spec.nodes)
+            if spec.nodes > 1
+            else partial(CreatePod, gpu_count=spec.gpu_count)
+        )
+        return create(
             name=name,
             image=spec.image,
             gpu_type=gpu_type,
-            gpu_count=spec.gpu_count,
             disk_gb=spec.container_disk_gb,
             data_center_ids=spec.pod_data_centers,
             env=env,
