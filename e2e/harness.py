@@ -56,6 +56,8 @@ class Case:
     micro_batch_size: int = 2
     # More than one: a job of that many processes (DDP on gloo; on a pod, as many GPUs).
     processes: int = 1
+    # More than one (Runpod only): a cluster of that many pods sharing the processes.
+    nodes: int = 1
 
     @property
     def saved(self) -> str:
@@ -426,8 +428,9 @@ class RunpodWorld(World):
             "# train on the CPU, with the keys a CPU target renders.\n"
             f"[training.axolotl_extra]\n{cpu}\n"
             f'[targets.gpu]\nkind = "runpod"\ngpu_types = ["NVIDIA GeForce RTX 4090"]\n'
-            f"gpu_count = {case.processes}\n"
-            f'max_hours = 1\nimage = "{FAKE_IMAGE}"\nvenv = "{self.built.env}"\n'
+            f"gpu_count = {case.processes // case.nodes}\n"
+            + (f"nodes = {case.nodes}\n" if case.nodes > 1 else "")
+            + f'max_hours = 1\nimage = "{FAKE_IMAGE}"\nvenv = "{self.built.env}"\n'
             "retrieve_grace_minutes = 5\n"
         )
 
@@ -570,9 +573,10 @@ def check_run(project: Project, run_id: str, stderr: str) -> None:
         assert not (output / "merged").exists()
     assert not any(name.startswith("output/checkpoint-") for name in manifest)
     if case.processes > 1:
-        # Both processes trained: each one's lines are in the job's log, marked.
+        # Every process trained: each one's lines are in the job's log, marked (on a
+        # cluster, the log home is node 0's, with its own ranks' lines).
         log = (home / "job.log").read_text()
-        for rank in range(case.processes):
+        for rank in range(case.processes // case.nodes):
             assert f"\n[rank{rank}]:" in log, log[-3000:]
         assert run["processes"] == case.processes and run["parallelism"] == "ddp", run
 
