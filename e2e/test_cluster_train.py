@@ -5,8 +5,9 @@ rendezvous on loopback and the real Axolotl trains one model across them (DDP ov
 The run succeeds with its losses recorded, rank 0's adapter comes home verified, each
 node's log holds its own rank's lines, and the whole cluster is deleted.
 
-``ACCELERATE_USE_CPU=true`` in ``[training.env]``: without it, on a machine with no GPU,
-each rank trains a copy of its own (see ``e2e/test_cluster_nodes.py``)."""
+The harness's Runpod world gives a job of many processes ``ACCELERATE_USE_CPU=true`` in
+``[training.env]``, as a CPU target does: without it, with no GPU, each rank trains a copy
+of its own (see ``e2e/test_cluster_nodes.py``)."""
 
 from __future__ import annotations
 
@@ -43,8 +44,7 @@ def test_two_nodes_of_a_cluster_train_one_model_through_the_real_command(
     world: World, tmp_path: Path
 ) -> None:
     assert isinstance(world, RunpodWorld)
-    job_env = {"HF_HOME": str(tmp_path / "hf-home"), "ACCELERATE_USE_CPU": "true"}
-    project = world.project(CLUSTER, tmp_path, job_env=job_env)
+    project = world.project(CLUSTER, tmp_path)
     run_id, stderr = train_through(project)
     # Succeeded, losses in the metrics and run.json, the adapter home and verified, the
     # primary deleted and no pod of the run listed.
