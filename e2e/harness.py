@@ -56,6 +56,8 @@ class Case:
     micro_batch_size: int = 2
     # More than one: a job of that many processes (DDP on gloo; on a pod, as many GPUs).
     processes: int = 1
+    # More than one (Runpod only): a cluster of that many pods sharing the processes.
+    nodes: int = 1
 
     @property
     def saved(self) -> str:
@@ -230,6 +232,10 @@ class World:
     def extra_env(self, case_dir: Path) -> dict[str, str]:
         return {}
 
+    def cpu_job_env(self, case: Case) -> dict[str, str]:
+        """What the world adds to ``[training.env]`` for the job to train on the CPU."""
+        return {}
+
     def prefix(self, case: Case) -> list[str]:
         return []
 
@@ -247,6 +253,9 @@ class World:
         (path / "data").mkdir(parents=True)
         (path / "data" / "train.jsonl").write_text(_jsonl(TRAIN))
         (path / "data" / "eval.jsonl").write_text(_jsonl(EVAL))
+        cpu = self.cpu_job_env(case)
+        if cpu:
+            job_env = {**(job_env or {"HF_HOME": str(case_dir / "hf-home")}), **cpu}
         toml = training_toml(
             self.built, case, self.target, case_dir, base_model=base_model, job_env=job_env
         )
@@ -426,10 +435,17 @@ class RunpodWorld(World):
             "# train on the CPU, with the keys a CPU target renders.\n"
             f"[training.axolotl_extra]\n{cpu}\n"
             f'[targets.gpu]\nkind = "runpod"\ngpu_types = ["NVIDIA GeForce RTX 4090"]\n'
-            f"gpu_count = {case.processes}\n"
-            f'max_hours = 1\nimage = "{FAKE_IMAGE}"\nvenv = "{self.built.env}"\n'
+            f"gpu_count = {case.processes // case.nodes}\n"
+            + (f"nodes = {case.nodes}\n" if case.nodes > 1 else "")
+            + f'max_hours = 1\nimage = "{FAKE_IMAGE}"\nvenv = "{self.built.env}"\n'
             "retrieve_grace_minutes = 5\n"
         )
+
+    def cpu_job_env(self, case: Case) -> dict[str, str]:
+        # What a CPU target sets for a job of many processes (job_environment), which a
+        # Runpod target does not: else accelerate sees no GPU and no DDP, each process
+        # training alone.
+        return {"ACCELERATE_USE_CPU": "true"} if case.processes > 1 else {}
 
     def extra_env(self, case_dir: Path) -> dict[str, str]:
         return {"OVERBRAINER_RUNPOD__BASE_URL": self.url, "OVERBRAINER_RUNPOD__API_KEY": self.key}
@@ -570,10 +586,13 @@ def check_run(project: Project, run_id: str, stderr: str) -> None:
         assert not (output / "merged").exists()
     assert not any(name.startswith("output/checkpoint-") for name in manifest)
     if case.processes > 1:
-        # Both processes trained: each one's lines are in the job's log, marked.
+        # Every process trained: each one's lines are in the job's log, marked (on a
+        # cluster, the log home is node 0's, with its own ranks' lines).
         log = (home / "job.log").read_text()
-        for rank in range(case.processes):
+        for rank in range(case.processes // case.nodes):
             assert f"\n[rank{rank}]:" in log, log[-3000:]
+        # One DDP job: transformers warns when a process finds no distributed setup.
+        assert "parallel_mode != ParallelMode.DISTRIBUTED" not in log, log[-3000:]
         assert run["processes"] == case.processes and run["parallelism"] == "ddp", run
 
     # Training and evaluation losses, from the real plugin, for every step (written once,
