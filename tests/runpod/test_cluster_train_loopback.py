@@ -245,3 +245,29 @@ async def test_pod_rm_of_a_detached_cluster_run_deletes_every_node(tmp_path: Pat
         assert [r.path for r in w.fake.requests if r.method == "DELETE"] == [
             f"/clusters/{cluster_id}"
         ]
+
+
+async def test_a_lost_primary_takes_its_cluster_and_the_run_recovers_on_a_new_cluster(
+    tmp_path: Path,
+) -> None:
+    async with world(
+        tmp_path, steps=400, step_seconds=0.05, knobs="FAKE_AXOLOTL_SAVE_EVERY=10"
+    ) as w:
+        process, run_id, first = await _train_until_the_job_runs(w)
+        home = w.project / "runs" / run_id / "output"
+        with trio.fail_after(60):
+            while not list(home.glob("checkpoint-*")):
+                await trio.sleep(0.05)
+        primary = w.fake.member(first, 0)
+        w.fake.vanish(primary.id)  # its machine is gone: everything in it ends
+        await w.pods.on_deleted(primary)
+        _out, err = await communicate(process, 180)
+        assert process.returncode == 0, err
+        second = str(_cluster_of(w, run_id)["id"])
+        assert second != first
+        # The lost primary's cluster went whole: its other node bills no more.
+        assert _cluster_gone(w, first) and _cluster_gone(w, second)
+        assert w.fake.live_clusters() == []
+        names = await w.events(run_id)
+        assert names.count("pod.ClusterCreated") == 2 and "run.Recovered" in names
+        assert w.run_json(run_id)["state"] == "succeeded"

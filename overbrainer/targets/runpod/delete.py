@@ -379,6 +379,27 @@ async def delete_cluster(
         ) from error
 
 
+async def end_cluster_of_gone(ctx: PodContext, state: RunLog, pod_id: str) -> None:
+    """Pod ``pod_id`` of the run is gone (lost, or found gone): when it was a cluster's
+    primary, the rest of its cluster goes too (Runpod keeps the other nodes, billing),
+    confirmed before the pod is recorded gone.
+
+    Raises:
+        OverbrainerError: the cluster's delete was not confirmed; nothing is recorded (a
+            later command looks again), and the message says how to remove it.
+    """
+    cluster = state.pod.costs.get(pod_id, {}).get("cluster")
+    if cluster is None:
+        return
+    try:
+        await delete_cluster(ctx, state.run.run_id, str(cluster))
+    except ClusterDeleteUnconfirmed as error:
+        raise OverbrainerError(
+            f"pod {pod_id} of run {state.run.run_id} is gone, but not the rest of its "
+            f"cluster: {error}"
+        ) from error
+
+
 async def release(ctx: PodContext, run_id: str, reason: ev.DeleteReason) -> None:
     """Delete the current pod of a run that will not run its job (shielded; the delete
     drops its key if no pod of it is left); a failure is only warned about, with where to

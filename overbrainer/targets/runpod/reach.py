@@ -28,7 +28,7 @@ from overbrainer.runpod.cost_cap import bound_passed
 from overbrainer.runpod.decide import connect_again_within, uptime_and_spend
 from overbrainer.runpod.keys import client_key_path, write_ssh_config
 from overbrainer.runpod.models import Pod, PodStatus, UnsafeSshEndpoint
-from overbrainer.targets.runpod.delete import forget_key_if_done
+from overbrainer.targets.runpod.delete import end_cluster_of_gone, forget_key_if_done
 from overbrainer.targets.runpod.podrm import duration_text
 from overbrainer.targets.runpod.pods import PodAccess, PodContext, confirm_gone, note_clock
 
@@ -193,6 +193,7 @@ async def record_lost(ctx: PodContext, state: RunLog) -> str | None:
     now = ctx.server_now()
     if pod_id is None or state.run.state != RunState.running or bound_passed(pod, now):
         return None
+    await end_cluster_of_gone(ctx, state, pod_id)
     uptime, spend = uptime_and_spend(pod.created_at, now, pod.cost_per_hour)
     await ctx.session.journal.append(
         state.run.run_id, lambda s: decisions.pod_lost(s, pod_id, uptime, spend)
@@ -219,8 +220,11 @@ async def record_gone(ctx: PodContext, run_id: str, pod_id: str) -> RunLog:
         return decisions.pod_gone(state, pod_id, uptime_seconds=uptime, spend=spend)
 
     async def work() -> RunLog:
+        await end_cluster_of_gone(ctx, await ctx.session.journal.state(run_id), pod_id)
         return await ctx.session.journal.append(run_id, gone)
 
-    state = await ctx.session.interrupts.shield(f"recording that pod {pod_id} is gone", 60.0, work)
+    # A cluster's primary gone: the rest of its cluster is deleted first.
+    limit = 60.0 + ctx.timing.delete_limit
+    state = await ctx.session.interrupts.shield(f"recording that pod {pod_id} is gone", limit, work)
     forget_key_if_done(ctx, run_id, state)
     return state
