@@ -159,6 +159,11 @@ async def _look_up(ctx: PodContext, row: Row) -> Row:
         front.warn(f"cannot tell whether pod {row.pod_id} of run {row.run_id} is gone: {error}")
         return row
     if pod is None or pod.status is PodStatus.TERMINATED:
+        state = await _state_or_none(ctx, row.run_id)
+        if state is not None and state.pod.costs.get(row.pod_id, {}).get("cluster"):
+            # A cluster's primary: recorded gone only with the rest of its cluster, which
+            # `train attach` or `pod rm` deletes (the cluster is listed below).
+            return row
         found = ev.PodDeleted(pod_id=row.pod_id, by="found_gone")
         await ctx.session.journal.append(row.run_id, lambda s: decisions.pod_deleted(s, found))
         return row
