@@ -8,7 +8,15 @@ Invariants added to the machine targets': every pod that exists on the account w
 run's marker is known to the run's log and, while it lives, guarded (its watchdog runs
 with a deadline, or it is kept by request); after ``train attach`` — or ``pod rm``
 where the run cannot continue — the run is final and no pod of it bills; no canary key is
-in any pod's environment.
+in any pod's environment; every request sent for a run (its creates, and each naming one of
+its pods or clusters) is one the published schema allows.
+
+Clusters (``cluster train``: ``train`` with ``nodes = 2``): the fake's own records are read
+(its default pod listing hides a cluster's members), so every member is one of the run's
+pods above; right after the command, a cluster or member still billing is known to the
+run's log and only while its job runs and can be followed (``train attach`` finishes it);
+after recovery no cluster of the run is live. A checkpoint home is compared with rank 0's
+(another node holds only its ranks' parts of each).
 """
 
 from __future__ import annotations
