@@ -1,4 +1,4 @@
-"""``python -m reliability``: run the nine campaigns and print one summary table.
+"""``python -m reliability``: run the ten campaigns and print one summary table.
 
     python -m reliability [--jobs N] [--full] [--only CAMPAIGN ...] [--targets local,ssh,runpod]
                           [--match TEXT ...] [--markdown FILE] [--verbose]
@@ -19,6 +19,13 @@
 9. recovery  — a Runpod run's pod lost (vanished or stopped) at each phase of its job, its
                job stalled, its recovery short of capacity, killed or Ctrl-C'd, its
                recoveries used up: the run goes on, on a new pod, or fails saying why.
+10. node-lost — node 1 of a Runpod run's cluster of two vanishes or fails at each phase
+               (its nodes booting, ready, its job running, its results coming home): the
+               run fails naming the node (or, before the job, goes on on a new cluster),
+               and ``train`` deletes every cluster it made.
+
+The ctrl-c campaign also runs ``train`` on a Runpod cluster of two pods and sends Ctrl-C
+(once, and twice at appends) at each code site that it passes and a pod's commands do not.
 
 The checkpoints are derived by running each command once with the recorder of
 ``overbrainer/front/fault_injection.py``: code that adds an await or an append adds cases.

@@ -25,6 +25,7 @@ CAMPAIGNS = (
     "paths",
     "bad-input",
     "recovery",
+    "node-lost",
 )
 
 UNREACHED: list[str] = []

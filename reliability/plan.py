@@ -166,6 +166,7 @@ class Worlds:
         self._lock = threading.Lock()
         self._runpod: Any = None
         self._postgres: Any = None
+        self._cluster_keys: list[str] | None = None
 
     def machine(self, kind: str) -> MachineWorld:
         """The local or ssh world."""
@@ -194,6 +195,27 @@ class Worlds:
             found = [*found, "harness: tracing a two-process `train` found no checkpoint"]
         name = f"local-2p train clean run ({len(keys)} checkpoints)"
         self.clean.append(Result("ctrl-c", name, time.monotonic() - started, found))
+        return keys
+
+    def cluster_trace(self) -> list[str]:
+        """The checkpoints of ``train`` on a Runpod cluster of two pods (traced once; its
+        clean run checked like the others')."""
+        import time
+
+        from reliability.pods import CLUSTER_TRAIN
+
+        if self._cluster_keys is not None:
+            return self._cluster_keys
+        started = time.monotonic()
+        world = self.runpod()
+        keys, found = world.trace(CLUSTER_TRAIN, "trace-cluster-train")
+        if not keys:
+            found = [*found, "harness: tracing `train` on a cluster found no checkpoint"]
+        if self.numbered:
+            machine.remember_order("runpod", CLUSTER_TRAIN, keys)
+        name = f"runpod {CLUSTER_TRAIN} clean run ({len(keys)} checkpoints)"
+        self.clean.append(Result("ctrl-c", name, time.monotonic() - started, found))
+        self._cluster_keys = keys
         return keys
 
     def postgres(self) -> Any:
@@ -264,6 +286,8 @@ def cases(campaign: str, worlds: Worlds, *, full: bool) -> list[Case]:
         for kind in worlds.targets:
             traced = worlds.traces(kind)
             out += _ctrl_c(kind, worlds, traced, full)
+            if kind == "runpod":
+                out += worlds.runpod().cluster_ctrl_c_cases(worlds.cluster_trace(), traced, full)
         if "local" in worlds.targets:
             keys = worlds.two_process_trace()
             out += machine.two_process_cases(
@@ -317,6 +341,11 @@ def cases(campaign: str, worlds: Worlds, *, full: bool) -> list[Case]:
 
         if "runpod" in worlds.targets:
             out += recovery.cases(worlds.runpod(), full=full)
+    elif campaign == "node-lost":
+        from reliability import nodes_lost
+
+        if "runpod" in worlds.targets:
+            out += nodes_lost.cases(worlds.runpod(), worlds.cluster_trace(), full=full)
     return out
 
 

@@ -8,7 +8,15 @@ Invariants added to the machine targets': every pod that exists on the account w
 run's marker is known to the run's log and, while it lives, guarded (its watchdog runs
 with a deadline, or it is kept by request); after ``train attach`` — or ``pod rm``
 where the run cannot continue — the run is final and no pod of it bills; no canary key is
-in any pod's environment.
+in any pod's environment; every request sent for a run (its creates, and each naming one of
+its pods or clusters) is one the published schema allows.
+
+Clusters (``cluster train``: ``train`` with ``nodes = 2``): the fake's own records are read
+(its default pod listing hides a cluster's members), so every member is one of the run's
+pods above; right after the command, a cluster or member still billing is known to the
+run's log and only while its job runs and can be followed (``train attach`` finishes it);
+after recovery no cluster of the run is live. A checkpoint home is compared with rank 0's
+(another node holds only its ranks' parts of each).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from overbrainer.testing.stand_in import TORCHRUN
 from reliability.core import UNREACHED, Case
 from reliability.invariants import (
     check_checkpoints,
@@ -68,6 +77,17 @@ _ATTACH_KNOBS = {
     "FAKE_AXOLOTL_STEP_SECONDS": "0.2",
     "FAKE_AXOLOTL_SAVE_EVERY": "2",
 }
+
+
+CLUSTER_TRAIN = "cluster train"
+"""``train`` on a cluster of :data:`NODES` pods: a command of its own for the cases (traced
+apart, its checkpoints numbered apart), ``train`` for the product."""
+NODES = 2
+
+
+def product_command(command: str) -> str:
+    """The command a case's command is to the product (``cluster train`` is ``train``)."""
+    return "train" if command == CLUSTER_TRAIN else command
 
 
 class RunpodWorld:
@@ -161,6 +181,10 @@ class RunpodWorld:
         wrapper = venv / "bin" / "axolotl"
         wrapper.write_text(WRAPPER % {"python": sys.executable, "stand_in": STAND_IN})
         wrapper.chmod(0o755)
+        # The stand-in torchrun beside it: what a cluster's node runs its job with.
+        launcher = venv / "bin" / "torchrun"
+        launcher.write_text(WRAPPER % {"python": sys.executable, "stand_in": TORCHRUN})
+        launcher.chmod(0o755)
         env = base_env()
         env.update(
             {
@@ -186,6 +210,8 @@ class RunpodWorld:
                     {
                         "id": pod.id,
                         "name": pod.name,
+                        "cluster": pod.cluster_id,
+                        "rank": pod.rank,
                         "status": self.fake.status(pod.id),
                         "env": pod.env,
                         "watchdog": bool(boots) and boots[-1].container.returncode is None,
@@ -196,6 +222,50 @@ class RunpodWorld:
             return out
 
         result: list[dict[str, Any]] = self.call(look)
+        return result
+
+    def clusters(self, run_id: str) -> list[dict[str, Any]]:
+        """The clusters made for ``run_id`` (named as its pods are), as the fake sees them:
+        its own records, deleted ones included (the default pod listing hides members)."""
+
+        def look() -> list[dict[str, Any]]:
+            live = {cluster.id for cluster in self.fake.live_clusters()}
+            return [
+                {"id": cluster.id, "name": cluster.name, "live": cluster.id in live}
+                for cluster in self.fake.clusters.values()
+                if cluster.name.startswith(f"overbrainer-{run_id}-")
+            ]
+
+        result: list[dict[str, Any]] = self.call(look)
+        return result
+
+    def schema_errors(self, run_id: str) -> list[str]:
+        """The requests sent for ``run_id`` (its creates, and every request naming one of
+        its pods or clusters) that the published schema refuses."""
+        from overbrainer.runpod.pod_scripts import RUN_MARKER
+
+        def look() -> list[str]:
+            ids = {pod.id for pod in self.fake.pods.values() if pod.env.get(RUN_MARKER) == run_id}
+            ids |= {
+                c.id
+                for c in self.fake.clusters.values()
+                if c.name.startswith(f"overbrainer-{run_id}-")
+            }
+            found = []
+            for request in self.fake.requests:
+                if not request.schema_errors:
+                    continue
+                body = request.json if isinstance(request.json, dict) else {}
+                env = body.get("env") if isinstance(body.get("env"), dict) else {}
+                named = set(request.path.split("/")) | set(request.query.values())
+                if env.get(RUN_MARKER) == run_id or named & ids:
+                    found.append(
+                        f"run {run_id}: {request.method} {request.path} is not what the "
+                        f"published schema allows: {request.schema_errors[:3]}"
+                    )
+            return found
+
+        result: list[str] = self.call(look)
         return result
 
     def vanish_pods(self, run_id: str) -> None:
@@ -225,6 +295,9 @@ class RunpodWorld:
     def setup(self, project: Project, command: str) -> tuple[tuple[str, ...], str | None]:
         """The arguments of ``command`` on a project made ready for it."""
         if command == "train":
+            return ("train",), None
+        if command == CLUSTER_TRAIN:
+            project.env["OVERBRAINER_TARGETS__GPU__NODES"] = str(NODES)
             return ("train",), None
         if command == "train attach":
             project.knobs(**_ATTACH_KNOBS)
@@ -281,7 +354,7 @@ class RunpodWorld:
             reached = key is None or key in keys
             if not reached:
                 UNREACHED.append(name)
-            allowed = _allowed(command, action, reached)
+            allowed = _allowed(product_command(command), action, reached)
             if done.code not in allowed:
                 found.append(
                     f"`{' '.join(done.args)}` exited {done.code} (expected {sorted(allowed)}): "
@@ -290,8 +363,8 @@ class RunpodWorld:
             if "stderr" not in breaks:
                 found += said_next_step(done, action, sorted(set(project.runs()) - runs_before))
             stopped = action in SIGNAL_CODES
-            if command == "train" and stopped and key is not None and reached:
-                found += self._no_create_after(project, key)
+            if product_command(command) == "train" and stopped and key is not None and reached:
+                found += self._no_create_after(project, command, key)
             found += self._guarded(project)
             found += self._recover(project)
             found += check_outputs(project.log)
@@ -301,22 +374,25 @@ class RunpodWorld:
             project.hold.unlink(missing_ok=True)
             project.close()
 
-    def _no_create_after(self, project: Project, key: str) -> list[str]:
+    def _no_create_after(self, project: Project, command: str, key: str) -> list[str]:
         """A Ctrl-C delivered before the create left (in the traced order) means no create
         is sent at all: provisioning checks for Ctrl-C before each create, so none leaves
         after one."""
         from overbrainer.runpod.pod_scripts import RUN_MARKER
         from reliability.machine import TRACED_ORDER
 
-        order = TRACED_ORDER.get(("runpod", "train"), [])
-        first_create = next((i for i, k in enumerate(order) if "create_pod" in k), None)
+        order = TRACED_ORDER.get(("runpod", command), [])
+        first_create = next(
+            (i for i, k in enumerate(order) if "create_pod" in k or "create_cluster" in k), None
+        )
         if first_create is None or key not in order or order.index(key) >= first_create:
             return []
 
         def creates() -> list[str]:
+            sent = self.fake.create_requests() + self.fake.cluster_create_requests()
             return [
                 str((r.json or {}).get("env", {}).get(RUN_MARKER))
-                for r in self.fake.create_requests()
+                for r in sent
                 if isinstance(r.json, dict)
             ]
 
@@ -336,7 +412,7 @@ class RunpodWorld:
             state, _ = log_state(project, run_id)
             known = _known(state)
             pods = self.account(run_id)
-            jobs = [pod["root"] / "workspace" / "overbrainer" / "runs" / run_id for pod in pods]
+            jobs = _job_dirs(pods, run_id)
             found += check_checkpoints(project.path / "runs" / run_id, run_id, state, jobs)
             for pod in pods:
                 if pod["status"] == "TERMINATED":
@@ -347,6 +423,32 @@ class RunpodWorld:
                     found.append(f"pod {pod['id']} of run {run_id} bills with no watchdog")
                 elif pod["booted"] and not pod["watchdog"] and not state.pod.keep:
                     found.append(f"pod {pod['id']} of run {run_id} bills, its watchdog dead")
+            found += self._clusters_guarded(run_id, state, pods)
+        return found
+
+    def _clusters_guarded(self, run_id: str, state: Any, pods: list[dict[str, Any]]) -> list[str]:
+        """A cluster of the run still billing is known to its log (by id, or by the name
+        of the attempt that asked for it), and only while the run's job runs and can be
+        followed (``train attach``): a run that ended, or whose job never started, left
+        none of its nodes billing."""
+        found = []
+        known = _known(state)
+        clusters = self.clusters(run_id)
+        recorded = (state.pod.cluster or {}).get("id")
+        for cluster in clusters:
+            if cluster["live"] and cluster["id"] != recorded and cluster["name"] not in known:
+                found.append(f"cluster {cluster['id']} of run {run_id} bills, unknown to its log")
+        in_cluster = [p for p in pods if p["cluster"] is not None and p["status"] != "TERMINATED"]
+        live = [c["id"] for c in clusters if c["live"]]
+        if not (live or in_cluster):
+            return found
+        followable = not state.final and state.run.job is not None
+        if not followable:
+            nodes = ", ".join(f"{p['id']} (rank {p['rank']})" for p in in_cluster)
+            found.append(
+                f"run {run_id} is {state.run.state} with no job to follow, yet its cluster "
+                f"{', '.join(live) or '(deleted)'} bills (nodes: {nodes or 'none'})"
+            )
         return found
 
     def _recover(self, project: Project) -> list[str]:
@@ -389,7 +491,7 @@ class RunpodWorld:
             found += check_projections(project, run_id, state)
             known = _known(state)
             pods = self.account(run_id)
-            jobs = [pod["root"] / "workspace" / "overbrainer" / "runs" / run_id for pod in pods]
+            jobs = _job_dirs(pods, run_id)
             found += check_checkpoints(project.path / "runs" / run_id, run_id, state, jobs)
             for pod in pods:
                 if pod["id"] not in known and pod["name"] not in known:
@@ -407,9 +509,15 @@ class RunpodWorld:
                     for issue in scan_files([pod["root"]], allow_keys_in_ssh=True)
                     if "canary" in issue or not issue.endswith(host_key)
                 ]
+            found += [
+                f"cluster {c['id']} of run {run_id} still bills after recovery"
+                for c in self.clusters(run_id)
+                if c["live"]
+            ]
+            found += self.schema_errors(run_id)
             if state.pod.may_bill():
                 found.append(f"the log of run {run_id} says a pod of it may still bill")
-            found += expected_pod_end(command, action, state)
+            found += expected_pod_end(product_command(command), action, state)
         if states:
             found += check_view(project, states)
         found += scan_files([project.path])
@@ -433,6 +541,46 @@ class RunpodWorld:
                             weight=4.0,
                         )
                     )
+        return cases
+
+    def cluster_ctrl_c_cases(
+        self, keys: list[str], pod_runs: dict[str, list[str]], full: bool
+    ) -> list[Case]:
+        """Ctrl-C to ``train`` on a cluster (``keys``, its trace) at the checkpoints a pod's
+        commands (``pod_runs``, their traces) never pass: the code new to clusters. By
+        default one SIGINT per new code site, two in a row at each new append; ``full``:
+        both at every new checkpoint."""
+        from reliability.machine import checkpoint_index
+        from reliability.plan import code_site, is_append_await
+
+        seen = {code_site(key) for found in pod_runs.values() for key in found}
+        new = [key for key in keys if code_site(key) not in seen]
+        sites: set[str] = set()
+        once, twice = [], []
+        for key in new:
+            if full:
+                once.append(key)
+                twice.append(key)
+                continue
+            site = code_site(key)
+            if site in sites or is_append_await(key):
+                continue
+            sites.add(site)
+            once.append(key)
+            if key.startswith("append-"):
+                twice.append(key)
+        cases = []
+        for action, found in (("sigint", once), ("sigint2", twice)):
+            for key in found:
+                i = checkpoint_index(self, CLUSTER_TRAIN, key)
+                cases.append(
+                    Case(
+                        "ctrl-c",
+                        f"runpod {CLUSTER_TRAIN} {action} @{i:02d} {short(key)}",
+                        self._bind(CLUSTER_TRAIN, key, action, f"runpod-cluster-{action}-{i:02d}"),
+                        weight=6.0,
+                    )
+                )
         return cases
 
     def crash_cases(self, keys: dict[str, list[str]]) -> list[Case]:
@@ -542,6 +690,16 @@ async def _move_endpoint(fake: Any, pods: Any, pod_id: str) -> None:
     """The pod's SSH server moves to a new port (its jobs keep running); Runpod shows the
     new endpoint and the old port refuses connections."""
     await pods.move_ssh_server(pod_id)
+
+
+def _job_dirs(pods: list[dict[str, Any]], run_id: str) -> list[Path]:
+    """Where the run's job ran on each of ``pods`` whose checkpoints come home: a pod's,
+    a cluster's primary's (rank 0); another node holds only its ranks' parts of each."""
+    return [
+        pod["root"] / "workspace" / "overbrainer" / "runs" / run_id
+        for pod in pods
+        if not pod["rank"]
+    ]
 
 
 def _known(state: Any) -> set[str]:

@@ -7,9 +7,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 from overbrainer.testing.pg import running_cluster
-from reliability import api_faults, bad_input, clocks, machine, paths, signals, store_faults
+from reliability import (
+    api_faults,
+    bad_input,
+    clocks,
+    machine,
+    nodes_lost,
+    paths,
+    signals,
+    store_faults,
+)
 from reliability.core import Case, Result, run_cases
-from reliability.pods import RunpodWorld
+from reliability.plan import code_site
+from reliability.pods import CLUSTER_TRAIN, RunpodWorld
 from reliability.world import MachineWorld
 
 
@@ -122,6 +132,33 @@ def test_ctrl_c_crash_and_a_vanishing_pod_on_the_runpod_target(tmp_path: Path) -
             _case("pod vanishes", lambda: world._case("train", follow, "pause", "c", vanish)[1]),
         ]
         _clean(run_cases(cases, 3))
+
+
+def test_ctrl_c_at_code_new_to_clusters_and_a_node_lost_on_a_runpod_cluster(
+    tmp_path: Path,
+) -> None:
+    with RunpodWorld(tmp_path) as world:
+        pod_keys, found = world.trace("train", "trace")
+        assert found == []
+        keys, found = world.trace(CLUSTER_TRAIN, "trace-cluster")
+        assert found == []
+        machine.remember_order("runpod", CLUSTER_TRAIN, keys)
+        quick = world.cluster_ctrl_c_cases(keys, {"train": pod_keys}, full=False)
+        full = world.cluster_ctrl_c_cases(keys, {"train": pod_keys}, full=True)
+        # Only code a pod's run never passes, each site once by default.
+        pod_sites = {code_site(key) for key in pod_keys}
+        new = [key for key in keys if code_site(key) not in pod_sites]
+        assert len(quick) < len(full) == 2 * len(new)
+        names = [case.name for case in quick]
+        assert any("_Walk._create_cluster" in name for name in names)
+        assert any("NodesExecutor.upload" in name for name in names)
+        ranked = [name for name in names if name.endswith("append-after pod.ClusterRanked")]
+        assert [name.split()[3] for name in ranked] == ["sigint", "sigint2"]
+        create = next(case for case in quick if "_Walk._create_cluster" in case.name)
+        picked = [create, next(case for case in quick if case.name == ranked[0])]
+        lost = {case.name: case for case in nodes_lost.cases(world, keys)}
+        picked.append(lost[f"runpod {CLUSTER_TRAIN}: node 1 vanishes while the job runs"])
+        _clean(run_cases(picked, 3))
 
 
 def test_a_clock_far_off_or_jumping_on_the_runpod_target(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ stand-in torchrun joins them by their static rendezvous), rank 0's results come 
 verified, and the whole cluster is deleted — also when a node fails, on a Ctrl-C before
 the job, and by a node's watchdog with the laptop gone."""
 
+import json
 import signal
 from pathlib import Path
 
@@ -112,6 +113,37 @@ async def test_a_node_failing_mid_training_fails_the_run_naming_it_and_deletes_e
             [(pod.id, w.fake.status(pod.id)) for pod in w.fake.cluster_members(cluster_id)],
             err[-3000:],
         )
+
+
+async def test_a_node_lost_once_every_node_was_ready_fails_the_run_naming_that_node(
+    tmp_path: Path,
+) -> None:
+    # `train` held just after the nodes were recorded ranked (and ready), node 1's container
+    # exits: the job's connection to it fails, and the run says which node it was.
+    async with world(tmp_path, steps=8, step_seconds=0.05) as w:
+        w.env["OVERBRAINER_TARGETS__GPU__NODES"] = "2"
+        paused = tmp_path / "paused"
+        plan = {
+            "at": "append-after pod.ClusterRanked",
+            "action": "pause",
+            "pause_file": str(paused),
+        }
+        w.env["OVERBRAINER_FAULT_PLAN"] = json.dumps(plan)
+        process = await w.start("train")
+        with trio.fail_after(60):
+            while not paused.exists():
+                await trio.sleep(0.02)
+        (cluster_id,) = list(w.fake.clusters)
+        await w.fake.fail_member(cluster_id, 1)
+        paused.unlink()
+        _out, err = await communicate(process, 120)
+        assert process.returncode == 1, err
+        (run_id,) = w.runs()
+        message = str(w.run_json(run_id)["message"])
+        assert f"node 1 of cluster {cluster_id} (primary pod " in message, message
+        assert "could not be reached again" in message and "the cluster was deleted" in message
+        assert f"node 1 of cluster {cluster_id}" in err
+        assert _cluster_gone(w, cluster_id)
 
 
 async def test_ctrl_c_before_the_job_deletes_the_whole_cluster(tmp_path: Path) -> None:

@@ -380,7 +380,7 @@ async def open_provisioned(
     assert ctx.connect is not None  # provision checked it
     async with contextlib.AsyncExitStack() as stack:
         executors: list[Executor] = []
-        for access in ready.nodes or (ready.access,):
+        for rank, access in enumerate(ready.nodes or (ready.access,)):
             executor: Executor | None = None
             problem: ExecError | None = None
             for attempt in range(max(1, ctx.timing.connect_attempts)):
@@ -395,7 +395,7 @@ async def open_provisioned(
                 except ExecError as error:
                     problem = error
             if executor is None:
-                await _give_up_ready_pod(ctx, ready, problem)
+                await _give_up_ready_pod(ctx, ready, problem, rank)
             assert executor is not None
             executors.append(executor)
         if ready.cluster_id is None:
@@ -406,10 +406,17 @@ async def open_provisioned(
 
 
 async def _give_up_ready_pod(
-    ctx: PodContext, ready: Provisioned, problem: Exception | None
+    ctx: PodContext, ready: Provisioned, problem: Exception | None, rank: int = 0
 ) -> None:
-    """Delete a ready pod the job's connection could not reach, and fail the run."""
+    """Delete a ready pod the job's connection could not reach, and fail the run; a
+    cluster's node (of ``rank``) is named, and the whole cluster deleted with its primary."""
     run_id = ready.run_id
+    what, gone = f"pod {ready.pod_id}", "it was deleted"
+    detail = f"SSH failed once the pod was ready: {problem}"
+    if ready.cluster_id is not None:
+        what = f"node {rank} of cluster {ready.cluster_id} (primary pod {ready.pod_id})"
+        gone = "the cluster was deleted"
+        detail = f"SSH to node {rank} failed once the cluster was ready: {problem}"
     await ctx.session.journal.append(
         run_id,
         [
@@ -417,14 +424,14 @@ async def _give_up_ready_pod(
                 n=ready.attempt,
                 result="not_ready",
                 pod_id=ready.pod_id,
-                detail=f"SSH failed once the pod was ready: {problem}",
+                detail=detail,
             )
         ],
     )
     await delete_pod(ctx, run_id, ready.pod_id, "not_ready")
     raise ProvisionError(
-        f"pod {ready.pod_id} of run {run_id} was ready but could not be reached again "
-        f"({problem}); it was deleted. Run `overbrainer train` again"
+        f"{what} of run {run_id} was ready but could not be reached again "
+        f"({problem}); {gone}. Run `overbrainer train` again"
     )
 
 
