@@ -303,3 +303,21 @@ async def test_a_lost_primary_takes_its_cluster_and_the_run_recovers_on_a_new_cl
         names = await w.events(run_id)
         assert names.count("pod.ClusterCreated") == 2 and "run.Recovered" in names
         assert w.run_json(run_id)["state"] == "succeeded"
+
+
+async def test_an_ambiguous_cluster_create_adopts_the_cluster_it_made(tmp_path: Path) -> None:
+    async with world(tmp_path, steps=4, step_seconds=0.05) as w:
+        w.env["OVERBRAINER_TARGETS__GPU__NODES"] = "2"
+        # Runpod makes the cluster, but its answer is lost (a 502 from a proxy).
+        w.fake.fail_next("POST /clusters", 502, succeed=True)
+        done = await w.run("train", timeout=120)
+        assert done.returncode == 0, done.stderr
+        (run_id,) = w.runs()
+        # The one cluster made was adopted, not made again nor left billing.
+        (made,) = list(w.fake.clusters)
+        assert str(_cluster_of(w, run_id)["id"]) == made
+        assert len([r for r in w.fake.requests if r.method == "POST"]) == 1
+        assert _cluster_gone(w, made)
+        attempts = w.pod_json(run_id)["attempts"]
+        assert isinstance(attempts, list) and attempts[0]["result"] == "created"
+        assert "adopted after an ambiguous create" in attempts[0]["detail"]

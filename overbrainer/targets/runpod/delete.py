@@ -131,8 +131,10 @@ async def delete_pod(
     rate: float | None = None,
     created_at: str | None = None,
     keep_key: bool = False,
+    cluster_id: str | None = None,
 ) -> None:
     """Delete pod ``pod_id`` of run ``run_id`` and wait until Runpod no longer shows it.
+    The primary of a cluster (recorded so, or ``cluster_id``) goes with its cluster.
 
     Appends ``PodDeleting(reason)`` before the delete is sent and ``PodDeleted`` once the
     pod is gone, with its uptime and spend (``rate`` × uptime, on Runpod's clock), then
@@ -169,7 +171,7 @@ async def delete_pod(
         state = await journal.append(run_id, deleting)
         if state.pod.deleted(pod_id):
             return  # recorded deleted by another command meanwhile
-        cluster = state.pod.costs.get(pod_id, {}).get("cluster")
+        cluster = cluster_id or state.pod.costs.get(pod_id, {}).get("cluster")
         if cluster is not None:
             # The primary of a cluster: Runpod deletes its members only with the cluster.
             try:

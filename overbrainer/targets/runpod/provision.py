@@ -1123,7 +1123,7 @@ class _Walk:
             for after in self.timing.reconcile_after:
                 await trio.sleep_until(sent_at + after)
                 try:
-                    pods = await self.ctx.client.list_pods()
+                    pods = await self._made_by_creates()
                 except RunpodError as error:
                     failure = error  # the next listing may tell; the last one must
                     continue
@@ -1162,6 +1162,18 @@ class _Walk:
         limit += 8 * self.timing.delete_limit
         return await self.interrupts.shield(f"looking for the pod of attempt {n}", limit, work)
 
+    async def _made_by_creates(self) -> list[Pod]:
+        """What an ambiguous create may have made: the account's pods; for a cluster, each
+        cluster's primary once Runpod placed it (its other nodes go with it)."""
+        if self.spec.nodes == 1:
+            return await self.ctx.client.list_pods()
+        primaries = []
+        for pod in await self.ctx.client.list_pods(include_cluster_pods=True):
+            if pod.cluster is not None and pod.cluster.rank == 0:
+                self.clusters[pod.id] = pod.cluster.cluster_id
+                primaries.append(pod)
+        return primaries
+
     async def _drop_duplicate(self, pod: Pod) -> None:
         await self.journal.append(
             self.run_id,
@@ -1181,6 +1193,7 @@ class _Walk:
                 rate=pod.cost if pod.cost > 0 else None,
                 created_at=created,
                 keep_key=True,  # the walk goes on with the same keys
+                cluster_id=self.clusters.get(pod.id),
             )
         except DeleteUnconfirmed as error:
             raise DeleteUnconfirmed(
