@@ -19,7 +19,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -162,10 +162,18 @@ def check_target(project: Project, run_id: str, state: Any) -> list[str]:
     return found
 
 
-def check_checkpoints(home: Path, run_id: str, state: Any, targets: Sequence[Path]) -> list[str]:
+def check_checkpoints(
+    home: Path,
+    run_id: str,
+    state: Any,
+    targets: Sequence[Path],
+    parts: Mapping[Path, Sequence[Path]] | None = None,
+) -> list[str]:
     """The checkpoints at home are never torn: each one the log says is home is there, and
     every ``output/checkpoint-*`` folder at home holds the very files of the target's copy
-    (in ``targets``: the job's directories; none when the target is this directory)."""
+    (in ``targets``: the job's directories; none when the target is this directory) — for
+    a cluster's rank 0 (a key of ``parts``), its copy and what only its other nodes hold
+    (each node saves its own ranks' parts)."""
     from overbrainer.exec.manifest import local_manifest
 
     found: list[str] = []
@@ -179,7 +187,13 @@ def check_checkpoints(home: Path, run_id: str, state: Any, targets: Sequence[Pat
     for folder in sorted(output.glob("checkpoint-*")) if output.is_dir() else []:
         rel = f"output/{folder.name}"
         mine = local_manifest(home, [rel])
-        theirs = next((local_manifest(t, [rel]) for t in remote if (t / rel).is_dir()), None)
+        held = next((t for t in remote if (t / rel).is_dir()), None)
+        theirs: dict[str, str] | None = None
+        if held is not None:
+            theirs = local_manifest(held, [rel])
+            for node in (parts or {}).get(held, ()):
+                for name, digest in local_manifest(node, [rel]).items():
+                    theirs.setdefault(name, digest)
         if theirs is not None and mine != theirs:
             diff = sorted(set(theirs.items()) ^ set(mine.items()))[:3]
             found.append(f"run {run_id}: {rel} at home is torn or differs from the target's {diff}")

@@ -413,7 +413,9 @@ class RunpodWorld:
             known = _known(state)
             pods = self.account(run_id)
             jobs = _job_dirs(pods, run_id)
-            found += check_checkpoints(project.path / "runs" / run_id, run_id, state, jobs)
+            found += check_checkpoints(
+                project.path / "runs" / run_id, run_id, state, jobs, _node_dirs(pods, run_id)
+            )
             for pod in pods:
                 if pod["status"] == "TERMINATED":
                     continue
@@ -492,7 +494,9 @@ class RunpodWorld:
             known = _known(state)
             pods = self.account(run_id)
             jobs = _job_dirs(pods, run_id)
-            found += check_checkpoints(project.path / "runs" / run_id, run_id, state, jobs)
+            found += check_checkpoints(
+                project.path / "runs" / run_id, run_id, state, jobs, _node_dirs(pods, run_id)
+            )
             for pod in pods:
                 if pod["id"] not in known and pod["name"] not in known:
                     found.append(f"pod {pod['id']} of run {run_id} is unknown to its log")
@@ -700,6 +704,20 @@ def _job_dirs(pods: list[dict[str, Any]], run_id: str) -> list[Path]:
         for pod in pods
         if not pod["rank"]
     ]
+
+
+def _node_dirs(pods: list[dict[str, Any]], run_id: str) -> dict[Path, list[Path]]:
+    """For each cluster's primary's job directory, its other nodes' (each holds its own
+    ranks' parts of every checkpoint, which come home beside rank 0's)."""
+
+    def job(pod: dict[str, Any]) -> Path:
+        return Path(pod["root"]) / "workspace" / "overbrainer" / "runs" / run_id
+
+    return {
+        job(primary): [job(p) for p in pods if p["cluster"] == primary["cluster"] and p["rank"]]
+        for primary in pods
+        if primary["cluster"] is not None and primary["rank"] == 0
+    }
 
 
 def _known(state: Any) -> set[str]:
