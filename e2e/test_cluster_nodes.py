@@ -6,11 +6,11 @@ over gloo): both exit 0, node 0 holds the result, its checkpoints and the merge,
 own part of every checkpoint (its rank's RNG state) and a copy of the result (Axolotl saves
 it from the first rank of each node), as on GPUs.
 
-``ACCELERATE_USE_CPU=true`` (``job_environment(device="cpu")`` sets it): without it, on a
-machine with no GPU, accelerate sees no distributed setup (``DistributedType.NO``)
-although torchrun formed the process group (transformers warns "parallel_mode !=
-ParallelMode.DISTRIBUTED"), and each rank trains its own copy alone, saving whole
-checkpoints of its own on each node."""
+``ACCELERATE_USE_CPU=true``: without it, on a machine with no GPU, accelerate sees no
+distributed setup (``DistributedType.NO``) although torchrun formed the process group
+(transformers warns "parallel_mode != ParallelMode.DISTRIBUTED"), and each rank trains its
+own copy alone, saving whole checkpoints of its own on each node. ``job_environment(
+device="cpu")`` does not set it (yet): the test sets it itself."""
 
 from __future__ import annotations
 
@@ -77,6 +77,7 @@ def test_two_nodes_train_together_by_the_static_rendezvous(tmp_path: Path) -> No
             **base_env(),
             **job_environment(training, device="cpu"),
             "HF_HOME": str(tmp_path / f"hf-{node}"),
+            "ACCELERATE_USE_CPU": "true",  # DDP on the CPU (the module's docstring)
             # What a cluster gives each member (the fake world's, on loopback).
             "PRIMARY_ADDR": "127.0.0.1",
             "PRIMARY_PORT": port,

@@ -473,9 +473,7 @@ def job_environment(
     - ``WANDB_MODE=disabled`` unless ``[training.env]`` sets it: a job logs to Weights &
       Biases only when asked to;
     - ``CUDA_VISIBLE_DEVICES=""`` on a ``device = "cpu"`` target: the rehearsal trains on
-      the CPU even where a GPU is present; and ``ACCELERATE_USE_CPU=true``: with no GPU,
-      accelerate sees no distributed setup in a job of many processes although torchrun
-      formed their process group, and each process would train a copy of its own;
+      the CPU even where a GPU is present;
     - then ``[training.env]`` (the settings refuse secrets and overbrainer's own names);
     - ``PYTHONPATH`` starting with ``.``, the run directory, where the plugin module is
       (``pythonpath``, an inherited value, follows it), where the plugin writes and where
@@ -489,7 +487,6 @@ def job_environment(
     env: dict[str, str] = {"WANDB_MODE": "disabled"}
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
-        env["ACCELERATE_USE_CPU"] = "true"
     if training is not None:
         env.update(training.env)
     env["PYTHONPATH"] = "." if not pythonpath else f".:{pythonpath}"

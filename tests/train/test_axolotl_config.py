@@ -287,13 +287,9 @@ def test_job_environment_takes_training_env_and_keeps_its_own_last() -> None:
     ]
 
 
-def test_a_cpu_target_hides_the_gpus_from_the_job_and_has_accelerate_use_the_cpu() -> None:
-    env = job_environment(device="cpu")
-    assert env["CUDA_VISIBLE_DEVICES"] == ""
-    # Else a job of many processes on the CPU is no DDP job: each trains alone.
-    assert env["ACCELERATE_USE_CPU"] == "true"
-    auto = job_environment(device="auto")
-    assert "CUDA_VISIBLE_DEVICES" not in auto and "ACCELERATE_USE_CPU" not in auto
+def test_a_cpu_target_hides_the_gpus_from_the_job() -> None:
+    assert job_environment(device="cpu")["CUDA_VISIBLE_DEVICES"] == ""
+    assert "CUDA_VISIBLE_DEVICES" not in job_environment(device="auto")
 
 
 @pytest.mark.parametrize(
