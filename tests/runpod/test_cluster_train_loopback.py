@@ -182,8 +182,9 @@ async def test_with_the_laptop_gone_a_nodes_watchdog_deletes_the_cluster_at_its_
             while not _cluster_gone(w, cluster_id):
                 await trio.sleep(0.1)
         deletes = [r for r in w.fake.requests if r.method == "DELETE"]
-        assert [r.path for r in deletes] == [f"/clusters/{cluster_id}"]
-        assert deletes[0].auth != "account"  # a pod's own key: a node's watchdog
+        # Every node's watchdog meets the same deadline: one or both may send the delete.
+        assert deletes and {r.path for r in deletes} == {f"/clusters/{cluster_id}"}
+        assert all(r.auth.startswith("pod:") for r in deletes)  # a node watchdog's own key
         logs = [
             (w.pod_run_dir(pod_id, run_id) / ".pod" / "watchdog.log").read_text()
             for pod_id in _members(w, cluster_id)
