@@ -475,30 +475,59 @@ async def test_a_cluster_without_a_usable_id_fails_the_verdict(tmp_path):
         cluster_id, pod_id = await _bare_cluster(fake, base, account)
         answer = {"id": pod_id, "cost": 0.5, "cluster": {"id": "no such/id", "rank": 1}}
         fake.fail_next("GET /pods/{id}", 200, raw_body=json.dumps(answer).encode())
-        script = tmp_path / WATCHDOG
-        script.write_text(script_text(WATCHDOG))
-        run_dir = tmp_path / "run"
-        (run_dir / ".pod").mkdir(parents=True)
-        env = {
-            "PATH": os.environ["PATH"],
-            "TMPDIR": str(tmp_path),
-            "RUNPOD_POD_ID": pod_id,
-            "RUNPOD_API_KEY": fake.pod_scoped_key(pod_id),
-            "OVERBRAINER_API_BASE": base,
-            "OVERBRAINER_RUN_DIR": str(run_dir),
-            "OVERBRAINER_MAX_SECONDS": "3600",
-            "OVERBRAINER_INTERVAL": "0.1",
-        }
-        process = await trio.lowlevel.open_process(["dash", str(script)], env=env)
-        try:
-            verdict = run_dir / ".pod" / "watchdog"
-            with trio.fail_after(5):
-                while not verdict.exists():
-                    await trio.sleep(0.02)
-        finally:
-            process.terminate()
-            await process.wait()
-    assert verdict.read_text() == "failed unexpected answer: the pod's cluster has no usable id\n"
-    log = (run_dir / WATCHDOG_LOG).read_text()
+        verdict, log = await _verdict(tmp_path, fake, base, pod_id)
+    assert verdict == "failed unexpected answer: the pod's cluster has no usable id\n"
     assert "belongs to a cluster whose id cannot be used: no such/id" in log
     assert fake.live_clusters()[0].id == cluster_id
+
+
+async def test_without_num_nodes_a_passing_failure_to_read_the_cluster_is_retried(tmp_path):
+    # The cost cap needs the cluster's nodes; Runpod's NUM_NODES missing, the node reads
+    # them from Runpod, whose first answer fails: read again, the cap kept, nothing deleted.
+    async with _api() as (fake, base, account):
+        cluster_id, pod_id = await _bare_cluster(fake, base, account)
+        fake.fail_next("GET /clusters/{id}", 503)
+        verdict, log = await _verdict(
+            tmp_path, fake, base, pod_id,
+            OVERBRAINER_MAX_COST_USD="100", OVERBRAINER_RETRY_DELAY="0.1",
+        )  # fmt: skip
+        assert verdict == "ready\n", log
+        assert f"reading cluster {cluster_id}: HTTP 503; retrying in 0.1s (1 of 5)" in log
+        assert "the cluster's 2 nodes by the cluster's podCount" in log
+        assert [c.id for c in fake.live_clusters()] == [cluster_id]
+        assert _calls(fake, cluster_id) == [
+            f"GET /clusters/{cluster_id} 503",
+            f"GET /clusters/{cluster_id} 200",
+        ]
+
+
+async def _verdict(
+    tmp_path: Path, fake: FakeRunpod, base: str, pod_id: str, **settings: str
+) -> tuple[str, str]:
+    """The packaged watchdog for ``pod_id`` (no NUM_NODES), until its verdict: the verdict
+    and its log; ``settings`` add to its environment."""
+    script = tmp_path / WATCHDOG
+    script.write_text(script_text(WATCHDOG))
+    run_dir = tmp_path / "run"
+    (run_dir / ".pod").mkdir(parents=True)
+    env = {
+        "PATH": os.environ["PATH"],
+        "TMPDIR": str(tmp_path),
+        "RUNPOD_POD_ID": pod_id,
+        "RUNPOD_API_KEY": fake.pod_scoped_key(pod_id),
+        "OVERBRAINER_API_BASE": base,
+        "OVERBRAINER_RUN_DIR": str(run_dir),
+        "OVERBRAINER_MAX_SECONDS": "3600",
+        "OVERBRAINER_INTERVAL": "0.1",
+        **settings,
+    }
+    process = await trio.lowlevel.open_process(["dash", str(script)], env=env)
+    try:
+        verdict = run_dir / ".pod" / "watchdog"
+        with trio.fail_after(5):
+            while not verdict.exists():
+                await trio.sleep(0.02)
+    finally:
+        process.terminate()
+        await process.wait()
+    return verdict.read_text(), (run_dir / WATCHDOG_LOG).read_text()

@@ -537,14 +537,22 @@ membership() {
 
 # cluster_nodes: sets $nodes, the number of the cluster's nodes - Runpod's NUM_NODES, else
 # the cluster's podCount as Runpod answers it - or leaves it empty when neither tells.
-# The answer replaces $body.
+# A passing failure of that read is retried as the pod's own read is: an unknown count
+# fails the verdict, which ends the whole cluster. The answer replaces $body.
 cluster_nodes() {
     nodes=
     nodes_from=NUM_NODES
     value=${NUM_NODES:-}
     if [ -z "$value" ] || ! positive "$value"; then
         nodes_from="the cluster's podCount"
-        api GET "/clusters/$cluster_id"
+        tries=1
+        while api GET "/clusters/$cluster_id"; [ "$code" != 200 ] && transient &&
+            [ "$tries" -lt "$attempts" ]; do
+            delay=$(retry_wait)
+            log "reading cluster $cluster_id: $(answer); retrying in ${delay}s ($tries of $attempts)"
+            pause "$delay"
+            tries=$((tries + 1))
+        done
         value=
         if [ "$code" = 200 ]; then
             value=$(tr -d '\r\n' <"$body" 2>/dev/null |
