@@ -260,14 +260,14 @@ def _checks(world: Any, project: Project, command: str, done: Done) -> list[str]
     found: list[str] = []
     if done.code != 0:
         found.append(f"`{' '.join(done.args)}` exited {done.code}: {done.said()[-700:]}")
-    found += world._guarded(project)
+    found += world.check_guarded(project)
     found += _bounded(world, project)
     for run_id in project.runs():
         state, _ = log_state(project, run_id)
         found += expected_pod_end(command, "trace", state)  # as on a right clock
-    found += world._recover(project)
+    found += world.recover_all(project)
     found += check_outputs(project.log)
-    found += world._check(project, command, "clock")
+    found += world.check_after(project, command, "clock")
     return found
 
 

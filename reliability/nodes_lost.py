@@ -136,7 +136,7 @@ def _lose(world: Any, project: Project, loss: Loss) -> None:
         world.fake.vanish(pod.id)
         await world.pods.on_deleted(pod)
 
-    trio.from_thread.run(lose, trio_token=world._token)
+    trio.from_thread.run(lose, trio_token=world.trio_token)
 
 
 def _case(world: Any, loss: Loss, key: str) -> list[str]:
@@ -163,10 +163,10 @@ def _case(world: Any, loss: Loss, key: str) -> list[str]:
             return [*found, f"expected one run, found {runs}: {done.said()[-700:]}"]
         (run_id,) = runs
         found += _outcome(world, project, run_id, loss, done)
-        found += world._guarded(project)
-        found += world._recover(project)
+        found += world.check_guarded(project)
+        found += world.recover_all(project)
         found += check_outputs(project.log, {"train": {0, 1}, "pod rm": {0, 1}, "runs show": {0}})
-        found += world._check(project, "train", "node-lost")
+        found += world.check_after(project, "train", "node-lost")
         return found
     finally:
         project.hold.unlink(missing_ok=True)

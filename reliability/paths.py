@@ -95,7 +95,7 @@ def _bind(
     world: Any, runpod: bool, command: str, key: str, fault: Fault, slug: str
 ) -> Callable[[], list[str]]:
     if runpod:
-        return lambda: world._case(
+        return lambda: world.run_case(
             command, key, fault.action, slug, None, breaks=fault.breaks, how=fault.how
         )[1]
     return lambda: machine.inject_case(

@@ -103,7 +103,7 @@ class RunpodWorld:
         self.url = ""
         self.fake: Any = None
         self.pods: Any = None
-        self._token: Any = None
+        self.trio_token: Any = None
         self._stop: Any = None
         self._ready = threading.Event()
         self._failed: BaseException | None = None
@@ -135,7 +135,7 @@ class RunpodWorld:
             fake_pods(fake, url, self.base / "pods") as pods,
         ):
             self.fake, self.pods, self.url = fake, pods, url
-            self._token = trio.lowlevel.current_trio_token()
+            self.trio_token = trio.lowlevel.current_trio_token()
             self._stop = trio.Event()
             self._ready.set()
             await self._stop.wait()
@@ -144,7 +144,7 @@ class RunpodWorld:
         """Run ``fn(*args)`` in the fake's trio loop (its state is only touched there)."""
         import trio
 
-        return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
+        return trio.from_thread.run_sync(fn, *args, trio_token=self.trio_token)
 
     def __enter__(self) -> RunpodWorld:
         import subprocess
@@ -152,7 +152,7 @@ class RunpodWorld:
         self.base.mkdir(parents=True, exist_ok=True)
         self._thread.start()
         self._ready.wait(60)
-        if self._failed is not None or self._token is None:
+        if self._failed is not None or self.trio_token is None:
             raise RuntimeError(f"the fake Runpod did not start: {self._failed!r}")
         subprocess.run(
             [sys.executable, "-m", "overbrainer", "init", str(self.template)],
@@ -281,7 +281,7 @@ class RunpodWorld:
         for pod in self.account(run_id):
             if pod["status"] == "RUNNING" and pod["booted"]:
                 trio.from_thread.run(
-                    _move_endpoint, self.fake, self.pods, pod["id"], trio_token=self._token
+                    _move_endpoint, self.fake, self.pods, pod["id"], trio_token=self.trio_token
                 )
 
     # -- setting up a command --
@@ -310,9 +310,9 @@ class RunpodWorld:
 
     def trace(self, command: str, name: str) -> tuple[list[str], list[str]]:
         """Run ``command`` cleanly with a trace plan: its checkpoints and violations."""
-        return self._case(command, None, "trace", name, None)
+        return self.run_case(command, None, "trace", name, None)
 
-    def _case(
+    def run_case(
         self,
         command: str,
         key: str | None,
@@ -365,10 +365,10 @@ class RunpodWorld:
             stopped = action in SIGNAL_CODES
             if product_command(command) == "train" and stopped and key is not None and reached:
                 found += self._no_create_after(project, command, key)
-            found += self._guarded(project)
-            found += self._recover(project)
+            found += self.check_guarded(project)
+            found += self.recover_all(project)
             found += check_outputs(project.log)
-            found += self._check(project, command, action)
+            found += self.check_after(project, command, action)
             return keys, found
         finally:
             project.hold.unlink(missing_ok=True)
@@ -403,7 +403,7 @@ class RunpodWorld:
             if run_id in sent
         ]
 
-    def _guarded(self, project: Project) -> list[str]:
+    def check_guarded(self, project: Project) -> list[str]:
         """Right after the command: every pod of its runs is known and bounded."""
         from overbrainer.runpod.pod_scripts import ENV_MAX_SECONDS, ENV_WATCHDOG
 
@@ -453,7 +453,7 @@ class RunpodWorld:
             )
         return found
 
-    def _recover(self, project: Project) -> list[str]:
+    def recover_all(self, project: Project) -> list[str]:
         """``train attach`` a run that is not final; ``pod rm`` one that cannot go on."""
         project.hold.unlink(missing_ok=True)
         found = []
@@ -476,7 +476,9 @@ class RunpodWorld:
                 project.run("runs", "show", run_id, timeout=60)
         return found
 
-    def _check(self, project: Project, command: str, action: str) -> list[str]:
+    def check_after(self, project: Project, command: str, action: str) -> list[str]:
+        """What the project and the fake account show wrong once ``command`` met ``action``
+        and recovery ran: each violation said in a line."""
         found: list[str] = []
         states = {}
         # A delete torn by a crash or a fault is sent again, and recorded again.
@@ -687,7 +689,7 @@ class RunpodWorld:
         slug: str,
         during: Callable[[Project], None] | None = None,
     ) -> Callable[[], list[str]]:
-        return lambda: self._case(command, key, action, slug, during)[1]
+        return lambda: self.run_case(command, key, action, slug, during)[1]
 
 
 async def _move_endpoint(fake: Any, pods: Any, pod_id: str) -> None:

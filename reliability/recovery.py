@@ -343,7 +343,7 @@ def _lose(world: Any, pod_id: str, how: str) -> None:
         async with RunpodClient(CANARY_API, world.url) as client:
             await client.pod_action(pod_id, "stop")
 
-    trio.from_thread.run(vanish if how == "vanish" else stop, trio_token=world._token)
+    trio.from_thread.run(vanish if how == "vanish" else stop, trio_token=world.trio_token)
 
 
 def _no_capacity(world: Any, seconds: float) -> None:
@@ -501,7 +501,7 @@ def _run_case(world: Any, project: Project, scenario: Scenario) -> list[str]:
         # What the interrupted recovery left (or the loss the product decides about):
         # every pod known and bounded, the run saying where it is. Then `train attach`
         # finishes it.
-        found += world._guarded(project)
+        found += world.check_guarded(project)
         found += _said_where(project, run_id, first)
         state, _ = log_state(project, run_id)
         then = f"{state.run.state} ({state.run.message})"
@@ -518,11 +518,13 @@ def _run_case(world: Any, project: Project, scenario: Scenario) -> list[str]:
         OBSERVED.append(
             f"{scenario.slug}: `train` exited {first.code} ({last[0][:200]}); the run was {then}"
         )
-    found += world._guarded(project)
+    found += world.check_guarded(project)
     found += _recovery_checks(world, project, run_id, scenario, driven)
-    found += world._recover(project)
+    found += world.recover_all(project)
     found += check_outputs(project.log, _allowed(scenario))
-    found += world._check(project, "train", "kill" if scenario.interrupt == "kill" else "recovery")
+    found += world.check_after(
+        project, "train", "kill" if scenario.interrupt == "kill" else "recovery"
+    )
     return found
 
 

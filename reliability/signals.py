@@ -168,6 +168,6 @@ def _machine_case(
 def _runpod_case(
     world: Any, command: str, key: str, fault: Fault, slug: str
 ) -> Callable[[], list[str]]:
-    return lambda: world._case(
+    return lambda: world.run_case(
         command, key, fault.action, slug, None, breaks=fault.breaks, how=fault.how
     )[1]

@@ -127,9 +127,9 @@ def test_ctrl_c_crash_and_a_vanishing_pod_on_the_runpod_target(tmp_path: Path) -
             world._vanish_fault(project)  # type: ignore[arg-type]
 
         cases = [
-            _case("sigint boot", lambda: world._case("train", boot, "sigint", "a", None)[1]),
-            _case("kill create", lambda: world._case("train", create, "kill", "b", None)[1]),
-            _case("pod vanishes", lambda: world._case("train", follow, "pause", "c", vanish)[1]),
+            _case("sigint boot", lambda: world.run_case("train", boot, "sigint", "a", None)[1]),
+            _case("kill create", lambda: world.run_case("train", create, "kill", "b", None)[1]),
+            _case("pod vanishes", lambda: world.run_case("train", follow, "pause", "c", vanish)[1]),
         ]
         _clean(run_cases(cases, 3))
 
@@ -204,7 +204,7 @@ def test_stop_signals_and_broken_outputs_on_the_local_and_runpod_targets(
             # The terminal gone while the pod boots: the pod is deleted, as for Ctrl-C.
             _case(
                 "terminal gone at boot",
-                lambda: rp._case(
+                lambda: rp.run_case(
                     "train", boot, "sighup", "hup-boot", None, breaks=signals.BOTH, how="eio"
                 )[1],
             ),
