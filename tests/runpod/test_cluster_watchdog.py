@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,22 +18,12 @@ import pytest
 import trio
 
 from overbrainer.runpod.client import CreateCluster
-from overbrainer.runpod.keys import RunKeys, write_run_keys, write_ssh_config
-from overbrainer.runpod.pod_scripts import (
-    JOB_ENV,
-    RETRIEVED,
-    WATCHDOG,
-    WATCHDOG_LOG,
-    pod_args,
-    pod_env,
-    script_text,
-)
-from overbrainer.testing.fake_pod import FakePods, fake_pods
+from overbrainer.runpod.pod_scripts import JOB_ENV, RETRIEVED, WATCHDOG, WATCHDOG_LOG, script_text
 from overbrainer.testing.runpod_api import FakeRunpod, serve_loopback
+from tests.fakes.pod_world import A40, PodWorld, pod_world
 
 RUN = "20260101-120000-ef56"
 RUN_DIR = f"overbrainer/{RUN}"
-A40 = "NVIDIA A40"
 GPUS_PER_NODE = 2
 SHELLS = [("sh",), ("dash",), ("busybox", "sh")]
 SHELL_IDS = ["sh", "dash", "busybox"]
@@ -54,79 +43,14 @@ CLUSTER_NAMES = (
 )
 
 
-@dataclass
-class World:
-    fake: FakeRunpod
-    base: str
-    account: str
-    pods: FakePods
-    keys: RunKeys
-    tmp: Path
-
-    def client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
-            base_url=self.base, headers={"Authorization": f"Bearer {self.account}"}
-        )
-
-    def env(self, max_hours: float = 1.0, max_cost_usd: float | None = None) -> dict[str, str]:
-        return pod_env(
-            RUN,
-            self.keys,
-            run_dir=RUN_DIR,
-            max_hours=max_hours,
-            boot_grace_seconds=600,
-            retrieve_grace_seconds=600,
-            keep=False,
-            max_cost_usd=max_cost_usd,
-        )
-
-    async def create_cluster(self, env: dict[str, str], nodes: int = 2) -> str:
-        spec = CreateCluster(
-            name=f"overbrainer-{RUN}-1",
-            image="example/axolotl@sha256:" + "0" * 64,
-            gpu_type=A40,
-            gpus_per_pod=GPUS_PER_NODE,
-            pod_count=nodes,
-            disk_gb=50,
-            env=env,
-            args=pod_args(),
-        )
-        async with self.client() as client:
-            answer = await client.post("/clusters", json=spec.to_json())
-        assert answer.status_code == 201, answer.text
-        return str(answer.json()["id"])
-
-    async def create_pod(self, env: dict[str, str]) -> str:
-        body = {
-            "name": f"overbrainer-{RUN}-1",
-            "image": "example/axolotl@sha256:" + "0" * 64,
-            "cloud": "SECURE",
-            "gpu": {"id": A40, "count": GPUS_PER_NODE},
-            "disk": 50,
-            "ports": ["22/tcp"],
-            "env": env,
-            "args": pod_args(),
-        }
-        async with self.client() as client:
-            answer = await client.post("/pods", json=body)
-        assert answer.status_code == 201, answer.text
-        return str(answer.json()["id"])
+class World(PodWorld):
+    """The shared world with what these tests ask of a cluster's members."""
 
     async def guarded(self, pod_id: str) -> None:
         """Until the pod shows its SSH endpoint (the fake brings a pod to life as its API is
         asked about it) and its watchdog has proved its key (``ready``)."""
-        async with self.client() as client:
-            with trio.fail_after(15):
-                while True:
-                    pod = (await client.get(f"/pods/{pod_id}")).json()
-                    if pod["status"] == "RUNNING" and pod["ssh"]["direct"]:
-                        break
-                    await trio.sleep(0.05)
-        verdict = self.pods.path(pod_id, f"{RUN_DIR}/.pod/watchdog")
-        with trio.fail_after(15):
-            while not verdict.exists():
-                await trio.sleep(0.05)
-        assert verdict.read_text() == "ready\n"
+        await self.wait_for_ssh(pod_id, timeout=15)
+        assert await self.verdict(pod_id) == "ready\n"
 
     async def members_guarded(self, cluster_id: str) -> list[str]:
         """The members' ids by rank, once every member is guarded (:meth:`guarded`)."""
@@ -175,45 +99,20 @@ class World:
         path = self.pods.path(pod_id, f"{RUN_DIR}/{WATCHDOG_LOG}")
         return path.read_text() if path.exists() else ""
 
-    async def ssh(self, pod_id: str, command: str) -> Any:
+    async def ssh_to(self, pod_id: str, command: str) -> Any:
         async with self.client() as client:
             pod = (await client.get(f"/pods/{pod_id}")).json()
-        direct = pod["ssh"]["direct"]
-        config = write_ssh_config(
-            self.keys.ssh_dir, RUN, direct["host"], direct["port"], direct["username"]
-        )
-        home = self.tmp / "ssh-home"
-        home.mkdir(exist_ok=True)
-        return await trio.run_process(
-            ["ssh", "-F", str(config), f"overbrainer-{RUN}", command],
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-            env={"PATH": os.environ["PATH"], "HOME": str(home)},
-        )
+        return await self.ssh(pod["ssh"]["direct"], command)
 
 
-@asynccontextmanager
-async def world(
+def world(
     tmp_path: Path,
     *,
     shell: tuple[str, ...] = ("sh",),
     gpu_price: float | None = None,
     overrides: dict[str, str] | None = None,
-) -> AsyncIterator[World]:
-    """The fake API on loopback with living pods whose watchdogs check every 0.2 s, run by
-    ``shell``; ``gpu_price``: every GPU's USD/h (the fake's defaults otherwise);
-    ``overrides``: variables every container's environment has in place of its own."""
-    prices = None if gpu_price is None else {A40: gpu_price}
-    fake = FakeRunpod(provisioning_seconds=0.1, starting_seconds=0.1, gpu_prices=prices)
-    account = fake.add_account(balance=1e6)
-    keys = write_run_keys(tmp_path / "project" / "runs" / RUN / "ssh", RUN)
-    overrides = {"OVERBRAINER_INTERVAL": "0.2", **(overrides or {})}
-    async with (
-        serve_loopback(fake) as base,
-        fake_pods(fake, base, tmp_path / "pods", shell=shell, overrides=overrides) as pods,
-    ):
-        yield World(fake, base, account, pods, keys, tmp_path)
+) -> AbstractAsyncContextManager[World]:
+    return pod_world(tmp_path, RUN, World, shell=shell, gpu_price=gpu_price, overrides=overrides)
 
 
 def _touch(w: World, pod_id: str, name: str) -> None:
@@ -233,7 +132,7 @@ async def test_with_nobody_following_a_nodes_watchdog_deletes_the_whole_cluster_
     tmp_path, shell
 ):
     async with world(tmp_path, shell=shell) as w:
-        cluster_id = await w.create_cluster(w.env(max_hours=4 / 3600))
+        cluster_id = await w.create_cluster(w.env(max_hours=4 / 3600), nodes=2)
         created = trio.current_time()
         members = await w.members_guarded(cluster_id)
         for pod_id in members:
@@ -257,7 +156,7 @@ async def test_with_nobody_following_a_nodes_watchdog_deletes_the_whole_cluster_
 
 async def test_the_results_retrieved_on_one_node_end_the_whole_cluster(tmp_path):
     async with world(tmp_path) as w:
-        cluster_id = await w.create_cluster(w.env())
+        cluster_id = await w.create_cluster(w.env(), nodes=2)
         members = await w.members_guarded(cluster_id)
         await trio.sleep(0.5)  # a few checks go by: nothing is deleted
         assert w.cluster_deletes(cluster_id) == []
@@ -276,7 +175,7 @@ async def test_the_cost_cap_counts_every_gpu_of_every_node(tmp_path, nodes_from)
     # Without Runpod's NUM_NODES, the node reads how many nodes its cluster has.
     overrides = {} if nodes_from == "NUM_NODES" else {"NUM_NODES": ""}
     async with world(tmp_path, gpu_price=300.0, overrides=overrides) as w:
-        cluster_id = await w.create_cluster(w.env(max_cost_usd=1.0))
+        cluster_id = await w.create_cluster(w.env(max_cost_usd=1.0), nodes=2)
         created = trio.current_time()
         members = await w.members_guarded(cluster_id)
         await w.ends_whole(cluster_id, members, timeout=10)
@@ -302,7 +201,7 @@ async def test_the_cost_cap_counts_every_gpu_of_every_node(tmp_path, nodes_from)
 async def test_each_nodes_job_environment_holds_its_rank_and_the_clusters_rendezvous(tmp_path):
     async with world(tmp_path) as w:
         cluster_id = await w.create_cluster(w.env(), nodes=2)
-        single = await w.create_pod(w.env())
+        single = await w.create_pod(w.env(), gpus=GPUS_PER_NODE)
         members = await w.members_guarded(cluster_id)
         await w.guarded(single)
         port = str(w.pods.cluster_ports[cluster_id])
@@ -336,7 +235,7 @@ async def test_each_nodes_job_environment_holds_its_rank_and_the_clusters_rendez
 async def _session_env(w: World, pod_id: str, *, sourced: bool) -> dict[str, str]:
     """The environment a command started over SSH in the run's directory sees."""
     source = ". ./.pod/job.env && " if sourced else ""
-    done = await w.ssh(pod_id, f"cd {RUN_DIR} && {source}env")
+    done = await w.ssh_to(pod_id, f"cd {RUN_DIR} && {source}env")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.decode().splitlines()
     return dict(line.split("=", 1) for line in lines if "=" in line)

@@ -4,113 +4,25 @@ and Runpod's cluster variables with loopback addresses."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 import trio
 
-from overbrainer.runpod.client import CreateCluster
-from overbrainer.runpod.keys import RunKeys, write_run_keys, write_ssh_config
-from overbrainer.runpod.pod_scripts import pod_args, pod_env
-from overbrainer.testing.fake_pod import FakePods, fake_pods
-from overbrainer.testing.runpod_api import FakeRunpod, serve_loopback
+from tests.fakes.pod_world import PodWorld, pod_world
 
 RUN = "20260101-120000-cd34"
-RUN_DIR = f"overbrainer/{RUN}"
-
-
-@dataclass
-class World:
-    fake: FakeRunpod
-    base: str
-    account: str
-    pods: FakePods
-    keys: RunKeys
-    tmp: Path
-
-    def client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
-            base_url=self.base, headers={"Authorization": f"Bearer {self.account}"}
-        )
-
-    async def create(self, nodes: int) -> str:
-        env = pod_env(
-            RUN,
-            self.keys,
-            run_dir=RUN_DIR,
-            max_hours=1.0,
-            boot_grace_seconds=600,
-            retrieve_grace_seconds=600,
-            keep=False,
-        )
-        spec = CreateCluster(
-            name=f"overbrainer-{RUN}-1",
-            image="example/axolotl@sha256:" + "0" * 64,
-            gpu_type="NVIDIA A40",
-            gpus_per_pod=2,
-            pod_count=nodes,
-            disk_gb=50,
-            env=env,
-            args=pod_args(),
-        )
-        async with self.client() as client:
-            answer = await client.post("/clusters", json=spec.to_json())
-        assert answer.status_code == 201, answer.text
-        return str(answer.json()["id"])
-
-    async def members_up(self, cluster_id: str) -> list[dict[str, Any]]:
-        """Poll the members as provisioning would until each shows ``ssh.direct``; by
-        rank."""
-        async with self.client() as client:
-            with trio.fail_after(20):
-                while True:
-                    pods = (await client.get(f"/clusters/{cluster_id}/pods")).json()["pods"]
-                    if all(p["status"] == "RUNNING" and p["ssh"]["direct"] for p in pods):
-                        return sorted(pods, key=lambda p: p["cluster"]["rank"])
-                    await trio.sleep(0.05)
-
-    async def ssh(self, direct: dict[str, Any], command: str) -> Any:
-        config = write_ssh_config(
-            self.keys.ssh_dir, RUN, direct["host"], direct["port"], direct["username"]
-        )
-        home = self.tmp / "ssh-home"
-        home.mkdir(exist_ok=True)
-        return await trio.run_process(
-            ["ssh", "-F", str(config), f"overbrainer-{RUN}", command],
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-            env={"PATH": os.environ["PATH"], "HOME": str(home)},
-        )
 
 
 @pytest.fixture
-async def world(tmp_path: Path) -> AsyncIterator[World]:
-    fake = FakeRunpod(provisioning_seconds=0.1, starting_seconds=0.1)
-    account = fake.add_account()
-    keys = write_run_keys(tmp_path / "project" / "runs" / RUN / "ssh", RUN)
-    async with (
-        serve_loopback(fake) as base,
-        fake_pods(fake, base, tmp_path / "pods", overrides={"OVERBRAINER_INTERVAL": "0.2"}) as pods,
-    ):
-        yield World(fake, base, account, pods, keys, tmp_path)
-
-
-async def _watchdog_ready(world: World, pod_id: str) -> None:
-    verdict = world.pods.path(pod_id, f"{RUN_DIR}/.pod/watchdog")
-    with trio.fail_after(10):
-        while not verdict.exists():
-            await trio.sleep(0.05)
-    assert verdict.read_text() == "ready\n"
+async def world(tmp_path: Path) -> AsyncIterator[PodWorld]:
+    async with pod_world(tmp_path, RUN) as w:
+        yield w
 
 
 async def test_each_member_lives_with_its_own_ssh_server_and_the_cluster_variables(world):
-    cluster_id = await world.create(3)
+    cluster_id = await world.create_cluster(world.env(), 3)
     members = await world.members_up(cluster_id)
     ports = {m["ssh"]["direct"]["port"] for m in members}
     assert len(ports) == 3  # a server of its own each
@@ -119,7 +31,7 @@ async def test_each_member_lives_with_its_own_ssh_server_and_the_cluster_variabl
         done = await world.ssh(member["ssh"]["direct"], "pwd; echo in")
         assert done.returncode == 0, done.stderr
         assert done.stdout.decode().split() == [str(world.pods.home(member["id"])), "in"]
-        await _watchdog_ready(world, member["id"])
+        assert await world.verdict(member["id"]) == "ready\n"
         env = world.pods.current(member["id"]).env
         assert env["NODE_RANK"] == str(rank)
         assert env["NUM_NODES"] == "3"
@@ -142,7 +54,7 @@ async def test_each_member_lives_with_its_own_ssh_server_and_the_cluster_variabl
 
 
 async def test_deleting_the_cluster_ends_every_member(world):
-    cluster_id = await world.create(2)
+    cluster_id = await world.create_cluster(world.env(), 2)
     members = await world.members_up(cluster_id)
     async with world.client() as client:
         assert (await client.delete(f"/clusters/{cluster_id}")).status_code == 204
@@ -158,7 +70,7 @@ async def test_deleting_the_cluster_ends_every_member(world):
 
 @pytest.mark.parametrize("cue", ["fail", "vanish"])
 async def test_a_member_that_fails_or_vanishes_ends_alone(world, cue: str):
-    cluster_id = await world.create(3)
+    cluster_id = await world.create_cluster(world.env(), 3)
     members = await world.members_up(cluster_id)
     lost = members[1]
     if cue == "fail":

@@ -4,135 +4,47 @@ bootstrap and watchdog, and a real SSH server on loopback."""
 import asyncio
 import os
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import asyncssh
-import httpx
 import pytest
 import trio
 
-from overbrainer.runpod.keys import RunKeys, write_run_keys, write_ssh_config
-from overbrainer.runpod.pod_scripts import pod_args, pod_env
-from overbrainer.testing.fake_pod import FakePods, fake_pods
-from overbrainer.testing.runpod_api import FakeRunpod, serve_loopback
+from overbrainer.runpod.keys import RunKeys, write_run_keys
+from overbrainer.testing.fake_pod import FakePods
+from tests.fakes.pod_world import PodWorld, pod_world
 
 RUN = "20260101-120000-ab12"
 RUN_DIR = f"overbrainer/{RUN}"
 
 
-@dataclass
-class World:
-    fake: FakeRunpod
-    base: str
-    account: str
-    pods: FakePods
-    keys: RunKeys
-    tmp: Path
-
-    async def create(self, env: dict[str, str]) -> str:
-        body = {
-            "name": f"overbrainer-{RUN}-1",
-            "image": "example/axolotl@sha256:" + "0" * 64,
-            "cloud": "SECURE",
-            "gpu": {"id": "NVIDIA A40", "count": 1},
-            "disk": 50,
-            "ports": ["22/tcp"],
-            "env": env,
-            "args": pod_args(),
-        }
-        async with self.client() as client:
-            answer = await client.post("/pods", json=body)
-        assert answer.status_code == 201, answer.text
-        return str(answer.json()["id"])
-
-    def client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
-            base_url=self.base, headers={"Authorization": f"Bearer {self.account}"}
-        )
-
-    async def wait_for_ssh(self, pod_id: str) -> dict[str, Any]:
-        """Poll the pod as provisioning would until it shows ``ssh.direct``."""
-        async with self.client() as client:
-            with trio.fail_after(10):
-                while True:
-                    pod = (await client.get(f"/pods/{pod_id}")).json()
-                    if pod["status"] == "RUNNING" and pod["ssh"]["direct"]:
-                        return dict(pod["ssh"]["direct"])
-                    await trio.sleep(0.05)
-
-    def env(self, **changes: str) -> dict[str, str]:
-        env = pod_env(
-            RUN,
-            self.keys,
-            run_dir=RUN_DIR,
-            max_hours=1.0,
-            boot_grace_seconds=600,
-            retrieve_grace_seconds=600,
-            keep=False,
-        )
-        env.update(changes)
-        return env
-
-
 @pytest.fixture
-async def world(tmp_path: Path) -> AsyncIterator[World]:
-    fake = FakeRunpod(provisioning_seconds=0.1, starting_seconds=0.1)
-    account = fake.add_account()
-    keys = write_run_keys(tmp_path / "project" / "runs" / RUN / "ssh", RUN)
-    async with (
-        serve_loopback(fake) as base,
-        fake_pods(fake, base, tmp_path / "pods", overrides={"OVERBRAINER_INTERVAL": "0.2"}) as pods,
-    ):
-        yield World(fake, base, account, pods, keys, tmp_path)
-
-
-async def _ssh(world: World, config: Path, command: str, stdin: bytes = b"") -> Any:
-    home = world.tmp / "ssh-home"
-    home.mkdir(exist_ok=True)
-    return await trio.run_process(
-        ["ssh", "-F", str(config), f"overbrainer-{RUN}", command],
-        stdin=stdin,
-        capture_stdout=True,
-        capture_stderr=True,
-        check=False,
-        env={"PATH": os.environ["PATH"], "HOME": str(home)},
-    )
-
-
-async def _verdict(world: World, pod_id: str) -> str:
-    return await _verdict_at(world, pod_id, f"{RUN_DIR}/.pod/watchdog")
-
-
-async def _verdict_at(world: World, pod_id: str, pod_path: str) -> str:
-    path = world.pods.path(pod_id, pod_path)
-    with trio.fail_after(10):
-        while not path.exists():
-            await trio.sleep(0.05)
-    return path.read_text()
+async def world(tmp_path: Path) -> AsyncIterator[PodWorld]:
+    async with pod_world(tmp_path, RUN) as w:
+        yield w
 
 
 async def test_a_running_pod_serves_ssh_with_the_pinned_key_and_its_watchdog_is_ready(world):
-    pod_id = await world.create(world.env())
+    pod_id = await world.create_pod(world.env())
     direct = await world.wait_for_ssh(pod_id)
     assert direct["host"] == "127.0.0.1"
     assert direct["username"] == "root"
-    config = write_ssh_config(world.keys.ssh_dir, RUN, direct["host"], direct["port"], "root")
+    config = world.ssh_config(direct)
 
     # Real OpenSSH, pinned host key, the run's key only; sh runs in the pod's home.
-    done = await _ssh(world, config, f"cd {RUN_DIR} && pwd && . .pod/job.env && echo $HF_HOME")
+    done = await world.ssh(config, f"cd {RUN_DIR} && pwd && . .pod/job.env && echo $HF_HOME")
     assert done.returncode == 0, done.stderr
     assert done.stdout.decode().splitlines() == [
         str(world.pods.home(pod_id) / RUN_DIR),
         "/root/.cache/huggingface",
     ]
     # stdin in, stdout and stderr out, exit status back.
-    done = await _ssh(world, config, "cat > got; wc -c < got; echo oops >&2; exit 3", b"12345")
+    done = await world.ssh(config, "cat > got; wc -c < got; echo oops >&2; exit 3", b"12345")
     assert (done.returncode, done.stdout.strip(), done.stderr) == (3, b"5", b"oops\n")
     assert (world.pods.home(pod_id) / "got").read_bytes() == b"12345"
 
-    assert await _verdict(world, pod_id) == "ready\n"
+    assert await world.verdict(pod_id) == "ready\n"
     installed = world.pods.root(pod_id) / "etc" / "ssh" / "overbrainer_host_ed25519_key"
     assert installed.read_text() == world.keys.host_private_key
     # Neither the host key nor the pod's API key reached the container's output.
@@ -148,11 +60,11 @@ async def test_a_running_pod_serves_ssh_with_the_pinned_key_and_its_watchdog_is_
 
 
 async def test_the_pod_refuses_another_client_key_and_another_host_key_is_refused(world):
-    pod_id = await world.create(world.env())
+    pod_id = await world.create_pod(world.env())
     direct = await world.wait_for_ssh(pod_id)
     stranger = write_run_keys(world.tmp / "stranger" / "ssh", RUN)
-    config = write_ssh_config(stranger.ssh_dir, RUN, direct["host"], direct["port"], "root")
-    done = await _ssh(world, config, "echo in")
+    config = world.ssh_config(direct, stranger)
+    done = await world.ssh(config, "echo in")
     # The stranger pins its own host key: the pod's is refused before any login.
     assert done.returncode == 255
     assert b"Host key verification failed" in done.stderr
@@ -160,7 +72,7 @@ async def test_the_pod_refuses_another_client_key_and_another_host_key_is_refuse
     # The pod's real host key pinned, but a client key it does not know.
     pinned = " ".join(world.keys.host_public_key.split()[:2])
     (stranger.ssh_dir / "known_hosts").write_text(f"[{direct['host']}]:{direct['port']} {pinned}\n")
-    done = await _ssh(world, config, "echo in")
+    done = await world.ssh(config, "echo in")
     assert done.returncode == 255
     assert b"Permission denied" in done.stderr
     assert done.stdout == b""
@@ -189,7 +101,7 @@ def _asyncssh_run(host: str, port: int, keys: RunKeys, user: str, command: str) 
 
 
 async def test_an_asyncssh_client_with_the_pinned_key_runs_commands(world):
-    pod_id = await world.create(world.env())
+    pod_id = await world.create_pod(world.env())
     direct = await world.wait_for_ssh(pod_id)
     out = await trio.to_thread.run_sync(
         _asyncssh_run, direct["host"], direct["port"], world.keys, "root", "echo $HOME; id -un"
@@ -203,13 +115,13 @@ async def test_an_asyncssh_client_with_the_pinned_key_runs_commands(world):
 
 
 async def test_deleting_the_pod_ends_its_ssh_server_and_its_watchdog(world):
-    pod_id = await world.create(world.env())
+    pod_id = await world.create_pod(world.env())
     direct = await world.wait_for_ssh(pod_id)
-    assert await _verdict(world, pod_id) == "ready\n"
+    assert await world.verdict(pod_id) == "ready\n"
     # A detached job in the pod, as the job wrapper leaves one.
-    config = write_ssh_config(world.keys.ssh_dir, RUN, direct["host"], direct["port"], "root")
-    done = await _ssh(
-        world, config, "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > sleeper.pid"
+    config = world.ssh_config(direct)
+    done = await world.ssh(
+        config, "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > sleeper.pid"
     )
     assert done.returncode == 0, done.stderr
     sleeper = int((world.pods.home(pod_id) / "sleeper.pid").read_text())
@@ -220,7 +132,7 @@ async def test_deleting_the_pod_ends_its_ssh_server_and_its_watchdog(world):
         await boot.done.wait()
         while _alive(sleeper):
             await trio.sleep(0.05)
-    done = await _ssh(world, config, "echo in")
+    done = await world.ssh(config, "echo in")
     assert done.returncode == 255
 
 
@@ -235,7 +147,7 @@ def _alive(pid: int) -> bool:
 async def test_a_failed_bootstrap_has_the_watchdog_delete_the_pod(world):
     env = world.env()
     del env["OVERBRAINER_HOST_KEY_B64"]
-    pod_id = await world.create(env)
+    pod_id = await world.create_pod(env)
     await world.wait_for_ssh(pod_id)
     with trio.fail_after(10):
         while world.fake.status(pod_id) != "TERMINATED":
@@ -255,19 +167,19 @@ async def test_a_create_without_our_scripts_still_boots_with_the_packaged_ones(w
     env = world.env()
     del env["OVERBRAINER_BOOTSTRAP_SH"]
     del env["OVERBRAINER_WATCHDOG_SH"]
-    pod_id = await world.create(env)
+    pod_id = await world.create_pod(env)
     await world.wait_for_ssh(pod_id)
-    assert await _verdict(world, pod_id) == "ready\n"
+    assert await world.verdict(pod_id) == "ready\n"
 
 
 async def test_absolute_pod_paths_stay_inside_the_pods_directory(world):
     run_dir = f"/workspace/overbrainer/runs/{RUN}"
     machine_had_workspace = os.path.exists("/workspace/overbrainer/runs")
-    pod_id = await world.create(world.env(OVERBRAINER_RUN_DIR=run_dir))
+    pod_id = await world.create_pod(world.env(OVERBRAINER_RUN_DIR=run_dir))
     direct = await world.wait_for_ssh(pod_id)
-    config = write_ssh_config(world.keys.ssh_dir, RUN, direct["host"], direct["port"], "root")
-    assert await _verdict_at(world, pod_id, f"{run_dir}/.pod/watchdog") == "ready\n"
-    done = await _ssh(world, config, f"cat {run_dir}/.pod/watchdog && touch {run_dir}/.pod/x")
+    config = world.ssh_config(direct)
+    assert await world.verdict(pod_id, f"{run_dir}/.pod/watchdog") == "ready\n"
+    done = await world.ssh(config, f"cat {run_dir}/.pod/watchdog && touch {run_dir}/.pod/x")
     assert (done.returncode, done.stdout) == (0, b"ready\n"), done.stderr
     assert world.pods.path(pod_id, f"{run_dir}/.pod/x").exists()
     assert world.pods.path(pod_id, run_dir) == world.pods.root(pod_id) / run_dir.lstrip("/")
@@ -289,7 +201,7 @@ async def test_a_restarted_pod_whose_old_container_is_slow_to_stop_comes_back_wh
         await slow(self, boot, grace)
 
     monkeypatch.setattr(FakePods, "_stop", held_back)
-    pod_id = await world.create(world.env())
+    pod_id = await world.create_pod(world.env())
     first = await world.wait_for_ssh(pod_id)
     async with world.client() as client:
         answer = await client.post(f"/pods/{pod_id}/action", json={"action": "restart"})
@@ -302,7 +214,7 @@ async def test_a_restarted_pod_whose_old_container_is_slow_to_stop_comes_back_wh
                 await trio.sleep(0.05)
     direct = pod["ssh"]["direct"]
     assert len(world.pods.boots[pod_id]) == 2
-    config = write_ssh_config(world.keys.ssh_dir, RUN, direct["host"], direct["port"], "root")
-    done = await _ssh(world, config, "echo in")
+    config = world.ssh_config(direct)
+    done = await world.ssh(config, "echo in")
     assert (done.returncode, done.stdout) == (0, b"in\n"), (first, direct, done.stderr)
     assert world.pods.current(pod_id).container.returncode is None  # its watchdog runs
