@@ -50,7 +50,7 @@ def volume_output_of(w: World, run_id: str) -> Path:
     return w.pods.volume_dir(volume.id) / f"overbrainer/runs/{run_id}/output"
 
 
-def _checkpoint_files_on_disk(root: Path) -> list[str]:
+def checkpoint_files_on_disk(root: Path) -> list[str]:
     """The files under ``root`` in a checkpoint's folder, no link followed (what was put on
     the pod's own disk)."""
     found = []
@@ -96,7 +96,7 @@ async def _train_losing_the_pod(
     return done, lost[0]
 
 
-def _first_step(metrics: Path) -> int:
+def first_step(metrics: Path) -> int:
     return next(
         json.loads(line)["step"]
         for line in metrics.read_text().splitlines()
@@ -124,7 +124,7 @@ async def test_a_recovery_with_a_volume_resumes_from_it_uploading_nothing_from_h
     on_pod = w.pod_run_dir(new, run_id)
     # Nothing of a checkpoint was put on the new pod: it read the one on the volume, through
     # its output's link, and trained on from the step after it.
-    assert _checkpoint_files_on_disk(on_pod) == []
+    assert checkpoint_files_on_disk(on_pod) == []
     assert not (on_pod / "resume").exists()
     # Nor the data: the new pod links to what the first put on the volume.
     train = on_pod / "data" / "train.jsonl"
@@ -135,7 +135,7 @@ async def test_a_recovery_with_a_volume_resumes_from_it_uploading_nothing_from_h
         f"resume_from_checkpoint: ./output/checkpoint-{step}\n"
         in (on_pod / "axolotl.yaml").read_text()
     )
-    assert _first_step(on_pod / "metrics.jsonl") == step + 1
+    assert first_step(on_pod / "metrics.jsonl") == step + 1
     # Said as it happened, and in the run's story and summary.
     assert (
         f"run {run_id} resumes from checkpoint-{step} on network volume cache (it matches "
@@ -174,7 +174,7 @@ async def test_a_recovery_whose_volume_checkpoint_changed_uploads_the_one_from_h
     assert f"resuming from checkpoint-{step} uploaded from home" in done.stderr
     on_pod = w.pod_run_dir(str(recovery["pod_id"]), run_id)
     assert (on_pod / "resume" / f"checkpoint-{step}" / "trainer_state.json").is_file()
-    assert _first_step(on_pod / "metrics.jsonl") == step + 1
+    assert first_step(on_pod / "metrics.jsonl") == step + 1
 
 
 @pytest.mark.parametrize(
@@ -234,7 +234,7 @@ async def test_resume_from_with_a_volume_reads_the_checkpoint_there_uploading_no
     assert run["state"] == "succeeded", run
     on_pod = w.pod_run_dir(str(w.pod_json(run_b)["pod_id"]), run_b)
     # Either way the job trained on from the step after the checkpoint.
-    assert _first_step(on_pod / "metrics.jsonl") == 11
+    assert first_step(on_pod / "metrics.jsonl") == 11
     if changed:
         assert run["resumed_from"] == {"run": run_a, "step": 10}
         assert (
@@ -249,7 +249,7 @@ async def test_resume_from_with_a_volume_reads_the_checkpoint_there_uploading_no
     # first run's output on the volume.
     assert (on_pod / "resume").is_symlink()
     assert (on_pod / "resume").resolve() == volume_output_of(w, run_a)
-    assert _checkpoint_files_on_disk(on_pod) == []
+    assert checkpoint_files_on_disk(on_pod) == []
     assert not (w.project / "runs" / run_b / "resume").exists()
     said = (
         f"resumes from checkpoint-10 of run {run_a} on network volume cache (it matches its "
@@ -300,5 +300,5 @@ async def test_resume_from_a_checkpoint_kept_only_on_the_volume(
     assert run["resumed_from"] == {"run": run_a, "step": 10, "from_volume": True}
     on_pod = w.pod_run_dir(str(w.pod_json(run_b)["pod_id"]), run_b)
     assert (on_pod / "resume").resolve() == volume_output_of(w, run_a)
-    assert _checkpoint_files_on_disk(on_pod) == []
-    assert _first_step(on_pod / "metrics.jsonl") == 11
+    assert checkpoint_files_on_disk(on_pod) == []
+    assert first_step(on_pod / "metrics.jsonl") == 11

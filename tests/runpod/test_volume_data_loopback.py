@@ -15,6 +15,7 @@ from overbrainer.testing.fake_executor import CANARY_KEY
 from tests.runpod.conftest import S3Server
 from tests.runpod.s3_world import S3Volumes
 from tests.runpod.test_train_loopback import HF_CANARY, World, world
+from tests.runpod.test_volume_checkpoints_loopback import checkpoint_files_on_disk, first_step
 
 VOLUME = {
     "OVERBRAINER_TARGETS__GPU__VOLUME": "cache",
@@ -24,6 +25,7 @@ VOLUME = {
 ACCESS_CANARY = "user_CANARYs3access0123456789abcdef"
 SECRET_CANARY = "rps_CANARYs3secret0123456789abcdefghijkl"
 DATA = ("data/train.jsonl", "data/eval.jsonl")
+SAVING = "FAKE_AXOLOTL_SAVE_EVERY=5 FAKE_AXOLOTL_CHECKPOINT_KB=16"
 
 
 def _with_eval(w: World) -> None:
@@ -212,19 +214,19 @@ async def test_with_an_s3_key_a_resume_checkpoint_from_home_is_on_the_volume_bef
     tmp_path: Path, open_s3: S3Server
 ) -> None:
     keys = _s3_env(open_s3, ACCESS_CANARY, SECRET_CANARY)
-    saving = "FAKE_AXOLOTL_SAVE_EVERY=5 FAKE_AXOLOTL_CHECKPOINT_KB=16"
-    async with world(tmp_path, steps=10, knobs=saving) as w:
+    async with world(tmp_path, steps=10, knobs=SAVING) as w:
         s3 = S3Volumes(open_s3, w.fake, w.pods)
         s3.install()
-        # Every checkpoint home (with a volume only the last comes by default).
-        keys["OVERBRAINER_TARGETS__GPU__CHECKPOINTS_HOME"] = "all"
-        first = await w.run("train", env=keys)
+        # The first run has no volume: its checkpoints are at home only.
+        first = await w.run("train")
         assert first.returncode == 0, first.stderr
         (run_a,) = w.runs()
         resumed = await w.run("train", "--resume-from", f"{run_a}:5", env=keys)
         assert resumed.returncode == 0, resumed.stderr
-        log = await _events(w, w.runs()[-1])
+        run_b = w.runs()[-1]
+        log = await _events(w, run_b)
         (volume,) = w.fake.live_volumes(CANARY_KEY)
+        on_pod = w.pod_run_dir(str(w.pod_json(run_b)["pod_id"]), run_b)
 
     checkpoint = w.project / "runs" / run_a / "output" / "checkpoint-5"
     prefix = f"{run_output_key(run_a)}/checkpoint-5"
@@ -237,10 +239,8 @@ async def test_with_an_s3_key_a_resume_checkpoint_from_home_is_on_the_volume_bef
         if p.is_file()
     }
     assert files
-    # Not on the volume when the first run's pod was created; all of it, verified, when
-    # the resumed run's was.
-    first_seen, second_seen = (seen.objects[volume.id] for seen in s3.at_create)
-    assert not [key for key in first_seen if key.startswith(prefix)]
+    # All of it on the volume, verified, when the resumed run's pod was created.
+    (second_seen,) = (seen.objects[volume.id] for seen in s3.at_create[1:])
     assert {k: v for k, v in second_seen.items() if k.startswith(prefix)} == files
     assert (
         f"train: resume checkpoint-5 of run {run_a} on the network volume ({prefix}) through "
@@ -256,6 +256,50 @@ async def test_with_an_s3_key_a_resume_checkpoint_from_home_is_on_the_volume_bef
         "sent": len(files),
         "bytes_sent": sum(int(v["size"]) for v in files.values()),
     }
+    # The job read it there: nothing of it went through the pod, and it trained on from
+    # the step after it.
+    assert (
+        f"train: run {run_b} resumes from checkpoint-5 of run {run_a} on network volume cache "
+        "(it matches what the S3 API was sent): not sent again through the pod"
+    ) in resumed.stderr
+    assert w.run_json(run_b)["resumed_from"] == {"run": run_a, "step": 5, "from_volume": True}
+    assert (on_pod / "resume").is_symlink()
+    assert checkpoint_files_on_disk(on_pod) == []
+    assert first_step(on_pod / "metrics.jsonl") == 6
+
+
+async def test_with_an_s3_key_a_checkpoint_its_run_saved_on_the_volume_is_not_sent_again(
+    tmp_path: Path, open_s3: S3Server
+) -> None:
+    keys = _s3_env(open_s3, ACCESS_CANARY, SECRET_CANARY)
+    # Every checkpoint home too (with a volume only the last comes by default).
+    keys["OVERBRAINER_TARGETS__GPU__CHECKPOINTS_HOME"] = "all"
+    async with world(tmp_path, steps=10, knobs=SAVING) as w:
+        s3 = S3Volumes(open_s3, w.fake, w.pods)
+        s3.install()
+        first = await w.run("train", env=keys)
+        assert first.returncode == 0, first.stderr
+        (run_a,) = w.runs()
+        between = len(s3.requests())
+        resumed = await w.run("train", "--resume-from", f"{run_a}:5", env=keys)
+        assert resumed.returncode == 0, resumed.stderr
+        run_b = w.runs()[-1]
+        log = await _events(w, run_b)
+        on_pod = w.pod_run_dir(str(w.pod_json(run_b)["pod_id"]), run_b)
+
+    # The first run's job saved checkpoint-5 on the volume and recorded it: the resumed run
+    # sent none of it, through S3 or the pod.
+    prefix = f"{run_output_key(run_a)}/checkpoint-5"
+    assert not [r for r in s3.requests()[between:] if r.startswith("PUT ") and prefix in r]
+    _, fields = _placed(log)
+    assert fields["checkpoint"] is None
+    assert (
+        f"train: run {run_b} resumes from checkpoint-5 of run {run_a} on network volume cache "
+        "(it matches its recorded manifest): nothing uploaded from home"
+    ) in resumed.stderr
+    assert f"resume checkpoint-5 of run {run_a} on the network volume" not in resumed.stderr
+    assert checkpoint_files_on_disk(on_pod) == []
+    assert first_step(on_pod / "metrics.jsonl") == 6
 
 
 async def test_an_s3_key_the_s3_api_refuses_fails_the_run_before_any_pod(

@@ -403,7 +403,7 @@ class PodTarget:
                     executor = LinkedUpload(ready.executor, data.run_dir, data.linked)
                 if self.spec.volume is not None:
                     await self._save_on_volume(run_id, ready.executor)
-                    await self._resume_on_volume(run_id, ready.executor)
+                    await self._resume_on_volume(run_id, ready.executor, data)
                 yield executor
         except ProvisionInterrupted as stop:
             # The walk recorded where it stopped (run.Interrupted).
@@ -417,13 +417,24 @@ class PodTarget:
             return None
         state = await self.session.journal.state(run_id)
         resumed = state.run.resumed_from
+        resume = None if resumed is None else (str(resumed["run"]), int(resumed["step"]))
         return VolumeData(
             run_id,
             self.session.run_dir(run_id),
             self.settings.runpod,
             self.session.front.info,
-            resume=None if resumed is None else (str(resumed["run"]), int(resumed["step"])),
+            resume=resume,
+            resume_recorded=resume is not None and await self._on_volume(*resume) is not None,
         )
+
+    async def _on_volume(self, source_run: str, step: int) -> str | None:
+        """The manifest digest run ``source_run`` recorded for its checkpoint ``step`` on the
+        volume (None: not recorded there)."""
+        try:
+            recorded = (await self.session.journal.state(source_run)).run.volume_checkpoints
+        except StoreError:
+            return None
+        return next((str(c["manifest_digest"]) for c in recorded if c["step"] == step), None)
 
     async def _save_on_volume(self, run_id: str, executor: Executor) -> None:
         """Link the run directory's ``output`` on the pod to the volume's folder of the run
@@ -438,22 +449,25 @@ class PodTarget:
             f"{self.spec.volume} ({on_pod(run_output_key(run_id))})"
         )
 
-    async def _resume_on_volume(self, run_id: str, executor: Executor) -> None:
+    async def _resume_on_volume(
+        self, run_id: str, executor: Executor, data: VolumeData | None
+    ) -> None:
         """A run resumed from a checkpoint (``train --resume-from``) that its run saved on
-        the volume: when the pod finds it there as recorded, the job reads it there and
-        the copy placed at home is not uploaded (``run.ResumedFromVolume``); otherwise it
-        is uploaded, as without a volume. Either is said."""
+        the volume, or that ``data`` put there through the S3 API before the pod: when the
+        pod finds it there as recorded (as sent), the job reads it there and the copy
+        placed at home is not uploaded (``run.ResumedFromVolume``); otherwise it is
+        uploaded, as without a volume. Either is said."""
         session = self.session
         state = await session.journal.state(run_id)
         source = state.run.resumed_from
         if source is None:
             return
         source_run, step = str(source["run"]), int(source["step"])
-        try:
-            recorded = (await session.journal.state(source_run)).run.volume_checkpoints
-        except StoreError:
-            recorded = []
-        digest = next((c["manifest_digest"] for c in recorded if c["step"] == step), None)
+        digest = await self._on_volume(source_run, step)
+        as_what, sent = "its recorded manifest", "nothing uploaded from home"
+        if digest is None and data is not None and data.resume_placed is not None:
+            as_what, sent = "what the S3 API was sent", "not sent again through the pod"
+            digest = data.resume_placed
         volume = self.spec.volume
         # No copy at home: it was picked on the volume only (its run kept it nowhere else).
         at_home = (session.run_dir(run_id) / RESUME_DIR).exists()
@@ -494,8 +508,7 @@ class PodTarget:
         )
         session.front.info(
             f"train: run {run_id} resumes from checkpoint-{step} of run {source_run} on "
-            f"network volume {volume} (it matches its recorded manifest): nothing uploaded "
-            "from home"
+            f"network volume {volume} (it matches {as_what}): {sent}"
         )
 
     async def _nothing_to_resume(self, run_id: str, source: str, step: int, why: str) -> NoReturn:

@@ -5,8 +5,9 @@ so an unchanged file goes up once per volume, whatever the run.
 Before the pod is created (provisioning's step once the volume is attached,
 :meth:`VolumeData.before_create`): with an S3 API key (``OVERBRAINER_RUNPOD__S3_ACCESS_KEY``
 and ``__S3_SECRET``) the blobs the volume lacks, and a resume checkpoint from home (at
-``run_output_key(<its run>)/checkpoint-N``), are uploaded through Runpod's S3-compatible
-API and verified there; no GPU bills meanwhile. The pod's create then tells its bootstrap
+``run_output_key(<its run>)/checkpoint-N``, unless its run recorded it there), are uploaded
+through Runpod's S3-compatible API and verified there; no GPU bills meanwhile, and the job
+reads the checkpoint there. The pod's create then tells its bootstrap
 to link the run directory's ``data/<file>`` to its blob, and ``.pod/blobs`` to the blobs'
 folder (:class:`~overbrainer.runpod.pod_scripts.VolumeLink`).
 
@@ -34,10 +35,12 @@ from overbrainer.config.model import RunpodSettings
 from overbrainer.errors import OverbrainerError
 from overbrainer.events import types as ev
 from overbrainer.exec.base import Arrived, Executor, JobHandle, JobState
+from overbrainer.exec.manifest import manifest_digest
 from overbrainer.exec.transfer import NEVER_UPLOADED
 from overbrainer.runpod.pod_scripts import POD_DIR, VolumeLink
 from overbrainer.runpod.s3 import (
     S3Error,
+    StoredObject,
     upload_blobs,
     upload_directory,
     volume_s3,
@@ -45,6 +48,7 @@ from overbrainer.runpod.s3 import (
 from overbrainer.runpod.volume_layout import blob_key, blobs_key, on_pod, run_output_key
 from overbrainer.train.axolotl import RESUME_DIR
 from overbrainer.train.data import EVAL_FILE, TRAIN_FILE
+from overbrainer.train.layout import OUTPUT_DIR
 
 __all__ = ["BLOBS_LINK", "DataFile", "LinkedUpload", "VolumeData", "VolumeDataError"]
 
@@ -105,15 +109,24 @@ class VolumeData:
     """What of run ``run_id``'s directory (``run_dir`` at home) lives on the volume, for
     one provisioning. ``settings``: ``[runpod]`` (its S3 API key, if any); ``resume``: the
     run and step of the checkpoint the run resumes from (in ``resume/`` of its
-    directory), None for none; ``say``: where lines for the user go."""
+    directory), None for none; ``resume_recorded``: its run recorded it whole on the
+    volume, where the pod checks it (never sent again from home); ``say``: where lines
+    for the user go.
+
+    ``resume_placed``, once :meth:`before_create` put the resume checkpoint on the volume
+    through the S3 API: the digest of its manifest as its run's job names it
+    (``output/checkpoint-N/...``), which the pod checks it against before the job reads
+    it there."""
 
     run_id: str
     run_dir: Path
     settings: RunpodSettings
     say: Callable[[str], None]
     resume: tuple[str, int] | None = None
+    resume_recorded: bool = False
     files: list[DataFile] = field(default_factory=list)
     through_s3: bool = False
+    resume_placed: str | None = None
 
     @property
     def linked(self) -> frozenset[str]:
@@ -158,10 +171,11 @@ class VolumeData:
             async with s3:
                 report = await upload_blobs(s3, [f.local for f in self.files])
                 local = self._resume_dir()
-                if self.resume is not None and local is not None:
+                if self.resume is not None and local is not None and not self.resume_recorded:
                     run, step = self.resume
                     prefix = f"{run_output_key(run)}/checkpoint-{step}"
                     done = await upload_directory(s3, local, prefix)
+                    self.resume_placed = _placed_digest(run, (*done.sent, *done.skipped))
                     checkpoint = {
                         "run": run,
                         "step": step,
@@ -235,6 +249,15 @@ class VolumeData:
                     "`overbrainer train` again"
                 )
         return self._placed("pod", {f.sha256 for f in missing})
+
+
+def _placed_digest(run: str, objects: Sequence[StoredObject]) -> str:
+    """The manifest digest of a checkpoint of ``run`` put on the volume as ``objects``
+    (each verified, with its SHA-256), named as its job's ``output`` names it."""
+    folder = f"{run_output_key(run)}/"
+    return manifest_digest(
+        {f"{OUTPUT_DIR}/{item.key.removeprefix(folder)}": str(item.sha256) for item in objects}
+    )
 
 
 def _held(manifest: Mapping[str, str], name: str) -> str | None:
