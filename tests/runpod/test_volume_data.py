@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from overbrainer.config.model import RunpodSettings
+from overbrainer.exec.local import LocalExecutor
 from overbrainer.runpod.keys import RunKeys, write_run_keys
 from overbrainer.runpod.pod_scripts import (
     ENV_VOLUME_LINKS,
@@ -21,7 +23,12 @@ from overbrainer.runpod.pod_scripts import (
 )
 from overbrainer.runpod.s3 import StoredObject, VolumeS3, upload_blobs
 from overbrainer.runpod.volume_layout import blob_key, blobs_key, on_pod
-from overbrainer.targets.runpod.volume_data import BLOBS_LINK, LinkedUpload, data_files
+from overbrainer.targets.runpod.volume_data import (
+    BLOBS_LINK,
+    LinkedUpload,
+    VolumeData,
+    data_files,
+)
 from overbrainer.testing.fake_executor import FakeExecutor, FakeMachine
 from tests.runpod.conftest import S3Server
 from tests.runpod.test_bootstrap import RUN, Pod
@@ -190,3 +197,53 @@ async def test_the_run_directory_goes_up_without_the_files_the_pod_links(tmp_pat
     await executor.upload(other, "runs/o")
     assert machine.files["runs/o/data/train.jsonl"] == b"t"
     await trio.lowlevel.checkpoint()
+
+
+class _RacedExecutor(LocalExecutor):
+    """This machine as the pod, where another run sends the same blobs at the same moment:
+    as each upload of this run's ends, the other's half-written copy of each is in place."""
+
+    def __init__(self, root: Path, blobs: Path) -> None:
+        super().__init__(root)
+        self.blobs = blobs
+
+    async def upload(self, local_dir: Path, remote_dir: str) -> None:
+        await super().upload(local_dir, remote_dir)
+        for sent in local_dir.iterdir():
+            (self.blobs / sent.name).write_bytes(sent.read_bytes()[:3])
+
+
+async def test_blobs_through_the_pod_are_checked_apart_and_moved_into_place_whole(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home" / RUN
+    (home / "data").mkdir(parents=True)
+    (home / "data" / "train.jsonl").write_text('{"text": "a"}\n' * 20)
+    (home / "data" / "eval.jsonl").write_text('{"text": "b"}\n' * 5)
+    # The pod: the run's directory, whose .pod/blobs links to the volume's folder of blobs.
+    root, blobs = tmp_path / "pod", tmp_path / "volume" / "blobs"
+    remote_dir = f"overbrainer/{RUN}"
+    (root / remote_dir / ".pod").mkdir(parents=True)
+    blobs.mkdir(parents=True)
+    (root / remote_dir / BLOBS_LINK).symlink_to(blobs)
+    # An earlier try of this run left a torn blob in its incoming folder.
+    leftover = blobs / f".incoming-{RUN}"
+    leftover.mkdir()
+    (leftover / _sha(b"other")).write_bytes(b"oth")
+    said: list[str] = []
+    data = VolumeData(RUN, home, RunpodSettings(), said.append)
+    await data.before_create("volume1", DC)
+
+    placed = await data.through_pod(_RacedExecutor(root, blobs), str(root), remote_dir)
+
+    assert placed is not None and placed.via == "pod"
+    assert [f["sent"] for f in placed.files] == [True, True]
+    for rel in ("data/train.jsonl", "data/eval.jsonl"):
+        content = (home / rel).read_bytes()
+        # Whole, though the other run's half-written copy was there when this one's was
+        # checked: the checked copy replaced it at once.
+        assert (blobs / _sha(content)).read_bytes() == content
+    assert sorted(p.name for p in blobs.iterdir()) == sorted(
+        _sha((home / rel).read_bytes()) for rel in ("data/train.jsonl", "data/eval.jsonl")
+    )  # the incoming folder gone, the earlier try's torn blob never placed
+    assert len(said) == 2 and all("through the pod, verified: sent" in line for line in said)

@@ -175,7 +175,7 @@ async def recovered_pod(
             job = Job(run_id, ready.executor, remote_run_dir(run_id))
             try:
                 if data is not None:
-                    placed = await data.through_pod(ready.executor, ready.pod.remote_dir)
+                    placed = await data.through_pod(ready.executor, ctx.root, ready.pod.remote_dir)
                     if placed is not None:
                         await session.journal.append(run_id, [placed])
                     job = Job(

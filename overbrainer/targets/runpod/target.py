@@ -394,7 +394,9 @@ class PodTarget:
                 if data is not None:
                     try:
                         # Once, through one pod: every node mounts the same volume.
-                        placed = await data.through_pod(ready.primary, ready.pod.remote_dir)
+                        placed = await data.through_pod(
+                            ready.primary, self.ctx.root, ready.pod.remote_dir
+                        )
                         if placed is not None:
                             await self.session.journal.append(run_id, [placed])
                     except OverbrainerError:

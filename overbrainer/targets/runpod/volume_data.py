@@ -22,6 +22,7 @@ What was sent and what was already there is said on the command's output and rec
 
 import hashlib
 import os
+import posixpath
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -223,10 +224,16 @@ class VolumeData:
             checkpoint=checkpoint,
         )
 
-    async def through_pod(self, executor: Executor, remote_dir: str) -> ev.DataOnVolume | None:
+    async def through_pod(
+        self, executor: Executor, root: str, remote_dir: str
+    ) -> ev.DataOnVolume | None:
         """Without an S3 API key: the blobs the volume lacks, through the pod (its run
-        directory at ``remote_dir``), checked by their SHA-256 on the pod; what to
-        record (None: nothing done here)."""
+        directory at ``remote_dir`` under the executor's ``root``), checked by their SHA-256
+        on the pod; what to record (None: nothing done here).
+
+        Each goes up into a folder of this run's own beside the blobs, is checked there,
+        and only then renamed into place: another run sending the same blob at the same
+        moment never reads a half-written one, nor makes this run's check fail."""
         if self.through_s3 or not self.files:
             return None
         blobs = f"{remote_dir}/{BLOBS_LINK}"
@@ -234,13 +241,14 @@ class VolumeData:
         there = await executor.manifest(blobs, sorted(wanted))
         missing = [f for sha, f in wanted.items() if _held(there, sha) != sha]
         if missing:
+            incoming = f"{blobs}/{_INCOMING_PREFIX}{self.run_id}"
             staging = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=self.run_dir))
             try:
                 await trio.to_thread.run_sync(_stage, staging, missing)
-                await executor.upload(staging, blobs)
+                await executor.upload(staging, incoming)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
-            there = await executor.manifest(blobs, [f.sha256 for f in missing])
+            there = await executor.manifest(incoming, [f.sha256 for f in missing])
             wrong = [f for f in missing if _held(there, f.sha256) != f.sha256]
             if wrong:
                 raise VolumeDataError(
@@ -248,7 +256,33 @@ class VolumeData:
                     f"not verify (blob {wrong[0].sha256} does not hold it); run "
                     "`overbrainer train` again"
                 )
+            try:
+                await executor.run_script(
+                    _ADOPT_SCRIPT,
+                    [posixpath.join(root, incoming), *(f.sha256 for f in missing)],
+                    what="placing the run's data among the volume's blobs",
+                )
+            except OverbrainerError as error:
+                raise VolumeDataError(
+                    f"cannot place run {self.run_id}'s data on the network volume: {error}"
+                ) from error
         return self._placed("pod", {f.sha256 for f in missing})
+
+
+_INCOMING_PREFIX = ".incoming-"
+"""Beside the volume's blobs: a run's folder of blobs on their way (checked, then moved)."""
+
+# $1: a run's folder of incoming blobs; then the names (SHA-256) checked there. Each is
+# renamed into the blobs' folder, its parent: one rename on one file system, so a reader
+# finds the whole blob or none. What else the folder holds (an earlier try's) goes.
+_ADOPT_SCRIPT = """set -e
+dir=$1
+shift
+for name do
+    mv -f "$dir/$name" "$dir/../$name"
+done
+rm -rf "$dir"
+"""
 
 
 def _placed_digest(run: str, objects: Sequence[StoredObject]) -> str:
