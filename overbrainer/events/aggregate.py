@@ -58,6 +58,8 @@ class PodView:
     # The network volume the run's pods mount (pod.VolumeAttached): {"id", "name",
     # "data_center", "created", "size_gb"}.
     volume: dict[str, Any] | None = None
+    # The longest its files from home may take to go up, with no event, before the create.
+    volume_fill_seconds: float = 0.0
     # The current pod's cluster, when the run has one (pod.ClusterCreated): {"id",
     # "nodes", "gpus_per_node", "members": [{"pod_id", "rank", "ip"}, ...] by rank once
     # ranked (pod.ClusterRanked), else []}.
@@ -642,6 +644,7 @@ def _volume_attached(s: RunLog, e: ev.VolumeAttached, at: str) -> None:
         "created": e.created,
         "size_gb": e.size_gb,
     }
+    s.pod.volume_fill_seconds = e.fill_seconds
 
 
 def _data_on_volume(s: RunLog, e: ev.DataOnVolume, at: str) -> None:

@@ -558,9 +558,11 @@ class CapacityAwaited(Event):
 
 @dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VolumeAttached(Event):
-    """The target's network volume (``volume = "NAME"``) the run's pods mount at
-    ``/workspace``, found by its name or ``created`` for this run (appended before the
-    first create; the pods are created only in its ``data_center``)."""
+    """The target's network volume (``volume = "NAME"``) the run's pods mount, found by
+    its name or ``created`` for this run (appended before the first create; the pods are
+    created only in its ``data_center``). ``fill_seconds``: the longest the run's files
+    from home may then take to go up before the create (an upload appends nothing while
+    it runs): another host's judgement of the starter's silence allows it."""
 
     name: ClassVar[str] = "pod.VolumeAttached"
     volume_id: str
@@ -568,6 +570,7 @@ class VolumeAttached(Event):
     data_center: str
     created: bool
     size_gb: int | None = None
+    fill_seconds: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True, eq=False, repr=False)

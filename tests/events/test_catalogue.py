@@ -156,6 +156,7 @@ EXPECTED_POD_A = {
         },
     },
     "volume": None,
+    "volume_fill_seconds": 0.0,
     "cluster": None,
 }
 EXPECTED_RUN_B = {
@@ -301,6 +302,7 @@ EXPECTED_POD_C = {
         },
     },
     "volume": None,
+    "volume_fill_seconds": 0.0,
     "cluster": {
         "id": "c_zz",
         "nodes": 2,

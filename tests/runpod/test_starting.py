@@ -136,6 +136,31 @@ def test_a_starter_on_another_host_is_judged_on_runpods_clock(
     assert why in start.why
 
 
+@pytest.mark.parametrize(("silent", "verdict"), [(40 + 59, "starting"), (40 + 61, "abandoned")])
+def test_the_upload_to_a_runs_network_volume_before_its_create_lengthens_the_lease(
+    silent: float, verdict: str
+) -> None:
+    # The walk recorded that the run's files may take an hour to go up to its volume, a
+    # step that appends nothing: the starter's silence is allowed that hour more.
+    state = _preparing()
+    attached = ev.VolumeAttached(
+        volume_id="v1", volume_name="cache", data_center="US-KS-2", created=True,
+        fill_seconds=3600.0,
+    )  # fmt: skip
+    state.apply(attached, _at(0))
+    start = judge(
+        state,
+        [(HERE, _at(0))],
+        now=T0 + timedelta(minutes=silent),
+        lease=LEASE,
+        alive=_alive(None),
+    )
+    assert start is not None
+    assert start.verdict == verdict, start.why
+    if verdict == "abandoned":
+        assert "past its 100 min lease" in start.why
+
+
 def test_only_a_run_preparing_has_a_start() -> None:
     state = _preparing()
     state.apply(ev.JobStarted(job_dir="r", pid=5), _at(1))

@@ -173,9 +173,13 @@ async def test_with_an_s3_key_the_data_is_on_the_volume_and_verified_before_the_
         assert sent.count(put) == 1
         assert head in sent[sent.index(put) :]
     # The log says it, before the first create of each run; sent by the first run only.
+    data_bytes = sum((w.project / rel).stat().st_size for rel in DATA)
     for log, sent in zip(logs, (True, False), strict=True):
         at, fields = _placed(log)
         assert at < _names(log).index("pod.AttemptSent")
+        # The upload's bound came first (another host allows the starter's silence it).
+        (attached,) = [e["fields"] for e in log if e["event"] == "pod.VolumeAttached"]
+        assert attached["fill_seconds"] == 60 + data_bytes / (1 << 20)  # type: ignore[index]
         assert fields["via"] == "s3" and fields["checkpoint"] is None
         files = fields["files"]
         assert isinstance(files, list)

@@ -775,6 +775,7 @@ class _Walk:
             data_center=volume.data_center or center,
             created=created,
             size_gb=volume.size_gb,
+            fill_seconds=0.0 if self.volume_data is None else self.volume_data.allowance(),
         )
         self._taken(await self.journal.append(self.run_id, self._unless_overtaken([attached])))
         self.volume_id = volume.id

@@ -9,7 +9,9 @@ starter lives — it would delete the pod under it — so the starter must be *p
 - on another host (a team store): it is silent past its *lease*, the longest time a walk
   goes between two of its appends (see :func:`lease_seconds`) plus a margin for clocks,
   counted from the time of its latest event. No renewal event is needed: every step of a
-  walk appends within that bound.
+  walk appends within that bound, but the upload of the run's files to its network volume
+  before the create, whose own bound the walk recorded first (``pod.VolumeAttached``) and
+  which the lease then includes.
 
 Two hosts' clocks may be hours apart (a laptop's set wrong), and an event's time is its
 host's. So the silence is counted on Runpod's clock: the starter's latest time corrected by
@@ -111,10 +113,12 @@ def judge(
     runs here (True/False) or cannot be told from here (None: another host). ``now`` is
     Runpod's time; ``offsets`` the run's ``run.ClockOffset`` as ``(actor, seconds its
     host's clock is ahead of Runpod's)``, oldest first: the starter's times are corrected
-    by its host's latest.
+    by its host's latest. The lease grows by the time the run's files may take to go up
+    to its network volume (``PodView.volume_fill_seconds``), a step with no append.
     """
     if state.run.state != RunState.preparing or not records:
         return None
+    lease += state.pod.volume_fill_seconds
     run_id = state.run.run_id
     starter = records[0][0]
     if alive(starter) is False:
