@@ -331,3 +331,20 @@ def test_the_nodes_of_a_target_reach_its_wanted_settings() -> None:
     spec = RunpodTarget(kind="runpod", gpu_types=["NVIDIA A40"], max_hours=2, nodes=3)
     assert wanted_of("gpu", spec).nodes == 3
     assert wanted_of("gpu", runpod_target(["NVIDIA A40"])).nodes == 1
+
+
+def test_with_a_network_volume_the_stock_is_read_only_where_the_volume_lives() -> None:
+    spec = RunpodTarget.model_validate(
+        {
+            "kind": "runpod",
+            "gpu_types": "auto",
+            "max_hours": 2.0,
+            "min_vram_gb": 40,
+            "data_center_ids": ["EU-RO-1", "US-KS-2"],
+            "volume": "cache",
+            "volume_data_center": "US-KS-2",
+        }
+    )
+    assert wanted_of("gpu", spec).data_center_ids == ("US-KS-2",)
+    without = spec.model_copy(update={"volume": None, "volume_data_center": None})
+    assert wanted_of("gpu", without).data_center_ids == ("EU-RO-1", "US-KS-2")
