@@ -9,9 +9,9 @@ starter lives — it would delete the pod under it — so the starter must be *p
 - on another host (a team store): it is silent past its *lease*, the longest time a walk
   goes between two of its appends (see :func:`lease_seconds`) plus a margin for clocks,
   counted from the time of its latest event. No renewal event is needed: every step of a
-  walk appends within that bound, but the upload of the run's files to its network volume
-  before the create, whose own bound the walk recorded first (``pod.VolumeAttached``) and
-  which the lease then includes.
+  walk appends within that bound but one, the upload of the run's files to its network
+  volume before the create: the walk records its bound first (``pod.VolumeAttached``),
+  and the lease includes it.
 
 Two hosts' clocks may be hours apart (a laptop's set wrong), and an event's time is its
 host's. So the silence is counted on Runpod's clock: the starter's latest time corrected by
